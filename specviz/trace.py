@@ -1,0 +1,167 @@
+"""Plain-data traces: one StepTrace per target forward pass, a Trace per generation, JSON round-trip."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+TRACE_FORMAT = "specviz-trace/1"
+
+
+class TraceError(ValueError):
+    """A trace file that is corrupt, foreign, or from an incompatible version."""
+
+
+@dataclass(frozen=True)
+class Alt:
+    """One alternative token of a distribution."""
+
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One method step: propose → verify (one target forward) → accept → commit.
+
+    `detail` holds the method's own plain data (tree, mask, p/q decisions, Jacobi grid …);
+    every value in it is a JSON type (dicts, lists, str, int, float, bool, None).
+    """
+
+    index: int
+    committed: list[int]  # token ids committed this step, the bonus token included
+    texts: list[str]  # their decoded text
+    forward_tokens: int  # tokens fed to the target model in this step's forward pass
+    draft_s: float  # wall time spent proposing (0 for plain decoding)
+    verify_s: float  # wall time of the target forward pass
+    wall_s: float  # whole step, bookkeeping included
+    prob: float  # target probability of the first committed token
+    entropy: float  # entropy (nats) of the target distribution at the first committed position
+    top: list[Alt] = field(default_factory=list)  # top-5 of that distribution
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> int:
+        """Tokens committed by this step (A for one step; the bonus token counts)."""
+        return len(self.committed)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A whole generation by one method on one prompt."""
+
+    method: str
+    model: str
+    device: str
+    prompt: str
+    prompt_ids: list[int]
+    config: dict[str, Any]  # sampling settings plus the method's own settings
+    steps: list[StepTrace]
+    output_ids: list[int]
+    text: str
+    total_s: float
+    prefill_s: float  # the prompt's forward pass (time to first token = prefill_s + first step)
+    stopped: str  # "eos" or "length"
+    format: str = TRACE_FORMAT
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def mean_accepted(self) -> float:
+        """A: tokens committed per target forward pass, counting the bonus token."""
+        return self.new_tokens / max(1, len(self.steps))
+
+    @property
+    def decode_s(self) -> float:
+        """Wall time of the decoding steps, prefill excluded."""
+        return sum(s.wall_s for s in self.steps)
+
+    @property
+    def mean_step_s(self) -> float:
+        return self.decode_s / max(1, len(self.steps))
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.total_s if self.total_s > 0 else 0.0
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: prefill plus the first step."""
+        return self.prefill_s + (self.steps[0].wall_s if self.steps else 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        """Validate and rebuild a trace; raise TraceError with one clear sentence when it is wrong."""
+        if not isinstance(data, dict):
+            raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
+        if data.get("format") != TRACE_FORMAT:
+            raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, "
+                             f"expected {TRACE_FORMAT!r}).")
+        try:
+            steps = [_step_from_dict(s) for s in _typed(data, "steps", list)]
+            kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
+        except KeyError as exc:
+            raise TraceError(f"The trace is missing the field {exc.args[0]!r}.") from None
+        trace = cls(steps=steps, **kw)
+        _check_trace(trace)
+        return trace
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TraceError(f"The trace is not valid JSON ({exc}).") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trace:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise TraceError(f"Cannot read trace {path}: {exc.strerror}.") from None
+        return cls.from_json(raw)
+
+
+def _typed(data: dict, key: str, kind: type) -> Any:
+    value = data[key]
+    if not isinstance(value, kind):
+        raise TraceError(f"The trace field {key!r} should be a {kind.__name__}.")
+    return value
+
+
+def _step_from_dict(d: Any) -> StepTrace:
+    if not isinstance(d, dict):
+        raise TraceError("A step of the trace is not a JSON object.")
+    top = [Alt(**a) if isinstance(a, dict) else Alt(*a) for a in d.get("top", [])]
+    names = {f.name for f in fields(StepTrace)} - {"top"}
+    try:
+        return StepTrace(top=top, **{k: d[k] for k in names if k in d})
+    except TypeError as exc:
+        raise TraceError(f"A step of the trace is incomplete ({exc}).") from None
+
+
+def _check_trace(t: Trace) -> None:
+    """Cheap consistency checks, so a hand-edited file fails here rather than in a chart."""
+    committed = [tok for s in t.steps for tok in s.committed]
+    if committed != list(t.output_ids):
+        raise TraceError("The trace is inconsistent: its steps do not add up to its output tokens.")
+    for s in t.steps:
+        for v in (s.draft_s, s.verify_s, s.wall_s, s.prob, s.entropy):
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
