@@ -1,0 +1,1 @@
+"""Plotly figure builders: traces in, figures out. Nothing here imports streamlit."""
