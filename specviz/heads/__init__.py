@@ -1,0 +1,1 @@
+"""Trained draft heads (Medusa, EAGLE), their self-distillation data and training."""
