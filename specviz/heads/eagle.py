@@ -1,0 +1,253 @@
+"""The EAGLE draft head: concat(embed(x_{t+1}), f_t) → Linear(2h→h) → one decoder layer → f_{t+1}.
+
+f is the target's final (post-norm) hidden state, the vector its LM head consumes. The head reuses
+the target's frozen token embedding and LM head; token logits come from a reduced draft vocabulary
+(the most frequent continuation tokens, EAGLE-3's d2t idea) because a full fp32 LM-head product
+costs as much as the whole draft on this CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HEAD_FORMAT = "specviz-eagle/1"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "models" / "eagle"
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+
+
+class HeadError(RuntimeError):
+    """A head file that is missing, corrupt, or made for another model; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Shape of the head (copied from the target) plus what training measured about it."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    vocab_size: int
+    target: str = ""  # model name the head was trained for
+    draft_vocab: int = 0  # 0 = the full vocabulary
+    # calibration[d][i]: P(the target's token is rank i of the draft at depth d+1), drafting from own features
+    calibration: list[list[float]] = field(default_factory=list)
+    train: dict = field(default_factory=dict)  # how it was trained and what it scored
+    format: str = HEAD_FORMAT
+
+    @classmethod
+    def from_target(cls, hf_config, target: str = "", draft_vocab: int = 0) -> HeadConfig:
+        c = hf_config
+        rope = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", getattr(c, "rope_theta", 1e4))
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        return cls(c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads,
+                   head_dim, float(c.rms_norm_eps), float(rope), c.vocab_size, target, draft_vocab)
+
+    def llama_config(self):
+        """A one-layer LlamaConfig with the target's attention and MLP shapes."""
+        from transformers import LlamaConfig
+
+        cfg = LlamaConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                          intermediate_size=self.intermediate_size, num_hidden_layers=1,
+                          num_attention_heads=self.num_attention_heads,
+                          num_key_value_heads=self.num_key_value_heads, head_dim=self.head_dim,
+                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=8192,
+                          rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta})
+        cfg._attn_implementation = "sdpa"
+        return cfg
+
+
+class EagleHead(nn.Module):
+    """Predicts the next feature from (feature, next token); shares embeddings and LM head with the target."""
+
+    def __init__(self, config: HeadConfig, draft_ids: torch.Tensor | None = None) -> None:
+        super().__init__()
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+        self.config = config
+        h = config.hidden_size
+        llama = config.llama_config()
+        self.fc = nn.Linear(2 * h, h, bias=True)
+        self.layer = LlamaDecoderLayer(llama, layer_idx=0)
+        self.layer.input_layernorm = nn.Identity()  # EAGLE-1: the fused input is not re-normalised
+        self.rotary = LlamaRotaryEmbedding(llama)
+        ids = torch.arange(config.vocab_size) if draft_ids is None else draft_ids.long()
+        self.register_buffer("draft_ids", ids, persistent=False)  # [Vd] draft index → token id
+
+    @property
+    def full_vocab(self) -> bool:
+        return self.draft_ids.numel() == self.config.vocab_size
+
+    def forward(self, feats: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor,
+                cache=None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """feats, embeds [B, T, h]; positions [B, T]; additive mask [B|1, 1, T, past+T] → [B, T, h]."""
+        x = self.fc(torch.cat([embeds, feats], dim=-1))
+        rope = self.rotary(x, positions)
+        return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache,
+                          use_cache=cache is not None, position_embeddings=rope)
+
+    def new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.config.llama_config())
+
+
+def draft_weight(head: EagleHead, lm_head: nn.Linear, dtype: torch.dtype) -> torch.Tensor:
+    """The LM-head rows of the draft vocabulary, [Vd, h], in the draft's dtype."""
+    w = lm_head.weight.detach()
+    return w.to(dtype) if head.full_vocab else w.index_select(0, head.draft_ids.to(w.device)).to(dtype)
+
+
+def new_head(hf_config, target: str = "", draft_ids: torch.Tensor | None = None, seed: int = 0) -> EagleHead:
+    """A freshly initialised head for a target model (the starting point of training)."""
+    torch.manual_seed(seed)
+    n = 0 if draft_ids is None else int(draft_ids.numel())
+    head = EagleHead(HeadConfig.from_target(hf_config, target, n), draft_ids)
+    return head.float()
+
+
+def save_head(head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write weights (safetensors, half precision by default) and config.json; return the folder."""
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()
+             if not k.startswith("rotary.")}
+    if not head.full_vocab:
+        state["draft_ids"] = head.draft_ids.to(torch.int32).contiguous()
+    save_file(state, str(out / WEIGHTS), metadata={"format": HEAD_FORMAT})
+    (out / CONFIG).write_text(json.dumps(asdict(head.config), indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def read_config(folder: str | Path) -> HeadConfig:
+    """Parse a head's config.json; raise HeadError on a missing or foreign file."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        raise HeadError(f"No EAGLE head in {Path(folder)}; train one with: python -m specviz train eagle")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != HEAD_FORMAT:
+            raise HeadError(f"{path} is not an EAGLE head config (format {data.get('format')!r}).")
+        return HeadConfig(**data)
+    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+        raise HeadError(f"{path} is corrupt ({exc}); retrain with: python -m specviz train eagle") from None
+
+
+def load_head(folder: str | Path = DEFAULT_DIR, hf_config=None,
+              dtype: torch.dtype = torch.float32) -> EagleHead:
+    """Load a saved head; check it fits `hf_config` when given; raise HeadError with one clear sentence."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    cfg = read_config(folder)
+    if hf_config is not None:
+        want = HeadConfig.from_target(hf_config)
+        if (want.hidden_size, want.vocab_size) != (cfg.hidden_size, cfg.vocab_size):
+            raise HeadError(f"The EAGLE head in {folder} was trained for another model "
+                            f"(hidden {cfg.hidden_size}, vocab {cfg.vocab_size}).")
+    try:
+        state = load_file(str(Path(folder) / WEIGHTS))
+    except (OSError, SafetensorError) as exc:
+        raise HeadError(f"Cannot read {Path(folder) / WEIGHTS} ({exc}); retrain the head.") from None
+    draft_ids = state.pop("draft_ids", None)
+    head = EagleHead(cfg, None if draft_ids is None else draft_ids.long())
+    try:
+        _load_strict(head, state)
+    except RuntimeError as exc:
+        raise HeadError(f"{Path(folder) / WEIGHTS} does not match its config ({str(exc)[:120]}).") from None
+    head.requires_grad_(False)
+    return head.to(dtype).eval()
+
+
+def _load_strict(head: EagleHead, state: dict[str, torch.Tensor]) -> None:
+    """Load every saved tensor; rotary buffers are rebuilt from the config, not stored."""
+    missing, unexpected = head.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("rotary.")]
+    if missing or unexpected:
+        raise RuntimeError(f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+
+
+class Drafter:
+    """The head at inference: its own KV cache over (f_j, x_{j+1}) pairs, plus a queue of pairs not yet run.
+
+    Head position j holds the pair (f_j, x_{j+1}) and predicts f_{j+1}, whose LM-head row scores x_{j+2}.
+    """
+
+    def __init__(self, head: EagleHead, lm, dtype: torch.dtype | None = None) -> None:
+        self.head, self.lm = head, lm
+        self.dtype = dtype or next(head.parameters()).dtype
+        self.head.to(self.dtype)
+        self.weight = draft_weight(head, lm.lm_head, self.dtype)  # [Vd, h]
+        self.embed = lm.hf.get_input_embeddings()
+        self.cache = head.new_cache()
+        self.queue_feats: list[torch.Tensor] = []  # true features not yet run through the head, each [m, h]
+        self.queue_tokens: list[int] = []
+
+    @property
+    def length(self) -> int:
+        """Pairs held in the head's cache."""
+        return self.cache.get_seq_length()
+
+    def reset(self, prompt_ids: list[int], prompt_hidden: torch.Tensor) -> None:
+        """Start a generation: run the prompt's pairs (f_j, x_{j+1}); prompt_hidden [n, h]."""
+        self.cache = self.head.new_cache()
+        self.queue_feats, self.queue_tokens = [prompt_hidden[:-1]], list(prompt_ids[1:])
+        if self.queue_tokens:
+            self.flush()
+
+    def push(self, feats: torch.Tensor, tokens: list[int]) -> None:
+        """Queue verified pairs: feats [m, h] are the target's true features, tokens the next tokens."""
+        if tokens:
+            self.queue_feats.append(feats[: len(tokens)])
+            self.queue_tokens.extend(tokens)
+
+    @torch.inference_mode()
+    def run(self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor,
+            see: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run pairs on top of the cache; see [q, cached+q] bool says what each may attend.
+
+        Returns (predicted features [q, h], draft log-probs [q, Vd]).
+        """
+        ids = torch.as_tensor(tokens, dtype=torch.long)
+        emb = self.embed(ids.to(self.embed.weight.device)).to(self.dtype)
+        mask = torch.zeros(see.shape, dtype=self.dtype).masked_fill_(~see, torch.finfo(self.dtype).min)
+        out = self.head(feats.to(self.dtype)[None], emb[None], positions[None], self.cache,
+                        mask[None, None])[0]
+        logp = torch.log_softmax((out @ self.weight.T).float(), dim=-1)
+        return out, logp
+
+    def flush(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run every queued pair causally on top of the cache; return the last row's (feature, log-probs)."""
+        feats = torch.cat([f.to(self.dtype) for f in self.queue_feats])
+        tokens, past = self.queue_tokens, self.length
+        q = len(tokens)
+        see = torch.ones(q, past + q, dtype=torch.bool)
+        see[:, past:] = torch.ones(q, q, dtype=torch.bool).tril()
+        out, logp = self.run(feats, tokens, torch.arange(past, past + q), see)
+        self.queue_feats, self.queue_tokens = [], []
+        return out[-1], logp[-1]
+
+    def catch_up(self, root_feat: torch.Tensor, root: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the queued verified pairs plus (f_{N-1}, root); return (predicted f_N [h], log-probs [Vd])."""
+        self.push(root_feat[None], [root])
+        return self.flush()
+
+    def to_token(self, draft_index: torch.Tensor) -> list[int]:
+        """Draft-vocabulary indices → token ids."""
+        return self.head.draft_ids[draft_index].tolist()
+
+    def rollback(self, length: int) -> None:
+        """Forget drafted tree nodes: keep the first `length` pairs."""
+        extra = self.length - length
+        if extra > 0:
+            self.cache.crop(-extra)

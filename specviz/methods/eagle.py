@@ -1,0 +1,269 @@
+"""EAGLE / EAGLE-2: a feature-level draft head grows a token tree; one target forward verifies it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, HeadError, load_head, new_head
+from specviz.methods.base import OnStep, Run
+from specviz.model import LoadedModel
+from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.trace import Trace
+from specviz.tree import TreeSpec, commit_path, sparse_tree, verify_tree
+from specviz.tree_sampling import greedy_path, sample_path
+
+NAME = "eagle"
+LABEL = "EAGLE-2"
+SUMMARY = "A one-layer head drafts features, not just tokens; a dynamic tree is verified in one pass."
+TREES = ("dynamic", "static")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Tree shape and the head; defaults tuned on this 2-core CPU (GPU reference: 5 / 10 / 60)."""
+
+    depth: int = 5  # draft rounds = deepest drafted token
+    top_k: int = 8  # dynamic: nodes expanded per round and children per node; static: max rank
+    total_tokens: int = 24  # nodes verified in the target forward, the root included
+    tree: str = "dynamic"  # "dynamic" = EAGLE-2 (expand by confidence, rerank); "static" = EAGLE-1
+    head: str = ""  # folder of a trained head; "" = models/eagle; "random" = untrained (tests)
+    head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.depth <= 12:
+            raise ConfigError(f"depth must be between 1 and 12, got {self.depth}.")
+        if not 1 <= self.top_k <= 32:
+            raise ConfigError(f"top_k must be between 1 and 32, got {self.top_k}.")
+        if not 2 <= self.total_tokens <= 256:
+            raise ConfigError(f"total_tokens must be between 2 and 256, got {self.total_tokens}.")
+        if self.tree not in TREES:
+            raise ConfigError(f"tree must be 'dynamic' or 'static', got {self.tree!r}.")
+        if self.head_dtype not in ("bf16", "fp32", "model"):
+            raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {self.head_dtype!r}.")
+
+
+@dataclass
+class DraftTree:
+    """Every drafted node (node 0 = the root), how it was drafted, and which nodes survive the rerank."""
+
+    tokens: list[int]
+    parents: list[int] = field(default_factory=lambda: [-1])
+    depth: list[int] = field(default_factory=lambda: [0])
+    score: list[float] = field(default_factory=lambda: [0.0])  # cumulative draft log-prob of the path
+    conf: list[float] = field(default_factory=lambda: [1.0])  # draft probability given the parent
+    expanded: list[int] = field(default_factory=lambda: [1])  # round it ran through the head, -1 never
+    kept: list[bool] = field(default_factory=lambda: [True])
+    feats: dict[int, torch.Tensor] = field(default_factory=dict)  # feature predicted by each expanded node
+    logps: dict[int, torch.Tensor] = field(default_factory=dict)  # its draft log-probs [Vd]
+
+    def add(self, parent: int, token: int, logp: float) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depth.append(self.depth[parent] + 1)
+        self.score.append(self.score[parent] + logp)
+        self.conf.append(float(torch.tensor(logp).exp()))
+        self.expanded.append(-1)
+        self.kept.append(False)
+        return len(self.tokens) - 1
+
+    def keep_best(self, total: int) -> None:
+        """EAGLE-2's rerank: keep the root plus the total-1 nodes of highest cumulative score."""
+        order = sorted(range(1, len(self.tokens)), key=lambda i: (-self.score[i], i))
+        for i in order[: total - 1]:  # a child never outscores its parent, so the kept set is a tree
+            self.kept[i] = True
+
+    def verified(self) -> tuple[list[int], TreeSpec]:
+        """The kept nodes (drafted indices, in order) and the tree they form for verification."""
+        nodes = [i for i, k in enumerate(self.kept) if k]
+        where = {n: j for j, n in enumerate(nodes)}
+        return nodes, TreeSpec(parents=[-1] + [where[self.parents[n]] for n in nodes[1:]])
+
+
+def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[int], rnd: int) -> None:
+    """Run `nodes` through the head at once (tree-masked), storing each one's predicted feature."""
+    q, past = len(nodes), dr.length
+    see = torch.zeros(q, past + q, dtype=torch.bool)
+    see[:, :base] = True  # the committed prefix, the root pair included
+    for r, n in enumerate(nodes):
+        anc, a = set(), tree.parents[n]
+        while a > 0:
+            anc.add(a)
+            a = tree.parents[a]
+        see[r, base:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool)
+        see[r, past + r] = True
+    feats = torch.stack([tree.feats[tree.parents[n]] for n in nodes])
+    pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes])
+    out, logp = dr.run(feats, [tree.tokens[n] for n in nodes], pos, see)
+    for r, n in enumerate(nodes):
+        tree.feats[n], tree.logps[n], tree.expanded[n] = out[r], logp[r], rnd
+    fed.extend(nodes)
+
+
+def add_children(dr: Drafter, tree: DraftTree, node: int, k: int) -> list[int]:
+    """Attach the draft's top-k tokens under an expanded node."""
+    vals, idx = tree.logps[node].topk(k)
+    return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
+
+
+def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Config) -> None:
+    """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all."""
+    base, fed, layer = dr.length, [], add_children(dr, tree, 0, cfg.top_k)
+    for rnd in range(2, cfg.depth + 1):
+        frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
+        expand(dr, tree, sorted(frontier), base, fed, rnd)
+        layer = [c for n in sorted(frontier) for c in add_children(dr, tree, n, cfg.top_k)]
+    tree.keep_best(cfg.total_tokens)
+
+
+def grow_static(dr: Drafter, tree: DraftTree, paths: list[tuple[int, ...]]) -> None:
+    """EAGLE-1: a fixed tree of rank paths; each round expands every node that has children."""
+    base, fed, index = dr.length, [], {(): 0}
+    for d in range(1, max((len(p) for p in paths), default=0) + 1):
+        parents = sorted({index[p[:-1]] for p in paths if len(p) == d})
+        if d > 1:
+            expand(dr, tree, parents, base, fed, d)
+        for n in parents:
+            key = next(k for k, v in index.items() if v == n)
+            ranks = sorted(p[-1] for p in paths if len(p) == d and p[:-1] == key)
+            top = tree.logps[n].topk(ranks[-1] + 1)
+            tokens = dr.to_token(top.indices)
+            for r in ranks:
+                index[(*key, r)] = tree.add(n, tokens[r], float(top.values[r]))
+                tree.kept[-1] = True
+
+
+def static_paths(head: EagleHead, cfg: Config) -> list[tuple[int, ...]]:
+    """EAGLE-1's static tree: Medusa's greedy sparse tree over the head's calibrated rank accuracies."""
+    acc = head.config.calibration or [[0.5 ** (i + 1) * 0.8**d for i in range(8)] for d in range(8)]
+    acc = [row[: cfg.top_k] for row in acc[: cfg.depth]]  # untrained heads: a generic decaying prior
+    return sparse_tree(acc, cfg.total_tokens - 1)[0]
+
+
+_HEADS: dict[tuple, EagleHead] = {}
+
+
+def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
+    """The head named by the config, loaded once per (model, folder, file time)."""
+    if cfg.head == "random":
+        return new_head(lm.hf.config, lm.name, seed=0).eval()
+    folder = Path(cfg.head) if cfg.head else DEFAULT_DIR
+    weights = folder / "model.safetensors"
+    key = (id(lm.hf), str(folder.resolve()), weights.stat().st_mtime if weights.exists() else 0)
+    if key not in _HEADS:
+        _HEADS[key] = load_head(folder, lm.hf.config)
+    return _HEADS[key]
+
+
+def head_dtype(lm: LoadedModel, cfg: Config) -> torch.dtype:
+    """bf16 only where the target runs fp32 or bf16 (the float64 test model keeps its own dtype)."""
+    if cfg.head_dtype == "model" or lm.dtype == torch.float64:
+        return lm.dtype
+    return torch.bfloat16 if cfg.head_dtype == "bf16" else torch.float32
+
+
+def feature_view(f_t: torch.Tensor, emb: torch.Tensor, f_pred: torch.Tensor, f_true: torch.Tensor,
+                 dims: int = 16) -> dict:
+    """What the head consumed and produced this step, as small plain numbers for the diagram."""
+    f_t, emb, f_pred, f_true = (v.double().flatten() for v in (f_t, emb, f_pred, f_true))
+    idx = f_true.abs().topk(min(dims, f_true.numel())).indices.sort().values
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
+        return round(float(torch.nn.functional.cosine_similarity(a, b, dim=0)), 4)
+
+    def pick(v: torch.Tensor) -> list[float]:
+        return [round(float(x), 3) for x in v[idx]]
+
+    return {"dims": idx.tolist(), "f_t": pick(f_t), "embed": pick(emb * (f_t.norm() / emb.norm())),
+            "f_pred": pick(f_pred), "f_true": pick(f_true),
+            "norm": {"f_t": round(float(f_t.norm()), 3), "embed": round(float(emb.norm()), 4),
+                     "f_pred": round(float(f_pred.norm()), 3), "f_true": round(float(f_true.norm()), 3)},
+            "cos_pred_true": cos(f_pred, f_true), "cos_prev_true": cos(f_t, f_true)}
+
+
+def tree_detail(tree: DraftTree, lm: LoadedModel, kind: str) -> dict:
+    """The drafted tree as plain data (every node, kept or pruned)."""
+    return {"kind": kind, "tokens": list(tree.tokens), "texts": [lm.token_text(t) for t in tree.tokens],
+            "parents": list(tree.parents), "depth": list(tree.depth),
+            "score": [round(s, 4) for s in tree.score], "conf": [round(c, 4) for c in tree.conf],
+            "expanded": list(tree.expanded), "kept": list(tree.kept)}
+
+
+class State:
+    """Per-generation EAGLE state next to the shared Run."""
+
+    def __init__(self, run: Run, head: EagleHead, cfg: Config) -> None:
+        self.run, self.cfg = run, cfg
+        self.drafter = Drafter(head, run.lm, head_dtype(run.lm, cfg))
+        self.paths = static_paths(head, cfg) if cfg.tree == "static" else []
+        self.forced: int | None = None  # a token drawn from a residual, to be the next root
+
+    def draft(self, root: int) -> DraftTree:
+        """Catch the head up with the verified features, then grow this step's tree from the root."""
+        dr = self.drafter
+        tree = DraftTree(tokens=[root])
+        tree.feats[0], tree.logps[0] = dr.catch_up(self.run.pending_hidden, root)
+        grow_static(dr, tree, self.paths) if self.cfg.tree == "static" else grow_dynamic(dr, tree, self.cfg)
+        return tree
+
+
+def accept(run: Run, state: State, tokens: list[int], spec: TreeSpec,
+           logits: torch.Tensor) -> tuple[list[int], dict]:
+    """Greedy matching at T = 0, tree speculative sampling at T > 0; returns (path, decision detail)."""
+    if run.sampling.greedy:
+        return greedy_path(tokens, spec, logits), {}
+    probs = target_probs(logits, run.sampling)
+    path, nxt, records = sample_path(tokens, spec, probs, run.gen)
+    state.forced = nxt
+    return path, {"decisions": records, "residual_token": nxt}
+
+
+def step(run: Run, state: State) -> None:
+    """propose (draft tree) → verify (one target forward) → accept → commit (target and head caches)."""
+    started = time.perf_counter()
+    root, state.forced = (state.forced, None) if state.forced is not None else (run.pick_root(), None)
+    if run.is_final(root):
+        run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started)
+        return
+    tree = state.draft(root)
+    nodes, spec = tree.verified()
+    tokens = [tree.tokens[n] for n in nodes]
+    prefix = run.seq_len
+    t = time.perf_counter()
+    draft_s = t - started
+    logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
+    verify_s = time.perf_counter() - t
+    path, decided = accept(run, state, tokens, spec, logits)
+    commit_path(run.cache, prefix, path)
+    dr = state.drafter
+    dr.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
+    dr.push(hidden[path], [tokens[i] for i in path[1:]])
+    emb = dr.embed(torch.tensor([root])).detach()[0]
+    detail = {"tree": tree_detail(tree, run.lm, state.cfg.tree), "verify_nodes": nodes,
+              "verify_parents": spec.parents, "accepted": [nodes[i] for i in path],
+              "features": feature_view(run.pending_hidden, emb, tree.feats[0], hidden[0]), **decided}
+    run.commit([tokens[i] for i in path], forward_tokens=len(spec), draft_s=draft_s, verify_s=verify_s,
+               started=started, detail=detail)
+    run.pending, run.pending_hidden = logits[path[-1]], hidden[path[-1]]
+
+
+def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
+             prompt: str = "", on_step: OnStep | None = None, head: EagleHead | None = None) -> Trace:
+    """Decode with an EAGLE head until EOS or max_new_tokens; raise ConfigError when no head is found."""
+    cfg = config or Config()
+    try:
+        head = head or get_head(lm, cfg)
+    except HeadError as exc:
+        raise ConfigError(str(exc)) from None
+    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    _, hidden = run.prefill()
+    state = State(run, head, cfg)
+    t = time.perf_counter()
+    state.drafter.reset(run.prompt_ids, hidden)  # the head's own prefill over the prompt's pairs
+    run.prefill_s += time.perf_counter() - t
+    while not run.done:
+        step(run, state)
+    return run.trace()
