@@ -58,7 +58,7 @@ def gguf_folder() -> Path:
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelError(f"The built-in model is not installed; run: {INSTALL_HINT}")
-    folder = Path(list(spec.submodule_search_locations)[0])
+    folder = Path(next(iter(spec.submodule_search_locations)))
     if not (folder / GGUF_FILE).is_file():
         raise ModelError(f"{GGUF_FILE} is missing from {folder}; reinstall it: {INSTALL_HINT}")
     return folder
@@ -221,7 +221,10 @@ def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
                progress: Progress = print) -> LoadedModel:
     """Load a model for decoding; raise ModelError with one actionable sentence on failure."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     dev = pick_device(device)
     dt = pick_dtype(dev, dtype)
     where = resolve(spec, progress)

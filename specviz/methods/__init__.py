@@ -31,3 +31,41 @@ def get(name: str) -> ModuleType:
     if name not in available():
         raise UnknownMethod(f"Unknown method {name!r}; choose from {', '.join(available())}.")
     return importlib.import_module(MODULES[name])
+
+
+def make_config(name: str, overrides: dict[str, str] | None = None):
+    """The method's Config with `key=value` strings applied, coerced to each field's default type."""
+    from dataclasses import MISSING, fields
+
+    from specviz.sampling import ConfigError
+
+    cls = get(name).Config
+    known = {f.name: f for f in fields(cls)}
+    values = {}
+    for key, raw in (overrides or {}).items():
+        if key not in known:
+            choices = ", ".join(known) or "none"
+            raise ConfigError(f"Method {name!r} has no option {key!r} (options: {choices}).")
+        default = known[key].default if known[key].default is not MISSING else None
+        values[key] = _coerce(key, raw, type(default))
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for {name!r}: {exc}.") from None
+
+
+def _coerce(key: str, raw: str, kind: type):
+    from specviz.sampling import ConfigError
+
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if kind is bool:
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
+        if kind in (int, float):
+            return kind(raw)
+    except ValueError:
+        raise ConfigError(f"Option {key!r} needs a {kind.__name__}, got {raw!r}.") from None
+    return raw

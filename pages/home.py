@@ -1,0 +1,65 @@
+"""Home: the four questions, plain decoding streamed live, its serial timeline and the latency curve."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz.methods import autoregressive
+from specviz.probe import cached_curve
+from specviz.prompts import PromptError, prepare
+from specviz.viz.latency import latency_figure
+from specviz.viz.timeline import timeline_figure
+from ui.common import get_model, page_header, settings, show_figure
+
+page_header("Why parallel decoding works", "Plain decoding pays one full forward pass per token. "
+            "Every method in this app pays roughly the same pass for several.")
+st.markdown(
+    "Four questions judge any acceleration method (seed 002):\n"
+    "1. **Where do the drafts come from?** Extra heads (Medusa), a feature-level head (EAGLE), "
+    "the model's own Jacobi iterations (Lookahead), the prompt (prompt lookup), a smaller draft (SpS).\n"
+    "2. **How are candidates organised?** A chain, a static tree, a dynamic tree, or an n-gram pool.\n"
+    "3. **Is acceptance lossless?** Greedy matching and speculative sampling are; typical acceptance is not.\n"
+    "4. **Is the step bandwidth- or compute-bound?** Below: verifying k tokens costs far less than k passes.\n\n"
+    "**A** = tokens committed per target forward pass, the bonus token included. "
+    "**r** = cost of one method step relative to one plain step. Speedup ≈ A / r."
+)
+
+s = settings()
+lm = get_model()
+if lm is not None and s is not None:
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("Plain decoding, live")
+        if st.button("Decode", type="primary", key="home.run"):
+            out = st.empty()
+            pieces: list[str] = []
+
+            def stream(step) -> None:
+                pieces.extend(step.texts)
+                out.markdown("".join(pieces).replace("\n", "  \n") + " ▌")
+
+            try:
+                ids = prepare(lm, s.prompt)
+                with lm.lock:
+                    st.session_state["home.trace"] = autoregressive.generate(
+                        lm, ids, s.sampling, prompt=s.prompt, on_step=stream)
+            except PromptError as exc:
+                st.warning(str(exc))
+            out.empty()
+        trace = st.session_state.get("home.trace")
+        if trace is not None:
+            st.markdown(f"> {trace.text}")
+            c1, c2, c3 = st.columns(3)
+            c1.metric("tokens", trace.new_tokens)
+            c2.metric("forward passes", len(trace.steps))
+            c3.metric("ms per token", f"{1000 * trace.mean_step_s:.0f}")
+            show_figure(timeline_figure([trace], title="Serial: one forward pass per token"), "home_timeline")
+        else:
+            st.info("Press **Decode** to run plain decoding on the sidebar prompt.")
+    with right:
+        st.subheader("The cost of one forward pass")
+        with st.spinner("Measuring forward latency on this device (once)…"), lm.lock:
+            curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
+        show_figure(latency_figure(curve), "latency_curve")
+        st.caption("Median of several interleaved runs with a fixed prefix. On a memory-bound device the "
+                   "curve is nearly flat: that flatness is the budget every method spends.")

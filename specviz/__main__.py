@@ -1,0 +1,175 @@
+"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specviz.model import ModelError
+from specviz.prompts import PromptError
+from specviz.sampling import ConfigError
+from specviz.trace import TraceError
+
+KNOWN_ERRORS = (ModelError, PromptError, ConfigError, TraceError, ValueError, OSError)
+
+
+def _options(pairs: list[str], scoped: bool = False) -> dict:
+    """Parse repeated `key=value` (or `method.key=value` when scoped) options."""
+    out: dict = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"Option {pair!r} should look like {'method.' if scoped else ''}key=value.")
+        if scoped:
+            method, dot, name = key.partition(".")
+            if not dot:
+                raise ConfigError(f"Option {pair!r} should name its method, like medusa.budget=16.")
+            out.setdefault(method, {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="default", help="'default' (built-in SmolLM2-135M), a folder or a hub id")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16 or fp16")
+
+
+def _sampling_args(p: argparse.ArgumentParser, tokens: int) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=tokens)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _sampling(a: argparse.Namespace):
+    from specviz.sampling import Sampling
+
+    return Sampling(max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, seed=a.seed)
+
+
+def _load(a: argparse.Namespace):
+    from specviz.model import load_model
+
+    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from specviz import methods
+    from specviz.prompts import prepare
+
+    sampling = _sampling(a)
+    config = methods.make_config(a.method, _options(a.opt))
+    lm = _load(a)
+    ids = prepare(lm, a.prompt)
+    mod = methods.get(a.method)
+    trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)
+    print(trace.text)
+    print(f"[{trace.method}] {trace.new_tokens} tokens in {len(trace.steps)} steps (A = "
+          f"{trace.mean_accepted:.2f}), {trace.tokens_per_s:.1f} tok/s, stopped at {trace.stopped}",
+          file=sys.stderr)
+    if a.json:
+        trace.save(a.json)
+        print(f"trace written to {a.json}", file=sys.stderr)
+    return 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from specviz import bench, methods
+    from specviz.prompts import read_prompts, select
+
+    names = [n.strip() for n in a.methods.split(",") if n.strip()]
+    for n in names:
+        if n not in bench.PEERS:
+            methods.get(n)  # fails early, with the list of known methods
+    scoped = _options(a.opt, scoped=True)
+    configs = {m: methods.make_config(m, kv) for m, kv in scoped.items()}
+    if a.limit is not None and a.limit < 1:
+        raise ConfigError("--limit must be at least 1.")
+    items = select(read_prompts(a.prompts), a.limit, a.per_category)
+    sampling = _sampling(a)
+    lm = _load(a)
+    bar = tqdm(total=len(items) * a.repeats * len(set(names) | {"ar"}), file=sys.stderr, unit="run")
+
+    def tick(done: int, total: int, name: str) -> None:
+        bar.set_postfix_str(name)
+        bar.update(done - bar.n)
+
+    result = bench.run_bench(lm, names, items, sampling, a.repeats, configs, tick)
+    bar.close()
+    print(bench.format_table(result))
+    if a.json:
+        Path(a.json).write_text(json.dumps(result.to_dict(), indent=1))
+        print(f"results written to {a.json}", file=sys.stderr)
+    return 0
+
+
+def cmd_probe(a: argparse.Namespace) -> int:
+    from specviz.probe import cached_curve
+
+    curve = cached_curve(_load(a), refresh=True)
+    print(f"forward latency on {curve.device}, prefix {curve.prefix_len} tokens (median of {curve.repeats})")
+    for k, ms, rel in zip(curve.ks, curve.ms, curve.relative()):
+        print(f"  k={k:>3}  {ms:8.1f} ms   {rel:5.2f}x one token")
+    return 0
+
+
+def cmd_heads(a: argparse.Namespace) -> int:
+    try:
+        from specviz.heads import cli
+    except ImportError:
+        raise ConfigError("Head training is not available in this checkout.") from None
+    return getattr(cli, a.command)(a.head, a.rest)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m specviz", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="decode one prompt with one method and print the text")
+    g.add_argument("--method", default="ar")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option")
+    g.add_argument("--json", metavar="TRACE.json", help="write the full trace here")
+    _sampling_args(g, 64)
+    _model_args(g)
+    b = sub.add_parser("bench", help="run methods side by side on a prompt set")
+    b.add_argument("--methods", default="ar,hf", help="comma-separated; ar is always included")
+    b.add_argument("--prompts", required=True, help="JSONL: {'prompt': …} or {'turns': […]} per line")
+    b.add_argument("--repeats", type=int, default=1)
+    b.add_argument("--limit", type=int, help="use the first K prompts (after --per-category)")
+    b.add_argument("--per-category", type=int, help="use the first K prompts of each category")
+    b.add_argument("--opt", action="append", default=[], metavar="METHOD.KEY=VALUE")
+    b.add_argument("--json", metavar="OUT.json")
+    _sampling_args(b, 128)
+    _model_args(b)
+    pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")
+    _model_args(pr)
+    for name in ("train", "calibrate"):
+        t = sub.add_parser(name, help=f"{name} draft heads (medusa, eagle)")
+        t.add_argument("head")
+        t.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    handler = {"generate": cmd_generate, "bench": cmd_bench, "probe": cmd_probe,
+               "train": cmd_heads, "calibrate": cmd_heads}[a.command]
+    try:
+        return handler(a)
+    except KNOWN_ERRORS as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"specviz: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specviz: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The serial-versus-parallel timeline: every forward pass as a bar on a shared wall-clock axis."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specviz.trace import Trace
+from specviz.viz.theme import DRAFT, NEUTRAL, apply, method_color
+
+
+def _label(texts: list[str], limit: int = 14) -> str:
+    joined = "".join(texts).replace("\n", "⏎")
+    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+
+
+def timeline_figure(traces: list[Trace], upto_s: float | None = None, title: str | None = None,
+                    slide: bool = False) -> go.Figure:
+    """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
+
+    `upto_s` cuts every lane at the same wall-clock instant, to animate the lanes together.
+    """
+    fig = go.Figure()
+    lanes = [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
+    for lane, trace in zip(lanes, traces):
+        bars = _lane_bars(trace, upto_s)
+        for part, color, opacity in (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9),
+                                     ("verify", method_color(trace.method), 0.95)):
+            rows = [b for b in bars if b["part"] == part]
+            if not rows:
+                continue
+            fig.add_bar(
+                y=[lane] * len(rows), x=[b["dur"] * 1000 for b in rows], base=[b["start"] * 1000 for b in rows],
+                orientation="h", marker={"color": color, "opacity": opacity, "line": {"width": 0.5, "color": "white"}},
+                name=part if part != "verify" else "forward pass", legendgroup=part,
+                showlegend=lane == lanes[0] or part == "verify",
+                text=[b["label"] for b in rows], textposition="inside", insidetextanchor="middle",
+                customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
+                hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
+                              "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",
+            )
+    fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": 8, "mode": "hide"})
+    fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, upto_s) * 1000 * 1.02])
+    fig.update_yaxes(autorange="reversed")
+    return apply(fig, title, slide=slide, height=130 + 70 * len(traces))
+
+
+def _end(traces: list[Trace], upto_s: float | None) -> float:
+    total = max((t.prefill_s + t.decode_s for t in traces), default=0.0)
+    return min(total, upto_s) if upto_s is not None else total
+
+
+def _lane_bars(trace: Trace, upto_s: float | None) -> list[dict]:
+    """Bars for one trace as plain dicts, clipped at `upto_s`."""
+    bars = [{"part": "prefill", "start": 0.0, "dur": trace.prefill_s, "label": "prompt", "step": "-",
+             "tokens": len(trace.prompt_ids)}]
+    t = trace.prefill_s
+    for s in trace.steps:
+        verify = s.verify_s if s.forward_tokens else 0.0
+        other = max(0.0, s.wall_s - s.draft_s - verify)  # accept/commit bookkeeping, drawn with verify
+        label = _label(s.texts)
+        if s.draft_s > 0:
+            bars.append({"part": "draft", "start": t, "dur": s.draft_s, "label": "", "step": s.index,
+                         "tokens": s.accepted})
+        bars.append({"part": "verify", "start": t + s.draft_s, "dur": verify + other, "label": label,
+                     "step": s.index, "tokens": s.accepted})
+        t += s.wall_s
+    if upto_s is None:
+        return bars
+    return [dict(b, dur=min(b["dur"], upto_s - b["start"])) for b in bars if b["start"] < upto_s]
+
+
+def tokens_over_time_figure(traces: list[Trace], slide: bool = False) -> go.Figure:
+    """Committed tokens against wall-clock time: the steeper line is the faster method."""
+    fig = go.Figure()
+    for trace in traces:
+        xs, ys, t, n = [0.0, trace.prefill_s * 1000], [0, 0], trace.prefill_s, 0
+        for s in trace.steps:
+            t += s.wall_s
+            n += s.accepted
+            xs.append(t * 1000)
+            ys.append(n)
+        fig.add_scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": method_color(trace.method),
+                                                          "width": 3}, name=trace.method)
+    fig.update_xaxes(title="wall-clock time (ms)")
+    fig.update_yaxes(title="tokens committed")
+    return apply(fig, "Tokens committed over time", slide=slide, height=360)

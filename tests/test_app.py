@@ -1,0 +1,48 @@
+"""The app shell under AppTest: the home page renders, decodes with the real model, and draws its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+pytestmark = pytest.mark.real_model
+
+
+def new_app(**state) -> AppTest:
+    """A fresh app; sidebar values go in through session state (AppTest drops the sidebar on reruns)."""
+    at = AppTest.from_file(APP, default_timeout=300)
+    for key, value in state.items():
+        at.session_state[f"sidebar.{key}"] = value
+    at.run()
+    return at
+
+
+def test_home_decodes_and_draws():
+    at = new_app(max_new_tokens=8)
+    assert not at.exception
+    at.button(key="home.run").click().run()
+    assert not at.exception and not at.error
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
+    assert any("Serial" in t for t in titles) and any("forward pass" in t for t in titles)
+    timeline = next(s for s in specs if "Serial" in s["layout"]["title"]["text"])
+    forward_bars = [d for d in timeline["data"] if d.get("name") == "forward pass"]
+    assert 1 <= len(forward_bars[0]["x"]) <= 8
+
+
+def test_empty_prompt_gets_a_message():
+    at = new_app(prompt="   ")
+    at.button(key="home.run").click().run()
+    assert not at.exception
+    assert any("empty" in w.value for w in at.warning)
+
+
+def test_bad_model_gets_a_message():
+    at = new_app(model="/no/such/model")
+    assert not at.exception
+    assert any("neither a folder" in e.value for e in at.error)

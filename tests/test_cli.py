@@ -1,0 +1,61 @@
+"""The command line: bad input exits non-zero with one line of reason; good input works."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specviz", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["generate", "--prompt", ""], "prompt is empty"),
+    (["generate", "--prompt", "hi", "--max-new-tokens", "-4"], "max_new_tokens"),
+    (["generate", "--prompt", "hi", "--method", "nope"], "Unknown method"),
+    (["generate", "--prompt", "hi", "--model", "/no/such/folder"], "neither a folder"),
+    (["generate", "--prompt", "hi", "--opt", "x=1"], "no option"),
+    (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature"),
+    (["bench", "--prompts", "/no/such.jsonl"], "does not exist"),
+    (["bench", "--prompts", "README.md", "--methods", "ar"], "not valid JSON"),
+    (["bench", "--prompts", "README.md", "--methods", "ar,zzz"], "Unknown method"),
+])
+def test_bad_input_is_one_line(args, reason):
+    out = cli(*args)
+    assert out.returncode == 2
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and reason in lines[0] and "Traceback" not in out.stderr
+
+
+@pytest.mark.real_model
+def test_generate_writes_a_trace(tmp_path):
+    path = tmp_path / "t.json"
+    out = cli("generate", "--prompt", "Name a colour.", "--max-new-tokens", "8", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(path.read_text())
+    assert data["method"] == "ar" and 1 <= len(data["output_ids"]) <= 8
+    assert out.stdout.strip()
+
+
+@pytest.mark.real_model
+def test_bench_json_schema(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Say hello."}\n{"turns": ["Name two fruits.", "ignored"], "category": "qa"}\n')
+    res = tmp_path / "r.json"
+    out = cli("bench", "--methods", "ar,hf", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", str(res))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(res.read_text())
+    assert data["prompts"] == 2 and data["repeats"] == 1 and data["max_new_tokens"] == 8
+    for name in ("ar", "hf"):
+        row = data["methods"][name]
+        assert set(row) == {"speedup", "tokens_per_s", "mean_accepted", "step_cost", "identical", "total"}
+        assert row["identical"] == row["total"] == 2
+    assert data["methods"]["ar"]["mean_accepted"] == 1.0

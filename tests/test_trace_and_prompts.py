@@ -1,0 +1,79 @@
+"""Trace validation and prompt files: corrupt input gives one clear sentence, never a crash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.methods import autoregressive as ar
+from specviz.prompts import PromptError, parse_prompt_lines, prepare, read_prompts, select
+from specviz.sampling import Sampling
+from specviz.trace import Trace, TraceError
+
+
+@pytest.fixture(scope="module")
+def trace(tiny_lm):
+    return ar.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), Sampling(max_new_tokens=5))
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("not json", "not valid JSON"),
+    ("[1, 2]", "not a specviz trace"),
+    ('{"format": "other"}', "not a specviz trace"),
+    ('{"format": "specviz-trace/1"}', "missing the field"),
+])
+def test_corrupt_trace_text(text, reason):
+    with pytest.raises(TraceError, match=reason):
+        Trace.from_json(text)
+
+
+def test_inconsistent_trace_is_refused(trace):
+    data = trace.to_dict()
+    data["output_ids"] = data["output_ids"][:-1]
+    with pytest.raises(TraceError, match="inconsistent"):
+        Trace.from_dict(data)
+    data = json.loads(trace.to_json())
+    data["steps"][0]["wall_s"] = -1
+    with pytest.raises(TraceError, match="invalid number"):
+        Trace.from_dict(data)
+
+
+def test_trace_file_round_trip(trace, tmp_path):
+    path = tmp_path / "t.json"
+    trace.save(path)
+    assert Trace.load(path) == trace
+    with pytest.raises(TraceError, match="Cannot read"):
+        Trace.load(tmp_path / "missing.json")
+
+
+def test_prompt_lines_and_selection(tmp_path):
+    items = parse_prompt_lines('{"prompt": "a"}\n\n{"turns": ["b", "c"], "category": "x", "question_id": 7}\n'
+                               '{"turns": ["d"], "category": "x"}\n')
+    assert [i.text for i in items] == ["a", "b", "d"]
+    assert [i.text for i in select(items, per_category=1)] == ["a", "b"]
+    assert [i.text for i in select(items, limit=1)] == ["a"]
+    with pytest.raises(PromptError, match="Line 1"):
+        parse_prompt_lines('{"nothing": 1}')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(PromptError, match="UTF-8"):
+        read_prompts(bad)
+
+
+def test_prompt_checks(tiny_lm):
+    with pytest.raises(PromptError, match="empty"):
+        prepare(tiny_lm, "   ")
+    with pytest.raises(PromptError, match="limit"):
+        prepare(tiny_lm, "word " * 5000)
+    assert prepare(tiny_lm, "hello")[-1] != 0
+
+
+def test_spec_bench_file_reads(tmp_path):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
+    if not path.is_file():
+        pytest.skip("shared/ is not beside this checkout")
+    items = read_prompts(path)
+    assert len(items) == 480 and len({i.category for i in items}) == 13

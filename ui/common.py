@@ -1,0 +1,122 @@
+"""Streamlit glue shared by every page: the sidebar, cached resources and runs, figure rendering."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+import streamlit as st
+
+from specviz import methods
+from specviz.model import LoadedModel, ModelError, load_model
+from specviz.prompts import PromptError, prepare
+from specviz.sampling import ConfigError, Sampling
+from specviz.trace import Trace
+
+DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
+MAX_TOKENS_LIMIT = 512
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The shared sidebar's values."""
+
+    prompt: str
+    sampling: Sampling
+    model_spec: str
+
+
+@st.cache_resource(show_spinner=False)
+def _load(spec: str) -> LoadedModel:
+    return load_model(spec)
+
+
+def get_model() -> LoadedModel | None:
+    """The model for this server (loaded once, shared by all sessions); None with a message on failure."""
+    spec = st.session_state.get("sidebar.model", "default") or "default"
+    try:
+        with st.spinner("Loading the model (the first start converts it once, about 20 s)…"):
+            return _load(spec)
+    except ModelError as exc:
+        st.error(str(exc))
+    return None
+
+
+def sidebar() -> Settings | None:
+    """Draw the shared sidebar and return its settings (None when a value is unusable)."""
+    sb = st.sidebar
+    sb.text_input("Model", "default", key="sidebar.model",
+                  help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id.")
+    sb.text_area("Prompt", DEFAULT_PROMPT, key="sidebar.prompt", height=110)
+    sb.number_input("Max new tokens", 1, MAX_TOKENS_LIMIT, 64, step=16, key="sidebar.max_new_tokens")
+    sb.slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="sidebar.temperature", help="0 = greedy")
+    sb.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="sidebar.top_p")
+    sb.number_input("Seed", 0, 2**31 - 1, 0, key="sidebar.seed")
+    sb.toggle("Slide export buttons", False, key="sidebar.export", help="PNG/SVG downloads in the slide theme")
+    lm = get_model()
+    if lm is not None:
+        sb.caption(f"Running on **{lm.describe()}**")
+    return settings()
+
+
+def settings() -> Settings | None:
+    """The current shared settings, validated."""
+    ss = st.session_state
+    try:
+        sampling = Sampling(max_new_tokens=int(ss.get("sidebar.max_new_tokens", 64)),
+                            temperature=float(ss.get("sidebar.temperature", 0.0)),
+                            top_p=float(ss.get("sidebar.top_p", 1.0)), seed=int(ss.get("sidebar.seed", 0)))
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None
+    return Settings(ss.get("sidebar.prompt", DEFAULT_PROMPT), sampling, ss.get("sidebar.model", "default"))
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _run_cached(method: str, config_json: str, prompt: str, sampling_json: str, model_spec: str) -> Trace:
+    lm = _load(model_spec)
+    mod = methods.get(method)
+    config = mod.Config(**json.loads(config_json))
+    ids = prepare(lm, prompt)
+    with lm.lock:  # one run at a time on the shared model; each run has its own cache
+        return mod.generate(lm, ids, Sampling(**json.loads(sampling_json)), config, prompt=prompt)
+
+
+def replayed(method: str) -> Trace | None:
+    """A trace of `method` loaded by the user for replay, if any."""
+    return st.session_state.get("replay.traces", {}).get(method)
+
+
+def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
+    """A (cached) run of one method on the sidebar prompt; None with a clear message on bad input."""
+    if (loaded := replayed(name)) is not None:
+        return loaded
+    if s is None or get_model() is None:
+        return None
+    cfg = config if config is not None else methods.get(name).Config()
+    cfg_json = json.dumps({f.name: getattr(cfg, f.name) for f in fields(cfg)}, sort_keys=True)
+    try:
+        with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
+            return _run_cached(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+    except (PromptError, ConfigError, ModelError) as exc:
+        st.warning(str(exc))
+    return None
+
+
+def show_figure(fig, name: str) -> None:
+    """Render a plotly figure; the toolbar's camera saves PNG at 2x, and buttons give slide images."""
+    config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2, "filename": name}}
+    st.plotly_chart(fig, config=config, key=f"fig.{name}")
+    if st.session_state.get("sidebar.export", False):
+        from specviz.export import figure_bytes
+
+        cols = st.columns(6)
+        for col, fmt in zip(cols, ("png", "svg")):
+            col.download_button(f"{fmt.upper()} for slides", lambda f=fig, x=fmt: figure_bytes(f, x, slide=True),
+                                file_name=f"{name}.{fmt}", key=f"dl.{name}.{fmt}", on_click="ignore")
+
+
+def page_header(title: str, question: str) -> None:
+    """Title plus the one question from the brief this page answers."""
+    st.title(title)
+    st.caption(question)
