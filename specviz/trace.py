@@ -165,3 +165,26 @@ def _check_trace(t: Trace) -> None:
         for v in (s.draft_s, s.verify_s, s.wall_s, s.prob, s.entropy):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
+
+
+BUNDLE_FORMAT = "specviz-bundle/1"
+
+
+def bundle_json(traces: list[Trace]) -> str:
+    """Several traces (e.g. every method on one prompt) in one JSON file."""
+    return json.dumps({"format": BUNDLE_FORMAT, "traces": [t.to_dict() for t in traces]}, ensure_ascii=False,
+                      allow_nan=False)
+
+
+def load_traces(text: str | bytes) -> list[Trace]:
+    """Traces from a file holding either one trace or a bundle; TraceError when it is neither."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"The file is not valid JSON ({exc}).") from None
+    if isinstance(data, dict) and data.get("format") == BUNDLE_FORMAT:
+        items = data.get("traces")
+        if not isinstance(items, list) or not items:
+            raise TraceError("The bundle holds no traces.")
+        return [Trace.from_dict(d) for d in items]
+    return [Trace.from_dict(data)]

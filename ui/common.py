@@ -11,7 +11,7 @@ from specviz import methods
 from specviz.model import LoadedModel, ModelError, load_model
 from specviz.prompts import PromptError, prepare
 from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.trace import Trace, TraceError, bundle_json, load_traces
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
@@ -53,10 +53,39 @@ def sidebar() -> Settings | None:
     sb.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="sidebar.top_p")
     sb.number_input("Seed", 0, 2**31 - 1, 0, key="sidebar.seed")
     sb.toggle("Slide export buttons", False, key="sidebar.export", help="PNG/SVG downloads in the slide theme")
-    lm = get_model()
-    if lm is not None:
-        sb.caption(f"Running on **{lm.describe()}**")
+    replay_controls(sb)
+    if not replaying():
+        lm = get_model()
+        if lm is not None:
+            sb.caption(f"Running on **{lm.describe()}**")
     return settings()
+
+
+def replay_controls(sb) -> None:
+    """Load saved traces to present without running the model."""
+    with sb.expander("Replay saved traces", expanded=replaying()):
+        files = st.file_uploader("Trace or bundle (.json)", type=["json"], accept_multiple_files=True,
+                                 key="replay.files")
+        loaded: dict[str, Trace] = {}
+        for f in files or []:
+            try:
+                loaded.update({t.method: t for t in load_traces(f.getvalue())})
+            except TraceError as exc:
+                st.error(f"{f.name}: {exc}")
+        st.session_state["replay.traces"] = loaded
+        if loaded:
+            st.caption("Replaying " + ", ".join(loaded) + "; the model is not run while traces are loaded.")
+
+
+def replaying() -> bool:
+    return bool(st.session_state.get("replay.traces"))
+
+
+def download_traces(traces: list[Trace], name: str) -> None:
+    """A button that saves traces as one JSON bundle, to replay later on any machine."""
+    if traces:
+        st.download_button("Save these runs (JSON)", bundle_json(traces), file_name=f"{name}.json",
+                           mime="application/json", key=f"save.{name}", on_click="ignore")
 
 
 def settings() -> Settings | None:
@@ -89,8 +118,11 @@ def replayed(method: str) -> Trace | None:
 
 def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     """A (cached) run of one method on the sidebar prompt; None with a clear message on bad input."""
-    if (loaded := replayed(name)) is not None:
-        return loaded
+    if replaying():
+        trace = replayed(name)
+        if trace is None:
+            st.info(f"The loaded traces hold no {name!r} run; remove them in the sidebar to run live.")
+        return trace
     if s is None or get_model() is None:
         return None
     cfg = config if config is not None else methods.get(name).Config()
@@ -120,3 +152,25 @@ def page_header(title: str, question: str) -> None:
     """Title plus the one question from the brief this page answers."""
     st.title(title)
     st.caption(question)
+
+
+def config_controls(name: str, container=None):
+    """Widgets for every field of a method's Config (defaults = its tuned CPU defaults); returns the Config."""
+    box = container or st
+    cls = methods.get(name).Config
+    values = {}
+    for f in fields(cls):
+        key, default = f"cfg.{name}.{f.name}", f.default
+        if isinstance(default, bool):
+            values[f.name] = box.checkbox(f.name, default, key=key)
+        elif isinstance(default, int):
+            values[f.name] = int(box.number_input(f.name, value=default, step=1, key=key))
+        elif isinstance(default, float):
+            values[f.name] = float(box.number_input(f.name, value=default, format="%.3f", key=key))
+        else:
+            values[f.name] = box.text_input(f.name, str(default), key=key)
+    try:
+        return cls(**values)
+    except (ConfigError, TypeError, ValueError) as exc:
+        box.warning(f"{name}: {exc}")
+        return None

@@ -13,35 +13,67 @@ def _label(texts: list[str], limit: int = 14) -> str:
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
-def timeline_figure(traces: list[Trace], upto_s: float | None = None, title: str | None = None,
-                    slide: bool = False) -> go.Figure:
-    """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
+PARTS = (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9), ("verify", None, 0.95))
 
-    `upto_s` cuts every lane at the same wall-clock instant, to animate the lanes together.
-    """
-    fig = go.Figure()
-    lanes = [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
+
+def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> list[go.Bar]:
+    """A fixed list of bar traces (lane × part), clipped at `upto_s`; the same shape for every frame."""
+    out = []
     for lane, trace in zip(lanes, traces):
         bars = _lane_bars(trace, upto_s)
-        for part, color, opacity in (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9),
-                                     ("verify", method_color(trace.method), 0.95)):
+        for part, color, opacity in PARTS:
             rows = [b for b in bars if b["part"] == part]
-            if not rows:
-                continue
-            fig.add_bar(
+            out.append(go.Bar(
                 y=[lane] * len(rows), x=[b["dur"] * 1000 for b in rows], base=[b["start"] * 1000 for b in rows],
-                orientation="h", marker={"color": color, "opacity": opacity, "line": {"width": 0.5, "color": "white"}},
-                name=part if part != "verify" else "forward pass", legendgroup=part,
-                showlegend=lane == lanes[0] or part == "verify",
+                orientation="h", name=part if part != "verify" else "forward pass", legendgroup=part,
+                marker={"color": color or method_color(trace.method), "opacity": opacity,
+                        "line": {"width": 0.5, "color": "white"}},
+                showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
                 text=[b["label"] for b in rows], textposition="inside", insidetextanchor="middle",
                 customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
                 hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
                               "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",
-            )
+            ))
+    return out
+
+
+def _lanes(traces: list[Trace]) -> list[str]:
+    return [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
+
+
+def timeline_figure(traces: list[Trace], upto_s: float | None = None, title: str | None = None,
+                    slide: bool = False) -> go.Figure:
+    """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
+
+    `upto_s` cuts every lane at the same wall-clock instant, to show the lanes racing together.
+    """
+    fig = go.Figure(_bars_at(traces, _lanes(traces), upto_s))
     fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": 8, "mode": "hide"})
-    fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, upto_s) * 1000 * 1.02])
+    fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, None) * 1000 * 1.02])
     fig.update_yaxes(autorange="reversed")
-    return apply(fig, title, slide=slide, height=130 + 70 * len(traces))
+    return apply(fig, title, slide=slide, height=150 + 60 * len(traces))
+
+
+def timeline_animation(traces: list[Trace], frames: int = 40, title: str | None = None,
+                       slide: bool = False) -> go.Figure:
+    """The timeline with a Play button: every lane grows on the same clock, so the fastest ends first."""
+    lanes, end = _lanes(traces), _end(traces, None)
+    fig = timeline_figure(traces, upto_s=0.0, title=title, slide=slide)
+    cuts = [end * (i + 1) / frames for i in range(frames)]
+    fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=f"{1000 * c:.0f}") for c in cuts]
+    fig.update_layout(
+        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.12, "xanchor": "left",
+                      "direction": "left", "buttons": [
+                          {"label": "▶ Play", "method": "animate", "args": [None, {
+                              "frame": {"duration": 120, "redraw": True}, "fromcurrent": False,
+                              "transition": {"duration": 0}}]},
+                          {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]}]}],
+        sliders=[{"x": 0.12, "len": 0.88, "y": -0.05, "currentvalue": {"prefix": "t = ", "suffix": " ms"},
+                  "steps": [{"label": f.name, "method": "animate", "args": [[f.name], {
+                      "mode": "immediate", "frame": {"duration": 0, "redraw": True}}]} for f in fig.frames]}],
+    )
+    fig.update_layout(height=fig.layout.height + 90, margin={"b": 120})
+    return fig
 
 
 def _end(traces: list[Trace], upto_s: float | None) -> float:

@@ -1,0 +1,164 @@
+"""Compare methods: live speedups with toggles, prompt sets, output length, batch size and hardware."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import streamlit as st
+
+from specviz import bench, compare, hardware, methods
+from specviz.probe import cached_curve
+from specviz.prompts import PromptError, parse_prompt_lines, prepare, select
+from specviz.viz import compare as figs
+from ui.common import (
+    config_controls,
+    download_traces,
+    get_model,
+    page_header,
+    replayed,
+    replaying,
+    run_method,
+    settings,
+    show_figure,
+)
+
+SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
+DEFAULT_ON = ("medusa", "eagle", "lookahead")
+
+
+def method_toggles() -> dict[str, object]:
+    """A toggle and a settings expander per method; returns the chosen configs."""
+    names = [n for n in methods.available() if n != "ar"]
+    if replaying():
+        names = [n for n in names if replayed(n) is not None]
+    cols = st.columns(max(1, len(names)))
+    chosen = {}
+    for col, name in zip(cols, names):
+        mod = methods.get(name)
+        if col.toggle(mod.LABEL, name in DEFAULT_ON or name in names[:1], key=f"compare.on.{name}", help=mod.SUMMARY):
+            with col.expander("settings"):
+                chosen[name] = config_controls(name)
+    return {n: c for n, c in chosen.items() if c is not None}
+
+
+def live_section(configs: dict[str, object]) -> dict:
+    s = settings()
+    traces = {n: t for n in ["ar", *configs] if (t := run_method(n, configs.get(n), s)) is not None}
+    if "ar" not in traces or len(traces) < 2:
+        st.info("Toggle at least one method above.")
+        return traces
+    rows = compare.summarize(traces)
+    show_figure(figs.speedup_figure(rows), "speedup")
+    show_figure(figs.a_r_figure(rows), "a_and_r")
+    left, right = st.columns(2)
+    with left:
+        show_figure(figs.accepted_histogram(traces), "accepted_histogram")
+    with right:
+        show_figure(figs.acceptance_rate_figure(traces), "acceptance_rate")
+    show_figure(figs.throughput_figure(rows), "throughput")
+    st.dataframe([{"method": r.method, "speedup": round(r.speedup, 3), "A": round(r.mean_accepted, 3),
+                   "r": round(r.step_cost, 3), "A/r": round(r.predicted, 3), "tok/s": round(r.tokens_per_s, 1),
+                   "TTFT ms": round(r.ttft_ms), "same tokens as ar": r.identical} for r in rows], hide_index=True)
+    download_traces(list(traces.values()), "compare_runs")
+    return traces
+
+
+def prompt_set_section(configs: dict[str, object]) -> None:
+    up = st.file_uploader("Prompt set (JSONL: {'prompt': …} or {'turns': […]} per line)", type=["jsonl", "json"],
+                          key="compare.set_file")
+    c1, c2 = st.columns(2)
+    per_cat = c1.number_input("Prompts per category", 1, 40, 1, key="compare.per_category")
+    tokens = c2.number_input("Max new tokens", 8, 512, 64, step=8, key="compare.set_tokens")
+    source = up.getvalue().decode("utf-8", "replace") if up else (
+        SPEC_BENCH.read_text() if SPEC_BENCH.is_file() else "")
+    st.caption(f"Using {'the uploaded file' if up else SPEC_BENCH.name if source else 'no file'}.")
+    if st.button("Run the set", key="compare.run_set") and (lm := get_model()) is not None:
+        s = settings()
+        try:
+            items = select(parse_prompt_lines(source), per_category=int(per_cat))
+            bar = st.progress(0.0, "running…")
+            sampling = replace(s.sampling, max_new_tokens=int(tokens))
+            result = bench.run_bench(lm, list(configs), items, sampling, 1, configs,
+                                     lambda done, total, name: bar.progress(done / total, f"{done}/{total} ({name})"))
+            st.session_state["compare.set_result"] = result.to_dict()
+        except PromptError as exc:
+            st.warning(str(exc))
+    res = st.session_state.get("compare.set_result")
+    if res:
+        st.dataframe([{"method": m, **v} for m, v in res["methods"].items()], hide_index=True)
+        show_figure(figs.category_figure(res["categories"]), "speedup_by_category")
+
+
+def length_section(configs: dict[str, object]) -> None:
+    st.caption("Runs every toggled method at 128, 256 and 512 new tokens on the sidebar prompt (minutes on a CPU).")
+    if st.button("Measure speedup against output length", key="compare.run_lengths") and (lm := get_model()):
+        s = settings()
+        try:
+            ids = prepare(lm, s.prompt)
+        except PromptError as exc:
+            st.warning(str(exc))
+            return
+        bar = st.progress(0.0)
+        st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, configs, s.sampling, progress=bar.progress)
+    if pts := st.session_state.get("compare.lengths"):
+        show_figure(figs.length_figure(pts), "speedup_vs_length")
+
+
+def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
+    return {n: compare.method_shape(t) for n, t in traces.items() if n != "ar"}
+
+
+def batch_section(traces: dict) -> None:
+    st.caption("Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
+               "that each method's measured A and forward width would give at each batch size.")
+    if st.button("Measure the latency surface (once, about a minute)", key="compare.surface") or \
+            st.session_state.get("compare.surface_on"):
+        st.session_state["compare.surface_on"] = True
+        lm = get_model()
+        if lm is None:
+            return
+        with st.spinner("Measuring…"), lm.lock:
+            surface = hardware.cached_surface(lm)
+        modeled = {n: hardware.modeled_batch_speedup(surface, a, w, d) for n, (a, w, d) in shapes(traces).items()}
+        show_figure(figs.batch_figure(surface, modeled), "batch_surface")
+
+
+def whatif_section(traces: dict) -> None:
+    if len(traces) < 2:
+        return
+    big = st.radio("Model size for the what-if", ["this model (135M)", "7B (Vicuna-7B class)"], horizontal=True,
+                   key="compare.size").startswith("7B")
+    lm = None if replaying() else get_model()
+    here, params, nbytes = None, hardware.SMALL_PARAMS, 4.0
+    if lm is not None:
+        with lm.lock:
+            curve = cached_curve(lm)
+        params, nbytes = hardware.param_count(lm), hardware.bytes_per_param(lm)
+        here = hardware.fit_device(curve, params, nbytes)
+    speedups = hardware.whatif(shapes(traces), here, hardware.BIG_PARAMS if big else params, nbytes)
+    show_figure(figs.whatif_figure(speedups), "hardware_whatif")
+    fitted = f"This device, fitted from its latency curve: {here.bandwidth_gbs:.0f} GB/s, {here.tflops:.2f} TFLOP/s. " \
+        if here else ""
+    st.caption("Roofline MODEL: time = max(weights / bandwidth, 2·params·tokens / FLOP/s). " + fitted +
+               "A100: 2.0 TB/s, 312 TFLOP/s; H100: 3.35 TB/s, 989 TFLOP/s (bf16). Draft time is carried over as "
+               "the share of verify time measured here.")
+    if lm is not None and lm.device.type == "cuda":
+        st.caption("A GPU is present: the live runs above are measured on it, not modeled.")
+
+
+page_header("Compare methods", "Which method wins here, by how much, and why: A (tokens per pass) against r "
+            "(cost per pass), on this machine and, as a model, on others.")
+configs = method_toggles()
+tab_live, tab_set, tab_len, tab_batch, tab_hw = st.tabs(
+    ["Live on the prompt", "Prompt set", "Output length", "Batch size", "Hardware what-if"])
+with tab_live:
+    live = live_section(configs)
+with tab_set:
+    prompt_set_section(configs)
+with tab_len:
+    length_section(configs)
+with tab_batch:
+    batch_section(live)
+with tab_hw:
+    whatif_section(live)

@@ -1,0 +1,31 @@
+"""Timeline: every method's forward passes on one wall-clock axis, racing on the same prompt."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz import methods
+from specviz.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
+from ui.common import download_traces, page_header, replayed, replaying, run_method, settings, show_figure
+
+page_header("Serial versus parallel", "Each bar is one forward pass of the target model, as long as it really "
+            "took; orange is drafting. Plain decoding commits one token per bar; the others commit several.")
+
+names = [n for n in methods.available() if n != "ar"]
+if replaying():
+    names = [n for n in names if replayed(n) is not None]
+chosen = st.multiselect("Methods (plain decoding is always the first lane)", names,
+                        default=[n for n in ("medusa", "eagle", "lookahead", "pld") if n in names] or names[:2],
+                        key="timeline.methods")
+s = settings()
+traces = [t for t in (run_method(n, None, s) for n in ["ar", *chosen]) if t is not None]
+if traces:
+    show_figure(timeline_animation(traces, title="Press ▶ to race the methods on one clock"), "timeline_race")
+    end_ms = int(1000 * max(t.prefill_s + t.decode_s for t in traces)) + 1
+    upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
+    show_figure(timeline_figure(traces, upto_s=upto / 1000, title=f"All lanes at t = {upto} ms"), "timeline_at")
+    show_figure(tokens_over_time_figure(traces), "tokens_over_time")
+    st.dataframe([{"method": t.method, "tokens": t.new_tokens, "forward passes": len(t.steps),
+                   "A": round(t.mean_accepted, 2), "total ms": round(1000 * t.total_s),
+                   "same tokens as ar": t.output_ids == traces[0].output_ids} for t in traces], hide_index=True)
+    download_traces(traces, "timeline_runs")
