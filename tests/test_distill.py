@@ -1,0 +1,75 @@
+"""Self-distillation data: the ShareGPT reader, the Spec-Bench exclusion, shards and resumption."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz.heads import distill
+
+
+def test_reader_survives_the_truncated_file() -> None:
+    records = list(distill.sharegpt_conversations(limit=50))
+    assert len(records) == 50
+    assert all("conversations" in r for r in records)
+    with pytest.raises(json.JSONDecodeError):  # the packaged file really is cut short
+        json.loads(distill.sharegpt_path().read_text(encoding="utf-8", errors="replace"))
+
+
+def test_prompts_exclude_spec_bench(monkeypatch) -> None:
+    first = [distill.first_human_turn(r) for r in distill.sharegpt_conversations(limit=400)]
+    first = [f for f in first if f]
+    banned = {" ".join(first[0].split()), " ".join(first[1].split())}
+    monkeypatch.setattr(distill, "spec_bench_turns", lambda: banned)
+    prompts = distill.training_prompts(10_000)
+    keys = {" ".join(p.split()) for p in prompts}
+    assert not keys & banned
+    assert len(keys) == len(prompts)  # no duplicates
+    assert distill.training_prompts(20) == prompts[:20]  # prefix-stable, so a build can grow
+
+
+def test_real_spec_bench_turns_are_never_training_prompts() -> None:
+    if distill.spec_bench_file() is None:
+        pytest.skip("Spec-Bench file not beside this checkout")
+    banned = distill.spec_bench_turns()
+    assert len(banned) > 400
+    assert not {" ".join(p.split()) for p in distill.training_prompts(2000)} & banned
+
+
+def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
+    ticks: list[tuple[int, int]] = []
+    out = distill.build_dataset(tiny_lm, n_prompts=3, max_new_tokens=4, batch_size=2, out_dir=tmp_path,
+                                progress=lambda d, t, _n: ticks.append((d, t)))
+    assert ticks == [(1, 2), (2, 2)]
+    seqs = distill.load_dataset(out, split="all")
+    assert len(seqs) == 3
+    prompts = distill.training_prompts(3)
+    for s, p in zip(seqs, prompts, strict=True):
+        ids = tiny_lm.encode_prompt(p)
+        assert s.ids[: len(ids)].tolist() == ids
+        assert not s.mask[: len(ids)].any() and s.mask[len(ids):].all()
+        assert 1 <= int(s.mask.sum()) <= 4
+        assert s.hidden.shape == (len(s.ids), 64) and s.hidden.dtype == torch.float16
+    # the stored hidden states are the model's own final post-norm states, and the
+    # continuation is its greedy choice
+    s, ids = seqs[0], seqs[0].ids
+    logits, hidden = tiny_lm.forward(ids.tolist(), tiny_lm.new_cache())
+    torch.testing.assert_close(s.hidden.double(), hidden, atol=2e-3, rtol=2e-3)
+    cont = s.mask.nonzero().flatten().tolist()
+    assert [int(logits[j - 1].argmax()) for j in cont] == ids[cont].tolist()
+    # resuming rebuilds nothing; a changed setting is refused
+    mtime = sorted(tmp_path.glob("shard_*"))[0].stat().st_mtime_ns
+    distill.build_dataset(tiny_lm, 3, 4, 2, tmp_path)
+    assert sorted(tmp_path.glob("shard_*"))[0].stat().st_mtime_ns == mtime
+    with pytest.raises(distill.DataError):
+        distill.build_dataset(tiny_lm, 3, 5, 2, tmp_path)
+
+
+def test_missing_data_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(distill.DataError, match="build"):
+        distill.load_dataset(tmp_path)
+    (tmp_path / "shard_00000.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(distill.DataError, match="unreadable"):
+        distill.load_dataset(tmp_path, split="all")
