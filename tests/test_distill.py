@@ -54,11 +54,12 @@ def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
         assert s.hidden.shape == (len(s.ids), 64) and s.hidden.dtype == torch.float16
     # the stored hidden states are the model's own final post-norm states, and the
     # continuation is its greedy choice
-    s, ids = seqs[0], seqs[0].ids
-    logits, hidden = tiny_lm.forward(ids.tolist(), tiny_lm.new_cache())
-    torch.testing.assert_close(s.hidden.double(), hidden, atol=2e-3, rtol=2e-3)
-    cont = s.mask.nonzero().flatten().tolist()
-    assert [int(logits[j - 1].argmax()) for j in cont] == ids[cont].tolist()
+    forced = distill.teacher_forced_hidden(tiny_lm, [s.ids.tolist() for s in seqs])
+    for s, h in zip(seqs, forced, strict=True):  # left-padded batch rows included
+        torch.testing.assert_close(s.hidden.double(), h.double(), atol=2e-3, rtol=2e-3)
+        logits, _ = tiny_lm.forward(s.ids.tolist(), tiny_lm.new_cache())
+        cont = s.mask.nonzero().flatten().tolist()
+        assert [int(logits[j - 1].argmax()) for j in cont] == s.ids[cont].tolist()
     # resuming rebuilds nothing; a changed setting is refused
     mtime = sorted(tmp_path.glob("shard_*"))[0].stat().st_mtime_ns
     distill.build_dataset(tiny_lm, 3, 4, 2, tmp_path)

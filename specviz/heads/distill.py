@@ -2,7 +2,9 @@
 
 Each shard (safetensors) holds a batch of sequences, flattened: token ids (prompt + continuation),
 the target's final post-norm hidden state at every position (fp16), a 0/1 mask over continuation
-positions, and the offsets where each sequence starts. Shards are written atomically, so a killed
+positions, and the offsets where each sequence starts. The hidden states are caught during batched
+generation itself (a hook on the final norm), which equals a teacher-forced pass (tested) and saves
+that second pass on a shared 2-core CPU. Shards are written atomically, so a killed
 build resumes where it stopped. Every HELDOUT_EVERY-th shard is held out for measuring accuracy.
 Spec-Bench prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first turn is dropped.
 """
@@ -127,9 +129,8 @@ def default_dir() -> Path:
     return cache_root() / "distill"
 
 
-@torch.inference_mode()
-def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy continuations of a batch of prompts (left padding); each cut after its first EOS."""
+def _left_pad(lm, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Left-padded ids and attention mask [B, P], and the pad id."""
     pad = 2 if lm.tokenizer.pad_token_id is None else int(lm.tokenizer.pad_token_id)
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -137,14 +138,36 @@ def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[list
     for row, p in enumerate(prompts):
         ids[row, width - len(p):] = torch.tensor(p)
         att[row, width - len(p):] = 1
-    out = lm.hf.generate(input_ids=ids.to(lm.device), attention_mask=att.to(lm.device), do_sample=False,
-                         max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=sorted(lm.eos_ids),
-                         temperature=None, top_p=None, top_k=None)
-    conts = []
-    for row in out[:, width:].tolist():
-        cut = next((i + 1 for i, t in enumerate(row) if t in lm.eos_ids), len(row))
-        conts.append(row[:cut])
-    return conts
+    return ids, att, pad
+
+
+@torch.inference_mode()
+def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], torch.Tensor]]:
+    """Greedy continuations of a batch (left padding), each cut after its first EOS, with hidden states.
+
+    A hook on the final norm keeps the post-norm hidden state of every token the model reads while
+    generating (the prompt in the prefill, then one token per step), so no second pass is needed.
+    Returns per prompt (continuation, hidden [len(prompt) + len(continuation), H]); a continuation
+    token whose hidden state was never computed (the very last one generated) is dropped.
+    """
+    ids, att, pad = _left_pad(lm, prompts)
+    seen: list[torch.Tensor] = []  # [B, t, H] per forward call
+    hook = lm.hf.model.norm.register_forward_hook(lambda _m, _i, out: seen.append(out.to("cpu", HIDDEN_DTYPE)))
+    try:
+        out = lm.hf.generate(input_ids=ids.to(lm.device), attention_mask=att.to(lm.device), do_sample=False,
+                             max_new_tokens=max_new_tokens + 1, pad_token_id=pad,
+                             eos_token_id=sorted(lm.eos_ids), temperature=None, top_p=None, top_k=None)
+    finally:
+        hook.remove()
+    hidden = torch.cat(seen, dim=1)  # [B, P + steps - 1, H]
+    width = ids.shape[1]
+    result = []
+    for row, p in enumerate(prompts):
+        gen = out[row, width:].tolist()
+        cut = next((i + 1 for i, t in enumerate(gen) if t in lm.eos_ids), len(gen))
+        cont = gen[: min(cut, max_new_tokens, hidden.shape[1] - width)]
+        result.append((cont, hidden[row, width - len(p): width + len(cont)].clone()))
+    return result
 
 
 @torch.inference_mode()
@@ -181,16 +204,13 @@ def unpack(tensors: dict[str, torch.Tensor]) -> list[Sequence]:
 
 
 def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
-    """Generate greedy continuations, then store the teacher-forced hidden states of prompt + continuation."""
+    """Greedy continuations of prompts with the hidden state of every token, as Sequences."""
     prompt_ids = [lm.encode_prompt(p) for p in prompts]
-    conts = greedy_batch(lm, prompt_ids, max_new_tokens)
-    full = [p + c for p, c in zip(prompt_ids, conts, strict=True)]
-    hidden = teacher_forced_hidden(lm, full)
     out = []
-    for p, f, h in zip(prompt_ids, full, hidden, strict=True):
-        mask = torch.zeros(len(f), dtype=torch.bool)
+    for p, (cont, hidden) in zip(prompt_ids, greedy_batch(lm, prompt_ids, max_new_tokens), strict=True):
+        mask = torch.zeros(len(p) + len(cont), dtype=torch.bool)
         mask[len(p):] = True
-        out.append(Sequence(ids=torch.tensor(f), hidden=h, mask=mask))
+        out.append(Sequence(ids=torch.tensor(p + cont), hidden=hidden, mask=mask))
     return out
 
 
