@@ -1,0 +1,138 @@
+"""`python -m specviz train|calibrate <head> …`: build distillation data, train heads, measure rank accuracy."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HEADS = ("medusa", "eagle")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so bad input becomes one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def _fail(message: str) -> int:
+    print(f"specviz: error: {message}", file=sys.stderr)
+    return 2
+
+
+def train(head: str, argv: list[str]) -> int:
+    """Dispatch `train <head>`; returns an exit code."""
+    if head == "eagle":
+        from specviz.heads import eagle_train
+
+        return eagle_train.main(argv)
+    if head != "medusa":
+        return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
+    return _guard(train_medusa, argv)
+
+
+def calibrate(head: str, argv: list[str]) -> int:
+    """Dispatch `calibrate <head>`; returns an exit code."""
+    if head == "eagle":
+        from specviz.heads import eagle_train
+
+        if not hasattr(eagle_train, "calibrate_main"):
+            return _fail("The EAGLE head is calibrated at the end of `train eagle`.")
+        return eagle_train.calibrate_main(argv)
+    if head != "medusa":
+        return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
+    return _guard(calibrate_medusa, argv)
+
+
+def _guard(fn, argv: list[str]) -> int:
+    """Run a command; known failures become one line on stderr and exit code 2."""
+    from specviz.heads.distill import DataError
+    from specviz.model import ModelError
+
+    try:
+        return fn(argv)
+    except (ValueError, DataError, ModelError, OSError) as exc:
+        return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+
+
+def _medusa_parser(prog: str) -> _Parser:
+    ap = _Parser(prog=prog)
+    ap.add_argument("--data-dir", type=Path, default=None, help="distillation shards (default: cache)")
+    ap.add_argument("--out", type=Path, default=None, help="heads folder (default: models/medusa)")
+    ap.add_argument("--ranks", type=int, default=10, help="ranks per head in the calibration table")
+    return ap
+
+
+def train_medusa(argv: list[str]) -> int:
+    """Build (or extend) the distillation set, train Medusa-1 heads, then calibrate them."""
+    from tqdm import tqdm
+
+    from specviz.heads import distill, medusa, medusa_train
+    from specviz.model import load_model
+
+    ap = _medusa_parser("python -m specviz train medusa")
+    ap.add_argument("--prompts", type=int, default=1280, help="ShareGPT prompts to distil")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=32, help="prompts per generation batch")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this long (0 = no limit)")
+    ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
+    a = ap.parse_args(argv)
+    if a.heads < 1 or a.draft_vocab < 16 or a.prompts < 1 or a.epochs <= 0:
+        raise ValueError("heads, prompts and epochs must be positive and draft-vocab at least 16.")
+    lm = load_model("default", device="cpu", dtype="fp32")
+    bar = tqdm(total=(a.prompts + a.batch_size - 1) // a.batch_size, unit="shard", desc="distil")
+    data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir,
+                                 lambda d, _t, _n: bar.update(d - bar.n))
+    bar.close()
+    cfg = medusa.HeadsConfig(num_heads=a.heads, hidden_size=int(lm.hf.config.hidden_size), layers=a.layers,
+                             draft_vocab=a.draft_vocab, model=lm.name)
+    tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes)
+    ckpt = a.checkpoint or (distill.cache_root() / "medusa-checkpoint")
+    tbar = tqdm(unit="step", desc="train")
+
+    def tick(step: int, total: int, loss: float) -> None:
+        tbar.total = total
+        tbar.n = step
+        if step % 10 == 0 or step == total:
+            tbar.set_postfix(loss=f"{loss:.3f}")
+            tbar.refresh()
+
+    t0 = time.monotonic()
+    heads = medusa_train.train_heads(lm, distill.load_dataset(data, "train"), cfg, tc, ckpt, tick)
+    tbar.close()
+    out = a.out or medusa.models_dir()
+    medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1)})
+    print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
+    return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])
+
+
+def _passthrough(a: argparse.Namespace) -> list[str]:
+    return (["--data-dir", str(a.data_dir)] if a.data_dir else []) + ["--ranks", str(a.ranks)]
+
+
+def calibrate_medusa(argv: list[str]) -> int:
+    """Measure a_k^(i) on the held-out shards and write calibration.json beside the heads."""
+    from specviz.heads import distill, medusa, medusa_train
+    from specviz.model import load_model
+
+    ap = _medusa_parser("python -m specviz calibrate medusa")
+    ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/medusa)")
+    a = ap.parse_args(argv)
+    if not 1 <= a.ranks <= 64:
+        raise ValueError(f"--ranks must be between 1 and 64, got {a.ranks}.")
+    lm = load_model("default", device="cpu", dtype="fp32")
+    folder = a.heads_dir or a.out or medusa.models_dir()
+    heads = medusa.load_heads(lm, folder)
+    acc, n = medusa_train.rank_accuracy(heads, distill.load_dataset(a.data_dir, "heldout"), a.ranks)
+    path = medusa_train.write_calibration(folder, acc, n, "held-out self-distilled ShareGPT continuations")
+    print(f"wrote {path} from {n} held-out positions")
+    for k, row in enumerate(acc, start=1):
+        print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))
+    return 0

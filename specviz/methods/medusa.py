@@ -1,0 +1,183 @@
+"""Medusa: K heads on the last hidden state propose a sparse token tree; one tree-attention pass verifies it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.acceptance import typical_threshold
+from specviz.heads.medusa import MedusaHeads, load_calibration, load_heads, models_dir
+from specviz.methods.base import OnStep, Run
+from specviz.model import LoadedModel
+from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.trace import Trace
+from specviz.tree import TreeSpec, commit_path, greedy_accept_path, longest_path, sparse_tree, verify_tree
+from specviz.tree_sampling import sample_path
+
+NAME = "medusa"
+LABEL = "Medusa"
+SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
+ACCEPTANCE = ("greedy", "typical")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
+
+    heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
+    budget: int = 10  # B: drafted tree nodes (the root is extra), picked greedily from calibration
+    acceptance: str = "greedy"  # "greedy": lossless (exact match at T=0, tree rejection sampling at T>0)
+    eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
+    delta: float = 0.3
+    heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.heads <= 8:
+            raise ConfigError(f"heads must be between 1 and 8, got {self.heads}.")
+        if not 0 <= self.budget <= 128:
+            raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {self.budget}.")
+        if self.acceptance not in ACCEPTANCE:
+            raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {self.acceptance!r}.")
+        if not (0 < self.eps <= 1 and 0 < self.delta <= 1):
+            raise ConfigError(f"eps and delta must be in (0, 1], got eps={self.eps}, delta={self.delta}.")
+
+
+_HEADS: dict[tuple[int, str, int], MedusaHeads] = {}
+
+
+def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
+    """Trained heads for this model, loaded once per (model, folder, heads)."""
+    folder = str(Path(cfg.heads_dir).expanduser()) if cfg.heads_dir else str(models_dir())
+    key = (id(lm), folder, cfg.heads)
+    if key not in _HEADS:
+        _HEADS[key] = load_heads(lm, Path(folder), cfg.heads)
+    return _HEADS[key]
+
+
+def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:
+    """The sparse tree for the first `heads` heads under `budget`, and its predicted E[L] (root not counted)."""
+    paths, expected = sparse_tree(acc[:heads], budget)
+    return TreeSpec.from_paths(paths), expected
+
+
+def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[list[int], list[float]]:
+    """Each non-root node's token and head probability: node (i1..ik) is rank ik of head k."""
+    ranks = 1 + max((r[-1] for r in spec.ranks[1:]), default=0)
+    ids, probs = heads.topk(hidden, ranks)  # [K, ranks] each
+    tokens, head_p = [], []
+    for path in spec.ranks[1:]:
+        k, i = len(path) - 1, path[-1]
+        tokens.append(int(ids[k, i]))
+        head_p.append(round(float(probs[k, i]), 6))
+    return tokens, head_p
+
+
+def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor,
+           probs: torch.Tensor) -> tuple[list[int], int | None, dict[int, str]]:
+    """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node)."""
+    why: dict[int, str] = {}
+    if run.sampling.greedy:
+        choice = logits.argmax(-1).tolist()
+        path = greedy_accept_path(tokens, spec, choice)
+        for j in path:
+            for c in spec.children(j):
+                if c not in path:
+                    why[c] = f"target chose {run.lm.token_text(choice[j])!r}"
+        return path, None, why
+    if cfg.acceptance == "greedy":  # lossless at T > 0: recursive rejection sampling down the tree
+        path, nxt, records = sample_path(tokens, spec, probs, run.gen)
+        for r in records:
+            if not r["accepted"]:
+                why[r["node"]] = f"rejected: u={r['u']:.3f} ≥ p={r['p']:.3f}"
+        return path, nxt, why
+    thresholds: dict[int, float] = {}
+
+    def ok(c: int) -> bool:
+        parent = spec.parents[c]
+        if parent not in thresholds:
+            thresholds[parent] = typical_threshold(probs[parent], cfg.eps, cfg.delta)
+        p_x = float(probs[parent, tokens[c]])
+        if p_x > thresholds[parent]:
+            return True
+        why[c] = f"p={p_x:.3f} ≤ threshold {thresholds[parent]:.3f}"
+        return False
+
+    return longest_path(spec, ok), None, why
+
+
+def node_records(run: Run, spec: TreeSpec, tokens: list[int], head_p: list[float], probs: torch.Tensor,
+                 path: list[int], why: dict[int, str]) -> list[dict[str, Any]]:
+    """Plain data per node: token, head, rank, probabilities, status and the reason for a rejection."""
+    on_path = set(path)
+    out = []
+    for j, tok in enumerate(tokens):
+        parent = spec.parents[j]
+        if j in on_path:
+            status, reason = "accepted", "root: the target's own token" if j == 0 else "accepted"
+        elif j in why:
+            status, reason = "rejected", why[j]
+        elif parent in on_path:
+            status, reason = "passed", "passed, but a longer branch was committed"
+        else:
+            status, reason = "unreached", "its parent was not accepted"
+        out.append({
+            "token": tok, "text": run.lm.token_text(tok), "head": spec.depths[j],
+            "rank": spec.ranks[j][-1] if j else None, "head_prob": head_p[j - 1] if j else None,
+            "target_prob": round(float(probs[parent, tok]), 6) if j else None,
+            "status": status, "reason": reason,
+        })
+    return out
+
+
+def step(run: Run, cfg: Config, heads: MedusaHeads, spec: TreeSpec, expected: float,
+         root: int | None) -> int | None:
+    """One Medusa step: propose → verify (one tree pass) → accept → commit; returns a pre-drawn next root."""
+    started = time.perf_counter()
+    root = run.pick_root() if root is None else root
+    if run.is_final(root):
+        run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started)
+        return None
+    t = time.perf_counter()
+    drafts, head_p = propose(heads, run.pending_hidden, spec)
+    tokens = [root, *drafts]
+    draft_s = time.perf_counter() - t
+    t = time.perf_counter()
+    prefix = run.seq_len
+    logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
+    verify_s = time.perf_counter() - t
+    probs = target_probs(logits, run.sampling)  # [n, V]: the distribution each node's children face
+    path, next_root, why = accept(run, cfg, tokens, spec, logits, probs)
+    commit_path(run.cache, prefix, path)
+    detail = {
+        "parents": spec.parents, "nodes": node_records(run, spec, tokens, head_p, probs, path, why),
+        "path": path, "predicted": round(1 + expected, 4), "measured": len(path),
+        "acceptance": "greedy" if run.sampling.greedy else cfg.acceptance,
+    }
+    run.commit([tokens[j] for j in path], forward_tokens=len(tokens), draft_s=draft_s, verify_s=verify_s,
+               started=started, detail=detail)
+    run.pending, run.pending_hidden = logits[path[-1]], hidden[path[-1]]
+    return next_root
+
+
+def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
+             prompt: str = "", on_step: OnStep | None = None, heads: MedusaHeads | None = None,
+             calibration: list[list[float]] | None = None) -> Trace:
+    """Decode with Medusa until EOS or max_new_tokens (heads/calibration default to models/medusa)."""
+    cfg = config or Config()
+    heads = heads if heads is not None else get_heads(lm, cfg)
+    folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
+    acc = calibration if calibration is not None else load_calibration(folder)
+    if cfg.heads > min(len(heads.blocks), len(acc)):
+        raise ConfigError(f"heads must be at most {min(len(heads.blocks), len(acc))} for these heads.")
+    spec, expected = build_tree(acc, cfg.heads, cfg.budget)
+    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    run.prefill()
+    root = None
+    while not run.done:
+        root = step(run, cfg, heads, spec, expected, root)
+    return run.trace()
+

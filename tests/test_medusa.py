@@ -1,0 +1,189 @@
+"""Medusa heads and the medusa method: head init, save/load, greedy identity, typical acceptance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz.heads.medusa import (
+    HeadsConfig,
+    HeadsError,
+    load_calibration,
+    load_heads,
+    new_heads,
+    save_heads,
+)
+from specviz.methods import autoregressive, medusa
+from specviz.sampling import ConfigError, Sampling
+from tests.conftest import PROMPTS
+
+ACC = [[0.6, 0.2, 0.1], [0.4, 0.15, 0.1], [0.3, 0.1, 0.05]]
+
+
+def tiny_heads(lm, seed: int = 0, random: bool = True, num_heads: int = 3):
+    """Heads over the tiny model's full vocabulary; random W1 (or the zero init)."""
+    heads = new_heads(lm, HeadsConfig(num_heads=num_heads, hidden_size=64, draft_vocab=len(lm.tokenizer),
+                                      model="tiny"), torch.arange(len(lm.tokenizer)))
+    if random:
+        torch.manual_seed(seed)
+        for blk in heads.blocks:
+            torch.nn.init.normal_(blk[0].linear.weight, std=0.3)
+    return heads.eval().requires_grad_(False)
+
+
+def test_zero_init_heads_predict_the_next_token(tiny_lm) -> None:
+    vocab = torch.tensor([5, 17, 200, 4000, 49151])
+    heads = new_heads(tiny_lm, HeadsConfig(num_heads=3, hidden_size=64, draft_vocab=5), vocab)
+    h = torch.randn(7, 64, dtype=torch.float64)
+    out = heads(h)  # [7, 3, 5]
+    want = tiny_lm.lm_head(h).float()[:, vocab]
+    for k in range(3):
+        torch.testing.assert_close(out[:, k], want, atol=1e-4, rtol=1e-4)
+
+
+def test_save_load_and_clear_errors(tiny_lm, tmp_path) -> None:
+    heads = tiny_heads(tiny_lm)
+    save_heads(heads, tmp_path)
+    back = load_heads(tiny_lm, tmp_path)
+    h = torch.randn(2, 64)
+    torch.testing.assert_close(back(h), heads(h))
+    assert len(load_heads(tiny_lm, tmp_path, num_heads=2).blocks) == 2
+    with pytest.raises(HeadsError, match="between 1 and 3"):
+        load_heads(tiny_lm, tmp_path, num_heads=4)
+    with pytest.raises(HeadsError, match="train"):
+        load_heads(tiny_lm, tmp_path / "nowhere")
+    (tmp_path / "heads.safetensors").write_bytes(b"garbage")
+    with pytest.raises(HeadsError, match="Cannot read"):
+        load_heads(tiny_lm, tmp_path)
+    with pytest.raises(HeadsError, match="calibrate"):
+        load_calibration(tmp_path)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError):
+        medusa.Config(budget=-1)
+    with pytest.raises(ConfigError):
+        medusa.Config(acceptance="maybe")
+    with pytest.raises(ConfigError):
+        medusa.Config(eps=0)
+
+
+@pytest.mark.parametrize("budget", [0, 4, 12])
+def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
+    s = Sampling(max_new_tokens=32)
+    cfg = medusa.Config(heads=3, budget=budget)
+    longer = 0
+    for i, prompt in enumerate(PROMPTS):
+        ids = tiny_lm.encode_prompt(prompt)
+        ref = autoregressive.generate(tiny_lm, ids, s)
+        for random in (True, False):
+            heads = tiny_heads(tiny_lm, seed=i, random=random)
+            tr = medusa.generate(tiny_lm, ids, s, cfg, heads=heads, calibration=ACC)
+            assert tr.output_ids == ref.output_ids
+            assert sum(st.forward_tokens for st in tr.steps if st.forward_tokens) <= len(tr.steps) * (budget + 1)
+            longer += sum(st.accepted > 1 for st in tr.steps)
+            for st in tr.steps:
+                if st.detail:
+                    assert st.detail["measured"] == st.accepted or tr.steps[-1] is st
+    if budget:
+        assert longer > 0  # drafts were really accepted, so identity is not trivial
+
+
+def test_trace_detail_is_consistent(tiny_lm) -> None:
+    ids = tiny_lm.encode_prompt(PROMPTS[0])
+    tr = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=16), medusa.Config(heads=3, budget=6),
+                         heads=tiny_heads(tiny_lm, random=False), calibration=ACC)
+    json.dumps(tr.steps[0].detail)  # plain data
+    st = tr.steps[0]
+    nodes, parents, path = st.detail["nodes"], st.detail["parents"], st.detail["path"]
+    assert len(nodes) == len(parents) == 7 and parents[0] == -1
+    assert [nodes[j]["token"] for j in path] == st.committed
+    assert st.detail["predicted"] == pytest.approx(1 + 0.6 + 0.24 + 0.2 + 0.1 + 0.09 + 0.08, abs=1e-4)
+    for j, node in enumerate(nodes):
+        assert node["status"] in ("accepted", "rejected", "passed", "unreached")
+        if j and node["status"] == "rejected":
+            assert "target chose" in node["reason"]
+
+
+def test_typical_acceptance(tiny_lm) -> None:
+    ids = tiny_lm.encode_prompt(PROMPTS[1])
+    heads = tiny_heads(tiny_lm)
+    hot = Sampling(max_new_tokens=24, temperature=1.0, seed=3)
+    # at T = 0 the target distribution is a point mass, so typical acceptance is greedy matching
+    cold = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=24), medusa.Config(heads=3, budget=8,
+                           acceptance="typical"), heads=heads, calibration=ACC)
+    assert cold.output_ids == autoregressive.generate(tiny_lm, ids, Sampling(max_new_tokens=24)).output_ids
+    # a vanishing threshold accepts every node, so each step commits the tree's full depth + 1
+    loose = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical",
+                            eps=1e-12, delta=1e-12), heads=heads, calibration=ACC)
+    assert all(st.accepted == 4 for st in loose.steps[:-1])
+    # the default threshold rejects low-probability drafts and says why
+    strict = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical"),
+                             heads=heads, calibration=ACC)
+    reasons = [n["reason"] for st in strict.steps for n in st.detail.get("nodes", [])
+               if n["status"] == "rejected"]
+    assert reasons and all("threshold" in r for r in reasons)
+    assert strict.mean_accepted < loose.mean_accepted
+    # lossless acceptance at T > 0 is reproducible under a seed
+    a = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8), heads=heads, calibration=ACC)
+    b = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8), heads=heads, calibration=ACC)
+    assert a.output_ids == b.output_ids
+
+
+@pytest.mark.real_model
+def test_greedy_identity_real_with_committed_heads(real_lm) -> None:
+    s = Sampling(max_new_tokens=32)
+    accepted = 0
+    for prompt in PROMPTS:
+        ids = real_lm.encode_prompt(prompt)
+        ref = autoregressive.generate(real_lm, ids, s)
+        tr = medusa.generate(real_lm, ids, s, medusa.Config())
+        assert tr.output_ids == ref.output_ids, prompt
+        accepted += tr.new_tokens
+        assert tr.mean_accepted >= 1.0
+    assert accepted > 0
+
+
+def test_positions_align_heads_with_future_tokens() -> None:
+    from specviz.heads.distill import Sequence
+    from specviz.heads.medusa_train import IGNORE, OOV, draft_map, positions
+
+    ids = torch.tensor([7, 8, 20, 21, 22])  # two prompt tokens, three continuation tokens
+    hidden = torch.arange(5, dtype=torch.float16)[:, None].expand(5, 3)
+    seq = Sequence(ids=ids, hidden=hidden, mask=torch.tensor([0, 0, 1, 1, 1], dtype=torch.bool))
+    to_draft = draft_map(torch.tensor([20, 21, 7]), 30)  # token 22 is outside the draft vocabulary
+    h, y = positions([seq], 2, to_draft)
+    assert h[:, 0].tolist() == [1, 2, 3]  # from the last prompt token (it produced the first root)
+    assert y.tolist() == [[1, OOV], [OOV, IGNORE], [IGNORE, IGNORE]]
+
+
+def _cycle_data(lm, n: int = 6):
+    """Sequences cycling through 4 tokens, each token's hidden state a fixed random vector."""
+    from specviz.heads.distill import Sequence
+
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(4, 64, generator=gen)
+    seqs = []
+    for i in range(n):
+        cyc = torch.tensor([(i + t) % 4 for t in range(24)])
+        seqs.append(Sequence(ids=cyc + 300, hidden=table[cyc].half(), mask=torch.arange(24) >= 2))
+    return seqs
+
+
+def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
+    from specviz.heads.medusa_train import TrainConfig, rank_accuracy, train_heads
+
+    seqs = _cycle_data(tiny_lm)
+    cfg = HeadsConfig(num_heads=2, hidden_size=64, draft_vocab=16, model="tiny")
+    tc = TrainConfig(epochs=12, batch=32, lr=1e-2, checkpoint_every=10)
+    fresh = new_heads(tiny_lm, cfg, torch.arange(300, 316))
+    before, _ = rank_accuracy(fresh, seqs, ranks=3)
+    heads = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")
+    after, n = rank_accuracy(heads, seqs, ranks=3)
+    assert n == 6 * 22 and all(row[0] > 0.95 for row in after)
+    assert all(b[0] < 0.5 for b in before)
+    again = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")  # finished: resumes at the last step
+    h = torch.randn(3, 64)
+    torch.testing.assert_close(again(h), heads(h))
