@@ -45,7 +45,9 @@ def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
     assert ticks == [(1, 2), (2, 2)]
     seqs = distill.load_dataset(out, split="all")
     assert len(seqs) == 3
-    prompts = distill.training_prompts(3)
+    prompts = [p for batch in distill.shard_prompts(distill.training_prompts(3), 2) for p in batch]
+    assert sorted(prompts) == sorted(distill.training_prompts(3))
+    assert [len(p) for p in prompts] == sorted(len(p) for p in prompts)  # one block, sorted by length
     for s, p in zip(seqs, prompts, strict=True):
         ids = tiny_lm.encode_prompt(p)
         assert s.ids[: len(ids)].tolist() == ids

