@@ -181,10 +181,11 @@ def _verify_greedy(root_logits: torch.Tensor, cands: list[list[int]], rows: list
     first = int(torch.argmax(root_logits))
     matched = []
     for c, cand in enumerate(cands):
-        want = [first, *torch.argmax(rows[c], dim=-1).tolist()]
         m = 0
-        while m < len(cand) and cand[m] == want[m]:
-            m += 1
+        if cand and cand[0] == first:  # rows of candidates that miss at once are never read (may be empty)
+            want = [first, *torch.argmax(rows[c], dim=-1).tolist()]
+            while m < len(cand) and cand[m] == want[m]:
+                m += 1
         matched.append(m)
     best = max(range(len(cands)), key=lambda c: (matched[c], -c)) if cands else -1
     if best < 0 or matched[best] == 0:

@@ -67,6 +67,18 @@ def _rows(lm: LoadedModel, hidden: torch.Tensor, slots: list[int], vocab: int = 
         return (h @ lm.lm_head.weight[:vocab].T).float()
 
 
+def _candidate_rows(run: Run, hidden: torch.Tensor, lay: Layout, cands: list[list[int]],
+                    first: int) -> list[torch.Tensor]:
+    """Logits [N-1, V] at each candidate's tokens; greedy skips candidates whose first token already fails."""
+    need = [c for c, cand in enumerate(cands) if not run.sampling.greedy or cand[0] == first]
+    out = [hidden.new_zeros(0) for _ in cands]  # never read: verify stops those at 0 matched
+    if need:
+        rows = _rows(run.lm, hidden, [lay.cand_slot(c, j) for c in need for j in range(lay.depth)])
+        for i, c in enumerate(need):
+            out[c] = rows[i * lay.depth : (i + 1) * lay.depth]
+    return out
+
+
 def _advance_window(state: LookaheadState, new: list[int], full: int) -> tuple[list[list[int]], list[str]]:
     """Append the new level; once N-1 levels exist, harvest one n-gram per column and drop the oldest."""
     if len(state.levels) < full:
@@ -94,12 +106,11 @@ def step(run: Run, cfg: Config, state: LookaheadState) -> None:
     draft_s = time.perf_counter() - started
     t = time.perf_counter()
     logits, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 1))
-    cand_rows = _rows(lm, hidden, [lay.cand_slot(c, j) for c in range(len(cands)) for j in range(lay.depth)])
-    cand_rows = cand_rows.view(len(cands), lay.depth, logits.shape[-1])  # [G', N-1, V]
+    cand_rows = _candidate_rows(run, hidden, lay, cands, int(torch.argmax(logits[0])))
     last = [lay.slot(lay.levels - 1, i) for i in range(cfg.window)]
     new = _rows(lm, hidden, last, cfg.window_vocab).argmax(-1).tolist()
     verify_s = time.perf_counter() - t
-    verdict = verify(logits[0], cands, list(cand_rows), run.sampling, run.gen)
+    verdict = verify(logits[0], cands, cand_rows, run.sampling, run.gen)
     m, best = len(verdict.accepted), verdict.best
     keep_cache(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
     if m:
@@ -118,7 +129,7 @@ def step(run: Run, cfg: Config, state: LookaheadState) -> None:
     run.commit([root, *verdict.accepted], forward_tokens=lay.size, draft_s=draft_s, verify_s=verify_s,
                started=started, detail=detail)
     slot = lay.cand_slot(best, m - 1) if m else 0
-    run.pending = cand_rows[best, m - 1] if m else logits[0]
+    run.pending = cand_rows[best][m - 1] if m else logits[0]
     run.pending_hidden = hidden[slot]
 
 
@@ -146,3 +157,68 @@ def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config:
     if run.steps:  # the pool as it ended, for the pool chart (kept out of the per-step records)
         run.steps[-1].detail["pool_top"] = state.pool.top(POOL_TOP, state.text)
     return run.trace()
+
+
+SWEEP_PATH = "models/lookahead_sweep.json"
+SWEEP_COMMAND = ("python -c 'from specviz.methods.lookahead import write_sweep; write_sweep()'  "
+                 "# ~20 min on 2 cores")
+
+
+def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+                  shapes: tuple[tuple[int, int], ...] = ((3, 3), (4, 2), (2, 3)), max_new_tokens: int = 64,
+                  repeats: int = 1, progress=print) -> dict:
+    """Greedy speedup over `ar` and A for every W × (N, G): per prompt, ar and every setting interleaved.
+
+    Speedup is the median over prompts of (median ar wall time / median lookahead wall time).
+    """
+    import statistics
+
+    from specviz.methods import autoregressive
+
+    s = Sampling(max_new_tokens=max_new_tokens)
+    cfgs = [Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
+    encoded = [lm.encode_prompt(p) for p in prompts]
+    secs = [[[] for _ in encoded] for _ in range(len(cfgs) + 1)]  # [setting][prompt] -> seconds; 0 = ar
+    toks, steps, same = [0] * len(cfgs), [0] * len(cfgs), [0] * len(cfgs)
+    for rep in range(repeats):
+        for p, ids in enumerate(encoded):
+            progress(f"repeat {rep + 1}/{repeats}, prompt {p + 1}/{len(encoded)}")
+            t = time.perf_counter()
+            want = autoregressive.generate(lm, ids, s).output_ids
+            secs[0][p].append(time.perf_counter() - t)
+            for i, cfg in enumerate(cfgs):
+                t = time.perf_counter()
+                trace = generate(lm, ids, s, cfg)
+                secs[i + 1][p].append(time.perf_counter() - t)
+                toks[i], steps[i] = toks[i] + trace.new_tokens, steps[i] + len(trace.steps)
+                same[i] += trace.output_ids == want and rep == 0
+    med = [[statistics.median(x) for x in row] for row in secs]
+    rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
+             "speedup": round(statistics.median(a / b for a, b in zip(med[0], med[i + 1])), 4),
+             "A": round(toks[i] / max(1, steps[i]), 4), "identical": same[i], "prompts": len(encoded)}
+            for i, c in enumerate(cfgs)]
+    best = max(rows, key=lambda r: r["speedup"])
+    return {"command": SWEEP_COMMAND, "function": "specviz.methods.lookahead.measure_sweep",
+            "device": lm.describe(), "max_new_tokens": max_new_tokens, "repeats": repeats,
+            "prompts": prompts, "rows": rows, "best": best,
+            "chosen": {"window": Config().window, "ngram": Config().ngram, "guesses": Config().guesses}}
+
+
+SWEEP_CATEGORIES = ("coding", "math_reasoning", "qa", "rag", "summarization", "translation", "writing")
+
+
+def write_sweep(path: str = SWEEP_PATH, categories: tuple[str, ...] = SWEEP_CATEGORIES, **kw) -> dict:
+    """Re-measure the sweep on Spec-Bench questions (first turns) and write it where the page reads it."""
+    import json
+    from pathlib import Path
+
+    from specviz.model import load_model
+    from specviz.prompts import read_prompts, select
+
+    data = Path(__file__).resolve().parents[3] / "shared/data/spec_bench_question.jsonl"
+    picked = [it for it in select(read_prompts(data), per_category=1) if it.category in categories]
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    out = measure_sweep(lm, [it.text for it in picked], **kw)
+    out["categories"] = [it.category for it in picked]
+    Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return out
