@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import residual, speculative_accept
+from specviz.acceptance import speculative_accept
 from specviz.tree import TreeSpec, greedy_accept_path
 
 
@@ -23,6 +23,13 @@ def greedy_path(tokens: list[int], spec: TreeSpec, logits: torch.Tensor) -> list
 
 def _uniform(gen: torch.Generator) -> float:
     return float(torch.rand(1, generator=gen, dtype=torch.float64))
+
+
+def drop(p: torch.Tensor, x: int) -> torch.Tensor:
+    """residual(p, δ_x) = norm(max(p − δ_x, 0)): p with x removed, renormalised (no [V] one-hot built)."""
+    p = p.clone()
+    p[x] = 0.0
+    return p / p.sum()
 
 
 def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator,
@@ -39,7 +46,7 @@ def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.
         records.append({"node": c, "token": x, "p": round(p_x, 6), "u": round(u, 6), "accepted": ok})
         if ok:
             return c, p
-        p = residual(p, torch.nn.functional.one_hot(torch.tensor(x), p.numel()).double())
+        p = drop(p, x)
     return None, p
 
 

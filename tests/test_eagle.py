@@ -1,0 +1,232 @@
+"""EAGLE: head shapes and files, draft-tree growth rules, greedy identity, and statistical losslessness."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specviz.acceptance import residual
+from specviz.heads.eagle import DEFAULT_DIR, Drafter, HeadError, load_head, new_head, save_head
+from specviz.methods import autoregressive as ar
+from specviz.methods import eagle
+from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.trace import Trace
+from specviz.tree import TreeSpec, verify_tree
+from specviz.tree_sampling import drop, sample_path
+
+from .conftest import PROMPTS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors gain nothing from threads, and on a shared 2-core box threads spin-wait for each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_head(tiny_lm):
+    return new_head(tiny_lm.hf.config, "tiny", seed=1).to(torch.float64).eval().requires_grad_(False)
+
+
+def drafted(lm, head, prompt: str, cfg: eagle.Config) -> tuple[eagle.DraftTree, Drafter, list[int]]:
+    """Prefill target and head on a prompt, then grow one tree from the target's own next token."""
+    ids = lm.encode_prompt(prompt)
+    logits, hidden = lm.forward(ids, lm.new_cache())
+    dr = Drafter(head, lm)
+    dr.reset(ids, hidden)
+    root = int(logits[-1].argmax())
+    tree = eagle.DraftTree(tokens=[root])
+    tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
+    if cfg.tree == "static":
+        eagle.grow_static(dr, tree, eagle.static_paths(head, cfg))
+    else:
+        eagle.grow_dynamic(dr, tree, cfg)
+    return tree, dr, ids
+
+
+def test_head_shapes_and_round_trip(tiny_lm, tmp_path):
+    head = new_head(tiny_lm.hf.config, "tiny", draft_ids=torch.arange(0, 2000, 2))
+    x = torch.randn(2, 5, 64)
+    out = head(x, torch.randn(2, 5, 64), torch.arange(5).expand(2, -1))
+    assert out.shape == (2, 5, 64)
+    assert head.fc.in_features == 128 and isinstance(head.layer.input_layernorm, torch.nn.Identity)
+    save_head(head, tmp_path, dtype=torch.float32)
+    back = load_head(tmp_path, tiny_lm.hf.config)
+    assert torch.equal(back.draft_ids, head.draft_ids)
+    pos = torch.arange(5).expand(2, -1)
+    assert torch.allclose(back(x, x, pos), head(x, x, pos))
+
+
+def test_missing_corrupt_and_foreign_heads_are_refused(tiny_lm, real_lm_config, tmp_path):
+    with pytest.raises(HeadError, match="train one"):
+        load_head(tmp_path / "nowhere")
+    save_head(new_head(tiny_lm.hf.config), tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(HeadError, match="Cannot read"):
+        load_head(tmp_path)
+    with pytest.raises(HeadError, match="another model"):
+        load_head(tmp_path, real_lm_config)
+    (tmp_path / "config.json").write_text("{broken")
+    with pytest.raises(HeadError, match="corrupt"):
+        load_head(tmp_path)
+    with pytest.raises(ConfigError, match="No EAGLE head"):
+        eagle.generate(tiny_lm, [1, 2, 3], Sampling(max_new_tokens=2), eagle.Config(head=str(tmp_path / "x")))
+
+
+@pytest.fixture(scope="module")
+def real_lm_config():
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=576, vocab_size=49152, intermediate_size=1536, num_attention_heads=9,
+                       num_key_value_heads=3)
+
+
+def test_dynamic_tree_growth_rules(tiny_lm, tiny_head):
+    cfg = eagle.Config(depth=4, top_k=3, total_tokens=10, head_dtype="model")
+    tree, _, _ = drafted(tiny_lm, tiny_head, "Hello there", cfg)
+    n = len(tree.tokens)
+    assert n == 1 + cfg.top_k + (cfg.depth - 1) * cfg.top_k**2
+    for rnd in range(2, cfg.depth + 1):
+        fed = [i for i in range(n) if tree.expanded[i] == rnd]
+        layer = [i for i in range(n) if tree.depth[i] == rnd - 1]
+        best = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
+        assert sorted(fed) == sorted(best)  # each round expands the top_k of the newest layer
+    for i in range(1, n):
+        assert tree.score[i] <= tree.score[tree.parents[i]] + 1e-12
+        assert math.isclose(tree.conf[i], math.exp(tree.score[i] - tree.score[tree.parents[i]]), rel_tol=1e-6)
+    kept = [i for i in range(n) if tree.kept[i]]
+    assert len(kept) == cfg.total_tokens and kept[0] == 0
+    assert all(tree.parents[i] in kept for i in kept[1:])  # the rerank leaves a tree
+    worst_kept = min(tree.score[i] for i in kept)
+    assert all(tree.score[i] <= worst_kept for i in range(n) if not tree.kept[i])
+    nodes, spec = tree.verified()
+    assert nodes == kept and len(spec) == cfg.total_tokens
+
+
+def test_static_tree_follows_the_sparse_tree(tiny_lm, tiny_head):
+    cfg = eagle.Config(depth=3, top_k=4, total_tokens=9, tree="static", head_dtype="model")
+    tree, _, _ = drafted(tiny_lm, tiny_head, "Hello there", cfg)
+    paths = eagle.static_paths(tiny_head, cfg)
+    assert len(tree.tokens) == len(paths) + 1 == cfg.total_tokens and all(tree.kept)
+    assert TreeSpec(parents=tree.parents).parents == TreeSpec.from_paths(paths).parents
+
+
+def test_tree_drafting_matches_sequential_drafting(tiny_lm, tiny_head):
+    """Tree-masked drafting gives each node the feature a plain causal chain of its ancestors gives."""
+    cfg = eagle.Config(depth=3, top_k=2, total_tokens=6, head_dtype="model")
+    tree, _, ids = drafted(tiny_lm, tiny_head, "Count to ten", cfg)
+    leaf = max((i for i in range(len(tree.tokens)) if tree.expanded[i] == 3), key=lambda i: tree.score[i])
+    path = TreeSpec(parents=tree.parents).path_to(leaf)
+    _, hidden = tiny_lm.forward(ids, tiny_lm.new_cache())
+    chain = Drafter(tiny_head, tiny_lm)
+    chain.reset(ids, hidden)
+    feat, _ = chain.catch_up(hidden[-1], tree.tokens[0])
+    for node in path[1:]:
+        chain.push(feat[None], [tree.tokens[node]])
+        feat, _ = chain.flush()
+    assert torch.allclose(feat, tree.feats[leaf], atol=1e-9)
+
+
+@pytest.mark.parametrize("cfg", [
+    eagle.Config(head_dtype="model"),
+    eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model"),
+    eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model"),
+])
+def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg):
+    for prompt in ("Hello there", "Tell me about cats"):
+        ids = tiny_lm.encode_prompt(prompt)
+        s = Sampling(max_new_tokens=16)
+        t = eagle.generate(tiny_lm, ids, s, cfg, head=tiny_head)
+        assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
+        assert all(st.forward_tokens in (0, cfg.total_tokens) for st in t.steps)
+
+
+def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
+    s = Sampling(max_new_tokens=8, temperature=0.9, seed=3)
+    cfg = eagle.Config(head_dtype="model")
+    t = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, cfg, head=tiny_head)
+    assert Trace.from_json(t.to_json()) == t
+    d = t.steps[0].detail
+    assert {"tree", "verify_nodes", "verify_parents", "accepted", "features", "decisions"} <= set(d)
+    assert d["accepted"][0] == 0 and all(d["tree"]["kept"][i] for i in d["accepted"])
+    assert len(d["verify_parents"]) == t.steps[0].forward_tokens
+    assert -1 <= d["features"]["cos_pred_true"] <= 1
+
+
+@pytest.mark.parametrize("bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"},
+                                 {"head_dtype": "int8"}])
+def test_bad_config_is_refused(bad):
+    with pytest.raises(ConfigError):
+        eagle.Config(**bad)
+
+
+def fixed_tree_case(lm, head):
+    """A fixed context and a drafted tree whose tokens are re-pointed at likely and unlikely target tokens."""
+    cfg = eagle.Config(depth=2, top_k=3, total_tokens=7, head_dtype="model")
+    tree, _, ids = drafted(lm, head, "Tell me a story", cfg)
+    nodes, spec = tree.verified()
+    tokens = [tree.tokens[n] for n in nodes]
+    s = Sampling(max_new_tokens=8, temperature=0.4)  # the random model's p: top-1 about 0.4, a long tail
+
+    def scored() -> torch.Tensor:
+        cache = lm.new_cache()
+        lm.forward(ids, cache)
+        return target_probs(verify_tree(lm, cache, tokens, spec)[0], s)
+
+    kid = max(spec.children(0), key=lambda c: len(spec.children(c)))
+    for node in (0, kid):  # a node's p depends on its ancestors only, so re-score after each level
+        top = scored()[node].topk(6).indices.tolist()
+        kids = [c for c in spec.children(node) if c != kid] + ([kid] if node == 0 else [])
+        for child, tok in zip(reversed(kids), (top[0], top[4], top[1]), strict=False):
+            tokens[child] = tok  # `kid` gets the likeliest token, so its own children are reached often
+    return tokens, spec, scored(), kid
+
+
+def test_drop_is_the_residual_against_a_point_mass():
+    p = torch.softmax(torch.randn(50, dtype=torch.float64), 0)
+    assert torch.allclose(drop(p, 7), residual(p, torch.nn.functional.one_hot(torch.tensor(7), 50).double()))
+
+
+def chi2_pvalue(samples: list[int], p: torch.Tensor, bins: int = 10) -> float:
+    top = p.topk(bins).indices.tolist()
+    counts = [sum(1 for x in samples if x == t) for t in top]
+    counts.append(len(samples) - sum(counts))
+    expected = [float(p[t]) * len(samples) for t in top]
+    expected.append(len(samples) - sum(expected))
+    return float(chisquare(counts, expected).pvalue)
+
+
+def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head):
+    """Chi-square: the first token after the root, and the next one, are distributed as the target's p."""
+    tokens, spec, probs, kid = fixed_tree_case(tiny_lm, tiny_head)
+    gen = torch.Generator().manual_seed(1234)
+    first, second = [], []
+    for _ in range(5000):
+        path, nxt, _ = sample_path(tokens, spec, probs, gen)
+        first.append(tokens[path[1]] if len(path) > 1 else nxt)
+        if len(path) > 1 and path[1] == kid and spec.children(kid):
+            second.append(tokens[path[2]] if len(path) > 2 else nxt)
+    assert 0.2 < sum(1 for x in first if x in [tokens[k] for k in spec.children(0)]) / len(first) < 1
+    assert chi2_pvalue(first, probs[0]) > 1e-3
+    assert len(second) > 300 and chi2_pvalue(second, probs[kid]) > 1e-3
+    biased = [tokens[kid]] * 500 + first[:4500]  # the same test rejects a sampler that favours the draft
+    assert chi2_pvalue(biased, probs[0]) < 1e-6
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(not (DEFAULT_DIR / "model.safetensors").is_file(), reason="no trained head committed yet")
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_real_model_greedy_identity_and_speedup_potential(real_lm, prompt):
+    ids = real_lm.encode_prompt(prompt)
+    s = Sampling(max_new_tokens=32)
+    t = eagle.generate(real_lm, ids, s, eagle.Config())
+    assert t.output_ids == ar.generate(real_lm, ids, s).output_ids
+    assert t.mean_accepted > 1.5
+    assert json.loads(t.to_json())["steps"][0]["detail"]["tree"]["kind"] == "dynamic"
