@@ -119,6 +119,36 @@ def cmd_probe(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from specviz import methods
+    from specviz.export import write_figure
+    from specviz.prompts import prepare
+    from specviz.trace import bundle_json, load_traces
+    from specviz.viz.gallery import figures
+
+    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
+    if a.traces:
+        traces = {t.method: t for t in load_traces(Path(a.traces).read_bytes())}
+    else:
+        if not a.prompt:
+            raise ConfigError("Give --prompt (to run the methods) or --traces (to draw saved runs).")
+        names = ["ar"] + [n.strip() for n in a.methods.split(",") if n.strip() and n.strip() != "ar"]
+        mods = {n: methods.get(n) for n in names}
+        lm = _load(a)
+        ids = prepare(lm, a.prompt)
+        sampling = _sampling(a)
+        traces = {n: m.generate(lm, ids, sampling, methods.make_config(n), prompt=a.prompt) for n, m in mods.items()}
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "traces.json").write_text(bundle_json(list(traces.values())))
+    figs = figures(traces)
+    for name, fig in figs.items():
+        for fmt in formats:
+            write_figure(fig, out / f"{name}.{fmt}", slide=True)
+    print(f"wrote {len(figs) * len(formats)} images and traces.json to {out}")
+    return 0
+
+
 def cmd_heads(a: argparse.Namespace) -> int:
     try:
         from specviz.heads import cli
@@ -149,6 +179,14 @@ def parser() -> argparse.ArgumentParser:
     _model_args(b)
     pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")
     _model_args(pr)
+    e = sub.add_parser("export", help="write slide-ready figures (PNG, SVG) for some methods on one prompt")
+    e.add_argument("--methods", default="ar,medusa,eagle,lookahead")
+    e.add_argument("--prompt", help="run the methods on this prompt")
+    e.add_argument("--traces", help="or draw a saved trace / bundle instead of running")
+    e.add_argument("--out", required=True, help="folder to write into")
+    e.add_argument("--formats", default="png,svg")
+    _sampling_args(e, 64)
+    _model_args(e)
     for name in ("train", "calibrate"):
         t = sub.add_parser(name, help=f"{name} draft heads (medusa, eagle)")
         t.add_argument("head")
@@ -158,7 +196,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    handler = {"generate": cmd_generate, "bench": cmd_bench, "probe": cmd_probe,
+    handler = {"generate": cmd_generate, "bench": cmd_bench, "probe": cmd_probe, "export": cmd_export,
                "train": cmd_heads, "calibrate": cmd_heads}[a.command]
     try:
         return handler(a)

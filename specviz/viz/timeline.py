@@ -29,7 +29,7 @@ def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> lis
                 marker={"color": color or method_color(trace.method), "opacity": opacity,
                         "line": {"width": 0.5, "color": "white"}},
                 showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
-                text=[b["label"] for b in rows], textposition="inside", insidetextanchor="middle",
+                text=[b["label"] for b in rows], textposition="inside", insidetextanchor="middle", textangle=0,
                 customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
                 hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
                               "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",

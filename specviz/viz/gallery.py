@@ -1,0 +1,51 @@
+"""Every figure a set of traces can draw, by name: what `export` writes and the browser test checks."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+
+from specviz.compare import summarize
+from specviz.trace import Trace
+from specviz.viz import compare as cmp
+from specviz.viz.timeline import timeline_figure, tokens_over_time_figure
+
+# method -> "module:function" returning {name: figure} for one trace of that method (its own views)
+METHOD_VIEWS: dict[str, str] = {
+    "medusa": "specviz.viz.tree:gallery",
+    "eagle": "specviz.viz.eagle:gallery",
+    "jacobi": "specviz.viz.lookahead:gallery",
+    "lookahead": "specviz.viz.lookahead:gallery",
+    "sps": "specviz.viz.acceptance:gallery",
+    "pld": "specviz.viz.acceptance:gallery",
+}
+
+
+def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
+    target = METHOD_VIEWS.get(method)
+    if target is None:
+        return None
+    module, _, func = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError):
+        return None  # that method's views are not in this checkout
+
+
+def figures(traces: dict[str, Trace]) -> dict[str, go.Figure]:
+    """The cross-method figures (timeline, speedup, A and r, acceptance) plus each method's own views."""
+    ordered = [traces["ar"], *(t for n, t in traces.items() if n != "ar")] if "ar" in traces else list(traces.values())
+    out = {"timeline": timeline_figure(ordered, title="Forward passes on one clock"),
+           "tokens_over_time": tokens_over_time_figure(ordered)}
+    if "ar" in traces and len(traces) > 1:
+        rows = summarize(traces)
+        out |= {"speedup": cmp.speedup_figure(rows), "a_and_r": cmp.a_r_figure(rows),
+                "accepted_histogram": cmp.accepted_histogram(traces),
+                "acceptance_rate": cmp.acceptance_rate_figure(traces)}
+    for name, trace in traces.items():
+        views = _views(name)
+        if views is not None:
+            out |= {f"{name}_{k}": fig for k, fig in views(trace).items()}
+    return out
