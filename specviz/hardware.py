@@ -91,10 +91,10 @@ H100 = Device("H100 SXM (bf16)", 3350.0, 989.0, 0.0)
 def fit_device(curve: LatencyCurve, params: float, bytes_per_param: float) -> Device:
     """This device's effective roofline, fitted to the measured latency curve.
 
-    The 1-token pass is taken as bandwidth-bound plus overhead; the slope at large k gives FLOP/s.
+    The 1-token pass sets the effective bandwidth; the widest pass, taken as compute-bound, sets FLOP/s.
     """
     t1, tk, k = curve.ms[0] / 1000, curve.ms[-1] / 1000, curve.ks[-1]
-    tflops = 2 * params * (k - 1) / max(tk - t1, 1e-6) / 1e12
+    tflops = 2 * params * k / tk / 1e12
     bandwidth = params * bytes_per_param / t1 / 1e9
     return Device(f"this device, fitted ({curve.device})", round(bandwidth, 1), round(tflops, 3), 0.0)
 

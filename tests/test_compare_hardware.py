@@ -1,0 +1,75 @@
+"""Comparison summaries, the roofline model, the latency probe and figure export, on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz import hardware
+from specviz.compare import acceptance_series, method_shape, summarize
+from specviz.methods import autoregressive as ar
+from specviz.probe import LatencyCurve, probe_latency
+from specviz.sampling import Sampling
+from specviz.trace import StepTrace, Trace, bundle_json, load_traces
+from specviz.viz.gallery import figures
+
+
+def fake_step(i: int, committed: list[int], width: int, draft: float = 0.0) -> StepTrace:
+    return StepTrace(index=i, committed=committed, texts=["x"] * len(committed), forward_tokens=width,
+                     draft_s=draft, verify_s=0.01, wall_s=0.01 + draft, prob=0.5, entropy=1.0)
+
+
+def fake_trace(method: str, chunks: list[list[int]], width: int, draft: float = 0.0) -> Trace:
+    steps = [fake_step(i, c, width, draft) for i, c in enumerate(chunks)]
+    out = [t for c in chunks for t in c]
+    return Trace(method=method, model="m", device="cpu", prompt="p", prompt_ids=[1], config={}, steps=steps,
+                 output_ids=out, text="", total_s=sum(s.wall_s for s in steps), prefill_s=0.0, stopped="length")
+
+
+def test_summary_against_ar():
+    base = fake_trace("ar", [[1], [2], [3], [4]], 1)
+    fast = fake_trace("medusa", [[1, 2], [3, 4]], 8, draft=0.002)
+    rows = {r.method: r for r in summarize({"ar": base, "medusa": fast})}
+    assert rows["ar"].speedup == 1.0 and rows["ar"].identical
+    assert rows["medusa"].mean_accepted == 2.0 and rows["medusa"].identical
+    assert rows["medusa"].step_cost == pytest.approx(0.012 / 0.01)
+    assert rows["medusa"].speedup == pytest.approx(0.04 / 0.024)
+    assert rows["medusa"].predicted == pytest.approx(2.0 / 1.2)
+    per, cum = acceptance_series(fast)
+    assert per == [pytest.approx(1 / 7)] * 2 and cum[-1] == pytest.approx(2 / 14)
+    a, width, share = method_shape(fast)
+    assert (a, width, share) == (2.0, 8.0, pytest.approx(0.2))
+
+
+def test_roofline_model():
+    dev = hardware.Device("d", bandwidth_gbs=100.0, tflops=1.0)
+    # 1e9 params at 2 bytes: 20 ms to stream; 2e9 FLOP per token at 1 TFLOP/s: 2 ms per token
+    assert hardware.step_ms(dev, 1e9, 2, 1) == pytest.approx(20.0)
+    assert hardware.step_ms(dev, 1e9, 2, 40) == pytest.approx(80.0)  # compute-bound past 10 tokens
+    assert hardware.modeled_speedup(dev, 1e9, 2, mean_accepted=2.0, width=5) == pytest.approx(2.0)
+    assert hardware.modeled_speedup(dev, 1e9, 2, mean_accepted=2.0, width=40) == pytest.approx(0.5)
+    curve = LatencyCurve("m", "cpu", 16, [1, 64], [20.0, 40.0], [0, 0], 1)
+    fitted = hardware.fit_device(curve, 1e9, 2)
+    assert fitted.bandwidth_gbs == pytest.approx(100.0)
+    assert hardware.step_ms(fitted, 1e9, 2, 64) == pytest.approx(40.0, rel=0.02)
+
+
+def test_probe_and_surface_run_on_tiny(tiny_lm):
+    curve = probe_latency(tiny_lm, ks=(1, 4), prefix_len=8, repeats=2)
+    assert curve.ks == [1, 4] and all(m > 0 for m in curve.ms) and curve.relative()[0] == 1.0
+    surface = hardware.probe_surface(tiny_lm, batches=(1, 2), ks=(1, 4), prefix_len=8, repeats=1)
+    assert len(surface.ms) == 2 and len(surface.ms[0]) == 2
+    speed = hardware.modeled_batch_speedup(surface, 2.0, 4, 0.0)
+    assert len(speed) == 2 and all(s > 0 for s in speed)
+
+
+def test_bundle_round_trip_and_gallery(tiny_lm):
+    ids = tiny_lm.encode_prompt("Hi")
+    trace = ar.generate(tiny_lm, ids, Sampling(max_new_tokens=4))
+    again = load_traces(bundle_json([trace]))
+    assert again == [trace]
+    assert load_traces(trace.to_json()) == [trace]
+    figs = figures({"ar": trace})
+    assert {"timeline", "tokens_over_time"} <= set(figs)
+    json.loads(figs["timeline"].to_json())  # serialisable for the app and for export
