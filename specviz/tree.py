@@ -13,7 +13,7 @@ from functools import cached_property
 
 import torch
 
-from specviz.model import keep_cache
+from specviz.model import crop_to
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,21 @@ def verify_tree(lm, cache, tokens: list[int], spec: TreeSpec,
     return lm.forward(tokens, cache, positions=spec.positions(prefix), mask=mask, logits_for=logits_for)
 
 
+@torch.inference_mode()
 def commit_path(cache, prefix_len: int, path: list[int]) -> None:
-    """Keep the prefix plus the accepted path's keys/values, packed contiguously; drop the rest."""
-    keep_cache(cache, prefix_len, list(path))
+    """Keep the prefix plus the accepted path's keys/values, packed contiguously; drop the rest.
+
+    Same result as `keep_cache`, but the path's few slots are copied in place and the tail cropped,
+    instead of rebuilding every layer's whole cache each step.
+    """
+    path = list(path)
+    if path != list(range(len(path))):
+        for layer in cache.layers:  # keys/values [batch, kv_heads, seq, head_dim]
+            idx = torch.as_tensor(path, dtype=torch.long, device=layer.keys.device) + prefix_len
+            end = prefix_len + len(path)
+            layer.keys[:, :, prefix_len:end] = layer.keys.index_select(2, idx)
+            layer.values[:, :, prefix_len:end] = layer.values.index_select(2, idx)
+    crop_to(cache, prefix_len + len(path))
 
 
 def longest_path(spec: TreeSpec, ok: Callable[[int], bool]) -> list[int]:

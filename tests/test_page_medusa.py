@@ -60,3 +60,22 @@ def test_medusa_page_live() -> None:
     at.radio(key="medusa.acceptance").set_value("typical").run()
     at.slider(key="medusa.temperature").set_value(0.7).run()
     assert not at.exception and not at.error
+
+
+def test_trace_figures_on_tiny_run(tiny_lm) -> None:
+    from specviz.methods import medusa
+    from specviz.sampling import Sampling
+    from specviz.viz.tree import budget_figure, cost_figure, gallery, steps_figure, token_strip
+    from tests.test_medusa import ACC, tiny_heads
+
+    ids = tiny_lm.encode_prompt("Say hi.")
+    tr = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=12), medusa.Config(heads=3, budget=5),
+                         heads=tiny_heads(tiny_lm, random=False), calibration=ACC)
+    figs = gallery(tr)
+    assert set(figs) == {"tokens", "tree", "mask"}
+    strip = token_strip(tr, upto=1).data[0]
+    assert len(strip.x) == sum(st.accepted for st in tr.steps[:2])
+    steps = steps_figure(tr, ar_token_s=0.01)
+    assert list(steps.data[0].y) == [st.accepted for st in tr.steps] and steps.data[1].name.startswith("running")
+    assert len(budget_figure([0, 4], [1.0, 1.5], [1.0, 1.4], 4).data) == 2
+    assert len(cost_figure([0, 4], [0.5, 0.6], [60, 70], 60, [1.0, 1.2]).data) == 3

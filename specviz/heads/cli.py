@@ -43,7 +43,7 @@ def calibrate(head: str, argv: list[str]) -> int:
         return eagle_train.calibrate_main(argv)
     if head != "medusa":
         return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return _guard(calibrate_medusa, argv)
+    return _guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
 
 
 def _guard(fn, argv: list[str]) -> int:
@@ -136,3 +136,83 @@ def calibrate_medusa(argv: list[str]) -> int:
     for k, row in enumerate(acc, start=1):
         print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))
     return 0
+
+
+SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
+
+
+def sweep_medusa(argv: list[str]) -> int:
+    """Measure A, draft and verify cost against the budget on unseen ShareGPT prompts → sweep.json."""
+    import json
+    import statistics
+
+    from specviz.heads import distill, medusa
+    from specviz.methods import autoregressive
+    from specviz.methods import medusa as method
+    from specviz.model import load_model
+    from specviz.sampling import Sampling
+
+    ap = _Parser(prog="python -m specviz calibrate medusa --sweep")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--heads-dir", type=Path, default=None)
+    ap.add_argument("--prompts", type=int, default=4, help="unseen ShareGPT prompts to decode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--budgets", default=",".join(map(str, SWEEP_BUDGETS)))
+    a = ap.parse_args(argv)
+    budgets = [int(b) for b in a.budgets.split(",")]
+    folder = a.heads_dir or medusa.models_dir()
+    lm = load_model("default", device="cpu", dtype="fp32")
+    prompts = distill.training_prompts(8000)[-a.prompts:]  # far beyond any distilled prompt
+    s = Sampling(max_new_tokens=a.max_new_tokens)
+    rows: dict[int, list[dict]] = {b: [] for b in budgets}
+    ar_ms: list[float] = []
+    for p in prompts:
+        ids = lm.encode_prompt(p)
+        for b in budgets:  # interleave a plain run before every Medusa run: ratios, not absolute times
+            ar = autoregressive.generate(lm, ids, s)
+            tr = method.generate(lm, ids, s, method.Config(budget=b, heads_dir=str(folder)))
+            ar_ms.append(1000 * ar.decode_s / max(1, len(ar.steps)))
+            steps = [x for x in tr.steps if x.forward_tokens]
+            rows[b].append({"A": tr.mean_accepted, "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
+                            "draft": statistics.median(1000 * x.draft_s for x in steps),
+                            "verify": statistics.median(1000 * x.verify_s for x in steps)})
+        print(f"prompt {len(rows[budgets[0]])}/{len(prompts)} done", flush=True)
+    acc = medusa.load_calibration(folder)
+
+    def med(b: int, key: str) -> float:
+        return round(statistics.median(r[key] for r in rows[b]), 3)
+
+    k = method.Config().heads
+    out = {"budgets": budgets, "predicted": [round(1 + method.build_tree(acc, k, b)[1], 3) for b in budgets],
+           "measured": [med(b, "A") for b in budgets], "speedup": [med(b, "speedup") for b in budgets],
+           "draft_ms": [med(b, "draft") for b in budgets], "verify_ms": [med(b, "verify") for b in budgets],
+           "ar_ms": round(statistics.median(ar_ms), 2), "prompts": len(prompts), "max_new_tokens": a.max_new_tokens,
+           "head_ms": projection_costs(lm, folder),
+           "note": f"Measured on {len(prompts)} unseen ShareGPT prompts × {a.max_new_tokens} tokens at T = 0, "
+                   "2 shared CPU cores, fp32; medians, each Medusa run interleaved with a plain run."}
+    (folder / "sweep.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))
+    return 0
+
+
+def projection_costs(lm, folder: Path, repeats: int = 30) -> dict[str, float]:
+    """Median ms of one drafting call for all heads: draft-vocabulary slice vs the full LM head."""
+    import statistics
+
+    import torch
+
+    from specviz.heads import medusa
+
+    sliced = medusa.load_heads(lm, folder)
+    full = medusa.MedusaHeads(sliced.cfg, torch.arange(lm.lm_head.weight.shape[0]), lm.lm_head.weight.float())
+    full.blocks = sliced.blocks
+    h = torch.randn(lm.hf.config.hidden_size)
+    out = {}
+    for name, heads in (("draft_vocab", sliced), ("full_vocab", full)):
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            heads.topk(h, 4)
+            times.append(1000 * (time.perf_counter() - t))
+        out[name] = round(statistics.median(times), 2)
+    return out
