@@ -267,3 +267,41 @@ def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config:
     while not run.done:
         step(run, state)
     return run.trace()
+
+
+def matched_path(tree: DraftTree, continuation: list[int]) -> list[int]:
+    """Kept nodes along the realised continuation: exactly greedy verification's path at T = 0."""
+    path = [0]
+    for tok in continuation:
+        nxt = [c for c in range(len(tree.tokens)) if tree.parents[c] == path[-1] and tree.kept[c]
+               and tree.tokens[c] == tok]
+        if not nxt:
+            break
+        path.append(nxt[0])
+    return path
+
+
+@torch.inference_mode()
+def replay_trees(lm: LoadedModel, trace: Trace, step_index: int, config: Config | None = None,
+                 head: EagleHead | None = None) -> dict[str, dict]:
+    """Re-grow one step's tree both ways (static and dynamic) from the same context, as plain data.
+
+    The context is the prompt plus the tokens committed before the step; both trees are matched
+    against the continuation the run produced (their greedy acceptance at T = 0).
+    """
+    cfg = config or Config()
+    head = head or get_head(lm, cfg)
+    done = sum(len(s.committed) for s in trace.steps[:step_index])
+    ids = list(trace.prompt_ids) + list(trace.output_ids[:done])
+    root, cont = trace.output_ids[done], list(trace.output_ids[done + 1: done + 1 + cfg.depth])
+    _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
+    out = {}
+    for kind in TREES:
+        kcfg = Config(**{**cfg.__dict__, "tree": kind})
+        dr = Drafter(head, lm, head_dtype(lm, kcfg))
+        dr.reset(ids, hidden)
+        tree = DraftTree(tokens=[root])
+        tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
+        grow_static(dr, tree, static_paths(head, kcfg)) if kind == "static" else grow_dynamic(dr, tree, kcfg)
+        out[kind] = {**tree_detail(tree, lm, kind), "accepted": matched_path(tree, cont)}
+    return out

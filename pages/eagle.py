@@ -1,0 +1,108 @@
+"""EAGLE-2: a one-layer head drafts features; a dynamic tree grows by confidence and is verified in one pass."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+
+import streamlit as st
+
+from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
+from specviz.methods.eagle import Config, replay_trees
+from specviz.trace import Trace
+from specviz.viz.eagle import (
+    compare_figure,
+    draft_verify_figure,
+    eagle_steps_figure,
+    feature_figure,
+    growth_figure,
+    verify_figures,
+)
+from specviz.viz.tree import token_strip
+from ui.common import get_model, page_header, run_method, settings, show_figure
+
+page_header("EAGLE-2: draft features, grow the tree where the draft is confident",
+            "Where do drafts come from (a one-layer head fed the last feature AND the chosen token), how are "
+            "they organised (a tree grown by confidence, then reranked), is acceptance lossless (yes), and "
+            "what does a step cost on this CPU?")
+
+try:
+    head_cfg = read_config(DEFAULT_DIR)
+except HeadError as exc:
+    st.error(str(exc))
+    st.stop()
+
+s = settings()
+c1, c2, c3 = st.columns(3)
+depth = c1.slider("depth (draft rounds)", 1, 8, Config.depth, key="eagle.depth")
+top_k = c1.slider("top_k (expanded per round)", 1, 16, Config.top_k, key="eagle.top_k")
+total = c2.slider("total_tokens (verified nodes, root included)", 2, 80, Config.total_tokens,
+                  key="eagle.total_tokens", help="The GPU reference verifies 60; on 2 CPU cores verify cost grows "
+                                                  "fast with the node count, so fewer win.")
+temperature = c2.slider("Temperature", 0.0, 1.5, s.sampling.temperature if s else 0.0, 0.05,
+                        key="eagle.temperature", help="0 = greedy matching; > 0 = tree speculative sampling")
+tree_kind = c3.radio("Tree", ["dynamic", "static"], key="eagle.tree", horizontal=True,
+                     help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape")
+cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
+other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
+if s is not None:
+    s = replace(s, sampling=replace(s.sampling, temperature=temperature))
+trace = run_method("eagle", cfg, s)
+ar = run_method("ar", None, s)
+alt = run_method("eagle", other, s)
+if trace is None:
+    st.stop()
+
+ar_token_s = ar.decode_s / max(1, ar.new_tokens) if ar is not None else None
+m = st.columns(5)
+m[0].metric(f"A ({tree_kind})", f"{trace.mean_accepted:.2f}",
+            help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
+if alt is not None:
+    m[1].metric(f"A ({other.tree})", f"{alt.mean_accepted:.2f}")
+if ar is not None:
+    m[2].metric("Speedup vs plain decoding", f"{ar.decode_s / max(trace.decode_s, 1e-9):.2f}×")
+    m[3].metric("Same tokens as plain decoding", "yes" if trace.output_ids == ar.output_ids else "no",
+                help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
+                     "not the exact tokens.")
+drafted = [x for x in trace.steps if x.detail.get("tree")]
+if drafted:
+    m[4].metric("draft / verify per step", f"{1000 * sum(x.draft_s for x in drafted) / len(drafted):.0f} / "
+                f"{1000 * sum(x.verify_s for x in drafted) / len(drafted):.0f} ms")
+show_figure(eagle_steps_figure(trace, ar_token_s), "eagle_steps")
+
+
+@st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
+def _replay(key: str, step_index: int, _trace: Trace, _cfg: Config) -> dict:
+    lm = get_model()
+    with lm.lock:
+        return replay_trees(lm, _trace, step_index, _cfg)
+
+
+if drafted:
+    i = st.slider("Step", 0, len(drafted) - 1, 0, key="eagle.step") if len(drafted) > 1 else 0
+    step = drafted[i]
+    d = step.detail
+    st.caption(f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
+               f"{len(d['tree']['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
+               f"{1000 * step.draft_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms")
+    stages = [f"round {r}" for r in range(1, max(d["tree"]["depth"]) + 1)] + ["rerank + verify"]
+    stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
+    show_figure(growth_figure(d["tree"], stages.index(stage) + 1, d["accepted"]), "eagle_growth")
+    left, right = st.columns([3, 2])
+    vt, vm = verify_figures(step)
+    with left:
+        show_figure(vt, "eagle_verify")
+    with right:
+        show_figure(vm, "eagle_mask")
+    show_figure(feature_figure(step), "eagle_features")
+    st.caption("A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
+               "picked (right: the alternatives). EAGLE's head also gets the embedding of the token that was "
+               "picked, so its prediction of the next feature need not hedge across branches.")
+    lm = get_model()
+    if lm is not None and s is not None:
+        key = json.dumps([asdict(cfg), asdict(s.sampling), s.prompt, s.model_spec])
+        show_figure(compare_figure(_replay(key, step.index, trace, cfg)), "eagle_static_vs_dynamic")
+    show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
+show_figure(draft_verify_figure(trace), "eagle_costs")
+with st.expander("How this head was trained"):
+    st.json(head_cfg.train or {"note": "no training record"})

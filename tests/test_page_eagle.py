@@ -1,0 +1,102 @@
+"""The EAGLE page under AppTest with the committed head, plus its figure builders on a tiny run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from specviz.heads.eagle import new_head
+from specviz.methods import eagle
+from specviz.sampling import Sampling
+from specviz.viz import eagle as viz
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def tiny_trace(tiny_lm):
+    head = new_head(tiny_lm.hf.config, "tiny", seed=1).to(torch.float64).eval().requires_grad_(False)
+    cfg = eagle.Config(depth=3, top_k=3, total_tokens=8, head_dtype="model")
+    tr = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Say hi."), Sampling(max_new_tokens=6), cfg, head=head)
+    return tr, eagle.replay_trees(tiny_lm, tr, 1, cfg, head=head)
+
+
+def test_growth_figure_reveals_one_depth_per_round(tiny_trace):
+    tr, _ = tiny_trace
+    tree = tr.steps[0].detail["tree"]
+    for stage in (1, 2, 3, 4):
+        fig = viz.growth_figure(tree, stage, tr.steps[0].detail["accepted"])
+        shown = sum(len(d.x) for d in fig.data if d.mode == "markers+text")
+        assert shown == sum(1 for dep in tree["depth"] if dep <= stage)
+    final = viz.growth_figure(tree, 4)
+    kept = sum(len(d.x) for d in final.data if d.mode == "markers+text" and d.name.split(" ")[0] in ("root", "kept"))
+    assert kept == sum(tree["kept"])
+    pruned = [d for d in final.data if d.mode == "markers+text" and d.name.startswith("pruned")]
+    assert sum(len(d.x) for d in pruned) == len(tree["kept"]) - sum(tree["kept"])
+    diamonds = sum(len(d.x) for d in final.data if d.mode == "markers+text" and d.marker.symbol == "diamond")
+    assert diamonds == sum(1 for r in tree["expanded"] if r > 0)
+
+
+def test_verify_compare_and_feature_figures(tiny_trace):
+    tr, replay = tiny_trace
+    step = tr.steps[0]
+    parents, _, status, _ = viz.verified_tree_data(step)
+    assert parents == step.detail["verify_parents"] and status[0] == "accepted"
+    assert status.count("accepted") == step.accepted  # T = 0: the path is what was committed
+    tree_fig, mask = viz.verify_figures(step)
+    assert sum(1 for t in tree_fig.data if t.mode == "lines" and t.line.width == 5) == step.accepted - 1
+    assert len(mask.data[0].z) == step.forward_tokens
+    both = viz.compare_figure(replay)
+    assert [a.text.split(":")[0] for a in both.layout.annotations] == ["EAGLE-1 static", "EAGLE-2 dynamic"]
+    assert set(replay) == {"static", "dynamic"} and all(r["accepted"][0] == 0 for r in replay.values())
+    feats = viz.feature_figure(step)
+    assert len(feats.data[0].y) == 4 and len(feats.data[0].x) == 16
+    assert set(viz.gallery(tr)) == {"tokens", "tree", "verify", "mask", "features"}
+
+
+def test_replay_matches_the_run_at_temperature_zero(tiny_lm):
+    """Re-growing a step's dynamic tree from the same context reproduces the tree and path the run had."""
+    head = new_head(tiny_lm.hf.config, "tiny", seed=2).to(torch.float64).eval().requires_grad_(False)
+    cfg = eagle.Config(depth=3, top_k=3, total_tokens=8, head_dtype="model")
+    tr = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Count"), Sampling(max_new_tokens=6), cfg, head=head)
+    rep = eagle.replay_trees(tiny_lm, tr, 2, cfg, head=head)["dynamic"]
+    d = tr.steps[2].detail
+    assert rep["tokens"] == d["tree"]["tokens"] and rep["kept"] == d["tree"]["kept"]
+    assert rep["accepted"] == d["accepted"]
+
+
+def chart_specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def titled(specs: list[dict], word: str) -> dict:
+    return next(s for s in specs if word in (s["layout"].get("title") or {}).get("text", ""))
+
+
+@pytest.mark.real_model
+def test_eagle_page_live():
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["sidebar.max_new_tokens"] = 16
+    at.run()
+    at.switch_page("pages/eagle.py").run()
+    assert not at.exception and not at.error
+    specs = chart_specs(at)
+    growth = titled(specs, "After the rerank")
+    kept = sum(len(d["x"]) for d in growth["data"] if d.get("mode") == "markers+text"
+               and d["name"].split(" ")[0] in ("root", "kept", "accepted"))
+    assert kept == eagle.Config.total_tokens
+    assert len(titled(specs, "Tree-attention mask")["data"][0]["z"]) == eagle.Config.total_tokens
+    assert titled(specs, "static vs dynamic") and titled(specs, "What the head consumes")
+    assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
+    at.slider(key="eagle.total_tokens").set_value(6).run()
+    assert not at.exception
+    assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6
+    at.select_slider(key="eagle.stage").set_value("round 1").run()
+    assert not at.exception and titled(chart_specs(at), "Round 1")
+    at.radio(key="eagle.tree").set_value("static").run()
+    at.slider(key="eagle.temperature").set_value(0.8).run()
+    assert not at.exception and not at.error
