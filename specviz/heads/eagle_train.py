@@ -309,5 +309,51 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+@torch.inference_mode()
+def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4) -> dict[str, list[float]]:
+    """Offline EAGLE steps on one stored sequence: per config, tokens per step (A) and draft seconds.
+
+    The head runs once over the true pairs; a tree rooted at x_N only sees pairs < N (the mask hides
+    the rest), and its greedy acceptance is the longest kept path matching the stored continuation.
+    """
+    from specviz.methods import eagle
+
+    dr = eagle.Drafter(head, lm, next(head.parameters()).dtype)
+    ids = s.ids.tolist()
+    pairs, start = len(ids) - 1, int(s.mask.float().argmax())
+    see = torch.ones(pairs, pairs, dtype=torch.bool).tril()
+    out, logp = dr.run(s.hidden[:-1].float(), ids[1:], torch.arange(pairs), see)  # row j: pair (f_j, x_j+1)
+    res: dict[str, list[float]] = {}
+    for n in range(max(start, 1), pairs, every):
+        for cfg in cfgs:
+            t = time.perf_counter()
+            tree = eagle.DraftTree(tokens=[ids[n]])
+            tree.feats[0], tree.logps[0] = out[n - 1], logp[n - 1]
+            if cfg.tree == "static":
+                eagle.grow_static(dr, tree, eagle.static_paths(head, cfg), base=n)
+            else:
+                eagle.grow_dynamic(dr, tree, cfg, base=n)
+            took = time.perf_counter() - t
+            dr.rollback(pairs)
+            path = eagle.matched_path(tree, ids[n + 1: n + 1 + cfg.depth])
+            key = f"{cfg.tree}/{cfg.depth}/{cfg.top_k}/{cfg.total_tokens}"
+            res.setdefault(key, []).append(len(path))
+            res.setdefault(key + ":s", []).append(took)
+    return res
+
+
+def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every: int = 4) -> dict[str, dict]:
+    """Mean offline A and median draft ms per tree config, over stored (held-out) sequences."""
+    import statistics
+
+    acc: dict[str, list[float]] = {}
+    for s in seqs:
+        for k, v in replay_sequence(head, lm, s, cfgs, every).items():
+            acc.setdefault(k, []).extend(v)
+    return {k: {"A": round(sum(v) / len(v), 4), "draft_ms": round(1000 * statistics.median(acc[k + ":s"]), 2),
+                "steps": len(v)} for k, v in acc.items() if not k.endswith(":s")}
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

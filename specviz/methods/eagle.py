@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ class DraftTree:
         self.parents.append(parent)
         self.depth.append(self.depth[parent] + 1)
         self.score.append(self.score[parent] + logp)
-        self.conf.append(float(torch.tensor(logp).exp()))
+        self.conf.append(math.exp(logp))
         self.expanded.append(-1)
         self.kept.append(False)
         return len(self.tokens) - 1
@@ -84,8 +85,13 @@ class DraftTree:
 
 
 def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[int], rnd: int) -> None:
-    """Run `nodes` through the head at once (tree-masked), storing each one's predicted feature."""
+    """Run `nodes` through the head at once (tree-masked), storing each one's predicted feature.
+
+    The cache holds the prefix, then the `fed` tree nodes (its last entries); only the first `base`
+    prefix pairs are visible (base < start only when replaying a stored sequence offline).
+    """
     q, past = len(nodes), dr.length
+    start = past - len(fed)
     see = torch.zeros(q, past + q, dtype=torch.bool)
     see[:, :base] = True  # the committed prefix, the root pair included
     for r, n in enumerate(nodes):
@@ -93,7 +99,7 @@ def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[
         while a > 0:
             anc.add(a)
             a = tree.parents[a]
-        see[r, base:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool)
+        see[r, start:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool)
         see[r, past + r] = True
     feats = torch.stack([tree.feats[tree.parents[n]] for n in nodes])
     pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes])
@@ -109,9 +115,11 @@ def add_children(dr: Drafter, tree: DraftTree, node: int, k: int) -> list[int]:
     return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
 
 
-def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Config) -> None:
+def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Config, base: int | None = None) -> None:
     """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all."""
-    base, fed, layer = dr.length, [], add_children(dr, tree, 0, cfg.top_k)
+    base = dr.length if base is None else base
+    fed: list[int] = []
+    layer = add_children(dr, tree, 0, cfg.top_k)
     for rnd in range(2, cfg.depth + 1):
         frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
         expand(dr, tree, sorted(frontier), base, fed, rnd)
@@ -119,9 +127,11 @@ def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Config) -> None:
     tree.keep_best(cfg.total_tokens)
 
 
-def grow_static(dr: Drafter, tree: DraftTree, paths: list[tuple[int, ...]]) -> None:
+def grow_static(dr: Drafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
     """EAGLE-1: a fixed tree of rank paths; each round expands every node that has children."""
-    base, fed, index = dr.length, [], {(): 0}
+    base = dr.length if base is None else base
+    fed: list[int] = []
+    index: dict[tuple[int, ...], int] = {(): 0}
     for d in range(1, max((len(p) for p in paths), default=0) + 1):
         parents = sorted({index[p[:-1]] for p in paths if len(p) == d})
         if d > 1:
