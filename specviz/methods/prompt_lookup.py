@@ -1,0 +1,160 @@
+"""Prompt lookup decoding: draft the tokens that followed the last n-gram's earlier occurrence."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.acceptance import speculative_chain
+from specviz.methods.base import OnStep, Run
+from specviz.methods.speculative import annotate, greedy_decision
+from specviz.model import LoadedModel, crop_to
+from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.trace import Trace
+
+NAME = "pld"
+LABEL = "Prompt lookup"
+SUMMARY = "Copies the continuation of a matching n-gram from the prompt or the output so far as the draft."
+
+# Cost of one target forward over m new tokens relative to m = 1 (index m), fp32 CPU, KV cache of
+# ~300 tokens; medians of interleaved repeats on this machine. 2-3 rows are oddly slower than 4.
+VERIFY_COST = (0.0, 1.0, 1.45, 1.45, 1.35, 1.4, 1.45, 1.5, 1.55, 1.6, 1.65, 1.7, 1.75, 1.8, 1.85, 1.9, 1.95)
+
+
+@dataclass(frozen=True)
+class Config:
+    """How n-grams are matched and how long the copied draft may be."""
+
+    max_ngram: int = 3  # try matching the last 3, then 2, ... tokens
+    min_ngram: int = 1  # shortest suffix that may be looked up
+    max_draft: int = 10  # longest copied draft
+    adaptive: bool = True  # pick the draft length from the running acceptance rate and the verify cost
+    prior: float = 0.5  # per-token acceptance assumed before any evidence
+    memory: float = 0.9  # per-step decay of the acceptance evidence (forgets toward the prior)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_ngram <= self.max_ngram <= 8:
+            raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
+        if not 1 <= self.max_draft <= len(VERIFY_COST) - 2:
+            raise ConfigError(f"max_draft must be between 1 and {len(VERIFY_COST) - 2}, got {self.max_draft}.")
+        if not (0 < self.prior < 1 and 0 <= self.memory < 1):
+            raise ConfigError(f"prior must be in (0, 1) and memory in [0, 1), got {self.prior}, {self.memory}.")
+
+
+def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int]:
+    """(n, start of the continuation) for the longest suffix n-gram seen earlier, most recent first; (0, -1)."""
+    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
+        pattern = seq[-n:]
+        for i in range(len(seq) - n - 1, -1, -1):  # the continuation seq[i+n] must exist
+            if seq[i:i + n] == pattern:
+                return n, i + n
+    return 0, -1
+
+
+def best_length(a: float, available: int, max_draft: int) -> int:
+    """Draft length k maximising (1 + a + … + a^k) / cost(k+1); 0 means a plain step pays best."""
+    best_k, best_gain, expect = 0, 1.0, 1.0
+    for k in range(1, min(available, max_draft) + 1):
+        expect += a ** k
+        gain = expect / VERIFY_COST[k + 1]
+        if gain > best_gain:
+            best_k, best_gain = k, gain
+    return best_k
+
+
+class Evidence:
+    """Running per-token acceptance, one estimate per matched n-gram length, decaying to the prior."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.hits = [0.0] * (cfg.max_ngram + 1)
+        self.tries = [0.0] * (cfg.max_ngram + 1)
+
+    def rate(self, n: int) -> float:
+        w = 2.0  # the prior counts as two observed tokens
+        return (self.hits[n] + self.cfg.prior * w) / (self.tries[n] + w)
+
+    def update(self, n: int, drafted: int, accepted: int) -> None:
+        self.hits = [h * self.cfg.memory for h in self.hits]
+        self.tries = [t * self.cfg.memory for t in self.tries]
+        if drafted:  # accepted successes, then one failure unless all were taken
+            self.hits[n] += accepted
+            self.tries[n] += accepted + (accepted < drafted)
+
+
+def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tuple[list[int], dict[str, Any]]:
+    """The copied draft after root and how it was found."""
+    seq = run.prompt_ids + run.output + [root]
+    n, start = find_match(seq, cfg.max_ngram, cfg.min_ngram)
+    if not n:
+        return [], {"ngram": 0}
+    available = min(len(seq) - start, budget)
+    rate = ev.rate(n)
+    k = best_length(rate, available, cfg.max_draft) if cfg.adaptive else min(available, cfg.max_draft)
+    source = "prompt" if start < len(run.prompt_ids) else "output"
+    return seq[start:start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
+
+
+def one_hot_rows(drafts: list[int], vocab: int, dtype: torch.dtype) -> torch.Tensor:
+    """The draft 'distribution' of a copied token: all mass on it; [k, V]."""
+    q = torch.zeros(len(drafts), vocab, dtype=dtype)
+    q[torch.arange(len(drafts)), torch.tensor(drafts)] = 1.0
+    return q
+
+
+class Lookup:
+    """One pld generation: the run, the acceptance evidence and the token forced by a rejection."""
+
+    def __init__(self, run: Run, cfg: Config) -> None:
+        self.run, self.cfg, self.ev = run, cfg, Evidence(cfg)
+        self.forced: int | None = None  # next root drawn by speculative sampling (T > 0)
+
+    def step(self) -> None:
+        """propose (copy) → verify → accept → commit."""
+        run, started = self.run, time.perf_counter()
+        root = self.forced if self.forced is not None else run.pick_root()
+        self.forced = None
+        if run.is_final(root):
+            run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started,
+                       detail={"ngram": 0, "drafts": [], "accepted": 0, "records": []})
+            return
+        base = run.seq_len
+        drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
+        t = time.perf_counter()
+        logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
+        verify_s = time.perf_counter() - t
+        n, records = self.accept(logits, drafts)
+        self.ev.update(found["ngram"], len(drafts), n)
+        crop_to(run.cache, base + 1 + n)
+        detail = found | {"drafts": drafts, "accepted": n, "records": records}
+        run.commit([root, *drafts[:n]], forward_tokens=1 + len(drafts), draft_s=t - started,
+                   verify_s=verify_s, started=started, detail=detail)
+        run.pending, run.pending_hidden = logits[n], hidden[n]
+
+    def accept(self, logits: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
+        """Greedy match at T = 0; else speculative sampling with a one-hot draft (lossless)."""
+        if not drafts:
+            return 0, []
+        s = self.run.sampling
+        p = target_probs(logits, s)
+        q = one_hot_rows(drafts, p.shape[-1], p.dtype)
+        if s.greedy:
+            n, records = greedy_decision(p, q, drafts)
+        else:
+            n, self.forced, records = speculative_chain(p, q, drafts, self.run.gen)
+        return n, annotate(self.run.lm, records, p)
+
+
+def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
+             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+    """Decode with copied drafts until EOS or max_new_tokens."""
+    cfg = config or Config()
+    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    look = Lookup(run, cfg)
+    run.prefill()
+    while not run.done:
+        look.step()
+    return run.trace()

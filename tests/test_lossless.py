@@ -1,0 +1,55 @@
+"""The losslessness lab on hand-made distributions: closed forms, sampling, chi-square, plain data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz import lossless
+
+P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
+Q = torch.tensor([0.2, 0.5, 0.1, 0.2], dtype=torch.float64)
+
+
+def test_exact_outputs() -> None:
+    assert torch.allclose(lossless.exact_output("speculative", P, Q, 0.09, 0.3), P)
+    flawed = lossless.exact_output("flawed", P, Q, 0.09, 0.3)
+    assert torch.allclose(flawed, torch.tensor([0.425, 0.435, 0.0975, 0.0425], dtype=torch.float64))
+    typical = lossless.exact_output("typical", P, Q, 0.09, 0.3)  # token 3 (p = 0.05) is never kept
+    kept = Q * torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    assert torch.allclose(typical, kept + 0.2 * P)
+    for rule in ("speculative", "typical", "flawed"):
+        assert float(lossless.exact_output(rule, P, Q, 0.09, 0.3).sum()) == pytest.approx(1.0)
+
+
+def test_sampling_follows_the_closed_form() -> None:
+    gen = torch.Generator().manual_seed(0)
+    counts, accepted = lossless.sample_output("flawed", P, Q, 50000, gen, 0.09, 0.3)
+    assert counts.sum() == 50000
+    assert torch.allclose(counts / 50000, lossless.exact_output("flawed", P, Q, 0.09, 0.3), atol=0.01)
+    assert accepted / 50000 == pytest.approx(0.55, abs=0.01)  # Σ q·p/max p
+
+
+def test_chi_square_accepts_p_and_rejects_a_shifted_sample() -> None:
+    good = lossless.run_rule("speculative", P, Q, 20000, seed=1)
+    bad = lossless.run_rule("flawed", P, Q, 20000, seed=1)
+    assert good["p_value"] > 0.01 and good["tv"] < 0.02
+    assert bad["p_value"] < 1e-6 and bad["tv"] > 0.05
+    _, _, pval = lossless.chi_square(torch.tensor([0.0, 0.0, 0.0, 10.0]), torch.tensor([1.0, 0, 0, 0]))
+    assert pval == 0.0  # mass where p has none
+
+
+def test_lab_is_plain_json() -> None:
+    res = lossless.lab_from_dists(P, Q, 5000, top_k=3)
+    json.dumps(res, allow_nan=False)
+    assert [r["rule"] for r in res["rules"]] == ["speculative", "typical", "flawed"]
+    assert res["tokens"][0] == 0 and len(res["p"]) == len(res["tokens"])
+
+
+def test_lab_on_a_model_context(tiny_lm) -> None:
+    res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 0.0, n=2000, layers="0")
+    assert res["temperature"] == lossless.LAB_TEMPERATURE
+    assert len(res["texts"]) == len(res["tokens"])
+    json.dumps(res, allow_nan=False)

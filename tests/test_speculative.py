@@ -1,0 +1,102 @@
+"""sps: greedy identity with ar, the draft's own cache, trace records, and losslessness when sampling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz import lossless
+from specviz.methods import autoregressive as ar
+from specviz.methods import speculative as sps
+from specviz.sampling import ConfigError, Sampling
+from specviz.trace import Trace
+
+from .conftest import PROMPTS, make_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny4(tokenizer):
+    """A 4-layer tiny model, so a 2-layer prefix draft is a real (and imperfect) draft."""
+    return make_tiny(tokenizer, seed=1, layers=4)
+
+
+def test_parse_layers() -> None:
+    assert sps.parse_layers("0-3", 30) == [0, 1, 2, 3]
+    assert sps.parse_layers("0,1, 29", 30) == [0, 1, 29]
+    for bad in ("", "a-b", "3-40", "-1"):
+        with pytest.raises(ConfigError):
+            sps.parse_layers(bad, 30)
+    with pytest.raises(ConfigError):
+        sps.Config(rule="magic")
+    with pytest.raises(ConfigError):
+        sps.Config(gamma=0)
+
+
+def test_draft_cache_matches_a_fresh_prefill(tiny4) -> None:
+    ids = tiny4.encode_prompt("The draft keeps its own cache")
+    stepwise = sps.LayerDraft(tiny4, [0, 1], 0)
+    stepwise.forward(ids[:-3])
+    stepwise.forward(ids[-3:-1])
+    stepwise.forward([999])
+    stepwise.rollback(len(ids) - 1)  # drop the wrong token, then feed the right one
+    got = stepwise.forward(ids[-1:])
+    fresh = sps.LayerDraft(tiny4, [0, 1], 0).forward(ids)
+    assert torch.allclose(got, fresh, atol=1e-9)
+    assert stepwise.length == len(ids)
+
+
+@pytest.mark.parametrize("cfg", [sps.Config(gamma=1, layers="0-1", draft_vocab=0),
+                                 sps.Config(gamma=4, layers="0,3", draft_vocab=0),
+                                 sps.Config(gamma=3, layers="0-1", draft_vocab=8192)])
+def test_tiny_greedy_identical_to_ar(tiny4, cfg) -> None:
+    ids = tiny4.encode_prompt("Hello there")
+    s = Sampling(max_new_tokens=30)
+    got = sps.generate(tiny4, ids, s, cfg)
+    assert got.output_ids == ar.generate(tiny4, ids, s).output_ids
+    assert Trace.from_json(got.to_json()) == got
+
+
+def test_full_depth_draft_accepts_everything(tiny4) -> None:
+    ids = tiny4.encode_prompt("Hello there")
+    trace = sps.generate(tiny4, ids, Sampling(max_new_tokens=21), sps.Config(gamma=4, layers="0-3", draft_vocab=0))
+    assert trace.mean_accepted == pytest.approx(21 / 5)  # 4 steps of 5 tokens, then a final root
+
+
+def test_tiny_sampling_records_every_decision(tiny4) -> None:
+    ids = tiny4.encode_prompt("Hello there")
+    s = Sampling(max_new_tokens=24, temperature=1.0, seed=5)
+    trace = sps.generate(tiny4, ids, s, sps.Config(gamma=3, layers="0-1", draft_vocab=0))
+    assert trace.output_ids == sps.generate(tiny4, ids, s, sps.Config(gamma=3, layers="0-1",
+                                                                      draft_vocab=0)).output_ids
+    rejected = 0
+    for step in trace.steps[:-1]:
+        d = step.detail
+        for rec in d["records"]:
+            assert rec["accepted"] == (rec["u"] < min(1.0, rec["ratio"]))
+        if d["accepted"] < d["gamma"]:
+            rejected += 1
+            dists = d["records"][-1]["dists"]
+            assert len(dists["texts"]) == len(dists["tokens"])
+            for pp, qq, rr in zip(dists["p"], dists["q"], dists["residual"], strict=True):
+                assert rr >= 0 and (rr == 0 or pp > qq)
+            assert d["next_from"] == "residual"
+    assert rejected > 0
+
+
+def test_statistical_losslessness(tiny4) -> None:
+    """Speculative sampling reproduces p (chi-square not rejected); the flawed rule is caught."""
+    p, q = lossless.context_dists(tiny4, tiny4.encode_prompt("Pick a word"), 0.5, layers="0-1")
+    good = lossless.run_rule("speculative", p, q, 40000, seed=11)
+    bad = lossless.run_rule("flawed", p, q, 40000, seed=12)
+    assert good["tv_exact"] < 1e-5  # float32 rounding of q
+    assert good["p_value"] > 0.001
+    assert bad["tv_exact"] > 0.05
+    assert bad["p_value"] < 1e-6
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_real_greedy_identical_to_ar(real_lm, prompt) -> None:
+    ids = real_lm.encode_prompt(prompt)
+    s = Sampling(max_new_tokens=32)
+    assert sps.generate(real_lm, ids, s).output_ids == ar.generate(real_lm, ids, s).output_ids
