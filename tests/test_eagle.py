@@ -230,3 +230,43 @@ def test_real_model_greedy_identity_and_speedup_potential(real_lm, prompt):
     assert t.output_ids == ar.generate(real_lm, ids, s).output_ids
     assert t.mean_accepted > 1.5
     assert json.loads(t.to_json())["steps"][0]["detail"]["tree"]["kind"] == "dynamic"
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tokenizer):
+    """A fp32 tiny model and its own greedy continuations of four prompts, with hidden states."""
+    from specviz.heads import distill
+
+    from .conftest import make_tiny
+
+    lm = make_tiny(tokenizer, seed=3)
+    lm.hf.float()
+    lm.dtype = torch.float32
+    prompts = ["Hello there", "What is a cat?", "Tell me a joke", "Write some code"]
+    return lm, prompts, distill.distill_batch(lm, prompts, 20)
+
+
+def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
+    from specviz.heads import eagle_train as et
+
+    lm, prompts, seqs = tiny_data
+    cfg = et.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, noise=0.0)
+    with torch.enable_grad():
+        full, weight, stats = et.fit(lm, seqs, cfg, tmp_path / "a")
+        _, _, cut = et.fit(lm, seqs, cfg, tmp_path / "b", minutes=1e-9)  # stops after one step
+        assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
+        resumed, _, _ = et.fit(lm, seqs, cfg, tmp_path / "b")
+    for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+    acc = et.rank_accuracy(full, lm, seqs, weight, depths=2)
+    assert acc[0][0] > 0.6 and acc[1][0] > 0.3  # it memorised its data, also drafting from its own features
+    final = et.finish(lm, full, weight, stats, seqs, seqs, tmp_path / "head")
+    head = load_head(tmp_path / "head", lm.hf.config)
+    assert head.config.calibration[0][0] == final["heldout_top1_by_depth"][0]
+    s = Sampling(max_new_tokens=16)
+    for p in prompts[:2]:
+        t = eagle.generate(lm, lm.encode_prompt(p), s, eagle.Config(head=str(tmp_path / "head")))
+        assert t.output_ids == ar.generate(lm, lm.encode_prompt(p), s).output_ids
+        assert t.mean_accepted > 1.5
+    replay = et.replay_accepted(head, lm, seqs[:2], [eagle.Config(depth=3, top_k=3, total_tokens=6)])
+    assert replay["dynamic/3/3/6"]["A"] > 1.5

@@ -130,15 +130,16 @@ def save_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, meta: d
     (folder / "ckpt.json").write_text(json.dumps(meta, indent=1))
 
 
-def load_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, cfg: TrainConfig) -> dict | None:
-    """Restore a checkpoint made with the same settings; None when there is none to resume."""
+def load_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, cfg: TrainConfig,
+              sequences: int) -> dict | None:
+    """Restore a checkpoint made with the same settings and data; None when there is none to resume."""
     from safetensors.torch import load_file
 
     meta_path = folder / "ckpt.json"
     if not meta_path.is_file() or not (folder / "ckpt.safetensors").is_file():
         return None
     meta = json.loads(meta_path.read_text())
-    if meta.get("config") != cfg.__dict__:
+    if meta.get("config") != cfg.__dict__ or meta.get("sequences") != sequences:
         return None
     state = load_file(str(folder / "ckpt.safetensors"))
     with torch.no_grad():
@@ -218,7 +219,8 @@ def fit(lm, train: list[Sequence], cfg: TrainConfig, folder: Path, minutes: floa
     epochs = max(1, math.ceil(cfg.epochs))
     plan = [b for e in range(epochs) for b in batches(train, cfg.batch_tokens, cfg.max_len, cfg.seed + e)]
     plan = plan[: max(1, round(len(plan) * cfg.epochs / epochs))]
-    meta = load_ckpt(folder, head, opt, cfg) or {"step": 0, "seconds": 0.0, "config": cfg.__dict__}
+    meta = load_ckpt(folder, head, opt, cfg, len(train))
+    meta = meta or {"step": 0, "seconds": 0.0, "config": cfg.__dict__, "sequences": len(train)}
     t0, last_save, seconds0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
     for step in range(meta["step"], len(plan)):
         for group in opt.param_groups:
@@ -353,6 +355,68 @@ def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every
             acc.setdefault(k, []).extend(v)
     return {k: {"A": round(sum(v) / len(v), 4), "draft_ms": round(1000 * statistics.median(acc[k + ":s"]), 2),
                 "steps": len(v)} for k, v in acc.items() if not k.endswith(":s")}
+
+
+
+@torch.inference_mode()
+def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dict[int, float]:
+    """Median ms of one target forward over n tree nodes on a `context`-token cache, sizes interleaved."""
+    import statistics
+
+    from specviz.model import crop_to
+    from specviz.tree import TreeSpec
+
+    cache = lm.new_cache()
+    lm.forward(list(range(1000, 1000 + context)), cache)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
+            spec = TreeSpec(parents=[-1] + [(i - 1) // 4 for i in range(1, n)])  # a bushy 4-ary tree
+            mask = None if n == 1 else spec.mask(lm.neg_inf(), lm.dtype)
+            t = time.perf_counter()
+            lm.forward(list(range(2000, 2000 + n)), cache, positions=spec.positions(context), mask=mask)
+            times[n].append(1000 * (time.perf_counter() - t))
+            crop_to(cache, context)
+    return {n: round(statistics.median(v), 2) for n, v in times.items()}
+
+
+def calibrate_main(argv: list[str] | None = None) -> int:
+    """python -m specviz calibrate eagle: replay tree configs offline, time the verify pass, write sweep.json."""
+    import argparse
+    import itertools
+
+    from specviz.heads import distill
+    from specviz.heads.eagle import load_head
+    from specviz.methods.eagle import Config
+    from specviz.model import load_model
+
+    ap = argparse.ArgumentParser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
+    ap.add_argument("--head", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--sequences", type=int, default=24)
+    ap.add_argument("--depths", default="4,5,6")
+    ap.add_argument("--top-ks", default="4,8")
+    ap.add_argument("--totals", default="8,12,16,24,32,48")
+    args = ap.parse_args(argv)
+    lm = load_model("default", device="cpu", dtype="fp32")
+    head = load_head(args.head, lm.hf.config, torch.bfloat16)
+    held = distill.load_dataset(None, "heldout")[: args.sequences]
+    ints = [[int(x) for x in a.split(",")] for a in (args.depths, args.top_ks, args.totals)]
+    cfgs = [Config(depth=d, top_k=k, total_tokens=n) for d, k, n in itertools.product(*ints)]
+    cfgs += [Config(depth=d, top_k=8, total_tokens=n, tree="static") for d, n in itertools.product(ints[0], ints[2])]
+    rows = replay_accepted(head, lm, held, cfgs)
+    cost = verify_ms(lm, [1, *ints[2]])
+    for key, row in rows.items():
+        n = int(key.split("/")[-1])
+        row["verify_ms"], row["r"] = cost[n], round((cost[n] + row["draft_ms"]) / cost[1], 3)
+        row["speedup"] = round(row["A"] / row["r"], 3)
+    out = {"rows": rows, "ar_ms": cost[1], "verify_ms": cost, "sequences": len(held),
+           "note": "A from offline greedy replay on held-out distilled sequences; r = (draft + verify) / one "
+                   "plain decoding forward, measured on this machine (medians, interleaved)."}
+    (args.head / "sweep.json").write_text(json.dumps(out, indent=1))
+    for key, row in sorted(rows.items(), key=lambda kv: -kv[1]["speedup"])[:12]:
+        print(f"{key:22s} A={row['A']:.2f} draft={row['draft_ms']:.1f}ms verify={row['verify_ms']:.0f}ms "
+              f"r={row['r']:.2f} → {row['speedup']:.2f}×")
+    return 0
 
 
 if __name__ == "__main__":
