@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from specviz.trace import StepTrace, Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, method_color
-from specviz.viz.tree import mask_figure, steps_figure, token_strip, tree_figure, tree_layout
+from specviz.viz.tree import _dfs_order, mask_figure, steps_figure, token_strip, tree_figure
 
 EAGLE = method_color("eagle")
 # node styles of the growing tree: colour says the rerank's verdict, a diamond says "ran through the head"
@@ -19,6 +19,17 @@ GROW_COLORS = {"root": "#111827", "drafted": DRAFT, "kept": VERIFY, "pruned": NE
 
 def label(text: str) -> str:
     return repr(text)[1:-1][:12] or "␣"
+
+
+def grow_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
+    """One column per depth; within a column, depth-first order, so every subtree stays contiguous."""
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    columns: dict[int, list[int]] = {}
+    for i in _dfs_order(parents):
+        columns.setdefault(depth[i], []).append(i)
+    return {i: (float(d), (len(col) - 1) / 2 - r) for d, col in columns.items() for r, i in enumerate(col)}
 
 
 def node_state(tree: dict[str, Any], i: int, stage: int, accepted: set[int]) -> str:
@@ -78,19 +89,19 @@ def growth_figure(tree: dict[str, Any], stage: int | None = None, accepted: list
     depth = max(tree["depth"])
     stage = depth + 1 if stage is None else stage
     acc = set(accepted or []) if stage > depth else set()
-    pos = tree_layout(tree["parents"])
+    pos = grow_layout(tree["parents"])
     shown = [i for i in range(len(tree["parents"])) if tree["depth"][i] <= stage]
     states = {i: node_state(tree, i, stage, acc) for i in shown}
     fig = go.Figure()
     _edges(fig, tree, pos, shown, acc)
     _nodes(fig, tree, pos, shown, states, True, slide)
-    fig.update_xaxes(visible=False, range=[-1.1, 1.25])
+    fig.update_xaxes(visible=False, range=[-0.3, depth + 0.8])
     fig.update_yaxes(visible=False)
     widest = max(tree["depth"].count(d) for d in range(depth + 1))
     if title is None:
         title = (f"Round {stage} of {depth}: the head drafts depth {stage}" if stage <= depth else
                  f"After the rerank: {sum(tree['kept'])} of {len(shown)} drafted nodes go to verification")
-    return apply(fig, title, slide, height=min(1100, max(380, 13 * widest + 120)))
+    return apply(fig, title, slide, height=min(1400, max(380, 14 * widest + 120)))
 
 
 def verified_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
@@ -135,7 +146,7 @@ def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go
                                                               "expanded", "kept")}
         sub["parents"] = [-1] + [kept.index(tree["parents"][i]) for i in kept[1:]]
         acc = {kept.index(i) for i in tree["accepted"]}
-        pos = tree_layout(sub["parents"])
+        pos = grow_layout(sub["parents"])
         shown = list(range(len(kept)))
         states = {i: node_state(sub, i, max(sub["depth"]) + 1, acc) for i in shown}
         _edges(fig, sub, pos, shown, acc, row=1, col=c)
@@ -155,7 +166,7 @@ def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.14,
                         subplot_titles=[f"Feature dims (16 largest of f_t+1) · cos(pred, true) = "
                                         f"{f['cos_pred_true']:.2f}, cos(f_t, true) = {f['cos_prev_true']:.2f}",
-                                        "x_t+1 alternatives: Medusa must hedge, EAGLE is told"])
+                                        "Target's x_t+1: Medusa can't know which"])
     fig.add_trace(go.Heatmap(z=[r[1] for r in rows][::-1], y=[r[0] for r in rows][::-1],
                              x=[str(d) for d in f["dims"]], colorscale="RdBu", zmid=0, showscale=False,
                              hovertemplate="%{y}<br>dim %{x}: %{z:.2f}<extra></extra>"), row=1, col=1)
