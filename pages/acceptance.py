@@ -1,0 +1,101 @@
+"""Acceptance decisions: how each drafted token is judged, and which rules keep the output distribution exact."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from specviz.acceptance import RULE_LABELS, RULES
+from specviz.lossless import lab
+from specviz.methods import speculative
+from specviz.prompts import PromptError, prepare
+from specviz.viz.acceptance import decisions_figure, lab_figure, rejection_figure, typical_figure, typical_points
+from ui.common import Settings, download_traces, get_model, page_header, replaying, run_method, settings, show_figure
+
+DEF = speculative.Config()
+SAMPLES = [1000, 5000, 20000, 100000]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _lab(model_spec: str, prompt: str, temperature: float, n: int, seed: int, eps: float, delta: float,
+         layers: str) -> dict:
+    lm = get_model()
+    with lm.lock:
+        return lab(lm, prepare(lm, prompt), temperature, n, seed, eps, delta, layers)
+
+
+def step_slider(count: int, key: str) -> int:
+    """A step picker that survives the run getting shorter."""
+    if count <= 1:
+        return 0
+    if st.session_state.get(key, 0) > count - 1:
+        st.session_state[key] = count - 1
+    return st.slider("Step", 0, count - 1, 0, key=key)
+
+
+def decision_rows(records: list[dict]) -> list[dict]:
+    return [{"pos": r["pos"] + 1, "token": repr(r.get("text", "")), "p(x)": r["p"], "q(x)": r["q"],
+             "p/q": r["ratio"], "min(1, p/q)": min(1.0, r["ratio"]), "u": r.get("u"),
+             "threshold": r.get("threshold"), "decision": "accept" if r["accepted"] else "reject"}
+            for r in records]
+
+
+page_header("Acceptance decisions", "Is acceptance lossless? Every drafted token is judged by the target p, the "
+            "draft q and a uniform draw u; the lab samples each rule many times and compares with p.")
+c1, c2, c3, c4 = st.columns(4)
+rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
+temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
+gamma = c3.slider("γ: drafted tokens per step", 1, 8, DEF.gamma, key="acceptance.gamma")
+depth = c4.slider("Draft depth L (first layers)", 1, 16, 4, key="acceptance.depth")
+c5, c6, c7 = st.columns(3)
+eps = c5.slider("ε (typical)", 0.01, 0.5, DEF.eps, 0.01, key="acceptance.eps")
+delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.delta")
+n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
+if rule == "flawed":
+    st.warning("The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is from seed 000's demo code. "
+               "It is a common mistake, shown here to be measured wrong.")
+
+s = settings()
+cfg = speculative.Config(gamma=gamma, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
+here = Settings(s.prompt, replace(s.sampling, temperature=temp), s.model_spec) if s else None
+trace = run_method("sps", cfg, here)
+if trace is not None:
+    proposed = sum(len(x.detail.get("records", [])) for x in trace.steps)
+    taken = sum(x.detail.get("accepted", 0) for x in trace.steps)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("A (tokens per forward)", f"{trace.mean_accepted:.2f}")
+    m2.metric("Drafts accepted", f"{taken}/{proposed}")
+    m3.metric("Decided by", "greedy matching" if temp == 0 else RULE_LABELS[rule])
+    st.text(trace.text)
+    judged = [x for x in trace.steps if x.detail.get("records")]
+    if judged:
+        step = judged[step_slider(len(judged), "acceptance.step")]
+        st.dataframe(decision_rows(step.detail["records"]), hide_index=True)
+        show_figure(decisions_figure(step), "acceptance_decisions")
+        last = step.detail["records"][-1]
+        if "dists" in last:
+            show_figure(rejection_figure(last["dists"], title=f"Step {step.index}: after rejecting "
+                                         f"{last.get('text', '')!r}, the next token is drawn from"),
+                        "acceptance_rejection")
+        else:
+            st.caption("Every draft of this step was accepted; the bonus token is drawn from p.")
+    show_figure(typical_figure(typical_points(trace), eps, delta), "acceptance_typical")
+    download_traces([trace], "acceptance_run")
+
+st.subheader("The losslessness lab")
+st.caption("One fixed context (the prompt): draft x ~ q from the first layers, decide with each rule, and count "
+           "the committed token N times. Speculative sampling matches p; typical acceptance drifts; the flawed "
+           "rule is biased. At temperature 0 the lab samples at T = 1.")
+if replaying():
+    st.info("The lab runs the model; remove the loaded traces to use it.")
+elif s is not None and get_model() is not None:
+    try:
+        with st.spinner(f"Sampling {n:,} times per rule…"):
+            res = _lab(s.model_spec, s.prompt, temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}")
+        show_figure(lab_figure(res), "acceptance_lab")
+        st.dataframe([{"rule": r["label"], "TV distance": r["tv"], "exact TV": r["tv_exact"], "χ²": r["chi2"],
+                       "dof": r["dof"], "p-value": r["p_value"], "drafts kept": r["accept_rate"]}
+                      for r in res["rules"]], hide_index=True)
+    except PromptError as exc:
+        st.warning(str(exc))

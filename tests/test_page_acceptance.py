@@ -1,0 +1,56 @@
+"""The acceptance-decisions page under AppTest, on the real model with a few tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+pytestmark = pytest.mark.real_model
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return {s["layout"].get("title", {}).get("text", ""): s for s in specs}
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["sidebar.max_new_tokens"] = 12
+    at.session_state["sidebar.prompt"] = "Name three colours of the rainbow."
+    at.run()
+    at.switch_page("pages/acceptance.py").run()
+    return at
+
+
+def test_page_shows_decisions_typical_regions_and_the_lab():
+    at = open_page()
+    assert not at.exception and not at.error
+    got = charts(at)
+    for want in ("the decision for every proposed token", "Typical acceptance", "Losslessness lab"):
+        assert any(want in t for t in got), (want, list(got))
+    lab = next(s for t, s in got.items() if "Losslessness lab" in t)
+    titles = [a["text"] for a in lab["layout"]["annotations"]]
+    assert len(titles) == 3 and all("TV = " in t for t in titles)
+    decisions = next(s for t, s in got.items() if "the decision for every proposed token" in t)
+    assert {"target p(x)", "draft q(x)", "draw u"} <= {d.get("name") for d in decisions["data"]}
+    assert len(at.dataframe) >= 2
+
+
+def test_page_follows_rule_and_sliders():
+    at = open_page()
+    at.selectbox(key="acceptance.rule").set_value("flawed").run()
+    assert not at.exception and not at.error
+    assert any("common mistake" in w.value for w in at.warning)
+    at.slider(key="acceptance.temperature").set_value(0.0).run()
+    assert not at.exception and not at.error
+    assert any(m.value == "greedy matching" for m in at.metric)
+    at.slider(key="acceptance.eps").set_value(0.2).run()
+    at.slider(key="acceptance.gamma").set_value(2).run()
+    assert not at.exception and not at.error
+    if at.slider(key="acceptance.step") is not None:
+        at.slider(key="acceptance.step").set_value(1).run()
+        assert not at.exception
