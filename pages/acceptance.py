@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from specviz.acceptance import RULE_LABELS, RULES
-from specviz.lossless import lab
+from specviz.lossless import DRAFTS, lab
 from specviz.methods import speculative
 from specviz.prompts import PromptError, prepare
 from specviz.viz.acceptance import decisions_figure, lab_figure, rejection_figure, typical_figure, typical_points
@@ -15,14 +15,15 @@ from ui.common import Settings, download_traces, get_model, page_header, replayi
 
 DEF = speculative.Config()
 SAMPLES = [1000, 5000, 20000, 100000]
+DRAFT_LABELS = {"perturbed": "perturbed p (a plausible weaker model)", "layers": "the first L layers (as sps)"}
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _lab(model_spec: str, prompt: str, temperature: float, n: int, seed: int, eps: float, delta: float,
-         layers: str) -> dict:
+         layers: str, draft: str) -> dict:
     lm = get_model()
     with lm.lock:
-        return lab(lm, prepare(lm, prompt), temperature, n, seed, eps, delta, layers)
+        return lab(lm, prepare(lm, prompt), temperature, n, seed, eps, delta, layers, draft=draft)
 
 
 def step_slider(count: int, key: str) -> int:
@@ -48,10 +49,11 @@ rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.
 temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
 gamma = c3.slider("γ: drafted tokens per step", 1, 8, DEF.gamma, key="acceptance.gamma")
 depth = c4.slider("Draft depth L (first layers)", 1, 16, 4, key="acceptance.depth")
-c5, c6, c7 = st.columns(3)
+c5, c6, c7, c8 = st.columns(4)
 eps = c5.slider("ε (typical)", 0.01, 0.5, DEF.eps, 0.01, key="acceptance.eps")
 delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.delta")
 n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
+lab_draft = c8.selectbox("Lab draft q", DRAFTS, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
 if rule == "flawed":
     st.warning("The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is from seed 000's demo code. "
                "It is a common mistake, shown here to be measured wrong.")
@@ -84,7 +86,7 @@ if trace is not None:
     download_traces([trace], "acceptance_run")
 
 st.subheader("The losslessness lab")
-st.caption("One fixed context (the prompt): draft x ~ q from the first layers, decide with each rule, and count "
+st.caption("One fixed context (the prompt): draft x ~ q, decide with each rule, and count "
            "the committed token N times. Speculative sampling matches p; typical acceptance drifts; the flawed "
            "rule is biased. At temperature 0 the lab samples at T = 1.")
 if replaying():
@@ -92,7 +94,7 @@ if replaying():
 elif s is not None and get_model() is not None:
     try:
         with st.spinner(f"Sampling {n:,} times per rule…"):
-            res = _lab(s.model_spec, s.prompt, temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}")
+            res = _lab(s.model_spec, s.prompt, temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", lab_draft)
         show_figure(lab_figure(res), "acceptance_lab")
         st.dataframe([{"rule": r["label"], "TV distance": r["tv"], "exact TV": r["tv_exact"], "χ²": r["chi2"],
                        "dof": r["dof"], "p-value": r["p_value"], "drafts kept": r["accept_rate"]}

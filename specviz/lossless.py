@@ -16,14 +16,29 @@ from specviz.sampling import Sampling, target_probs
 LAB_TEMPERATURE = 1.0  # the lab needs a real distribution; T = 0 is replaced by this
 
 
-def context_dists(lm: LoadedModel, prompt_ids: list[int], temperature: float,
-                  layers: str = "0-3", top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Target p [V] and self-speculative draft q [V] for the token after the prompt."""
+DRAFTS = ("perturbed", "layers")  # where the lab's draft q comes from
+
+
+def perturbed(p: torch.Tensor, strength: float = 1.0, seed: int = 0) -> torch.Tensor:
+    """A plausible draft q [V]: p flattened and jittered in log space (a weaker model's guess)."""
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+    return torch.softmax(0.7 * p.double().clamp_min(1e-30).log() + strength * noise, dim=-1)
+
+
+def context_dists(lm: LoadedModel, prompt_ids: list[int], temperature: float, layers: str = "0-3",
+                  top_p: float = 1.0, draft: str = "perturbed", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target p [V] and a draft q [V] (perturbed p, or the first layers) for the token after the prompt."""
     s = Sampling(max_new_tokens=1, temperature=temperature or LAB_TEMPERATURE, top_p=top_p)
     logits, _ = lm.forward(prompt_ids, lm.new_cache(), logits_for=slice(-1, None))
-    draft = LayerDraft(lm, parse_layers(layers, len(lm.hf.model.layers)), 0)
-    q = as_full(target_probs(draft.forward(prompt_ids), s), logits.shape[-1])
-    return target_probs(logits[-1], s).double(), q.double()
+    p = target_probs(logits[-1], s).double()
+    if draft == "perturbed":
+        return p, perturbed(p, seed=seed)
+    if draft != "layers":
+        raise ValueError(f"Unknown lab draft {draft!r}; choose one of {', '.join(DRAFTS)}.")
+    layer_draft = LayerDraft(lm, parse_layers(layers, len(lm.hf.model.layers)), 0)
+    q = as_full(target_probs(layer_draft.forward(prompt_ids), s), logits.shape[-1])
+    return p, q.double()
 
 
 def accept_probs(rule: str, p: torch.Tensor, q: torch.Tensor, eps: float, delta: float) -> torch.Tensor:
@@ -121,11 +136,12 @@ def _finite(v: float | int) -> float | int | None:
 
 
 def lab(lm: LoadedModel, prompt_ids: list[int], temperature: float, n: int = 20000, seed: int = 0,
-        eps: float = 0.09, delta: float = 0.3, layers: str = "0-3", top_k: int = 12) -> dict[str, Any]:
+        eps: float = 0.09, delta: float = 0.3, layers: str = "0-3", top_k: int = 12,
+        draft: str = "perturbed") -> dict[str, Any]:
     """The losslessness lab on the real context: the target p vs each rule's committed-token distribution."""
-    p, q = context_dists(lm, prompt_ids, temperature, layers)
+    p, q = context_dists(lm, prompt_ids, temperature, layers, draft=draft, seed=seed)
     result = lab_from_dists(p, q, n, seed, eps, delta, top_k)
     result["texts"] = [lm.token_text(t) for t in result["tokens"]]
     result["temperature"] = temperature or LAB_TEMPERATURE
-    result["layers"] = layers
+    result["layers"], result["draft"] = layers, draft
     return result

@@ -13,6 +13,12 @@ P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
 Q = torch.tensor([0.2, 0.5, 0.1, 0.2], dtype=torch.float64)
 
 
+def test_perturbed_draft_is_a_distribution_near_p() -> None:
+    q = lossless.perturbed(P, seed=3)
+    assert float(q.sum()) == pytest.approx(1.0) and not torch.allclose(q, P)
+    assert torch.equal(q, lossless.perturbed(P, seed=3))
+
+
 def test_exact_outputs() -> None:
     assert torch.allclose(lossless.exact_output("speculative", P, Q, 0.09, 0.3), P)
     flawed = lossless.exact_output("flawed", P, Q, 0.09, 0.3)
@@ -49,7 +55,10 @@ def test_lab_is_plain_json() -> None:
 
 
 def test_lab_on_a_model_context(tiny_lm) -> None:
-    res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 0.0, n=2000, layers="0")
-    assert res["temperature"] == lossless.LAB_TEMPERATURE
+    for draft in lossless.DRAFTS:
+        res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 0.0, n=2000, layers="0", draft=draft)
+        assert res["temperature"] == lossless.LAB_TEMPERATURE and res["draft"] == draft
+    with pytest.raises(ValueError):
+        lossless.context_dists(tiny_lm, [5, 6], 1.0, draft="oracle")
     assert len(res["texts"]) == len(res["tokens"])
     json.dumps(res, allow_nan=False)

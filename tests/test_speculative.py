@@ -85,7 +85,7 @@ def test_tiny_sampling_records_every_decision(tiny4) -> None:
 
 def test_statistical_losslessness(tiny4) -> None:
     """Speculative sampling reproduces p (chi-square not rejected); the flawed rule is caught."""
-    p, q = lossless.context_dists(tiny4, tiny4.encode_prompt("Pick a word"), 0.5, layers="0-1")
+    p, q = lossless.context_dists(tiny4, tiny4.encode_prompt("Pick a word"), 0.5, layers="0-1", draft="layers")
     good = lossless.run_rule("speculative", p, q, 40000, seed=11)
     bad = lossless.run_rule("flawed", p, q, 40000, seed=12)
     assert good["tv_exact"] < 1e-5  # float32 rounding of q

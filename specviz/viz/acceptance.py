@@ -87,7 +87,7 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
     names = []
     for r in rules:
         pv = "p < 1e-300" if r["p_value"] is None or r["p_value"] == 0 else f"p = {r['p_value']:.3g}"
-        names.append(f"{r['label']} · TV = {r['tv']:.3f} · χ² {pv}")
+        names.append(f"{r['label']} · TV = {r['tv']:.3f} (exact {r['tv_exact']:.3f}) · χ² {pv}")
     fig = make_subplots(rows=len(rules), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.1)
     x = [_label(t) for t in lab.get("texts", [str(t) for t in lab["tokens"]])] + ["(other)"]
     target = [*lab["p"], lab["p_other"]]
@@ -98,8 +98,10 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
                         marker={"symbol": "line-ew-open", "size": 22, "line": {"width": 3}, "color": "#111827"})
     fig.update_yaxes(title_text="share")
     n = lab["n"]
-    return apply(fig, title or f"Losslessness lab: {n:,} samples per rule vs the target p",
-                 height=220 + 230 * len(rules))
+    apply(fig, title or f"Losslessness lab: {n:,} samples per rule vs the target p", height=220 + 230 * len(rules))
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left", "x": 0},
+                      margin={"t": 90, "b": 110})
+    return fig
 
 
 def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
