@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=TrainConfig.draft_vocab)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this long")
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     if args.prompts:
         bar = tqdm(desc="distil", unit="shard")
