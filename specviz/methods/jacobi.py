@@ -23,7 +23,7 @@ INIT_SOURCES = ("pad", "random", "prompt")  # where the first guesses come from
 class Config:
     """Jacobi settings; each step feeds 1 + guesses tokens."""
 
-    guesses: int = 7  # n future tokens refined per pass; 8 tokens in a forward cost r ≈ 1.2 here
+    guesses: int = 7  # n future tokens refined per pass; an 8-token forward costs r ≈ 1.3 here
     init: str = "prompt"  # first guesses: the "pad" token, "random" ids, or tokens drawn from the prompt
 
     def __post_init__(self) -> None:

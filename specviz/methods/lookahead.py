@@ -25,9 +25,11 @@ POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 class Config:
     """W, N, G; one forward feeds 1 + (N-1)·W + G·(N-1) tokens (the reference GPU setting 5/7/7 feeds 79)."""
 
-    window: int = 4  # W: columns of the Jacobi window
+    # CPU defaults, 17 tokens per forward (models/lookahead_sweep.json): every measured W×(N, G) cost about
+    # the same here, so the pick is the highest A within the ~16-token budget where a forward stays cheap
+    window: int = 6  # W: columns of the Jacobi window
     ngram: int = 3  # N: n-gram length; the window keeps N-1 levels and verifies N-1 tokens per candidate
-    guesses: int = 3  # G: n-grams verified per step (also the pool's capacity per key)
+    guesses: int = 2  # G: n-grams verified per step (also the pool's capacity per key)
     init: str = "prompt"  # the window's first level: "pad", "random" ids, or tokens drawn from the prompt
     seed_prompt: bool = True  # put every n-gram of the prompt in the pool before decoding
     window_vocab: int = 0  # > 0: the window's next level is argmax over the first K ids only (cheaper)
@@ -67,16 +69,18 @@ def _rows(lm: LoadedModel, hidden: torch.Tensor, slots: list[int], vocab: int = 
         return (h @ lm.lm_head.weight[:vocab].T).float()
 
 
-def _candidate_rows(run: Run, hidden: torch.Tensor, lay: Layout, cands: list[list[int]],
-                    first: int) -> list[torch.Tensor]:
-    """Logits [N-1, V] at each candidate's tokens; greedy skips candidates whose first token already fails."""
-    need = [c for c, cand in enumerate(cands) if not run.sampling.greedy or cand[0] == first]
-    out = [hidden.new_zeros(0) for _ in cands]  # never read: verify stops those at 0 matched
-    if need:
-        rows = _rows(run.lm, hidden, [lay.cand_slot(c, j) for c in need for j in range(lay.depth)])
-        for i, c in enumerate(need):
-            out[c] = rows[i * lay.depth : (i + 1) * lay.depth]
-    return out
+def _project(lm: LoadedModel, hidden: torch.Tensor, lay: Layout, vocab: int) -> tuple[torch.Tensor, ...]:
+    """Root logits [V], candidate logits [G', N-1, V] and the window's next level [W], streaming the LM head once.
+
+    The LM head (49,152 × 576) is read from memory on every call, so every full-vocabulary row goes into one
+    product; with `vocab` > 0 the window rows use a separate, small product over the first `vocab` ids.
+    """
+    cand = [lay.cand_slot(c, j) for c in range(lay.cands) for j in range(lay.depth)]
+    last = [lay.slot(lay.levels - 1, i) for i in range(lay.width)]
+    full = _rows(lm, hidden, [0, *cand] + ([] if vocab else last))  # [1 + G'(N-1) (+ W), V]
+    split = 1 + len(cand)
+    window = full[split:] if not vocab else _rows(lm, hidden, last, vocab)
+    return full[0], full[1:split].view(lay.cands, lay.depth, full.shape[-1]), window.argmax(-1)
 
 
 def _advance_window(state: LookaheadState, new: list[int], full: int) -> tuple[list[list[int]], list[str]]:
@@ -105,12 +109,11 @@ def step(run: Run, cfg: Config, state: LookaheadState) -> None:
     positions = torch.tensor(lay.positions(base))
     draft_s = time.perf_counter() - started
     t = time.perf_counter()
-    logits, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 1))
-    cand_rows = _candidate_rows(run, hidden, lay, cands, int(torch.argmax(logits[0])))
-    last = [lay.slot(lay.levels - 1, i) for i in range(cfg.window)]
-    new = _rows(lm, hidden, last, cfg.window_vocab).argmax(-1).tolist()
+    _, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 0))
+    root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)
+    new = new_level.tolist()
     verify_s = time.perf_counter() - t
-    verdict = verify(logits[0], cands, cand_rows, run.sampling, run.gen)
+    verdict = verify(root_logits, cands, list(cand_rows), run.sampling, run.gen)
     m, best = len(verdict.accepted), verdict.best
     keep_cache(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
     if m:
@@ -129,7 +132,7 @@ def step(run: Run, cfg: Config, state: LookaheadState) -> None:
     run.commit([root, *verdict.accepted], forward_tokens=lay.size, draft_s=draft_s, verify_s=verify_s,
                started=started, detail=detail)
     slot = lay.cand_slot(best, m - 1) if m else 0
-    run.pending = cand_rows[best][m - 1] if m else logits[0]
+    run.pending = cand_rows[best, m - 1] if m else root_logits
     run.pending_hidden = hidden[slot]
 
 
@@ -161,11 +164,11 @@ def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config:
 
 SWEEP_PATH = "models/lookahead_sweep.json"
 SWEEP_COMMAND = ("python -c 'from specviz.methods.lookahead import write_sweep; write_sweep()'  "
-                 "# ~20 min on 2 cores")
+                 "# the full grid: about 20 min on an idle 2-core machine")
 
 
-def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
-                  shapes: tuple[tuple[int, int], ...] = ((3, 3), (4, 2), (2, 3)), max_new_tokens: int = 64,
+def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 4, 6, 8),
+                  shapes: tuple[tuple[int, int], ...] = ((2, 3), (3, 2), (3, 3), (4, 2)), max_new_tokens: int = 64,
                   repeats: int = 1, progress=print) -> dict:
     """Greedy speedup over `ar` and A for every W × (N, G): per prompt, ar and every setting interleaved.
 
@@ -192,14 +195,20 @@ def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] 
                 secs[i + 1][p].append(time.perf_counter() - t)
                 toks[i], steps[i] = toks[i] + trace.new_tokens, steps[i] + len(trace.steps)
                 same[i] += trace.output_ids == want and rep == 0
+                progress(f"  W={cfg.window} N={cfg.ngram} G={cfg.guesses}: A={trace.mean_accepted:.2f}, "
+                         f"{secs[0][p][-1] / secs[i + 1][p][-1]:.2f}x")
     med = [[statistics.median(x) for x in row] for row in secs]
     rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
              "speedup": round(statistics.median(a / b for a, b in zip(med[0], med[i + 1])), 4),
              "A": round(toks[i] / max(1, steps[i]), 4), "identical": same[i], "prompts": len(encoded)}
             for i, c in enumerate(cfgs)]
     best = max(rows, key=lambda r: r["speedup"])
+    import os
+
     return {"command": SWEEP_COMMAND, "function": "specviz.methods.lookahead.measure_sweep",
-            "device": lm.describe(), "max_new_tokens": max_new_tokens, "repeats": repeats,
+            "device": lm.describe(), "threads": torch.get_num_threads(),
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "max_new_tokens": max_new_tokens, "repeats": repeats,
             "prompts": prompts, "rows": rows, "best": best,
             "chosen": {"window": Config().window, "ngram": Config().ngram, "guesses": Config().guesses}}
 
@@ -220,5 +229,7 @@ def write_sweep(path: str = SWEEP_PATH, categories: tuple[str, ...] = SWEEP_CATE
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
     out = measure_sweep(lm, [it.text for it in picked], **kw)
     out["categories"] = [it.category for it in picked]
+    out["call"] = {"categories": list(categories), "threads": torch.get_num_threads(),
+                   **{k: v for k, v in kw.items() if k != "progress"}}
     Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
     return out

@@ -1,0 +1,86 @@
+"""Lookahead & Jacobi: drafts from the model's own Jacobi iterations, no draft model, no training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import streamlit as st
+
+from specviz.methods import jacobi, lookahead
+from specviz.viz.jacobi import jacobi_grid_figure
+from specviz.viz.lookahead import mask_figure, pool_figure, steps_figure, sweep_figure, verify_figure, window_figure
+from ui.common import download_traces, page_header, run_method, settings, show_figure
+
+
+def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
+    """A step picker that survives the run getting shorter (its stored value is clamped first)."""
+    if count <= 1:
+        return 0
+    if st.session_state.get(key, 0) > count - 1:
+        st.session_state[key] = count - 1
+    return st.slider(label, 0, count - 1, min(default, count - 1), key=key)
+
+
+SWEEP = Path(__file__).resolve().parents[1] / "models" / "lookahead_sweep.json"
+DEF = lookahead.Config()
+
+page_header("Lookahead & Jacobi decoding", "Where do drafts come from without a draft model? From the model's "
+            "own Jacobi iterations: guess ahead, refine in parallel, keep the n-grams the trajectory leaves.")
+
+c1, c2, c3, c4 = st.columns(4)
+w = c1.slider("W: window columns", 1, 12, DEF.window, key="lookahead.window")
+n = c2.slider("N: n-gram length", 2, 6, DEF.ngram, key="lookahead.ngram")
+g = c3.slider("G: n-grams verified", 0, 8, DEF.guesses, key="lookahead.guesses")
+init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init),
+                    key="lookahead.init")
+seed = st.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
+cfg = lookahead.Config(window=w, ngram=n, guesses=g, init=init, seed_prompt=seed)
+st.caption(f"One forward feeds 1 + (N−1)·W + G·(N−1) = **{cfg.forward_tokens} tokens** once the window is full.")
+
+s = settings()
+ar, la = run_method("ar", None, s), run_method("lookahead", cfg, s)
+if ar is not None and la is not None:
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("A (tokens per forward)", f"{la.mean_accepted:.2f}")
+    m2.metric("Speedup vs ar (decode time)", f"{ar.decode_s / max(la.decode_s, 1e-9):.2f}×")
+    m3.metric("Step cost r", f"{la.mean_step_s / max(ar.mean_step_s, 1e-9):.2f}")
+    m4.metric("Same tokens as ar", "yes" if la.output_ids == ar.output_ids else "no")
+    work = [x.index for x in la.steps if "window" in x.detail]
+    k = step_slider("Step", len(work), "lookahead.step")
+    if work:
+        d = la.steps[work[k]].detail
+        show_figure(steps_figure(la, ar, upto=work[k], title="Tokens per step and the running speedup"),
+                    "lookahead_steps")
+        show_figure(window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"),
+                    "lookahead_window")
+        left, right = st.columns(2)
+        with left:
+            show_figure(verify_figure(d, title=f"Verification branch: root {la.steps[work[k]].texts[0]!r}"),
+                        "lookahead_verify")
+        with right:
+            show_figure(mask_figure(d["layout"], title="One forward, two branches: the attention mask"),
+                        "lookahead_mask")
+        pool = la.steps[-1].detail.get("pool_top")
+        if pool:
+            show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"),
+                        "lookahead_pool")
+    download_traces([ar, la], "lookahead_runs")
+
+st.subheader("Plain Jacobi iteration")
+j1, j2 = st.columns(2)
+jn = j1.slider("Guesses per pass", 1, 16, jacobi.Config().guesses, key="lookahead.jacobi_guesses")
+jinit = j2.selectbox("Jacobi initial guesses", jacobi.INIT_SOURCES, key="lookahead.jacobi_init")
+jac = run_method("jacobi", jacobi.Config(guesses=jn, init=jinit), s)
+if jac is not None:
+    rows = [x.index for x in jac.steps if "row" in x.detail]
+    upto = step_slider("Pass", len(rows), "lookahead.jacobi_pass", default=8)
+    show_figure(jacobi_grid_figure(jac, upto=rows[upto] if rows else None,
+                                   title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass"),
+                "jacobi_grid")
+
+if SWEEP.is_file():
+    sweep = json.loads(SWEEP.read_text())
+    show_figure(sweep_figure(sweep, title="Measured on this machine: where a wider window stops paying"),
+                "lookahead_sweep")
+    st.caption(sweep.get("note", ""))
