@@ -158,7 +158,7 @@ def run_bench(lm: LoadedModel, names: list[str], items: list[PromptItem], sampli
 def format_table(result: BenchResult) -> str:
     """The summary as an aligned text table."""
     head = f"{'method':<10} {'speedup':>8} {'tok/s':>8} {'A':>6} {'r':>6} {'identical':>10}"
-    lines = [f"{result.model} on {result.device}; {len(result.items)} prompts x {result.repeats} repeats, "
+    lines = [f"{result.device}; {len(result.items)} prompts x {result.repeats} repeats, "
              f"{result.sampling.max_new_tokens} new tokens, T={result.sampling.temperature}", head,
              "-" * len(head)]
     for name, m in result.summary().items():
