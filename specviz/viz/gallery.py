@@ -16,11 +16,34 @@ from specviz.viz.timeline import timeline_figure, tokens_over_time_figure
 METHOD_VIEWS: dict[str, str] = {
     "medusa": "specviz.viz.tree:gallery",
     "eagle": "specviz.viz.eagle:gallery",
-    "jacobi": "specviz.viz.lookahead:gallery",
-    "lookahead": "specviz.viz.lookahead:gallery",
+    "jacobi": "specviz.viz.gallery:jacobi_views",
+    "lookahead": "specviz.viz.gallery:lookahead_views",
     "sps": "specviz.viz.acceptance:gallery",
     "pld": "specviz.viz.acceptance:gallery",
 }
+
+
+def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
+    """The window, verification branch and mask of the step that accepted most, and the final pool."""
+    from specviz.viz.lookahead import mask_figure, pool_figure, verify_figure, window_figure
+
+    work = [s for s in trace.steps if "window" in s.detail]
+    if not work:
+        return {}
+    best = max(work, key=lambda s: s.accepted)
+    out = {"window": window_figure(best.detail, title=f"Step {best.index}: the Jacobi window"),
+           "verify": verify_figure(best.detail, title=f"Step {best.index}: the verification branch"),
+           "mask": mask_figure(best.detail["layout"], title="One forward, two branches: the attention mask")}
+    if pool := trace.steps[-1].detail.get("pool_top"):
+        out["pool"] = pool_figure(pool, title="The n-gram pool at the end")
+    return out
+
+
+def jacobi_views(trace: Trace) -> dict[str, go.Figure]:
+    """The Jacobi convergence grid."""
+    from specviz.viz.jacobi import jacobi_grid_figure
+
+    return {"grid": jacobi_grid_figure(trace, title="Jacobi iteration: guesses converging")}
 
 
 def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
