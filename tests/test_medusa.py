@@ -75,7 +75,7 @@ def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
     s = Sampling(max_new_tokens=32)
     cfg = medusa.Config(heads=3, budget=budget)
     longer = 0
-    for i, prompt in enumerate(PROMPTS):
+    for i, prompt in enumerate(PROMPTS[:2]):
         ids = tiny_lm.encode_prompt(prompt)
         ref = autoregressive.generate(tiny_lm, ids, s)
         for random in (True, False):
