@@ -30,7 +30,7 @@ def test_timeline_page_races_lanes():
     assert not at.exception and not at.error
     race = chart_specs(at)[0]
     assert race.get("frames"), "the race figure animates"
-    lanes = {y for d in race["data"] for y in d.get("y", [])}
+    lanes = {y for d in race["frames"][-1]["data"] for y in d.get("y", [])}  # the last frame shows every lane
     assert any(lane.startswith("ar") for lane in lanes)
     at.slider(key="timeline.upto").set_value(10).run()
     assert not at.exception
