@@ -36,6 +36,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="'default' (built-in SmolLM2-135M), a folder or a hub id")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16 or fp16")
+    p.add_argument("--kernels", default="auto",
+                   help="auto (oneDNN-prepacked fp32 linears on a CPU), onednn or aten (stock)")
 
 
 def _sampling_args(p: argparse.ArgumentParser, tokens: int) -> None:
@@ -54,7 +56,8 @@ def _sampling(a: argparse.Namespace):
 def _load(a: argparse.Namespace):
     from specviz.model import load_model
 
-    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr),
+                      kernels=a.kernels)
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

@@ -19,9 +19,16 @@ NAME = "pld"
 LABEL = "Prompt lookup"
 SUMMARY = "Copies the continuation of a matching n-gram from the prompt or the output so far as the draft."
 
-# Cost of one target forward over m new tokens relative to m = 1 (index m), fp32 CPU: from the measured
-# 1/4/8/16-token latencies in TOOLING.md (59/84/77/94 ms) and "10 tokens ≈ 1.5 steps"; 2-3 rows are oddly slow.
-VERIFY_COST = (0.0, 1.0, 1.4, 1.45, 1.35, 1.38, 1.4, 1.42, 1.44, 1.47, 1.5, 1.52, 1.54, 1.56, 1.58, 1.6, 1.62)
+# Cost of one target forward over m new tokens relative to m = 1 (index m), fp32 on these 2 cores, median of 7
+# (`probe_latency(lm, ks=range(1, 18))`). With oneDNN-prepacked linears the cost is nearly flat up to ~11
+# tokens; with the stock kernels 2-3 rows are oddly slow (TOOLING.md: 59/84/77/94 ms for 1/4/8/16 tokens).
+VERIFY_COST = {
+    "onednn": (0.0, 1.0, 1.16, 1.05, 0.99, 1.05, 1.03, 1.1, 1.13, 1.13, 1.15, 1.17, 1.24, 1.32, 1.35, 1.43,
+               1.4, 1.45),
+    "aten": (0.0, 1.0, 1.4, 1.45, 1.35, 1.38, 1.4, 1.42, 1.44, 1.47, 1.5, 1.52, 1.54, 1.56, 1.58, 1.6, 1.62,
+             1.64),
+}
+MAX_DRAFT = len(VERIFY_COST["aten"]) - 2
 
 
 @dataclass(frozen=True)
@@ -40,8 +47,8 @@ class Config:
     def __post_init__(self) -> None:
         if not 1 <= self.min_ngram <= self.max_ngram <= 8:
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
-        if not 1 <= self.max_draft <= len(VERIFY_COST) - 2:
-            raise ConfigError(f"max_draft must be between 1 and {len(VERIFY_COST) - 2}, got {self.max_draft}.")
+        if not 1 <= self.max_draft <= MAX_DRAFT:
+            raise ConfigError(f"max_draft must be between 1 and {MAX_DRAFT}, got {self.max_draft}.")
         if not (0 < self.prior < 1 and 0 <= self.memory < 1):
             raise ConfigError(f"prior must be in (0, 1) and memory in [0, 1), got {self.prior}, {self.memory}.")
 
@@ -56,12 +63,13 @@ def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int
     return 0, -1
 
 
-def best_length(a: float, available: int, max_draft: int) -> int:
+def best_length(a: float, available: int, max_draft: int, kernels: str = "aten") -> int:
     """Draft length k maximising (1 + a + … + a^k) / cost(k+1); 0 means a plain step pays best."""
+    cost = VERIFY_COST.get(kernels, VERIFY_COST["aten"])
     best_k, best_gain, expect = 0, 1.0, 1.0
     for k in range(1, min(available, max_draft) + 1):
         expect += a ** k
-        gain = expect / VERIFY_COST[k + 1]
+        gain = expect / cost[k + 1]
         if gain > best_gain:
             best_k, best_gain = k, gain
     return best_k
@@ -95,7 +103,7 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
         return [], {"ngram": 0}
     available = min(len(seq) - start, budget)
     rate = ev.rate(n)
-    k = best_length(rate, available, cfg.max_draft) if cfg.adaptive else min(available, cfg.max_draft)
+    k = best_length(rate, available, cfg.max_draft, run.lm.kernels) if cfg.adaptive else min(available, cfg.max_draft)
     source = "prompt" if start < len(run.prompt_ids) else "output"
     return seq[start:start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
 
