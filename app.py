@@ -9,15 +9,17 @@ import streamlit as st
 from ui.common import sidebar
 
 ROOT = Path(__file__).parent
-# (file, title, icon); a page appears once its file exists
+# (file, title, icon); a page appears once its file exists. The folder is views/, not pages/: a pages/
+# folder also switches on Streamlit's older auto-discovered multipage mode, under which AppTest reruns a
+# page without this script (and its sidebar) after any widget change.
 PAGES = [
-    ("pages/home.py", "Why parallel decoding", ":material/home:"),
-    ("pages/timeline.py", "Timeline", ":material/timeline:"),
-    ("pages/medusa.py", "Medusa", ":material/account_tree:"),
-    ("pages/eagle.py", "EAGLE", ":material/flight:"),
-    ("pages/lookahead.py", "Lookahead & Jacobi", ":material/grid_on:"),
-    ("pages/acceptance.py", "Acceptance decisions", ":material/rule:"),
-    ("pages/compare.py", "Compare methods", ":material/leaderboard:"),
+    ("views/home.py", "Why parallel decoding", ":material/home:"),
+    ("views/timeline.py", "Timeline", ":material/timeline:"),
+    ("views/medusa.py", "Medusa", ":material/account_tree:"),
+    ("views/eagle.py", "EAGLE", ":material/flight:"),
+    ("views/lookahead.py", "Lookahead & Jacobi", ":material/grid_on:"),
+    ("views/acceptance.py", "Acceptance decisions", ":material/rule:"),
+    ("views/compare.py", "Compare methods", ":material/leaderboard:"),
 ]
 
 st.set_page_config(page_title="specviz", page_icon=":material/speed:", layout="wide")

@@ -146,19 +146,24 @@ def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
             and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 
+def pack_module(module: nn.Module) -> int:
+    """Swap every nn.Linear inside `module` for a PackedLinear (dense weights dropped); return how many."""
+    n = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, PackedLinear(child, keep_weight=False))
+                n += 1
+    return n
+
+
 def pack_linears(hf: nn.Module) -> int:
     """Swap every decoder-layer linear and the LM head for a PackedLinear; return how many.
 
     The module tree, the config and the forward code stay transformers' own; only the kernel
     behind each projection changes, for plain decoding and every method alike.
     """
-    n = 0
-    for layer in hf.model.layers:
-        for parent in layer.modules():
-            for name, child in list(parent.named_children()):
-                if type(child) is nn.Linear:
-                    setattr(parent, name, PackedLinear(child, keep_weight=False))
-                    n += 1
+    n = sum(pack_module(layer) for layer in hf.model.layers)
     head = hf.get_output_embeddings()
     if type(head) is nn.Linear:
         hf.set_output_embeddings(PackedLinear(head, keep_weight=True))

@@ -22,7 +22,7 @@ def open_page() -> AppTest:
     at.session_state["sidebar.max_new_tokens"] = 12
     at.session_state["sidebar.prompt"] = "Name three colours of the rainbow."
     at.run()
-    at.switch_page("pages/acceptance.py").run()
+    at.switch_page("views/acceptance.py").run()
     return at
 
 

@@ -82,7 +82,7 @@ def test_eagle_page_live():
     at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["sidebar.max_new_tokens"] = 16
     at.run()
-    at.switch_page("pages/eagle.py").run()
+    at.switch_page("views/eagle.py").run()
     assert not at.exception and not at.error
     specs = chart_specs(at)
     growth = titled(specs, "After the rerank")

@@ -22,7 +22,7 @@ def open_page() -> AppTest:
     at.session_state["sidebar.max_new_tokens"] = 12
     at.session_state["sidebar.prompt"] = "Repeat after me: one two three, one two three, one two three."
     at.run()
-    at.switch_page("pages/lookahead.py").run()
+    at.switch_page("views/lookahead.py").run()
     return at
 
 

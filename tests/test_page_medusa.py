@@ -43,7 +43,7 @@ def test_medusa_page_live() -> None:
     at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["sidebar.max_new_tokens"] = 16
     at.run()
-    at.switch_page("pages/medusa.py").run()
+    at.switch_page("views/medusa.py").run()
     assert not at.exception and not at.error
     specs = chart_specs(at)
     tree = _titled(specs, "Candidate tree")

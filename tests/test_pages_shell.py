@@ -26,7 +26,7 @@ def chart_specs(at: AppTest) -> list[dict]:
 
 
 def test_timeline_page_races_lanes():
-    at = app_on("pages/timeline.py")
+    at = app_on("views/timeline.py")
     assert not at.exception and not at.error
     race = chart_specs(at)[0]
     assert race.get("frames"), "the race figure animates"
@@ -37,7 +37,7 @@ def test_timeline_page_races_lanes():
 
 
 def test_compare_page_live_rows():
-    at = app_on("pages/compare.py")
+    at = app_on("views/compare.py")
     assert not at.exception and not at.error
     specs = chart_specs(at)
     speedup = next(s for s in specs if "speedup over plain" in s["layout"].get("title", {}).get("text", ""))

@@ -27,11 +27,13 @@ TREES = ("dynamic", "static")
 class Config:
     """Tree shape and the head; defaults tuned on this 2-core CPU (GPU reference: 5 / 10 / 60)."""
 
-    depth: int = 5  # draft rounds = deepest drafted token
-    top_k: int = 8  # dynamic: nodes expanded per round and children per node; static: max rank
-    # nodes verified in one target forward, root included. Doubling 24 → 48 raised A by only 0-0.15
-    # on the real head while a CPU forward grows steeply with tokens (68 → 86 → 120 ms at 1/16/32).
-    total_tokens: int = 16
+    # CPU defaults from an interleaved sweep (8 unseen ShareGPT prompts x 48 tokens, oneDNN fp32, against
+    # plain decoding): 2/4/6 ran 1.46x (A 1.67); 3/4/6 1.35x (A 1.67); 4/6/10 1.10-1.20x (A 1.86);
+    # 5/8/16 0.96x (A 1.95). Each draft round costs ~3 ms of a ~40 ms step and a verify pass grows past
+    # ~11 tokens, so a shallow, narrow tree wins on this CPU; deeper trees raise A but not speed.
+    depth: int = 2  # draft rounds = deepest drafted token
+    top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
+    total_tokens: int = 6  # nodes verified in one target forward, root included
     tree: str = "dynamic"  # "dynamic" = EAGLE-2 (expand by confidence, rerank); "static" = EAGLE-1
     head: str = ""  # folder of a trained head; "" = models/eagle; "random" = untrained (tests)
     head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance
