@@ -154,7 +154,7 @@ def steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False) ->
                                  mode="lines", line={"color": VERIFY, "width": 3}))
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_xaxes(title="step (one target forward pass)")
-    fig.update_yaxes(title="tokens committed", rangemode="tozero")
+    fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
     return apply(fig, "Tokens per step and the running speedup", slide, height=340)
 
 
