@@ -188,25 +188,10 @@ class Drafter:
         self.dtype = dtype or next(head.parameters()).dtype
         self.head.to(self.dtype)
         self.weight = draft_weight(head, lm.lm_head, self.dtype)  # [Vd, h]
-        self.project = lambda x: x @ self.weight.T
-        if getattr(lm, "kernels", "aten") == "onednn" and self.dtype == torch.float32:
-            self._pack()
         self.embed = lm.hf.get_input_embeddings()
         self.cache = head.new_cache()
         self.queue_feats: list[torch.Tensor] = []  # true features not yet run through the head, each [m, h]
         self.queue_tokens: list[int] = []
-
-    def _pack(self) -> None:
-        """fp32 on a oneDNN target: prepack the head's linears and the draft projection too (a private copy)."""
-        import copy
-
-        from specviz.model import PackedLinear, pack_module
-
-        self.head = copy.deepcopy(self.head)  # the caller's head (maybe cached by the app) stays dense
-        pack_module(self.head)
-        proj = nn.Linear(self.weight.shape[1], self.weight.shape[0], bias=False)
-        proj.weight = nn.Parameter(self.weight, requires_grad=False)
-        self.project = PackedLinear(proj, keep_weight=False)
 
     @property
     def length(self) -> int:
@@ -238,7 +223,7 @@ class Drafter:
         mask = torch.zeros(see.shape, dtype=self.dtype).masked_fill_(~see, torch.finfo(self.dtype).min)
         out = self.head(feats.to(self.dtype)[None], emb[None], positions[None], self.cache,
                         mask[None, None])[0]
-        logp = torch.log_softmax(self.project(out).float(), dim=-1)
+        logp = torch.log_softmax((out @ self.weight.T).float(), dim=-1)
         return out, logp
 
     def flush(self) -> tuple[torch.Tensor, torch.Tensor]:
