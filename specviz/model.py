@@ -297,7 +297,8 @@ def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
     hf.to(dev).eval()
     hf.requires_grad_(False)
     name = DEFAULT_MODEL if where == converted_dir() else str(spec)
-    kernels = os.environ.get("SPECVIZ_KERNELS", kernels)
+    if kernels == "auto":  # an explicit argument (the CLI's --kernels) wins over the environment
+        kernels = os.environ.get("SPECVIZ_KERNELS", "auto")
     if kernels not in ("auto", "aten", "onednn"):
         raise ModelError(f"Unknown kernels {kernels!r}; choose auto, aten or onednn.")
     used = "aten"

@@ -59,3 +59,12 @@ def test_packed_model_decodes_the_same_tokens(tokenizer):
 def test_real_model_uses_onednn_by_default(real_lm):
     assert real_lm.kernels == "onednn"
     assert real_lm.describe().endswith("· onednn")
+
+
+def test_environment_picks_kernels_unless_the_caller_does(monkeypatch):
+    from specviz.model import load_model
+
+    monkeypatch.setenv("SPECVIZ_KERNELS", "aten")
+    assert load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None).kernels == "aten"
+    explicit = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None, kernels="onednn")
+    assert explicit.kernels == "onednn"
