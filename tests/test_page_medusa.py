@@ -79,4 +79,6 @@ def test_trace_figures_on_tiny_run(tiny_lm) -> None:
     assert list(steps.data[0].y) == [st.accepted for st in tr.steps] and steps.data[1].name.startswith("running")
     assert steps.layout.yaxis2.title.text == "speedup ×" and steps.layout.yaxis.title.text == "tokens committed"
     assert len(budget_figure([0, 4], [1.0, 1.5], [1.0, 1.4], 4).data) == 2
-    assert len(cost_figure([0, 4], [0.5, 0.6], [60, 70], 60, [1.0, 1.2]).data) == 3
+    cost = cost_figure([0, 4], [0.5, 0.6], [60, 70], 60, [1.0, 1.2])
+    assert len(cost.data) == 3
+    assert cost.layout.yaxis2.title.text == "speedup ×" and cost.layout.yaxis.title.text == "ms per step"

@@ -189,7 +189,7 @@ def cost_figure(sizes: list[int], draft_ms: list[float], verify_ms: list[float],
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="tree budget B (drafted nodes)")
-    fig.update_yaxes(title="ms per step")
+    fig.update_layout(yaxis={"title": "ms per step"})  # y2 keeps its own title
     return apply(fig, "Step cost against tree size", slide, height=340)
 
 
