@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.apptest import app_on, chart_specs, chart_title
+
 pytestmark = pytest.mark.real_model
 
 
 def charts(at: AppTest) -> dict[str, dict]:
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    return {s["layout"].get("title", {}).get("text", ""): s for s in specs}
+    return {chart_title(s): s for s in chart_specs(at)}
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=600)
-    at.session_state["sidebar.max_new_tokens"] = 12
-    at.session_state["sidebar.prompt"] = "Name three colours of the rainbow."
-    at.run()
-    at.switch_page("views/acceptance.py").run()
-    return at
+    return app_on("views/acceptance.py", prompt="Name three colours of the rainbow.")
 
 
 def test_page_shows_decisions_typical_regions_and_the_lab():

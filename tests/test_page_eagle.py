@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from specviz.heads.eagle import new_head
 from specviz.methods import eagle
 from specviz.sampling import Sampling
 from specviz.viz import eagle as viz
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.apptest import app_on, chart_specs, titled
 
 
 @pytest.fixture(scope="module")
@@ -69,20 +64,9 @@ def test_replay_matches_the_run_at_temperature_zero(tiny_lm):
     assert rep["accepted"] == d["accepted"]
 
 
-def chart_specs(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def titled(specs: list[dict], word: str) -> dict:
-    return next(s for s in specs if word in (s["layout"].get("title") or {}).get("text", ""))
-
-
 @pytest.mark.real_model
 def test_eagle_page_live():
-    at = AppTest.from_file(APP, default_timeout=600)
-    at.session_state["sidebar.max_new_tokens"] = 16
-    at.run()
-    at.switch_page("views/eagle.py").run()
+    at = app_on("views/eagle.py", max_new_tokens=16)
     assert not at.exception and not at.error
     specs = chart_specs(at)
     growth = titled(specs, "After the rerank")

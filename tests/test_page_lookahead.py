@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.apptest import app_on, chart_specs, chart_title
+
 pytestmark = pytest.mark.real_model
 
 
 def chart_titles(at: AppTest) -> list[str]:
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    return [s["layout"].get("title", {}).get("text", "") for s in specs]
+    return [chart_title(s) for s in chart_specs(at)]
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=600)
-    at.session_state["sidebar.max_new_tokens"] = 12
-    at.session_state["sidebar.prompt"] = "Repeat after me: one two three, one two three, one two three."
-    at.run()
-    at.switch_page("views/lookahead.py").run()
-    return at
+    return app_on("views/lookahead.py", prompt="Repeat after me: one two three, one two three, one two three.")
 
 
 def test_page_draws_every_view_and_follows_the_sliders():

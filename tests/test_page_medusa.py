@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from specviz.viz.tree import mask_figure, tree_figure, tree_layout
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.apptest import app_on, chart_specs, titled
 
 
 def test_tree_figure_and_mask_on_plain_data() -> None:
@@ -30,30 +25,19 @@ def test_tree_figure_and_mask_on_plain_data() -> None:
                                     [2, 2, 0, 2, 0, 0], [1, 1, 0, 0, 1, 0], [1, 0, 1, 0, 0, 1]]
 
 
-def chart_specs(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def _titled(specs: list[dict], word: str) -> dict:
-    return next(s for s in specs if word in s["layout"].get("title", {}).get("text", ""))
-
-
 @pytest.mark.real_model
 def test_medusa_page_live() -> None:
-    at = AppTest.from_file(APP, default_timeout=600)
-    at.session_state["sidebar.max_new_tokens"] = 16
-    at.run()
-    at.switch_page("views/medusa.py").run()
+    at = app_on("views/medusa.py", max_new_tokens=16)
     assert not at.exception and not at.error
     specs = chart_specs(at)
-    tree = _titled(specs, "Candidate tree")
+    tree = titled(specs, "Candidate tree")
     nodes = sum(len(d["x"]) for d in tree["data"] if d.get("mode") == "markers+text")
-    mask = _titled(specs, "Tree-attention mask")
+    mask = titled(specs, "Tree-attention mask")
     assert len(mask["data"][0]["z"]) == nodes
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
     at.slider(key="medusa.budget").set_value(3).run()  # the live run changes with the budget
     assert not at.exception
-    tree = _titled(chart_specs(at), "Candidate tree")
+    tree = titled(chart_specs(at), "Candidate tree")
     assert sum(len(d["x"]) for d in tree["data"] if d.get("mode") == "markers+text") == 4
     at.slider(key="medusa.step").set_value(1).run()  # 16 tokens take several steps
     assert not at.exception

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.apptest import app_on, chart_specs
+
 pytestmark = pytest.mark.real_model
-
-
-def app_on(page: str, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=600)
-    for key, value in {"max_new_tokens": 12, **state}.items():
-        at.session_state[f"sidebar.{key}"] = value
-    at.run()
-    at.switch_page(page).run()
-    return at
-
-
-def chart_specs(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
 def test_timeline_page_races_lanes():

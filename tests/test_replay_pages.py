@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -12,8 +9,8 @@ from specviz import methods
 from specviz.prompts import prepare
 from specviz.sampling import Sampling
 from specviz.trace import bundle_json, load_traces
+from tests.apptest import APP, chart_specs
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 pytestmark = pytest.mark.real_model
 
 PAGES = ["views/home.py", "views/timeline.py", "views/medusa.py", "views/eagle.py", "views/lookahead.py",
@@ -42,8 +39,7 @@ def test_bundle_replays_on_page(bundle, page):
     assert not at.exception, page
     assert not at.error, [e.value for e in at.error]
     if page != "views/home.py":
-        charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-        assert charts, f"{page} draws the replayed traces"
+        assert chart_specs(at), f"{page} draws the replayed traces"
 
 
 def test_corrupt_bundle_is_a_clear_message():

@@ -1,0 +1,34 @@
+"""Shared AppTest helpers: open the app on one page with sidebar values set, and read its charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def app_on(page: str, **sidebar) -> AppTest:
+    """The app after one run of `page`; `sidebar` sets sidebar.<key> values (max_new_tokens defaults to 12)."""
+    at = AppTest.from_file(APP, default_timeout=600)
+    for key, value in {"max_new_tokens": 12, **sidebar}.items():
+        at.session_state[f"sidebar.{key}"] = value
+    at.run()
+    at.switch_page(page).run()
+    return at
+
+
+def chart_specs(at: AppTest) -> list[dict]:
+    """Every plotly chart on the page, as its JSON spec."""
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def chart_title(spec: dict) -> str:
+    return (spec["layout"].get("title") or {}).get("text", "")
+
+
+def titled(specs: list[dict], word: str) -> dict:
+    """The first chart whose title contains `word`."""
+    return next(s for s in specs if word in chart_title(s))
