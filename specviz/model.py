@@ -261,21 +261,6 @@ def crop_to(cache, length: int) -> None:
         cache.crop(-extra)
 
 
-def keep_cache(cache, start: int, keep: list[int]) -> None:
-    """Keep cache slots [0, start) plus the slots start + i for i in `keep`, packed contiguously.
-
-    This is how a tree step commits: the accepted path's keys and values move into contiguous
-    slots right after the prefix and every other drafted slot is dropped.
-    """
-    if keep == list(range(len(keep))):  # a chain prefix: cropping the tail is enough
-        crop_to(cache, start + len(keep))
-        return
-    for layer in cache.layers:
-        idx = torch.as_tensor(keep, dtype=torch.long, device=layer.keys.device) + start
-        layer.keys = torch.cat([layer.keys[:, :, :start], layer.keys.index_select(2, idx)], dim=2)
-        layer.values = torch.cat([layer.values[:, :, :start], layer.values.index_select(2, idx)], dim=2)
-
-
 def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
                progress: Progress = print, kernels: str = "auto") -> LoadedModel:
     """Load a model for decoding; raise ModelError with one actionable sentence on failure."""

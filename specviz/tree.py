@@ -126,8 +126,8 @@ def verify_tree(lm, cache, tokens: list[int], spec: TreeSpec,
 def commit_path(cache, prefix_len: int, path: list[int]) -> None:
     """Keep the prefix plus the accepted path's keys/values, packed contiguously; drop the rest.
 
-    Same result as `keep_cache`, but the path's few slots are copied in place and the tail cropped,
-    instead of rebuilding every layer's whole cache each step.
+    `path` lists slots after the prefix (0 = the root). The path's few slots are copied in place and
+    the tail cropped, instead of rebuilding every layer's whole cache (an O(context) copy) each step.
     """
     path = list(path)
     if path != list(range(len(path))):

@@ -10,10 +10,11 @@ import torch
 
 from specviz.methods.base import OnStep, Run
 from specviz.methods.jacobi import INIT_SOURCES, initial_guesses, pad_id
-from specviz.model import LoadedModel, keep_cache
+from specviz.model import LoadedModel
 from specviz.ngram_pool import Layout, NgramPool, additive_mask, verify
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
+from specviz.tree import commit_path
 
 NAME = "lookahead"
 LABEL = "Lookahead decoding"
@@ -117,7 +118,7 @@ def step(run: Run, cfg: Config, state: LookaheadState) -> None:
     verify_s = time.perf_counter() - t
     verdict = verify(root_logits, cands, list(cand_rows), run.sampling, run.gen)
     m, best = len(verdict.accepted), verdict.best
-    keep_cache(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
+    commit_path(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
     if m:
         state.pool.hit(root, cands[best])
     window = [list(lv) for lv in state.levels]
