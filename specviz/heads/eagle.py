@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specviz.model import growing_cache
+
 HEAD_FORMAT = "specviz-eagle/1"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "models" / "eagle"
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -95,9 +97,7 @@ class EagleHead(nn.Module):
                           use_cache=cache is not None, position_embeddings=rope)
 
     def new_cache(self):
-        from transformers import DynamicCache
-
-        return DynamicCache(config=self.config.llama_config())
+        return growing_cache(self.config.llama_config())
 
 
 def draft_weight(head: EagleHead, lm_head: nn.Linear, dtype: torch.dtype) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 
 from specviz.acceptance import RULES, decide_chain, greedy_match, rejection_view
 from specviz.methods.base import OnStep, Run
-from specviz.model import LoadedModel, crop_to
+from specviz.model import LoadedModel, crop_to, growing_cache
 from specviz.sampling import ConfigError, Sampling, entropy, target_probs
 from specviz.trace import Trace
 
@@ -62,13 +62,11 @@ class LayerDraft:
     """The target's chosen layers, final norm and (part of the) LM head, with its own KV cache."""
 
     def __init__(self, lm: LoadedModel, layers: list[int], vocab: int) -> None:
-        from transformers import DynamicCache
-
         self.lm, self.model = lm, lm.hf.model
         self.blocks = [self.model.layers[i] for i in layers]
         vocab = vocab or lm.lm_head.weight.shape[0]
         self.head = lm.lm_head.weight[:vocab]  # [Vd, H]; a view, no copy
-        self.cache = DynamicCache(config=lm.hf.config)
+        self.cache = growing_cache(lm.hf.config)
         self.length = 0  # tokens held in the draft cache
 
     @torch.inference_mode()
