@@ -269,3 +269,26 @@ def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
         assert t.mean_accepted > 1.5
     replay = et.replay_accepted(head, lm, seqs[:2], [eagle.Config(depth=3, top_k=3, total_tokens=6)])
     assert replay["dynamic/3/3/6"]["A"] > 1.5
+
+
+def test_unrolled_depths_see_only_what_inference_sees(tiny_data):
+    """Row i at depth d depends on true features at rows <= i-(d-1), and not on any later one."""
+    from specviz.heads import eagle_train as et
+
+    lm, _, seqs = tiny_data
+    head = et.new_head(lm.hf.config, lm.name, None, seed=1).eval()
+    b = et.collate(seqs, [0], 512)
+    emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
+    feats = b["feats"]
+    base = et.unrolled(head, feats, emb, 3)
+    i = 9
+    later = feats.clone()
+    later[:, i - 1:] += 1.0  # rows >= i-1 (depth 3 sees rows <= i-2)
+    moved = et.unrolled(head, later, emb, 3)
+    torch.testing.assert_close(moved[2][:, i], base[2][:, i], atol=1e-6, rtol=0)
+    assert not torch.allclose(moved[1][:, i], base[1][:, i])  # depth 2 sees row i-1
+    with torch.enable_grad():
+        cfg = et.TrainConfig(unroll=3, noise=0.0, draft_vocab=0)
+        loss, logs = et.loss_fn(head, lm, b, cfg, 1.0, lm.lm_head.weight.detach().float())
+        loss.backward()
+    assert {"acc", "acc2", "acc3"} <= set(logs)

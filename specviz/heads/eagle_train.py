@@ -37,6 +37,8 @@ class TrainConfig:
     draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = full vocabulary)
     max_len: int = 512  # longer sequences are cut
     seed: int = 0
+    unroll: int = 1  # > 1: also train depth-2… drafts made from the head's own features (see loss_fn)
+    unroll_weight: float = 0.5  # weight of each unrolled depth's loss
 
 
 def draft_vocab(seqs: list[Sequence], size: int, vocab: int) -> tuple[torch.Tensor | None, float]:
@@ -82,24 +84,60 @@ def collate(seqs: list[Sequence], idx: list[int], max_len: int) -> dict[str, tor
     return {"feats": feats, "tokens": tokens, "target": target, "mask": mask}
 
 
-def loss_fn(head: EagleHead, lm, b: dict[str, torch.Tensor], cfg: TrainConfig, feat_std: float,
-            weight: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+def _depth_loss(out: torch.Tensor, tgt: torch.Tensor, weight: torch.Tensor, ce_weight: float):
     """SmoothL1 on predicted features + ce_weight × soft cross-entropy over the draft vocabulary."""
-    feats = b["feats"]
-    if cfg.noise > 0:
-        feats = feats + (torch.rand_like(feats) - 0.5) * cfg.noise * feat_std
-    with torch.no_grad():
-        emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
-    pos = torch.arange(feats.shape[1]).expand(feats.shape[0], -1)
-    out = head(feats, emb, pos)[b["mask"]]  # [m, h] continuation positions only
-    tgt = b["target"][b["mask"]]
     reg = F.smooth_l1_loss(out, tgt)
     with torch.no_grad():
         p = torch.softmax(tgt @ weight.T, dim=-1)
     logq = torch.log_softmax(out @ weight.T, dim=-1)
     ce = -(p * logq).sum(-1).mean()
     acc = float((logq.argmax(-1) == p.argmax(-1)).float().mean())
-    return reg + cfg.ce_weight * ce, {"l1": float(reg.detach()), "ce": float(ce.detach()), "acc": acc}
+    return reg + ce_weight * ce, reg, ce, acc
+
+
+def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: int) -> list[torch.Tensor]:
+    """Head outputs [B, T, h] at depth 1 (true features) … depth `depths` (features the head drafted).
+
+    At inference a depth-d draft row sees its true context plus its own earlier drafts, and its input
+    feature is the head's previous prediction, not the target's. Depth d here reuses depth d-1's
+    outputs, shifted one row, under the exact inference mask (`depth_mask`), so row i at depth d
+    depends on true features at rows ≤ i-(d-1) only (tested).
+    """
+    B, T = feats.shape[:2]
+    pos = torch.arange(T).expand(B, -1)
+    cache = None
+    if depths > 1:
+        from transformers import DynamicCache  # the stock cache: its appends are autograd-safe
+
+        cache = DynamicCache(config=head.config.llama_config())
+    outs = [head(feats, emb, pos, cache)]
+    for d in range(2, depths + 1):
+        mask = torch.zeros(T, d * T).masked_fill_(~depth_mask(T, d), torch.finfo(torch.float32).min)
+        prev = outs[-1]
+        shifted = torch.cat([torch.zeros_like(prev[:, :1]), prev[:, :-1]], dim=1)  # row i gets row i-1's
+        outs.append(head(shifted, emb, pos, cache, mask[None, None]))
+    return outs
+
+
+def loss_fn(head: EagleHead, lm, b: dict[str, torch.Tensor], cfg: TrainConfig, feat_std: float,
+            weight: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    """EAGLE's loss on the true pairs; with cfg.unroll > 1 (as in HASS and EAGLE-3), plus unroll_weight ×
+    the same loss on each deeper depth's drafts from the head's own features (see `unrolled`)."""
+    feats = b["feats"]
+    if cfg.noise > 0:
+        feats = feats + (torch.rand_like(feats) - 0.5) * cfg.noise * feat_std
+    with torch.no_grad():
+        emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
+    total, logs = None, {}
+    for d, out in enumerate(unrolled(head, feats, emb, max(1, cfg.unroll)), start=1):
+        rows = b["mask"].clone()
+        rows[:, : d - 1] = False  # the first d-1 rows have no drafted input yet
+        part, reg, ce, acc = _depth_loss(out[rows], b["target"][rows], weight, cfg.ce_weight)
+        if d == 1:
+            total, logs = part, {"l1": float(reg.detach()), "ce": float(ce.detach()), "acc": acc}
+        else:
+            total, logs[f"acc{d}"] = total + cfg.unroll_weight * part, acc
+    return total, logs
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -280,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this long")
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
+    ap.add_argument("--unroll", type=int, default=TrainConfig.unroll,
+                    help="also train on drafts from the head's own features, to this depth (1 = EAGLE)")
+    ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
@@ -290,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         bar.close()
     train, held = distill.load_dataset(args.data_dir, "train"), distill.load_dataset(args.data_dir, "heldout")
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
-                      draft_vocab=args.draft_vocab)
-    folder = ckpt_dir()
+                      draft_vocab=args.draft_vocab, unroll=args.unroll)
+    folder = args.checkpoint or ckpt_dir()
     if args.fresh:
         (folder / "ckpt.json").unlink(missing_ok=True)
     bar = tqdm(desc="train eagle", unit="step")
