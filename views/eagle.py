@@ -13,12 +13,11 @@ from specviz.trace import Trace
 from specviz.viz.eagle import (
     compare_figure,
     draft_verify_figure,
-    eagle_steps_figure,
     feature_figure,
     growth_figure,
     verify_figures,
 )
-from specviz.viz.tree import token_strip
+from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
 
 page_header("EAGLE-2: draft features, grow the tree where the draft is confident",
@@ -68,7 +67,7 @@ drafted = [x for x in trace.steps if x.detail.get("tree")]
 if drafted:
     m[4].metric("draft / verify per step", f"{1000 * sum(x.draft_s for x in drafted) / len(drafted):.0f} / "
                 f"{1000 * sum(x.verify_s for x in drafted) / len(drafted):.0f} ms")
-show_figure(eagle_steps_figure(trace, ar_token_s), "eagle_steps")
+show_figure(steps_figure(trace, ar_token_s), "eagle_steps")
 
 
 @st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")

@@ -9,7 +9,8 @@ import streamlit as st
 
 from specviz.methods import jacobi, lookahead
 from specviz.viz.jacobi import jacobi_grid_figure
-from specviz.viz.lookahead import mask_figure, pool_figure, steps_figure, sweep_figure, verify_figure, window_figure
+from specviz.viz.lookahead import mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
+from specviz.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
 
 
@@ -50,8 +51,8 @@ if ar is not None and la is not None:
     k = step_slider("Step", len(work), "lookahead.step")
     if work:
         d = la.steps[work[k]].detail
-        show_figure(steps_figure(la, ar, upto=work[k], title="Tokens per step and the running speedup"),
-                    "lookahead_steps")
+        per_token = ar.decode_s / ar.new_tokens if ar.new_tokens else None  # plain decoding, same prompt
+        show_figure(steps_figure(la, per_token, upto=work[k]), "lookahead_steps")
         show_figure(window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"),
                     "lookahead_window")
         left, right = st.columns(2)

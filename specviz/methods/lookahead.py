@@ -26,10 +26,11 @@ POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 class Config:
     """W, N, G; one forward feeds 1 + (N-1)·W + G·(N-1) tokens (the reference GPU setting 5/7/7 feeds 79)."""
 
-    # CPU defaults, 6 tokens per forward. Interleaved against plain decoding on 8 unseen ShareGPT prompts x
-    # 48 tokens (oneDNN fp32): W/N/G 3/2/2 ran 1.23x (A 1.26), 3/2/3 1.21x, 4/2/3 1.18x, 2/3/3 1.17x,
-    # 3/3/2 1.15x (A 1.30), 6/3/2 0.91x (A 1.35). Longer n-grams and wider windows lift A a little, but
-    # the extra tokens cost more than they earn on 2 cores; models/lookahead_sweep.json has the W curve.
+    # CPU defaults, 6 tokens per forward. Interleaved against plain decoding on 7 unseen ShareGPT prompts x
+    # 48 tokens (models/lookahead_sweep.json): W/N/G 3/2/2 ran 1.24x (A 1.29), 2/2/3 1.21x, 4/2/2 1.20x,
+    # 3/2/3 1.18x, 3/3/2 1.17x (A 1.32), 6/3/2 1.01x (A 1.38). On 5 long ShareGPT summarisation requests
+    # N = 3 pays more (3/3/2 1.39x against 1.28x: the pool copies longer runs of the prompt), but on
+    # ordinary prompts the second window level costs more than it earns on 2 cores.
     window: int = 3  # W: columns of the Jacobi window
     ngram: int = 2  # N: n-gram length; the window keeps N-1 levels and verifies N-1 tokens per candidate
     guesses: int = 2  # G: n-grams verified per step (also the pool's capacity per key)

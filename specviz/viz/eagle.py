@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from specviz.trace import StepTrace, Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, method_color
-from specviz.viz.tree import _dfs_order, mask_figure, steps_figure, token_strip, tree_figure
+from specviz.viz.tree import _dfs_order, mask_figure, token_strip, tree_figure
 
 EAGLE = method_color("eagle")
 # node styles of the growing tree: colour says the rerank's verdict, a diamond says "ran through the head"
@@ -179,13 +179,6 @@ def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
     fig.update_xaxes(title_text="feature dimension", row=1, col=1)
     fig.update_xaxes(title_text="target p(x_t+1)", row=1, col=2, rangemode="tozero")
     return apply(fig, "What the head consumes: EAGLE sees the token that was actually chosen", slide, height=330)
-
-
-def eagle_steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False) -> go.Figure:
-    """Per-step A with the running speedup over plain decoding (viz.tree's figure, in EAGLE's colour)."""
-    fig = steps_figure(trace, ar_token_s, slide)
-    fig.data[0].marker.color = EAGLE
-    return fig
 
 
 def draft_verify_figure(trace: Trace, slide: bool = False) -> go.Figure:

@@ -1,5 +1,5 @@
 """Lookahead figures: the 2D window with its harvested n-grams, the pool, the verification branch,
-the combined attention mask, per-step A with the running speedup, and speedup against W."""
+the combined attention mask, and speedup against W (per-step A: viz.tree.steps_figure)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.ngram_pool import Layout
-from specviz.trace import Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
 
 HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
 LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
@@ -115,27 +114,6 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
     fig.add_annotation(text=legend, showarrow=False, xref="paper", yref="paper", x=0, y=1.03,
                        xanchor="left", yanchor="bottom")
     return apply(fig, title, slide, height=560)
-
-
-def steps_figure(trace: Trace, ar: Trace | None, upto: int | None = None, title: str | None = None,
-                 slide: bool = False) -> go.Figure:
-    """Tokens committed per step (A per step) and, against `ar` on the same prompt, the running speedup."""
-    steps = trace.steps[: None if upto is None else upto + 1]
-    xs = [s.index for s in steps]
-    fig = go.Figure(go.Bar(x=xs, y=[s.accepted for s in steps], name="tokens this step (A)",
-                           marker_color=method_color(trace.method)))
-    if ar is not None and ar.new_tokens:
-        per_token = ar.decode_s / ar.new_tokens  # plain decoding's wall time per token on this prompt
-        done, spent, running = 0, 0.0, []
-        for s in steps:
-            done, spent = done + s.accepted, spent + s.wall_s
-            running.append(done * per_token / spent if spent > 0 else 0.0)
-        fig.add_trace(go.Scatter(x=xs, y=running, name="running speedup vs ar", yaxis="y2",
-                                 line={"color": "#111827", "width": 2}))
-        fig.update_layout(yaxis2={"title": "speedup", "overlaying": "y", "side": "right", "rangemode": "tozero"})
-    fig.update_layout(xaxis_title="step (one forward pass)", yaxis={"title": "tokens committed",
-                                                                    "rangemode": "tozero"})
-    return apply(fig, title, slide, height=360)
 
 
 def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:

@@ -140,14 +140,17 @@ def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide
     return apply(fig, "Tokens coloured by the step that produced them", slide, height=90 + 40 * (row + 1))
 
 
-def steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False) -> go.Figure:
-    """Per step: tokens committed (A) as bars, and the running speedup over plain decoding as a line."""
-    idx = [st.index for st in trace.steps]
-    fig = go.Figure(go.Bar(x=idx, y=[st.accepted for st in trace.steps], name="tokens this step (A)",
-                           marker_color=method_color("medusa")))
+def steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False, upto: int | None = None,
+                 title: str = "Tokens per step and the running speedup") -> go.Figure:
+    """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
+    decoding (ar_token_s: its wall seconds per token on the same prompt) as a line; steps 0…upto only."""
+    steps = trace.steps[: None if upto is None else upto + 1]
+    idx = [st.index for st in steps]
+    fig = go.Figure(go.Bar(x=idx, y=[st.accepted for st in steps], name="tokens this step (A)",
+                           marker_color=method_color(trace.method)))
     if ar_token_s:
         done, spent, speed = 0, 0.0, []
-        for st in trace.steps:
+        for st in steps:
             done, spent = done + st.accepted, spent + st.wall_s
             speed.append(round(done * ar_token_s / max(spent, 1e-9), 3))
         fig.add_trace(go.Scatter(x=idx, y=speed, name="running speedup vs AR", yaxis="y2",
@@ -155,7 +158,7 @@ def steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False) ->
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_xaxes(title="step (one target forward pass)")
     fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
-    return apply(fig, "Tokens per step and the running speedup", slide, height=340)
+    return apply(fig, title, slide, height=340)
 
 
 def budget_figure(budgets: list[int], predicted: list[float], measured: list[float],
