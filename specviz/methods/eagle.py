@@ -28,9 +28,10 @@ class Config:
     """Tree shape and the head; defaults tuned on this 2-core CPU (GPU reference: 5 / 10 / 60)."""
 
     # CPU defaults from an interleaved sweep (8 unseen ShareGPT prompts x 48 tokens, oneDNN fp32, against
-    # plain decoding): 2/4/6 ran 1.46x (A 1.67); 3/4/6 1.35x (A 1.67); 4/6/10 1.10-1.20x (A 1.86);
-    # 5/8/16 0.96x (A 1.95). Each draft round costs ~3 ms of a ~40 ms step and a verify pass grows past
-    # ~11 tokens, so a shallow, narrow tree wins on this CPU; deeper trees raise A but not speed.
+    # plain decoding, the committed head): 2/4/6 ran 1.59x (A 1.83); 3/4/6 1.54x (A 1.87); 3/4/8 1.45x
+    # (A 1.94); 4/4/10 1.34x (A 1.97); 5/6/16 1.22x (A 2.10). Each draft round costs ~3 ms of a ~40 ms
+    # step and a verify pass grows past ~11 tokens, so a shallow, narrow tree wins on this CPU; deeper
+    # trees raise A but not speed.
     depth: int = 2  # draft rounds = deepest drafted token
     top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
     total_tokens: int = 6  # nodes verified in one target forward, root included
