@@ -249,7 +249,7 @@ def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     from specviz.heads import eagle_train as et
 
     lm, prompts, seqs = tiny_data
-    cfg = et.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, noise=0.0)
+    cfg = et.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, noise=0.0, unroll=1)
     with torch.enable_grad():
         full, weight, stats = et.fit(lm, seqs, cfg, tmp_path / "a")
         _, _, cut = et.fit(lm, seqs, cfg, tmp_path / "b", minutes=1e-9)  # stops after one step

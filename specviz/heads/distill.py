@@ -249,6 +249,8 @@ def _check_manifest(out_dir: Path, manifest: dict) -> None:
         if diff:
             raise DataError(f"{out_dir} was built with other settings ({', '.join(diff)}); "
                             "use another --data-dir or delete it.")
+        # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
+        manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}
     path.write_text(json.dumps(manifest, indent=1))
 
 
