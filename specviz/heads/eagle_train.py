@@ -104,19 +104,17 @@ def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: in
     outputs, shifted one row, under the exact inference mask (`depth_mask`), so row i at depth d
     depends on true features at rows ≤ i-(d-1) only (tested).
     """
+    from transformers import DynamicCache  # the stock cache: its appends are autograd-safe
+
     B, T = feats.shape[:2]
     pos = torch.arange(T).expand(B, -1)
-    cache = None
-    if depths > 1:
-        from transformers import DynamicCache  # the stock cache: its appends are autograd-safe
-
-        cache = DynamicCache(config=head.config.llama_config())
-    outs = [head(feats, emb, pos, cache)]
-    for d in range(2, depths + 1):
+    cache = DynamicCache(config=head.config.llama_config())
+    outs: list[torch.Tensor] = []
+    for d in range(1, depths + 1):
+        if outs:  # row i's input is row i-1's prediction one depth up
+            feats = torch.cat([torch.zeros_like(outs[-1][:, :1]), outs[-1][:, :-1]], dim=1)
         mask = torch.zeros(T, d * T).masked_fill_(~depth_mask(T, d), torch.finfo(torch.float32).min)
-        prev = outs[-1]
-        shifted = torch.cat([torch.zeros_like(prev[:, :1]), prev[:, :-1]], dim=1)  # row i gets row i-1's
-        outs.append(head(shifted, emb, pos, cache, mask[None, None]))
+        outs.append(head(feats, emb, pos, cache, mask[None, None]))
     return outs
 
 
@@ -210,21 +208,16 @@ def depth_mask(T: int, d: int) -> torch.Tensor:
 def sequence_ranks(head: EagleHead, lm, s: Sequence, weight: torch.Tensor, tok2draft: torch.Tensor,
                    depths: int) -> list[torch.Tensor]:
     """Rank of the target's next token in the draft at each depth, drafting from the head's own features."""
-    ids, hid = s.ids, s.hidden.float()
-    T = len(ids) - 1
+    ids, T = s.ids, len(s.ids) - 1
     emb = lm.hf.get_input_embeddings()(ids[1:]).float()[None]
-    pos, cache, start = torch.arange(T)[None], head.new_cache(), int(s.mask.float().argmax())
-    feats, out = hid[:-1], []
-    for d in range(1, depths + 1):
-        mask = torch.zeros(T, d * T).masked_fill_(~depth_mask(T, d), torch.finfo(torch.float32).min)
-        o = head(feats[None], emb, pos, cache, mask[None, None])[0]  # [T, h]
-        logits = o @ weight.T
+    start, out = int(s.mask.float().argmax()), []
+    for d, o in enumerate(unrolled(head, s.hidden[:-1].float()[None], emb, depths), start=1):
+        logits = o[0] @ weight.T  # [T, Vd]
         rows = torch.arange(max(0, start + d - 2), T - 1)  # root N = i-d+2 is a continuation token
         tgt = tok2draft[ids[rows + 2]]
         hit = logits[rows].gather(1, tgt.clamp_min(0)[:, None])[:, 0]
         rank = (logits[rows] > hit[:, None]).sum(-1)
         out.append(torch.where(tgt >= 0, rank, torch.full_like(rank, 10**6)))
-        feats = torch.cat([torch.zeros_like(o[:1]), o[:-1]])  # row i's next input is row i-1's prediction
     return out
 
 
