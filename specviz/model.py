@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -189,8 +190,9 @@ class GrowingLayer:
         n = self.get_seq_length()
         m = n + key_states.shape[-2]
         kb = self._kbuf
-        fits = kb is not None and m <= kb.shape[-2] and (n == 0 or self.keys.data_ptr() == kb.data_ptr())
-        if not fits or kb.shape[:-2] != key_states.shape[:-2]:
+        fits = (kb is not None and m <= kb.shape[-2] and kb.shape[:-2] == key_states.shape[:-2]
+                and (n == 0 or self.keys.data_ptr() == kb.data_ptr()))
+        if not fits:
             cap = max(m + 64, m * 3 // 2)
             kb = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
             vb = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
@@ -203,13 +205,21 @@ class GrowingLayer:
         return self.keys, self.values
 
 
+@functools.cache
+def _growing_layer_class() -> type:
+    """GrowingLayer over transformers' DynamicLayer, made once (transformers is imported lazily)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return type("GrowingDynamicLayer", (GrowingLayer, DynamicLayer), {})
+
+
 def growing_cache(config):
     """A transformers DynamicCache whose full-attention layers append in place (see GrowingLayer)."""
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     cache = DynamicCache(config=config)
-    grow = type("GrowingDynamicLayer", (GrowingLayer, DynamicLayer), {})
+    grow = _growing_layer_class()
     cache.layers = [grow() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
 
