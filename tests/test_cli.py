@@ -27,6 +27,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["bench", "--prompts", "/no/such.jsonl"], "does not exist"),
     (["bench", "--prompts", "README.md", "--methods", "ar"], "not valid JSON"),
     (["bench", "--prompts", "README.md", "--methods", "ar,zzz"], "Unknown method"),
+    (["train", "medusa", "--threads", "0"], "--threads must be at least 1"),
+    (["train", "medusa", "--epochs", "0"], "must be positive"),
 ])
 def test_bad_input_is_one_line(args, reason):
     out = cli(*args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -83,9 +84,15 @@ def train_medusa(argv: list[str]) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this long (0 = no limit)")
     ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
     a = ap.parse_args(argv)
+    if a.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {a.threads}.")
     if a.heads < 1 or a.draft_vocab < 16 or a.prompts < 1 or a.epochs <= 0:
         raise ValueError("heads, prompts and epochs must be positive and draft-vocab at least 16.")
+    import torch
+
+    torch.set_num_threads(a.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     bar = tqdm(total=(a.prompts + a.batch_size - 1) // a.batch_size, unit="shard", desc="distil")
     data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir,
@@ -108,7 +115,9 @@ def train_medusa(argv: list[str]) -> int:
     heads = medusa_train.train_heads(lm, distill.load_dataset(data, "train"), cfg, tc, ckpt, tick)
     tbar.close()
     out = a.out or medusa.models_dir()
-    medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1)})
+    run = json.loads((ckpt / "progress.json").read_text())  # positions, steps, batch, lr of this run
+    medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1), "epochs": a.epochs,
+                                   **{k: run[k] for k in ("positions", "total_steps", "batch", "lr") if k in run}})
     print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
     return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])
 
@@ -143,7 +152,6 @@ SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
 
 def sweep_medusa(argv: list[str]) -> int:
     """Measure A, draft and verify cost against the budget on unseen ShareGPT prompts → sweep.json."""
-    import json
     import statistics
 
     from specviz.heads import distill, medusa
