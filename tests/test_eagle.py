@@ -246,6 +246,7 @@ def tiny_data(tokenizer):
 
 
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
+    from specviz.heads import eagle_replay
     from specviz.heads import eagle_train as et
 
     lm, prompts, seqs = tiny_data
@@ -267,7 +268,7 @@ def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
         t = eagle.generate(lm, lm.encode_prompt(p), s, eagle.Config(head=str(tmp_path / "head")))
         assert t.output_ids == ar.generate(lm, lm.encode_prompt(p), s).output_ids
         assert t.mean_accepted > 1.5
-    replay = et.replay_accepted(head, lm, seqs[:2], [eagle.Config(depth=3, top_k=3, total_tokens=6)])
+    replay = eagle_replay.replay_accepted(head, lm, seqs[:2], [eagle.Config(depth=3, top_k=3, total_tokens=6)])
     assert replay["dynamic/3/3/6"]["A"] > 1.5
 
 

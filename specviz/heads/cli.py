@@ -37,11 +37,9 @@ def train(head: str, argv: list[str]) -> int:
 def calibrate(head: str, argv: list[str]) -> int:
     """Dispatch `calibrate <head>`; returns an exit code."""
     if head == "eagle":
-        from specviz.heads import eagle_train
+        from specviz.heads import eagle_replay
 
-        if not hasattr(eagle_train, "calibrate_main"):
-            return _fail("The EAGLE head is calibrated at the end of `train eagle`.")
-        return eagle_train.calibrate_main(argv)
+        return eagle_replay.calibrate_main(argv)
     if head != "medusa":
         return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
     return _guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
