@@ -50,6 +50,10 @@ def test_save_load_and_clear_errors(tiny_lm, tmp_path) -> None:
     h = torch.randn(2, 64)
     torch.testing.assert_close(back(h), heads(h))
     assert len(load_heads(tiny_lm, tmp_path, num_heads=2).blocks) == 2
+    save_heads(heads, tmp_path / "bf16", dtype=torch.bfloat16)  # how the committed heads are stored
+    small = load_heads(tiny_lm, tmp_path / "bf16")
+    for got, had in zip(small.blocks.parameters(), heads.blocks.parameters(), strict=True):
+        assert got.dtype == torch.float32 and torch.equal(got, had.to(torch.bfloat16).float())
     with pytest.raises(HeadsError, match="between 1 and 3"):
         load_heads(tiny_lm, tmp_path, num_heads=4)
     with pytest.raises(HeadsError, match="train"):

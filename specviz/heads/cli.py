@@ -115,7 +115,8 @@ def train_medusa(argv: list[str]) -> int:
     out = a.out or medusa.models_dir()
     run = json.loads((ckpt / "progress.json").read_text())  # positions, steps, batch, lr of this run
     medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1), "epochs": a.epochs,
-                                   **{k: run[k] for k in ("positions", "total_steps", "batch", "lr") if k in run}})
+                                   **{k: run[k] for k in ("positions", "total_steps", "batch", "lr") if k in run}},
+                      dtype=torch.bfloat16)
     print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
     return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])
 

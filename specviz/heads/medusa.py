@@ -86,9 +86,9 @@ class MedusaHeads(nn.Module):
         p, idx = probs.topk(k, dim=-1)
         return self.vocab[idx], p
 
-    def state(self) -> dict[str, torch.Tensor]:
-        """Trainable weights plus the vocabulary map, for safetensors."""
-        out = {k: v.detach().contiguous() for k, v in self.blocks.state_dict().items()}
+    def state(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """Trainable weights (optionally cast to dtype) plus the vocabulary map, for safetensors."""
+        out = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in self.blocks.state_dict().items()}
         out["vocab"] = self.vocab.to(torch.int32)
         return out
 
@@ -106,13 +106,18 @@ def new_heads(lm, cfg: HeadsConfig, vocab: torch.Tensor) -> MedusaHeads:
     return MedusaHeads(cfg, vocab, lm.lm_head.weight.float())
 
 
-def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None) -> Path:
-    """Write weights (safetensors) and config (JSON) into folder; atomic per file."""
+def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None,
+               dtype: torch.dtype | None = None) -> Path:
+    """Write weights (safetensors, cast to dtype if given) and config (JSON) into folder; atomic per file.
+
+    Checkpoints keep fp32 so a resumed run is exact; the committed heads are stored in bf16 (half the
+    size) and loaded back into fp32, and their calibration is measured on those rounded weights.
+    """
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / (WEIGHTS_FILE + ".partial")
-    save_file(heads.state(), str(tmp), metadata={"format": FORMAT})
+    save_file(heads.state(dtype), str(tmp), metadata={"format": FORMAT})
     tmp.rename(folder / WEIGHTS_FILE)
     meta = {**asdict(heads.cfg), **(extra or {})}
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=1))
@@ -152,7 +157,7 @@ def load_heads(lm, folder: Path | None = None, num_heads: int | None = None) -> 
     vocab = state.pop("vocab").long()
     heads = MedusaHeads(cfg, vocab, lm.lm_head.weight.float())
     try:
-        heads.blocks.load_state_dict(state)
+        heads.blocks.load_state_dict(state)  # copies into the fp32 parameters, whatever the stored dtype
     except RuntimeError as exc:
         raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({exc}).") from exc
     if num_heads is not None:
