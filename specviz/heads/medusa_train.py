@@ -38,7 +38,7 @@ Tick = Callable[[int, int, float], None]  # (step, total steps, loss)
 class TrainConfig:
     """Optimisation settings for the heads."""
 
-    epochs: float = 2.0  # passes over the training positions (fractions allowed)
+    epochs: float = 1.5  # passes over the training positions (fractions allowed)
     batch: int = 256  # positions per step
     lr: float = 1e-3  # AdamW peak learning rate, cosine decay after 2% warm-up
     seed: int = 0

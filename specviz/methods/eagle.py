@@ -28,10 +28,10 @@ class Config:
     """Tree shape and the head; defaults tuned on this 2-core CPU (GPU reference: 5 / 10 / 60)."""
 
     # CPU defaults from an interleaved sweep (8 unseen ShareGPT prompts x 48 tokens, oneDNN fp32, against
-    # plain decoding, the committed head): 2/4/6 ran 1.59x (A 1.83); 3/4/6 1.54x (A 1.87); 3/4/8 1.45x
-    # (A 1.94); 4/4/10 1.34x (A 1.97); 5/6/16 1.22x (A 2.10). Each draft round costs ~3 ms of a ~40 ms
-    # step and a verify pass grows past ~11 tokens, so a shallow, narrow tree wins on this CPU; deeper
-    # trees raise A but not speed.
+    # plain decoding, the committed head): 2/4/6 ran 1.49x (A 1.86); 3/4/6 1.44x (A 1.87); 3/4/8 1.39x
+    # (A 2.01); 4/4/10 1.37x (A 2.08); 5/6/16 1.24x (A 2.20); 6/6/20 1.08x (A 2.21). Each draft round
+    # costs ~2.5 ms of a ~37 ms step and a verify pass grows past ~11 tokens, so a shallow, narrow tree
+    # wins on this CPU; deeper trees raise A but not speed.
     depth: int = 2  # draft rounds = deepest drafted token
     top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
     total_tokens: int = 6  # nodes verified in one target forward, root included

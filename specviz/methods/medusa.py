@@ -29,7 +29,7 @@ class Config:
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
 
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
-    budget: int = 6  # B: drafted nodes (root extra); best measured A/r in models/medusa/sweep.json (oneDNN fp32)
+    budget: int = 4  # B: drafted nodes (root extra); fastest in models/medusa/sweep.json (oneDNN fp32)
     acceptance: str = "greedy"  # "greedy": lossless (exact match at T=0, tree rejection sampling at T>0)
     eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
     delta: float = 0.3
