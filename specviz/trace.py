@@ -83,6 +83,11 @@ class Trace:
         return sum(s.wall_s for s in self.steps)
 
     @property
+    def s_per_token(self) -> float:
+        """Decoding wall seconds per new token: plain decoding's yardstick for a running speedup."""
+        return self.decode_s / max(1, self.new_tokens)
+
+    @property
     def mean_step_s(self) -> float:
         return self.decode_s / max(1, len(self.steps))
 

@@ -52,7 +52,7 @@ alt = run_method("eagle", other, s)
 if trace is None:
     st.stop()
 
-ar_token_s = ar.decode_s / max(1, ar.new_tokens) if ar is not None else None
+ar_token_s = ar.s_per_token if ar is not None else None
 m = st.columns(5)
 m[0].metric(f"A ({tree_kind})", f"{trace.mean_accepted:.2f}",
             help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")

@@ -51,8 +51,7 @@ if ar is not None and la is not None:
     k = step_slider("Step", len(work), "lookahead.step")
     if work:
         d = la.steps[work[k]].detail
-        per_token = ar.decode_s / ar.new_tokens if ar.new_tokens else None  # plain decoding, same prompt
-        show_figure(steps_figure(la, per_token, upto=work[k]), "lookahead_steps")
+        show_figure(steps_figure(la, ar.s_per_token, upto=work[k]), "lookahead_steps")
         show_figure(window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"),
                     "lookahead_window")
         left, right = st.columns(2)

@@ -52,7 +52,7 @@ ar = run_method("ar", None, s)
 if trace is None:
     st.stop()
 
-ar_token_s = ar.decode_s / max(1, ar.new_tokens) if ar is not None else None
+ar_token_s = ar.s_per_token if ar is not None else None
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("A (tokens per forward pass)", f"{trace.mean_accepted:.2f}",
           help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
