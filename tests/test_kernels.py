@@ -68,3 +68,53 @@ def test_environment_picks_kernels_unless_the_caller_does(monkeypatch):
     assert load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None).kernels == "aten"
     explicit = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None, kernels="onednn")
     assert explicit.kernels == "onednn"
+
+
+def test_medusa_topk_through_the_packed_projection_matches_the_plain_product(tokenizer):
+    """The heads' inference path (prepacked draft-vocab projection) ranks and scores as the plain matmul."""
+    from specviz.heads.medusa import HeadsConfig, MedusaHeads
+    from tests.conftest import make_tiny
+
+    lm = make_tiny(tokenizer)
+    lm.hf.to(torch.float32)
+    vocab = torch.arange(0, lm.hf.config.vocab_size, 3)
+    heads = MedusaHeads(HeadsConfig(num_heads=3, hidden_size=lm.hf.config.hidden_size, layers=1),
+                        vocab, lm.lm_head.weight.float()).eval()
+    torch.manual_seed(0)
+    for blk in heads.blocks:
+        torch.nn.init.normal_(blk[0].linear.weight, std=0.2)
+    h = torch.randn(lm.hf.config.hidden_size)
+    ids, probs = heads.topk(h, 5)
+    assert isinstance(heads._packed, PackedLinear)
+    with torch.inference_mode():
+        want = torch.softmax(heads(h), dim=-1).topk(5, dim=-1)
+    torch.testing.assert_close(probs, want.values, rtol=1e-5, atol=1e-6)
+    assert torch.equal(ids, vocab[want.indices])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eagle_fast_head_is_a_packed_copy_that_drafts_the_same(tokenizer, dtype):
+    """The drafter's packed copy gives the head's own outputs; the trained head is left untouched."""
+    from specviz.heads.eagle import EagleHead, fast_head, new_head
+    from tests.conftest import make_tiny
+
+    if not can_pack(torch.device("cpu"), dtype):
+        pytest.skip("no oneDNN kernels for this dtype on this CPU")
+    lm = make_tiny(tokenizer)
+    lm.hf.to(torch.float32)
+    head = new_head(lm.hf.config, "tiny").eval()
+    fast, project = fast_head(head, lm.lm_head, dtype)
+    assert fast is not head and isinstance(fast.fc, PackedLinear) and isinstance(project, PackedLinear)
+    assert type(head.fc) is nn.Linear and head.fc.weight.dtype == torch.float32
+    assert fast_head(head, lm.lm_head, dtype)[0] is fast  # made once per head and dtype
+    h = lm.hf.config.hidden_size
+    feats, embeds = torch.randn(1, 3, h), torch.randn(1, 3, h)
+    pos = torch.arange(3)[None]
+    mask = torch.zeros(1, 1, 3, 3).masked_fill_(~torch.ones(3, 3, dtype=torch.bool).tril(), float("-inf"))
+    with torch.inference_mode():
+        want = EagleHead.forward(head, feats, embeds, pos, None, mask)
+        got = fast(feats.to(dtype), embeds.to(dtype), pos, None, mask.to(dtype)).float()
+        logits = project(got.to(dtype)).float()
+    tol = 1e-4 if dtype == torch.float32 else 6e-2
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    torch.testing.assert_close(logits, got.to(dtype).float() @ lm.lm_head.weight.float().T, rtol=tol, atol=tol)

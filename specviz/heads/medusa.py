@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.model import ModelError
+from specviz.model import ModelError, PackedLinear, can_pack
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -70,6 +70,19 @@ class MedusaHeads(nn.Module):
         self.register_buffer("vocab", vocab.long(), persistent=False)  # [Vd] token ids
         # [Vd, H]: the frozen LM head's rows for the draft vocabulary (not saved: it is the model's)
         self.register_buffer("proj", lm_weight[vocab.long()].detach().clone(), persistent=False)
+        self._packed: nn.Module | None = None  # inference-only oneDNN copy of proj, made on first topk
+
+    def _project(self, feats: torch.Tensor) -> torch.Tensor:
+        """feats [..., H] → draft logits [..., Vd]; at inference on a CPU, through a prepacked weight.
+
+        `feats @ proj.T` in fp32 takes about 2.3 ms for the 4 head rows on 2 cores; the same product
+        with the weight prepacked for oneDNN (as the target's own linears are) takes about 0.25 ms.
+        """
+        if self._packed is None and can_pack(self.proj.device, self.proj.dtype):
+            lin = nn.Linear(self.proj.shape[1], self.proj.shape[0], bias=False, device=self.proj.device)
+            lin.weight.data = self.proj
+            self._packed = PackedLinear(lin, keep_weight=False)
+        return feats @ self.proj.T if self._packed is None else self._packed(feats)
 
     def features(self, h: torch.Tensor) -> torch.Tensor:
         """h [..., H] → per-head features [..., K, H]."""
@@ -82,7 +95,7 @@ class MedusaHeads(nn.Module):
     @torch.inference_mode()
     def topk(self, h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-k (token ids [K, k], probs [K, k]) of each head for one hidden state h [H]."""
-        probs = torch.softmax(self(h).float(), dim=-1)  # [K, Vd]
+        probs = torch.softmax(self._project(self.features(h.to(self.proj.dtype))).float(), dim=-1)  # [K, Vd]
         p, idx = probs.topk(k, dim=-1)
         return self.vocab[idx], p
 
