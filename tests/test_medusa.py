@@ -191,3 +191,37 @@ def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
     again = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")  # finished: resumes at the last step
     h = torch.randn(3, 64)
     torch.testing.assert_close(again(h), heads(h))
+
+
+def test_teacher_distribution_is_the_models_own_next_token(tiny_lm) -> None:
+    """Soft targets: head k's teacher at h_t is the model's distribution from h_{t+k}, whose argmax is
+    the distilled (greedy) token t+1+k, the hard target."""
+    from specviz.heads.distill import distill_batch
+    from specviz.heads.medusa_train import IGNORE, draft_map, positions, teacher_probs
+
+    seqs = distill_batch(tiny_lm, ["Count from one to ten.", "Name three colours."], 12)
+    vocab = torch.arange(tiny_lm.hf.config.vocab_size)
+    heads = new_heads(tiny_lm, HeadsConfig(num_heads=3, hidden_size=64, draft_vocab=len(vocab), model="tiny"),
+                      vocab)
+    hidden, targets = positions(seqs, 3, draft_map(vocab, len(vocab)))
+    idx = torch.arange(len(hidden))
+    teacher = teacher_probs(heads, hidden, targets, idx)
+    valid = targets != IGNORE
+    assert valid.sum() > 20 and torch.equal(teacher.argmax(-1)[valid], targets[valid])
+    torch.testing.assert_close(teacher.sum(-1)[valid], torch.ones(int(valid.sum())))
+    assert float(teacher[~valid].abs().sum()) == 0.0
+
+
+def test_soft_loss_with_one_hot_teacher_is_the_hard_loss() -> None:
+    from specviz.heads.medusa_train import IGNORE, head_loss
+
+    torch.manual_seed(0)
+    logits = torch.randn(5, 2, 7)
+    targets = torch.tensor([[1, 2], [3, IGNORE], [0, 6], [4, 4], [IGNORE, IGNORE]])
+    one_hot = torch.nn.functional.one_hot(targets.clamp_min(0), 7).float() * (targets != IGNORE)[..., None]
+    hard, _ = head_loss(logits, targets)
+    for soft in (0.5, 1.0):
+        mixed, _ = head_loss(logits, targets, one_hot, soft)
+        torch.testing.assert_close(mixed, hard)
+    flat = torch.full((5, 2, 7), 1 / 7)
+    assert float(head_loss(logits, targets, flat, 1.0)[0]) != float(hard)

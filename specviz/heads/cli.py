@@ -80,6 +80,8 @@ def train_medusa(argv: list[str]) -> int:
     ap.add_argument("--layers", type=int, default=2, help="ResBlocks per head")
     ap.add_argument("--epochs", type=float, default=1.5)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--soft", type=float, default=medusa_train.TrainConfig.soft,
+                    help="weight of the model's own distribution as the target, against its greedy token (0-1)")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this long (0 = no limit)")
     ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
@@ -88,6 +90,8 @@ def train_medusa(argv: list[str]) -> int:
         raise ValueError(f"--threads must be at least 1, got {a.threads}.")
     if a.heads < 1 or a.draft_vocab < 16 or a.prompts < 1 or a.epochs <= 0:
         raise ValueError("heads, prompts and epochs must be positive and draft-vocab at least 16.")
+    if not 0 <= a.soft <= 1:
+        raise ValueError(f"--soft must be between 0 and 1, got {a.soft}.")
     import torch
 
     torch.set_num_threads(a.threads)
@@ -98,7 +102,7 @@ def train_medusa(argv: list[str]) -> int:
     bar.close()
     cfg = medusa.HeadsConfig(num_heads=a.heads, hidden_size=int(lm.hf.config.hidden_size), layers=a.layers,
                              draft_vocab=a.draft_vocab, model=lm.name)
-    tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes)
+    tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes, soft=a.soft)
     ckpt = a.checkpoint or (distill.cache_root() / "medusa-checkpoint")
     tbar = tqdm(unit="step", desc="train")
 
@@ -114,8 +118,9 @@ def train_medusa(argv: list[str]) -> int:
     tbar.close()
     out = a.out or medusa.models_dir()
     run = json.loads((ckpt / "progress.json").read_text())  # positions, steps, batch, lr of this run
+    kept = ("positions", "total_steps", "batch", "lr", "soft")
     medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1), "epochs": a.epochs,
-                                   **{k: run[k] for k in ("positions", "total_steps", "batch", "lr") if k in run}},
+                                   **{k: run[k] for k in kept if k in run}},
                       dtype=torch.bfloat16)
     print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
     return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])

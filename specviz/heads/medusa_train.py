@@ -44,6 +44,7 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 200  # steps between resumable checkpoints
     minutes: float = 0.0  # stop (cleanly, with a checkpoint) after this long; 0 = no limit
+    soft: float = 0.0  # weight of the soft target (the model's own distribution there) against the hard token
 
 
 def positions(seqs: list[Sequence], num_heads: int, to_draft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,19 +77,45 @@ def draft_map(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return m
 
 
-def head_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
-    """Σ_k DECAY^(k-1) · CE_k over logits [B, K, Vd] and targets [B, K]; also each head's top-1 accuracy."""
+def head_loss(logits: torch.Tensor, targets: torch.Tensor, teacher: torch.Tensor | None = None,
+              soft: float = 0.0) -> tuple[torch.Tensor, list[float]]:
+    """Σ_k DECAY^(k-1) · CE_k over logits [B, K, Vd] and targets [B, K]; also each head's top-1 accuracy.
+
+    With `teacher` (the model's own draft-vocabulary probabilities at each target, [B, K, Vd]) and
+    soft > 0, CE_k = (1 - soft) · CE(hard token) + soft · CE(teacher distribution).
+    """
     total = logits.new_zeros(())
     accs = []
     for k in range(logits.shape[1]):
         y = targets[:, k]
         ok = y >= 0
-        if ok.any():
-            total = total + DECAY**k * torch.nn.functional.cross_entropy(logits[ok, k], y[ok])
-            accs.append(float((logits[ok, k].argmax(-1) == y[ok]).float().mean()))
-        else:
+        if not ok.any():
             accs.append(float("nan"))
+            continue
+        ce = torch.nn.functional.cross_entropy(logits[ok, k], y[ok])
+        if teacher is not None and soft > 0:
+            valid = y != IGNORE  # OOV tokens still have a teacher distribution over the draft vocabulary
+            logq = torch.log_softmax(logits[valid, k], dim=-1)
+            ce = (1 - soft) * ce + soft * -(teacher[valid, k] * logq).sum(-1).mean()
+        total = total + DECAY**k * ce
+        accs.append(float((logits[ok, k].argmax(-1) == y[ok]).float().mean()))
     return total, accs
+
+
+@torch.no_grad()
+def teacher_probs(heads: MedusaHeads, hidden: torch.Tensor, targets: torch.Tensor,
+                  idx: torch.Tensor) -> torch.Tensor:
+    """The model's own distribution over the draft vocabulary for each head's target token, [B, K, Vd].
+
+    Row r of `hidden` is h_t; head k's target is token t+1+k, which the model predicts from h_{t+k},
+    stored k rows further down in the same sequence (`positions` keeps each sequence contiguous).
+    Rows whose target is IGNORE get a zero distribution.
+    """
+    k_heads = targets.shape[1]
+    rows = (idx[:, None] + torch.arange(1, k_heads + 1)[None, :]).clamp_max(len(hidden) - 1)  # [B, K]
+    valid = targets[idx] != IGNORE
+    logits = hidden[rows].float() @ heads.proj.T  # [B, K, Vd]
+    return torch.softmax(logits, dim=-1) * valid[..., None]
 
 
 def lr_at(step: int, total: int, peak: float) -> float:
@@ -152,7 +179,7 @@ def train_heads(lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ck
     step = resume(ckpt, lm, heads, opt)
     gen = torch.Generator().manual_seed(tc.seed)
     perms = [torch.randperm(len(hidden), generator=gen) for _ in range(math.ceil(tc.epochs) + 1)]
-    meta = {"positions": len(hidden), "total_steps": total, "batch": tc.batch, "lr": tc.lr}
+    meta = {"positions": len(hidden), "total_steps": total, "batch": tc.batch, "lr": tc.lr, "soft": tc.soft}
     started = time.monotonic()
     while step < total:
         order = perms[(step * tc.batch) // len(hidden)]
@@ -160,7 +187,8 @@ def train_heads(lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ck
         idx = order[at:at + tc.batch]
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, tc.lr)
-        loss, _ = head_loss(heads(hidden[idx].float()), targets[idx])
+        teacher = teacher_probs(heads, hidden, targets, idx) if tc.soft > 0 else None
+        loss, _ = head_loss(heads(hidden[idx].float()), targets[idx], teacher, tc.soft)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
