@@ -29,6 +29,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["bench", "--prompts", "README.md", "--methods", "ar,zzz"], "Unknown method"),
     (["train", "medusa", "--threads", "0"], "--threads must be at least 1"),
     (["train", "medusa", "--epochs", "0"], "must be positive"),
+    (["train", "medusa", "--soft", "2"], "--soft must be between 0 and 1"),
+    (["train", "eagle", "--ce-weight", "-1"], "--ce-weight must be >= 0"),
 ])
 def test_bad_input_is_one_line(args, reason):
     out = cli(*args)

@@ -33,7 +33,9 @@ class TrainConfig:
     batch_tokens: int = 2048  # padded tokens per optimiser step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup: int = 30  # warm-up steps
-    ce_weight: float = 0.1  # EAGLE: L = SmoothL1(features) + 0.1 × CE(tokens)
+    # EAGLE: L = SmoothL1(features) + 0.1 × CE(tokens). A 1-epoch ablation on 1,728 sequences gave held-out
+    # top-1 by depth 0.293/0.246/0.224 at 0.1, 0.302/0.262/0.225 at 1.0 and 0.302/0.260/0.224 at 3.0.
+    ce_weight: float = 0.1
     noise: float = 0.2  # EAGLE: uniform noise U(-a/2, a/2) on input features, in units of their std
     draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = full vocabulary)
     max_len: int = 512  # longer sequences are cut
@@ -309,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--batch-tokens", type=int, default=TrainConfig.batch_tokens)
     ap.add_argument("--draft-vocab", type=int, default=TrainConfig.draft_vocab)
+    ap.add_argument("--ce-weight", type=float, default=TrainConfig.ce_weight,
+                    help="weight of the token cross-entropy against the feature loss (EAGLE: 0.1)")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this long")
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
@@ -316,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also train on drafts from the head's own features, to this depth (1 = EAGLE)")
     ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
     args = ap.parse_args(argv)
+    if args.ce_weight < 0 or args.epochs <= 0:
+        raise ValueError(f"--ce-weight must be >= 0 and --epochs > 0, got {args.ce_weight} and {args.epochs}.")
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     if args.prompts:
@@ -325,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         bar.close()
     train, held = distill.load_dataset(args.data_dir, "train"), distill.load_dataset(args.data_dir, "heldout")
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
-                      draft_vocab=args.draft_vocab, unroll=args.unroll)
+                      draft_vocab=args.draft_vocab, unroll=args.unroll, ce_weight=args.ce_weight)
     folder = args.checkpoint or ckpt_dir()
     if args.fresh:
         (folder / "ckpt.json").unlink(missing_ok=True)
