@@ -31,6 +31,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["train", "medusa", "--epochs", "0"], "must be positive"),
     (["train", "medusa", "--soft", "2"], "--soft must be between 0 and 1"),
     (["train", "eagle", "--ce-weight", "-1"], "--ce-weight must be >= 0"),
+    (["calibrate", "eagle", "--live", "--shapes", "2/x"], "--shapes must look like"),
+    (["calibrate", "eagle", "--live", "--shapes", "2/4/1"], "total_tokens must be between"),
+    (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line(args, reason):
     out = cli(*args)

@@ -64,6 +64,25 @@ def test_replay_matches_the_run_at_temperature_zero(tiny_lm):
     assert rep["accepted"] == d["accepted"]
 
 
+def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
+    """The live sweep: one row per shape, greedy outputs identical, the default ringed in its figure."""
+    shapes = ((1, 2, 3), (2, 4, 6))
+    out = eagle.measure_sweep(tiny_lm, ["Say hi.", "Count"], shapes, max_new_tokens=6, repeats=1,
+                              head="random", progress=lambda _m: None)
+    rows = out["rows"]
+    assert [(r["depth"], r["top_k"], r["total_tokens"]) for r in rows] == list(shapes)
+    assert all(r["identical"] == r["prompts"] == 2 for r in rows)
+    assert all(r["speedup"] > 0 and 1 <= r["A"] <= 6 and r["verify_ms"] > 0 for r in rows)
+    d = eagle.Config()
+    assert out["chosen"] == {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}
+    assert out["best"] in rows
+    fig = viz.sweep_figure(out)
+    assert list(fig.data[0].text) == ["1/2/3", "2/4/6"]
+    ringed = [w > 0 for w in fig.data[0].marker.line.width]
+    assert ringed == [(r["depth"], r["top_k"], r["total_tokens"]) == (d.depth, d.top_k, d.total_tokens)
+                      for r in rows]  # the default shape is ringed
+
+
 @pytest.mark.real_model
 def test_eagle_page_live():
     at = app_on("views/eagle.py", max_new_tokens=16)
@@ -75,6 +94,8 @@ def test_eagle_page_live():
     assert kept == eagle.Config.total_tokens
     assert len(titled(specs, "Tree-attention mask")["data"][0]["z"]) == eagle.Config.total_tokens
     assert titled(specs, "static vs dynamic") and titled(specs, "What the head consumes")
+    shapes = titled(specs, "Tree shapes measured")  # models/eagle/live_sweep.json, committed
+    assert len(shapes["data"][0]["x"]) == len(eagle.SWEEP_SHAPES)
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception

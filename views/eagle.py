@@ -8,13 +8,14 @@ from dataclasses import asdict, replace
 import streamlit as st
 
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
-from specviz.methods.eagle import Config, replay_trees
+from specviz.methods.eagle import SWEEP_PATH, Config, replay_trees
 from specviz.trace import Trace
 from specviz.viz.eagle import (
     compare_figure,
     draft_verify_figure,
     feature_figure,
     growth_figure,
+    sweep_figure,
     verify_figures,
 )
 from specviz.viz.tree import steps_figure, token_strip
@@ -103,5 +104,13 @@ if drafted:
         show_figure(compare_figure(_replay(key, step.index, trace, cfg)), "eagle_static_vs_dynamic")
     show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
 show_figure(draft_verify_figure(trace), "eagle_costs")
+if SWEEP_PATH.is_file():
+    try:
+        sweep = json.loads(SWEEP_PATH.read_text(encoding="utf-8"))
+        show_figure(sweep_figure(sweep), "eagle_sweep")
+        st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
+    except (ValueError, KeyError, TypeError) as exc:
+        st.warning(f"{SWEEP_PATH} could not be read ({exc}); re-measure with "
+                   "`python -m specviz calibrate eagle --live`.")
 with st.expander("How this head was trained"):
     st.json(head_cfg.train or {"note": "no training record"})

@@ -39,7 +39,7 @@ def calibrate(head: str, argv: list[str]) -> int:
     if head == "eagle":
         from specviz.heads import eagle_replay
 
-        return eagle_replay.calibrate_main(argv)
+        return _guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
     if head != "medusa":
         return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
     return _guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
@@ -204,6 +204,40 @@ def sweep_medusa(argv: list[str]) -> int:
                    "2 shared CPU cores, fp32; medians, each Medusa run interleaved with a plain run."}
     (folder / "sweep.json").write_text(json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))
+    return 0
+
+
+def sweep_eagle(argv: list[str]) -> int:
+    """Measure A, speedup and draft / verify cost of EAGLE tree shapes live → models/eagle/live_sweep.json."""
+    from specviz.methods import eagle
+
+    ap = _Parser(prog="python -m specviz calibrate eagle --live")
+    ap.add_argument("--live", action="store_true")
+    ap.add_argument("--head", default="", help="head folder (default: models/eagle)")
+    ap.add_argument("--prompts", type=int, default=8, help="unseen ShareGPT prompts to decode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--shapes", default=",".join("/".join(map(str, s)) for s in eagle.SWEEP_SHAPES),
+                    help="depth/top_k/total_tokens, comma-separated")
+    ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/eagle/live_sweep.json)")
+    a = ap.parse_args(argv)
+    try:
+        shapes = tuple(tuple(int(x) for x in s.split("/")) for s in a.shapes.split(","))
+    except ValueError:
+        raise ValueError(f"--shapes must look like 2/4/6,3/4/8, got {a.shapes!r}.") from None
+    if any(len(s) != 3 for s in shapes) or a.prompts < 1 or a.repeats < 1 or a.max_new_tokens < 2:
+        raise ValueError("--shapes needs depth/top_k/total_tokens triples; --prompts and --repeats at least 1, "
+                         "--max-new-tokens at least 2.")
+    for d, k, n in shapes:
+        eagle.Config(depth=d, top_k=k, total_tokens=n)  # a ConfigError (a ValueError) names a bad shape
+    out = a.out or eagle.SWEEP_PATH
+    res = eagle.write_sweep(out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens,
+                            repeats=a.repeats, head=a.head)
+    for r in sorted(res["rows"], key=lambda r: -r["speedup"]):
+        shape = f"{r['depth']}/{r['top_k']}/{r['total_tokens']}"
+        print(f"{shape:8s} {r['speedup']:.3f}x  A {r['A']:.2f}  draft {r['draft_ms']:.1f} ms  "
+              f"verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}")
+    print(f"wrote {out}")
     return 0
 
 

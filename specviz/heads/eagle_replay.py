@@ -87,15 +87,15 @@ def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dic
 
 def calibrate_main(argv: list[str] | None = None) -> int:
     """python -m specviz calibrate eagle: replay tree configs offline, time the verify pass, write sweep.json."""
-    import argparse
     import itertools
 
     from specviz.heads import distill
+    from specviz.heads.cli import _Parser  # raises on bad input, so the CLI prints one line and exits 2
     from specviz.heads.eagle import load_head
     from specviz.methods.eagle import Config
     from specviz.model import load_model
 
-    ap = argparse.ArgumentParser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
+    ap = _Parser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
     ap.add_argument("--head", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--sequences", type=int, default=24)
     ap.add_argument("--depths", default="4,5,6")

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.trace import StepTrace, Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, method_color
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
 from specviz.viz.tree import _dfs_order, mask_figure, token_strip, tree_figure
 
 EAGLE = method_color("eagle")
@@ -192,6 +192,35 @@ def draft_verify_figure(trace: Trace, slide: bool = False) -> go.Figure:
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="ms")
     return apply(fig, "Where a step's time goes", slide, height=300)
+
+
+def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:
+    """Measured tree shapes: A (tokens per step) against speedup, one point per depth/top_k/total_tokens.
+
+    Deeper and wider trees move right (more tokens per target pass) but also down once their draft
+    rounds and verify width cost more than those tokens earn; the default shape is ringed.
+    """
+    rows = sweep["rows"]
+    chosen = sweep.get("chosen", {})
+
+    def is_chosen(r: dict) -> bool:
+        return all(r[k] == chosen.get(k) for k in ("depth", "top_k", "total_tokens"))
+
+    text = [f"{r['depth']}/{r['top_k']}/{r['total_tokens']}" for r in rows]
+    fig = go.Figure(go.Scatter(
+        x=[r["A"] for r in rows], y=[r["speedup"] for r in rows], mode="markers+text", text=text,
+        textposition="top center", showlegend=False,
+        marker={"size": [8 + 1.2 * r["total_tokens"] for r in rows], "color": EAGLE, "opacity": 0.8,
+                "line": {"width": [4 if is_chosen(r) else 0 for r in rows], "color": "#111827"}},
+        customdata=[[r["draft_ms"], r["verify_ms"], r["identical"], r["prompts"]] for r in rows],
+        hovertemplate="depth/top_k/total %{text}: %{y:.2f}×, A = %{x:.2f}<br>draft %{customdata[0]:.1f} ms, "
+                      "verify %{customdata[1]:.1f} ms per step<br>identical to plain decoding: "
+                      "%{customdata[2]}/%{customdata[3]}<extra></extra>"))
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": REJECT}, annotation_text="plain decoding")
+    fig.update_xaxes(title="A: tokens per target forward")
+    fig.update_yaxes(title="speedup over ar (median ratio)")
+    title = title or "Tree shapes measured on this machine (depth/top_k/total_tokens; ringed = default)"
+    return apply(fig, title, slide, height=420)
 
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
