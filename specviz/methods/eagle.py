@@ -335,53 +335,29 @@ def measure_sweep(lm: LoadedModel, prompts: list[str], shapes: tuple[tuple[int, 
     Per prompt, plain decoding and every shape run interleaved, `repeats` times; speedup is the median
     over prompts of (median ar wall time / median EAGLE wall time), so a busy machine slows both sides.
     """
-    import os
     import statistics
 
-    from specviz.methods import autoregressive
+    from specviz import sweep
 
-    s = Sampling(max_new_tokens=max_new_tokens)
     cfgs = [Config(depth=d, top_k=k, total_tokens=n, head=head) for d, k, n in shapes]
-    encoded = [lm.encode_prompt(p) for p in prompts]
-    secs = [[[] for _ in encoded] for _ in range(len(cfgs) + 1)]  # [setting][prompt] -> seconds; 0 = ar
-    toks, steps, same = [0] * len(cfgs), [0] * len(cfgs), [0] * len(cfgs)
-    ar_token_ms: list[float] = []
-    draft_ms: list[list[float]] = [[] for _ in cfgs]
-    verify_ms: list[list[float]] = [[] for _ in cfgs]
-    for rep in range(repeats):
-        for p, ids in enumerate(encoded):
-            progress(f"repeat {rep + 1}/{repeats}, prompt {p + 1}/{len(encoded)}")
-            t = time.perf_counter()
-            plain = autoregressive.generate(lm, ids, s)
-            secs[0][p].append(time.perf_counter() - t)
-            want = plain.output_ids
-            ar_token_ms.append(1000 * plain.decode_s / max(1, plain.new_tokens))
-            for i, cfg in enumerate(cfgs):
-                t = time.perf_counter()
-                trace = generate(lm, ids, s, cfg)
-                secs[i + 1][p].append(time.perf_counter() - t)
-                if rep == 0:
-                    toks[i], steps[i] = toks[i] + trace.new_tokens, steps[i] + len(trace.steps)
-                    same[i] += trace.output_ids == want
-                    drafted = [x for x in trace.steps if x.forward_tokens > 1]
-                    draft_ms[i] += [1000 * x.draft_s for x in drafted]
-                    verify_ms[i] += [1000 * x.verify_s for x in drafted]
-    med = [[statistics.median(x) for x in row] for row in secs]
+    measured, plain = sweep.interleaved(lm, prompts, cfgs, generate, max_new_tokens, repeats, progress,
+                                        lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}")
 
     def mid(xs: list[float]) -> float:
         return round(statistics.median(xs), 2) if xs else 0.0
 
-    rows = [{"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens,
-             "speedup": round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
-             "A": round(toks[i] / max(1, steps[i]), 4), "draft_ms": mid(draft_ms[i]), "verify_ms": mid(verify_ms[i]),
-             "identical": same[i], "prompts": len(encoded)} for i, c in enumerate(cfgs)]
-    default = Config()
-    return {"command": SWEEP_COMMAND, "function": "specviz.methods.eagle.measure_sweep",
-            "device": lm.describe(), "threads": torch.get_num_threads(),
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "max_new_tokens": max_new_tokens, "repeats": repeats, "ar_ms_per_token": mid(ar_token_ms),
-            "prompts": prompts, "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
-            "chosen": {"depth": default.depth, "top_k": default.top_k, "total_tokens": default.total_tokens}}
+    def per_step(m, key: str) -> float:  # median over drafting steps of the first repeat, in ms
+        return mid([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
+
+    rows = [{"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens, "speedup": m.speedup, "A": m.A,
+             "draft_ms": per_step(m, "draft_s"), "verify_ms": per_step(m, "verify_s"),
+             "identical": m.identical, "prompts": len(prompts)} for c, m in zip(cfgs, measured, strict=True)]
+    d = Config()
+    return {**sweep.header(lm, SWEEP_COMMAND, "specviz.methods.eagle.measure_sweep", max_new_tokens, repeats,
+                           prompts),
+            "ar_ms_per_token": mid([1000 * t.decode_s / max(1, t.new_tokens) for t in plain]),
+            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
+            "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}}
 
 
 def write_sweep(path: Path | str = SWEEP_PATH, n_prompts: int = 8, progress=print, **kw) -> dict:

@@ -178,43 +178,19 @@ def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] 
 
     Speedup is the median over prompts of (median ar wall time / median lookahead wall time).
     """
-    import statistics
+    from specviz import sweep
 
-    from specviz.methods import autoregressive
-
-    s = Sampling(max_new_tokens=max_new_tokens)
     cfgs = [Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
-    encoded = [lm.encode_prompt(p) for p in prompts]
-    secs = [[[] for _ in encoded] for _ in range(len(cfgs) + 1)]  # [setting][prompt] -> seconds; 0 = ar
-    toks, steps, same = [0] * len(cfgs), [0] * len(cfgs), [0] * len(cfgs)
-    for rep in range(repeats):
-        for p, ids in enumerate(encoded):
-            progress(f"repeat {rep + 1}/{repeats}, prompt {p + 1}/{len(encoded)}")
-            t = time.perf_counter()
-            want = autoregressive.generate(lm, ids, s).output_ids
-            secs[0][p].append(time.perf_counter() - t)
-            for i, cfg in enumerate(cfgs):
-                t = time.perf_counter()
-                trace = generate(lm, ids, s, cfg)
-                secs[i + 1][p].append(time.perf_counter() - t)
-                toks[i], steps[i] = toks[i] + trace.new_tokens, steps[i] + len(trace.steps)
-                same[i] += trace.output_ids == want and rep == 0
-                progress(f"  W={cfg.window} N={cfg.ngram} G={cfg.guesses}: A={trace.mean_accepted:.2f}, "
-                         f"{secs[0][p][-1] / secs[i + 1][p][-1]:.2f}x")
-    med = [[statistics.median(x) for x in row] for row in secs]
+    measured, _ = sweep.interleaved(lm, prompts, cfgs, generate, max_new_tokens, repeats, progress,
+                                    lambda c: f"W={c.window} N={c.ngram} G={c.guesses}")
     rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
-             "speedup": round(statistics.median(a / b for a, b in zip(med[0], med[i + 1])), 4),
-             "A": round(toks[i] / max(1, steps[i]), 4), "identical": same[i], "prompts": len(encoded)}
-            for i, c in enumerate(cfgs)]
-    best = max(rows, key=lambda r: r["speedup"])
-    import os
-
-    return {"command": SWEEP_COMMAND, "function": "specviz.methods.lookahead.measure_sweep",
-            "device": lm.describe(), "threads": torch.get_num_threads(),
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "max_new_tokens": max_new_tokens, "repeats": repeats,
-            "prompts": prompts, "rows": rows, "best": best,
-            "chosen": {"window": Config().window, "ngram": Config().ngram, "guesses": Config().guesses}}
+             "speedup": m.speedup, "A": m.A, "identical": m.identical, "prompts": len(prompts)}
+            for c, m in zip(cfgs, measured, strict=True)]
+    d = Config()
+    return {**sweep.header(lm, SWEEP_COMMAND, "specviz.methods.lookahead.measure_sweep", max_new_tokens, repeats,
+                           prompts),
+            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
+            "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses}}
 
 
 def write_sweep(path: str = SWEEP_PATH, n_prompts: int = 7, **kw) -> dict:

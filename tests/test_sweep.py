@@ -1,0 +1,45 @@
+"""Tuning sweeps: settings timed against plain decoding, interleaved; the rows the pages draw."""
+
+from __future__ import annotations
+
+from specviz import sweep
+from specviz.methods import autoregressive, lookahead
+from specviz.viz.lookahead import sweep_figure
+
+
+def test_interleaved_counts_identity_and_accepted_length(tiny_lm):
+    calls = []
+
+    def gen(lm, ids, s, cfg):
+        calls.append(cfg)
+        return lookahead.generate(lm, ids, s, cfg)
+
+    cfgs = [lookahead.Config(window=1, ngram=2, guesses=2), lookahead.Config(window=3, ngram=2, guesses=2)]
+    measured, plain = sweep.interleaved(tiny_lm, ["Say hi.", "Count to five."], cfgs, gen, max_new_tokens=6,
+                                        repeats=2, progress=lambda _m: None)
+    assert calls == cfgs * 4  # 2 repeats x 2 prompts, every setting after its plain run
+    assert len(plain) == 2 and all(len(m.traces) == 2 for m in measured)
+    for m in measured:
+        assert m.identical == 2 and m.speedup > 0
+        assert m.A == round(sum(t.new_tokens for t in m.traces) / sum(len(t.steps) for t in m.traces), 4)
+
+
+def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
+    """A 'method' that decodes fewer tokens than plain decoding is counted as not identical."""
+    from dataclasses import replace
+
+    def short(lm, ids, s, _cfg):
+        return autoregressive.generate(lm, ids, replace(s, max_new_tokens=2))
+
+    measured, _ = sweep.interleaved(tiny_lm, ["Say hi."], [None], short, max_new_tokens=6,
+                                    progress=lambda _m: None)
+    assert measured[0].identical == 0 and measured[0].A == 1.0
+
+
+def test_lookahead_sweep_rows_feed_its_figure(tiny_lm):
+    out = lookahead.measure_sweep(tiny_lm, ["Say hi."], windows=(1, 2), shapes=((2, 2),), max_new_tokens=6,
+                                  progress=lambda _m: None)
+    assert [r["window"] for r in out["rows"]] == [1, 2] and all(r["identical"] == 1 for r in out["rows"])
+    assert {"command", "device", "threads", "prompts", "best", "chosen"} <= set(out)
+    fig = sweep_figure(out)
+    assert list(fig.data[0].x) == [1, 2]
