@@ -21,7 +21,8 @@ def test_interleaved_counts_identity_and_accepted_length(tiny_lm):
     assert len(plain) == 2 and all(len(m.traces) == 2 for m in measured)
     for m in measured:
         assert m.identical == 2 and m.speedup > 0
-        assert m.A == round(sum(t.new_tokens for t in m.traces) / sum(len(t.steps) for t in m.traces), 4)
+        mean = round(sum(t.new_tokens for t in m.traces) / sum(len(t.steps) for t in m.traces), 4)
+        assert m.A == mean
 
 
 def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
