@@ -22,7 +22,7 @@ def test_interleaved_counts_identity_and_accepted_length(tiny_lm):
     for m in measured:
         assert m.identical == 2 and m.speedup > 0
         mean = round(sum(t.new_tokens for t in m.traces) / sum(len(t.steps) for t in m.traces), 4)
-        assert m.A == mean
+        assert mean == m.A
 
 
 def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
