@@ -118,3 +118,17 @@ def test_eagle_fast_head_is_a_packed_copy_that_drafts_the_same(tokenizer, dtype)
     tol = 1e-4 if dtype == torch.float32 else 6e-2
     torch.testing.assert_close(got, want, rtol=tol, atol=tol)
     torch.testing.assert_close(logits, got.to(dtype).float() @ lm.lm_head.weight.float().T, rtol=tol, atol=tol)
+
+
+def test_eagle_fast_head_without_onednn_is_the_head_cast_in_place(tokenizer):
+    """Where nothing can be packed (here float64; a GPU alike) the head is cast each time, never cached stale."""
+    from specviz.heads.eagle import fast_head, new_head
+    from tests.conftest import make_tiny
+
+    lm = make_tiny(tokenizer)
+    lm.hf.to(torch.float64)
+    head = new_head(lm.hf.config, "tiny").eval()
+    fast, project = fast_head(head, lm.lm_head, torch.float64)
+    assert fast is head and head.fc.weight.dtype == torch.float64
+    assert type(project) is nn.Linear and project.weight.dtype == torch.float64
+    assert project.weight.shape == lm.lm_head.weight.shape
