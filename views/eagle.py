@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, replace
+from statistics import median
 
 import streamlit as st
 
@@ -66,8 +67,10 @@ if ar is not None:
                      "not the exact tokens.")
 drafted = [x for x in trace.steps if x.detail.get("tree")]
 if drafted:
-    m[4].metric("draft / verify per step", f"{1000 * sum(x.draft_s for x in drafted) / len(drafted):.0f} / "
-                f"{1000 * sum(x.verify_s for x in drafted) / len(drafted):.0f} ms")
+    m[4].metric("draft / verify per step", f"{1000 * median(x.draft_s for x in drafted):.1f} / "
+                f"{1000 * median(x.verify_s for x in drafted):.0f} ms",
+                help="Medians over this run's drafting steps, so a slow first step (kernels warming up) does "
+                     "not dominate.")
 show_figure(steps_figure(trace, ar_token_s), "eagle_steps")
 
 
