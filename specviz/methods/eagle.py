@@ -31,7 +31,7 @@ class Config:
     # ShareGPT prompts x 48 tokens, each shape interleaved with plain decoding, 2 repeats, median ratios):
     # 2/4/6 ran 1.66x (A 1.84); 2/2/4 1.66x (A 1.74); 3/4/6 1.60x (A 1.86); 3/4/8 1.49x (A 1.97); 4/4/10
     # 1.46x (A 2.05); 5/6/16 1.37x (A 2.17); 6/6/20 1.18x (A 2.19). A draft round costs ~1.2 ms and a
-    # verify pass jumps from ~34 to ~40 ms between 6 and 8 nodes, so a shallow, narrow tree wins on this
+    # verify pass jumps from ~34 to ~38 ms between 6 and 7 nodes, so a shallow, narrow tree wins on this
     # CPU; deeper trees raise A but not speed.
     depth: int = 2  # draft rounds = deepest drafted token
     top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
@@ -355,7 +355,7 @@ def measure_sweep(lm: LoadedModel, prompts: list[str], shapes: tuple[tuple[int, 
     d = Config()
     return {**sweep.header(lm, SWEEP_COMMAND, "specviz.methods.eagle.measure_sweep", max_new_tokens, repeats,
                            prompts),
-            "ar_ms_per_token": mid([1000 * t.decode_s / max(1, t.new_tokens) for t in plain]),
+            "ar_ms_per_token": mid([1000 * t.s_per_token for t in plain]),
             "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
             "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}}
 
