@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from specviz import methods
-from specviz.model import LoadedModel
+from specviz.model import LoadedModel, stock_attention
 from specviz.prompts import PromptItem, prepare
 from specviz.sampling import ConfigError, Sampling
 
@@ -99,10 +99,12 @@ def _peer_runner(lm: LoadedModel, name: str) -> Callable[[list[int], Sampling], 
         x = torch.tensor([ids], device=lm.device)
         calls = [0]  # target forward passes, counted by a hook for as long as this run lasts
         hook = lm.hf.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
-        torch.manual_seed(s.seed)
         t = time.perf_counter()
         try:
-            with torch.inference_mode():
+            # generate samples from the global RNG: seed it inside fork_rng, which restores it afterwards
+            gpus = [lm.device.index or 0] if lm.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=gpus), stock_attention(lm), torch.inference_mode():
+                torch.manual_seed(s.seed)
                 out = lm.hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
                                      pad_token_id=lm.tokenizer.pad_token_id, **kw)
         finally:

