@@ -1,0 +1,149 @@
+"""Train the EAGLE head on fixed-dataset features (specviz.heads.features), streamed shard by shard.
+
+EAGLE's recipe: ShareGPT's responses as they are, the target's features from one teacher-forced
+pass, loss = SmoothL1(features) + w · CE against the target's own distribution (computed from the
+next feature through the frozen LM head), optionally unrolled on the head's own drafts. Shards are
+read in order while the feature build may still be writing them, so training overlaps feature
+making; a checkpoint (weights, Adam moments, position in the stream) every few minutes makes a
+killed run resume where it stopped. Progress goes to `progress.json` beside the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from specviz.heads import eagle_train
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head, new_head, save_head
+from specviz.heads.features import LabelledSequence, default_dir
+
+
+def shard_stream(folder: Path, start: int, wait_s: float, done_when: int) -> Iterator[tuple[int, list]]:
+    """(shard index, its windows) from `start` on; waits for shards still being written, up to wait_s idle."""
+    from safetensors.torch import load_file
+
+    i, idle = start, 0.0
+    while True:
+        path = folder / f"shard_{i:05d}.safetensors"
+        if path.is_file():
+            t = load_file(str(path))
+            off = t["offsets"].tolist()
+            seqs = [LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
+                    for a, b in zip(off[:-1], off[1:], strict=True)]
+            yield i, seqs
+            i, idle = i + 1, 0.0
+            continue
+        if i >= done_when or idle > wait_s:
+            return
+        time.sleep(10)
+        idle += 10
+
+
+def lr_at(seen: int, total: int, peak: float, warm: int) -> float:
+    """Linear warm-up over `warm` positions, cosine decay to 5% of peak at `total` positions."""
+    if seen < warm:
+        return peak * (seen + 1) / warm
+    frac = min(1.0, (seen - warm) / max(1, total - warm))
+    return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def start_head(lm, init: Path | None, seed: int) -> EagleHead:
+    """The head to train: a copy of a saved head (warm start, its draft vocabulary kept) or a fresh one."""
+    if init is not None:
+        head = load_head(init, lm.hf.config)
+        head.requires_grad_(True)
+        return head.float().train()
+    base = load_head(DEFAULT_DIR, lm.hf.config)  # the draft vocabulary of the shipped head
+    return new_head(lm.hf.config, lm.name, base.draft_ids, seed).train()
+
+
+def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainConfig, init: Path | None,
+          shards_total: int, wait_s: float = 240.0) -> tuple[EagleHead, dict]:
+    """Stream shards (cycling over them) until `positions` training positions were seen; resumable."""
+    head = start_head(lm, init, cfg.seed)
+    w = lm.lm_head.weight.detach().float()
+    weight = w[head.draft_ids]
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    meta = eagle_train.load_ckpt(ckpt, head, opt, cfg, positions) or {
+        "step": 0, "seconds": 0.0, "config": cfg.__dict__, "sequences": positions, "seen": 0, "shard": 0,
+        "epoch": 0, "init": str(init or ""), "loss": {}}
+    feat_std = None
+    t0, last_save, sec0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
+    while meta["seen"] < positions:
+        stream = shard_stream(folder, meta["shard"], wait_s, shards_total)
+        got = False
+        for index, seqs in stream:
+            got = True
+            if feat_std is None:
+                feat_std = float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
+            for idx in eagle_train.batches(seqs, cfg.batch_tokens, cfg.max_len, cfg.seed + index + 1000 * meta["epoch"]):
+                lr = lr_at(meta["seen"], positions, cfg.lr, cfg.warmup * cfg.batch_tokens)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                batch = eagle_train.collate(seqs, idx, cfg.max_len)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                    loss, logs = eagle_train.loss_fn(head, lm, batch, cfg, feat_std, weight)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+                opt.step()
+                meta["step"] += 1
+                meta["seen"] += int(batch["mask"].sum())
+                meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
+            meta["shard"] = index + 1
+            meta["seconds"] = round(sec0 + time.perf_counter() - t0, 1)
+            meta["rate"] = round(meta["seen"] / max(1.0, meta["seconds"]), 1)
+            if time.perf_counter() - last_save > 180:
+                eagle_train.save_ckpt(ckpt, head, opt, meta)
+                last_save = time.perf_counter()
+            print(json.dumps({k: meta[k] for k in ("step", "seen", "shard", "epoch", "seconds", "rate", "loss")}),
+                  flush=True)
+            if meta["seen"] >= positions:
+                break
+        if meta["seen"] < positions:  # the stream ran dry: start the next pass over the shards
+            if not got and meta["shard"] == 0:
+                raise RuntimeError(f"No feature shards in {folder}.")
+            meta["shard"], meta["epoch"] = 0, meta["epoch"] + 1
+    eagle_train.save_ckpt(ckpt, head, opt, meta)
+    return head, {"positions_seen": meta["seen"], "steps": meta["step"], "passes": meta["epoch"] + 1,
+                  "train_seconds": meta["seconds"], "feat_std": round(feat_std or 0.0, 4), "init": meta["init"],
+                  **cfg.__dict__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m specviz.heads.fixed_train: EAGLE head on fixed-dataset features, streamed and resumable."""
+    import argparse
+
+    from specviz.model import load_model
+
+    ap = argparse.ArgumentParser(prog="python -m specviz.heads.fixed_train", description=main.__doc__)
+    ap.add_argument("--features", type=Path, default=default_dir() / "train-bf16")
+    ap.add_argument("--positions", type=int, default=3_000_000, help="training positions to see in all")
+    ap.add_argument("--shards", type=int, default=10**9, help="stop waiting for shards past this index")
+    ap.add_argument("--init", type=Path, default=None, help="warm-start from this head folder")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/eagle-fixed"))
+    ap.add_argument("--checkpoint", type=Path, default=None)
+    ap.add_argument("--lr", type=float, default=eagle_train.TrainConfig.lr)
+    ap.add_argument("--unroll", type=int, default=eagle_train.TrainConfig.unroll)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    cfg = eagle_train.TrainConfig(lr=args.lr, unroll=args.unroll, bf16=True, epochs=1.0)
+    ckpt = args.checkpoint or args.out / "checkpoint"
+    with torch.enable_grad():
+        head, stats = train(lm, args.features, ckpt, args.positions, cfg, args.init, args.shards)
+    head.config = replace(head.config, train={**head.config.train, "fixed_data": stats})
+    save_head(head.eval(), args.out)
+    print(json.dumps(asdict(head.config)["train"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
