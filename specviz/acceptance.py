@@ -1,6 +1,8 @@
-"""Acceptance rules for draft tokens: greedy match, typical acceptance, speculative sampling, a flawed rule.
+"""The acceptance math, once: greedy match, typical acceptance, min(1, p/q) and its residual, the point-mass
+(top-k tree) variant, and a flawed rule. Every method, the n-gram verifier, tree sampling and the
+losslessness lab call these; randomness is one float64 uniform draw per decision.
 
-The flawed rule reproduces the demo code of seed 000 (threshold p(x)/max p, residual p - p(x)·p). It is a
+The flawed rule (threshold p(x)/max p, residual p - p(x)·p) is a rule copied in many tutorials. It is a
 COMMON MISTAKE kept here only so the app can show, measured, that it biases the output.
 """
 
@@ -11,11 +13,13 @@ from typing import Any
 
 import torch
 
+from specviz.sampling import entropy
+
 RULES = ("speculative", "typical", "flawed")  # the sampling-time rules a chain can be judged with
 RULE_LABELS = {
     "speculative": "Speculative sampling (lossless)",
     "typical": "Typical acceptance (lossy by design)",
-    "flawed": "Flawed rule from seed 000 (a common mistake)",
+    "flawed": "Flawed tutorial rule (a common mistake)",
 }
 MASS_EPS = 1e-12  # below this the residual has no mass left; fall back to p
 
@@ -42,11 +46,21 @@ def typical_accept(p_x: float, probs: torch.Tensor, eps: float, delta: float) ->
     return p_x > typical_threshold(probs, eps, delta)
 
 
+def keep_prob(p_x: float, q_x: float) -> float:
+    """min(1, p(x)/q(x)): the chance a token x ~ q is kept; 1 where q(x) = 0 but p(x) > 0."""
+    if q_x <= 0:  # the draft never proposes such a token; accept only if the target allows it
+        return 1.0 if p_x > 0 else 0.0
+    return min(1.0, p_x / q_x)
+
+
+def keep_probs(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """keep_prob for every token at once: [V] -> [V] (0 where q has no mass)."""
+    return torch.where(q > 0, (p / q.clamp_min(1e-300)).clamp(max=1), torch.zeros_like(p))
+
+
 def speculative_accept(p_x: float, q_x: float, u: float) -> bool:
     """Accept a draft token x ~ q with probability min(1, p(x)/q(x)), given a uniform draw u."""
-    if q_x <= 0:  # the draft never proposes such a token; accept only if the target allows it
-        return p_x > 0
-    return u < min(1.0, p_x / q_x)
+    return u < keep_prob(p_x, q_x)
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -56,23 +70,41 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (p.double() / p.double().sum() if mass < MASS_EPS else r / mass).to(p.dtype)
 
 
+def drop(p: torch.Tensor, x: int) -> torch.Tensor:
+    """residual(p, δ_x) = norm(max(p − δ_x, 0)): p with x removed, renormalised (no [V] one-hot built)."""
+    p = p.clone()
+    p[x] = 0.0
+    return p / p.sum()
+
+
+def point_mass_accept(p: torch.Tensor, x: int, gen: torch.Generator) -> tuple[bool, float, float]:
+    """Speculative sampling against q = δ_x (a deterministic draft pick): (accepted, p(x), u).
+
+    With a point mass min(1, p(x)/q(x)) = p(x); on a rejection the caller continues from drop(p, x).
+    """
+    p_x, u = float(p[x]), uniform(gen)
+    return speculative_accept(p_x, 1.0, u), p_x, u
+
+
 def flawed_accept(p_x: float, p_max: float, u: float) -> bool:
-    """WRONG (seed 000): accept when u < p(x)/max p, ignoring the draft's own q(x)."""
+    """WRONG (the tutorial rule): accept when u < p(x)/max p, ignoring the draft's own q(x)."""
     return u < p_x / p_max
 
 
 def flawed_residual(p: torch.Tensor, p_x: float) -> torch.Tensor:
-    """WRONG (seed 000): resample from norm(p - p(x)·p), which is just p again."""
+    """WRONG (the tutorial rule): resample from norm(p - p(x)·p), which is just p again."""
     r = (p.double() - p_x * p.double()).clamp_min(0)
     mass = float(r.sum())
     return (p.double() / p.double().sum() if mass < MASS_EPS else r / mass).to(p.dtype)
 
 
-def _uniform(gen: torch.Generator) -> float:
+def uniform(gen: torch.Generator) -> float:
+    """The one uniform draw in [0, 1) behind every acceptance decision, in float64."""
     return float(torch.rand(1, generator=gen, dtype=torch.float64))
 
 
-def _draw(probs: torch.Tensor, gen: torch.Generator) -> int:
+def draw(probs: torch.Tensor, gen: torch.Generator) -> int:
+    """One token from probs [V]."""
     return int(torch.multinomial(probs.double().cpu(), 1, generator=gen))
 
 
@@ -108,14 +140,14 @@ def speculative_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: 
     """
     records: list[dict[str, Any]] = []
     for i, x in enumerate(drafts):
-        p_x, q_x, u = float(p[i, x]), float(q[i, x]), _uniform(gen)
+        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
         ok = speculative_accept(p_x, q_x, u)
         records.append(_record(i, x, p_x, q_x, u, ok))
         if not ok:
             res = residual(p[i], q[i])
             records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
-            return i, _draw(res, gen), records
-    return len(drafts), _draw(p[len(drafts)], gen), records
+            return i, draw(res, gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
 
 
 def typical_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
@@ -129,23 +161,23 @@ def typical_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torc
         records.append(_record(i, x, p_x, q_x, None, ok) | {"threshold": round(thr, 6)})
         if not ok:
             records[-1]["dists"] = rejection_view(p[i], q[i], p[i], k)
-            return i, _draw(p[i], gen), records
-    return len(drafts), _draw(p[len(drafts)], gen), records
+            return i, draw(p[i], gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
 
 
 def flawed_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
                  k: int = 8) -> tuple[int, int, list[dict[str, Any]]]:
-    """Seed 000's WRONG rule over a chain: threshold p(x)/max p, residual norm(p - p(x)·p)."""
+    """The tutorial's WRONG rule over a chain: threshold p(x)/max p, residual norm(p - p(x)·p)."""
     records: list[dict[str, Any]] = []
     for i, x in enumerate(drafts):
-        p_x, q_x, u = float(p[i, x]), float(q[i, x]), _uniform(gen)
+        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
         ok = flawed_accept(p_x, float(p[i].max()), u)
         records.append(_record(i, x, p_x, q_x, u, ok))
         if not ok:
             res = flawed_residual(p[i], p_x)
             records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
-            return i, _draw(res, gen), records
-    return len(drafts), _draw(p[len(drafts)], gen), records
+            return i, draw(res, gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
 
 
 def decide_chain(rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
@@ -158,3 +190,38 @@ def decide_chain(rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int],
     if rule == "flawed":
         return flawed_chain(p, q, drafts, gen)
     raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")
+
+
+def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
+    """Temperature 0: accept while the draft equals the target's argmax; p [γ+1, V], q [γ, V]; records as above."""
+    target = p.argmax(-1).tolist()
+    n = greedy_match(drafts, target)
+    records = [_record(i, x, float(p[i, x]), float(q[i, x]), None, i < n) for i, x in enumerate(drafts[: n + 1])]
+    if n < len(drafts):
+        onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]]), 1.0)
+        records[-1]["dists"] = rejection_view(p[n], q[n], onehot)
+    return n, records
+
+
+def judge_chain(rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator | None,
+                eps: float = 0.09, delta: float = 0.3) -> tuple[int, int | None, list[dict[str, Any]]]:
+    """A drafted chain judged greedily (rule "greedy", T = 0) or by a sampling rule: (accepted, next, records).
+
+    `next` is the next root the sampling rules draw (from the residual or as the bonus); None when greedy.
+    """
+    if not drafts:
+        return 0, None, []
+    if rule == "greedy":
+        n, records = greedy_chain(p, q, drafts)
+        return n, None, records
+    return decide_chain(rule, p, q, drafts, gen, eps, delta)
+
+
+def annotate(records: list[dict[str, Any]], p: torch.Tensor, text) -> list[dict[str, Any]]:
+    """Attach token texts and the target entropy H(p) at each position to chain decision records."""
+    for rec in records:
+        rec["text"] = text(rec["token"])
+        rec["entropy"] = round(entropy(p[rec["pos"]]), 4)
+        if "dists" in rec:
+            rec["dists"]["texts"] = [text(t) for t in rec["dists"]["tokens"]]
+    return records

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from scipy.stats import chi2 as chi2_dist
 
-from specviz.acceptance import RULES, typical_threshold
-from specviz.methods.speculative import LayerDraft, as_full, parse_layers
+from specviz.acceptance import RULE_LABELS, RULES, keep_probs, residual, top_union, typical_threshold
+from specviz.drafting import LayerDraft, as_full, parse_layers
 from specviz.model import LoadedModel
 from specviz.sampling import Sampling, target_probs
 
@@ -44,7 +44,7 @@ def context_dists(lm: LoadedModel, prompt_ids: list[int], temperature: float, la
 def accept_probs(rule: str, p: torch.Tensor, q: torch.Tensor, eps: float, delta: float) -> torch.Tensor:
     """Probability [V] that a drafted token x is kept, under each rule."""
     if rule == "speculative":
-        return torch.where(q > 0, (p / q.clamp_min(1e-300)).clamp(max=1), torch.zeros_like(p))
+        return keep_probs(p, q)
     if rule == "typical":
         return (p > typical_threshold(p, eps, delta)).to(p.dtype)
     if rule == "flawed":
@@ -53,10 +53,10 @@ def accept_probs(rule: str, p: torch.Tensor, q: torch.Tensor, eps: float, delta:
 
 
 def fallback(rule: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Where a rejected draft sends the next token [V]: residual, p itself, or seed 000's residual (= p)."""
+    """Where a rejected draft sends the next token [V]: the residual, or p itself (typical; the flawed rule's
+    norm(p - p(x)·p) is p again)."""
     if rule == "speculative":
-        r = (p - q).clamp_min(0)
-        return r / r.sum() if float(r.sum()) > 1e-12 else p
+        return residual(p, q)
     return p  # typical resamples from p; norm(p - p(x)·p) is p again
 
 
@@ -110,8 +110,6 @@ def run_rule(rule: str, p: torch.Tensor, q: torch.Tensor, n: int, seed: int, eps
 def lab_from_dists(p: torch.Tensor, q: torch.Tensor, n: int, seed: int = 0, eps: float = 0.09,
                    delta: float = 0.3, top_k: int = 12, rules: tuple[str, ...] = RULES) -> dict[str, Any]:
     """Every rule's lab result over the most likely tokens of p and q, as plain data."""
-    from specviz.acceptance import RULE_LABELS, top_union
-
     ids = top_union([p, q], top_k)[: top_k + 4]
 
     def on(v: torch.Tensor) -> list[float]:

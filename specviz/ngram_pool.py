@@ -1,4 +1,4 @@
-"""Lookahead's n-gram pool, its attention-mask layout, and the verifier of guessed continuations."""
+"""Lookahead's n-gram pool, its attention-mask layout, and the acceptance of guessed continuations."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specviz.acceptance import draw, drop, point_mass_accept
 from specviz.sampling import Sampling, target_probs
 
 Gram = tuple[int, ...]
@@ -139,45 +140,44 @@ class Verdict:
     forced: int | None  # at T > 0 after a rejection, the next token drawn from the residual
 
 
-def verify(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor],
-           sampling: Sampling, gen: torch.Generator) -> Verdict:
-    """Greedy: longest prefix equal to the argmax chain. T > 0: sequential one-hot speculative sampling.
+def accept_candidates(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor],
+                      sampling: Sampling, gen: torch.Generator) -> Verdict:
+    """Acceptance over guessed continuations of the root: greedy at T = 0, point-mass sampling at T > 0.
 
+    Greedy: the longest prefix equal to the argmax chain. T > 0: each distinct guessed token is a point
+    mass q = δ_x, tried in turn (specviz.acceptance), so the output distribution stays the target's.
     root_logits [V] predicts each candidate's first token; rows[c] [len(cands[c]), V] holds the logits at
-    candidate c's own tokens. Both rules leave the output distribution exactly the target's.
+    candidate c's own tokens.
     """
     if sampling.greedy:
-        return _verify_greedy(root_logits, cands, rows)
+        return _accept_greedy(root_logits, cands, rows)
     if not cands:
         return Verdict(-1, [], [], None)
     depth, live, acc = 0, list(range(len(cands))), []
-    probs = target_probs(root_logits, sampling)
+    probs = target_probs(root_logits, sampling).double()
     while True:
-        chosen, tried = None, set()
-        for c in live:
-            x = cands[c][depth]
-            if x in tried:
-                continue
-            tried.add(x)
-            # q is a point mass on x, so min(1, p/q) = p(x) and the residual is p with x removed
-            if float(torch.rand(1, generator=gen)) < float(probs[x]):
-                chosen = x
-                break
-            probs = probs.clone()
-            probs[x] = 0.0
-            probs = probs / probs.sum()
-        if chosen is None:
-            forced = int(torch.multinomial(probs.cpu(), 1, generator=gen))
-            return Verdict(live[0] if acc else -1, _common(cands, acc), acc, forced)
+        chosen = _try_distinct([cands[c][depth] for c in live], probs, gen)
+        if isinstance(chosen, torch.Tensor):  # every guess rejected: draw from what is left
+            return Verdict(live[0] if acc else -1, _common(cands, acc), acc, draw(chosen, gen))
         acc.append(chosen)
         live = [c for c in live if cands[c][depth] == chosen]
         depth += 1
         if depth == len(cands[live[0]]):  # every candidate has the same length
             return Verdict(live[0], _common(cands, acc), acc, None)
-        probs = target_probs(rows[live[0]][depth - 1], sampling)
+        probs = target_probs(rows[live[0]][depth - 1], sampling).double()
 
 
-def _verify_greedy(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor]) -> Verdict:
+def _try_distinct(guesses: list[int], probs: torch.Tensor, gen: torch.Generator) -> int | torch.Tensor:
+    """The first accepted of the distinct guesses, else the residual [V] left after rejecting them all."""
+    for x in dict.fromkeys(guesses):
+        ok, _, _ = point_mass_accept(probs, x, gen)
+        if ok:
+            return x
+        probs = drop(probs, x)
+    return probs
+
+
+def _accept_greedy(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor]) -> Verdict:
     first = int(torch.argmax(root_logits))
     matched = []
     for c, cand in enumerate(cands):

@@ -1,25 +1,38 @@
 """Tuning sweeps: settings of one method timed against plain decoding, interleaved, as plain data.
 
 The Lookahead and EAGLE defaults come from these sweeps (models/lookahead_sweep.json and
-models/eagle/live_sweep.json); the pages draw them. Timings on a shared machine drift, so every
+models/eagle/live_sweep.json, written by `write_lookahead` and `write_eagle`); the pages draw them.
+Timings on a shared machine drift, so every
 setting runs right after a plain run on the same prompt, and only ratios are kept: per prompt the
 median plain time over the median setting time, then the median over prompts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from specviz.model import LoadedModel
+from specviz.heads.distill import training_prompts
+from specviz.methods import autoregressive, eagle, lookahead
+from specviz.model import LoadedModel, load_model
 from specviz.sampling import Sampling
 from specviz.trace import Trace
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+LOOKAHEAD_PATH = MODELS / "lookahead_sweep.json"
+LOOKAHEAD_COMMAND = ("python -c 'from specviz.sweep import write_lookahead; write_lookahead()'  "
+                     "# about 6 min on an idle 2-core machine")
+EAGLE_PATH = MODELS / "eagle" / "live_sweep.json"
+EAGLE_COMMAND = "python -m specviz calibrate eagle --live  # about 5 min on an idle 2-core machine"
+EAGLE_SHAPES = ((1, 4, 4), (2, 2, 4), (2, 4, 6), (2, 4, 8), (3, 4, 6), (3, 4, 8), (4, 4, 10), (5, 6, 16), (6, 6, 20))
 
 Generate = Callable[[LoadedModel, list[int], Sampling, Any], Trace]
 
@@ -38,8 +51,6 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
                 max_new_tokens: int = 48, repeats: int = 1, progress: Callable[[str], None] = print,
                 describe: Callable[[Any], str] = str) -> tuple[list[Measured], list[Trace]]:
     """Time every config against plain decoding on every prompt; return per-config results and the plain traces."""
-    from specviz.methods import autoregressive
-
     s = Sampling(max_new_tokens=max_new_tokens)
     encoded = [lm.encode_prompt(p) for p in prompts]
     secs = [[[] for _ in encoded] for _ in range(len(configs) + 1)]  # [setting][prompt] -> seconds; 0 = plain
@@ -80,3 +91,73 @@ def header(lm: LoadedModel, command: str, function: str, max_new_tokens: int, re
     return {"command": command, "function": function, "device": lm.describe(), "threads": torch.get_num_threads(),
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "max_new_tokens": max_new_tokens, "repeats": repeats, "prompts": prompts}
+
+
+def _median(xs: list[float]) -> float:
+    return round(statistics.median(xs), 2) if xs else 0.0
+
+
+def _unseen_prompts(n: int) -> list[str]:
+    """The last n of 8000 shuffled ShareGPT first turns: far beyond any prompt the heads were distilled on."""
+    return training_prompts(8000)[-n:]
+
+
+def measure_lookahead(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+                      shapes: tuple[tuple[int, int], ...] = ((2, 2), (2, 3), (3, 2)), max_new_tokens: int = 48,
+                      repeats: int = 1, progress=print) -> dict:
+    """Greedy speedup over `ar` and A for every lookahead W × (N, G), each setting interleaved with ar."""
+    cfgs = [lookahead.Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
+    measured, _ = interleaved(lm, prompts, cfgs, lookahead.generate, max_new_tokens, repeats, progress,
+                              lambda c: f"W={c.window} N={c.ngram} G={c.guesses}")
+    rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
+             "speedup": m.speedup, "A": m.A, "identical": m.identical, "prompts": len(prompts)}
+            for c, m in zip(cfgs, measured, strict=True)]
+    d = lookahead.Config()
+    return {**header(lm, LOOKAHEAD_COMMAND, "specviz.sweep.measure_lookahead", max_new_tokens, repeats, prompts),
+            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
+            "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses}}
+
+
+def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw) -> dict:
+    """Re-measure the lookahead sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
+    prompts = _unseen_prompts(n_prompts)
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    out = measure_lookahead(lm, prompts, **kw)
+    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
+    out["call"] = {"n_prompts": n_prompts, "threads": torch.get_num_threads(),
+                   **{k: v for k, v in kw.items() if k != "progress"}}
+    Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return out
+
+
+def measure_eagle(lm: LoadedModel, prompts: list[str], shapes: tuple[tuple[int, int, int], ...] = EAGLE_SHAPES,
+                  max_new_tokens: int = 48, repeats: int = 2, head: str = "", progress=print) -> dict:
+    """Greedy speedup over `ar`, A, and draft / verify ms per step for each EAGLE depth/top_k/total_tokens."""
+    cfgs = [eagle.Config(depth=d, top_k=k, total_tokens=n, head=head) for d, k, n in shapes]
+    measured, plain = interleaved(lm, prompts, cfgs, eagle.generate, max_new_tokens, repeats, progress,
+                                  lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}")
+
+    def per_step(m: Measured, key: str) -> float:  # median over drafting steps of the first repeat, in ms
+        return _median([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
+
+    rows = [{"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens, "speedup": m.speedup, "A": m.A,
+             "draft_ms": per_step(m, "draft_s"), "verify_ms": per_step(m, "verify_s"),
+             "identical": m.identical, "prompts": len(prompts)} for c, m in zip(cfgs, measured, strict=True)]
+    d = eagle.Config()
+    return {**header(lm, EAGLE_COMMAND, "specviz.sweep.measure_eagle", max_new_tokens, repeats, prompts),
+            "ar_ms_per_token": _median([1000 * t.s_per_token for t in plain]),
+            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
+            "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}}
+
+
+def write_eagle(path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress=print, **kw) -> dict:
+    """Re-measure the EAGLE sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
+    prompts = _unseen_prompts(n_prompts)
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    out = measure_eagle(lm, prompts, progress=progress, **kw)
+    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
+    out["note"] = (f"Measured on {n_prompts} unseen ShareGPT prompts × {out['max_new_tokens']} tokens at T = 0 "
+                   f"on {out['device']}; each shape interleaved with plain decoding, {out['repeats']} repeats, "
+                   "median ratios. Draft and verify are medians per drafting step.")
+    Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return out

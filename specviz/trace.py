@@ -8,7 +8,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-TRACE_FORMAT = "specviz-trace/1"
+from specviz.details import DETAILS, Detail, DetailError
+
+TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
+OLDER_FORMATS = ("specviz-trace/1",)
 
 
 class TraceError(ValueError):
@@ -28,26 +31,34 @@ class Alt:
 class StepTrace:
     """One method step: propose → verify (one target forward) → accept → commit.
 
-    `detail` holds the method's own plain data (tree, mask, p/q decisions, Jacobi grid …);
-    every value in it is a JSON type (dicts, lists, str, int, float, bool, None).
+    The phases are typed fields; `detail` is the method's own record (a `specviz.details` dataclass,
+    chosen by the trace's method), or None for a step without a forward pass and for plain decoding.
     """
 
     index: int
-    committed: list[int]  # token ids committed this step, the bonus token included
+    committed: list[int]  # token ids committed this step: the root plus the accepted drafts
     texts: list[str]  # their decoded text
-    forward_tokens: int  # tokens fed to the target model in this step's forward pass
+    forward_tokens: int  # tokens verified by this step's one target forward pass (0: none ran)
     draft_s: float  # wall time spent proposing (0 for plain decoding)
     verify_s: float  # wall time of the target forward pass
-    wall_s: float  # whole step, bookkeeping included
+    wall_s: float  # the whole step, root pick included; records and figure data are built after it
     prob: float  # target probability of the first committed token
     entropy: float  # entropy (nats) of the target distribution at the first committed position
+    proposed: int = 0  # draft tokens proposed after the root (0 for plain decoding)
+    commit_s: float = 0.0  # wall time fixing the KV cache(s) after acceptance
+    root_from: str = "target"  # where the root came from: target (pending logits), residual or bonus
     top: list[Alt] = field(default_factory=list)  # top-5 of that distribution
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: Detail | None = None
 
     @property
     def accepted(self) -> int:
-        """Tokens committed by this step (A for one step; the bonus token counts)."""
+        """Tokens committed by this step (A for one step; the root counts)."""
         return len(self.committed)
+
+    @property
+    def drafts_accepted(self) -> int:
+        """Proposed tokens that were accepted (the root excluded)."""
+        return len(self.committed) - 1
 
 
 @dataclass(frozen=True)
@@ -114,11 +125,15 @@ class Trace:
         """Validate and rebuild a trace; raise TraceError with one clear sentence when it is wrong."""
         if not isinstance(data, dict):
             raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
+        if data.get("format") in OLDER_FORMATS:
+            raise TraceError(f"This trace comes from an older version of specviz (format {data['format']!r}, "
+                             f"this version reads {TRACE_FORMAT!r}): run it again to replay it.")
         if data.get("format") != TRACE_FORMAT:
             raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, "
                              f"expected {TRACE_FORMAT!r}).")
+        detail = DETAILS.get(data.get("method", ""))
         try:
-            steps = [_step_from_dict(s) for s in _typed(data, "steps", list)]
+            steps = [_step_from_dict(s, detail) for s in _typed(data, "steps", list)]
             kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
         except KeyError as exc:
             raise TraceError(f"The trace is missing the field {exc.args[0]!r}.") from None
@@ -150,13 +165,19 @@ def _typed(data: dict, key: str, kind: type) -> Any:
     return value
 
 
-def _step_from_dict(d: Any) -> StepTrace:
+def _step_from_dict(d: Any, detail: type[Detail] | None) -> StepTrace:
     if not isinstance(d, dict):
         raise TraceError("A step of the trace is not a JSON object.")
     top = [Alt(**a) if isinstance(a, dict) else Alt(*a) for a in d.get("top", [])]
-    names = {f.name for f in fields(StepTrace)} - {"top"}
+    names = {f.name for f in fields(StepTrace)} - {"top", "detail"}
+    raw = d.get("detail")
+    if raw is not None and detail is None:
+        raise TraceError("A step of the trace has a detail, but its method records none.")
     try:
-        return StepTrace(top=top, **{k: d[k] for k in names if k in d})
+        rebuilt = None if raw is None else detail.from_json(raw)
+        return StepTrace(top=top, detail=rebuilt, **{k: d[k] for k in names if k in d})
+    except DetailError as exc:
+        raise TraceError(f"Step {d.get('index')!r} of the trace: {exc}") from None
     except TypeError as exc:
         raise TraceError(f"A step of the trace is incomplete ({exc}).") from None
 
@@ -167,7 +188,7 @@ def _check_trace(t: Trace) -> None:
     if committed != list(t.output_ids):
         raise TraceError("The trace is inconsistent: its steps do not add up to its output tokens.")
     for s in t.steps:
-        for v in (s.draft_s, s.verify_s, s.wall_s, s.prob, s.entropy):
+        for v in (s.draft_s, s.verify_s, s.commit_s, s.wall_s, s.prob, s.entropy):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
 

@@ -12,24 +12,15 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import speculative_accept
+from specviz.acceptance import draw, drop, point_mass_accept
 from specviz.tree import TreeSpec, greedy_accept_path
+
+__all__ = ["drop", "greedy_path", "sample_node", "sample_path"]
 
 
 def greedy_path(tokens: list[int], spec: TreeSpec, logits: torch.Tensor) -> list[int]:
     """Temperature 0: the longest root path whose tokens equal the target's argmax; logits [n, V]."""
     return greedy_accept_path(tokens, spec, logits.argmax(dim=-1).tolist())
-
-
-def _uniform(gen: torch.Generator) -> float:
-    return float(torch.rand(1, generator=gen, dtype=torch.float64))
-
-
-def drop(p: torch.Tensor, x: int) -> torch.Tensor:
-    """residual(p, δ_x) = norm(max(p − δ_x, 0)): p with x removed, renormalised (no [V] one-hot built)."""
-    p = p.clone()
-    p[x] = 0.0
-    return p / p.sum()
 
 
 def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator,
@@ -40,13 +31,11 @@ def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.
     """
     p = p.double()
     for c in kids:
-        x = tokens[c]
-        p_x, u = float(p[x]), _uniform(gen)
-        ok = speculative_accept(p_x, 1.0, u)  # q = δ_x, so the acceptance probability is p(x)
-        records.append({"node": c, "token": x, "p": round(p_x, 6), "u": round(u, 6), "accepted": ok})
+        ok, p_x, u = point_mass_accept(p, tokens[c], gen)
+        records.append({"node": c, "token": tokens[c], "p": round(p_x, 6), "u": round(u, 6), "accepted": ok})
         if ok:
             return c, p
-        p = drop(p, x)
+        p = drop(p, tokens[c])
     return None, p
 
 
@@ -64,5 +53,5 @@ def sample_path(tokens: list[int], spec: TreeSpec, probs: torch.Tensor,
             return path, None, records
         child, left = sample_node(probs[path[-1]], kids, tokens, gen, records)
         if child is None:
-            return path, int(torch.multinomial(left, 1, generator=gen)), records
+            return path, draw(left, gen), records
         path.append(child)

@@ -10,6 +10,8 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.acceptance import residual
+from specviz.details import EagleStep
+from specviz.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
 from specviz.heads.eagle import Drafter, HeadError, load_head, new_head, save_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle
@@ -35,19 +37,19 @@ def tiny_head(tiny_lm):
     return new_head(tiny_lm.hf.config, "tiny", seed=1).to(torch.float64).eval().requires_grad_(False)
 
 
-def drafted(lm, head, prompt: str, cfg: eagle.Config) -> tuple[eagle.DraftTree, Drafter, list[int]]:
+def drafted(lm, head, prompt: str, cfg: eagle.Config) -> tuple[DraftTree, Drafter, list[int]]:
     """Prefill target and head on a prompt, then grow one tree from the target's own next token."""
     ids = lm.encode_prompt(prompt)
     logits, hidden = lm.forward(ids, lm.new_cache())
     dr = Drafter(head, lm)
     dr.reset(ids, hidden)
     root = int(logits[-1].argmax())
-    tree = eagle.DraftTree(tokens=[root])
+    tree = DraftTree(tokens=[root])
     tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
     if cfg.tree == "static":
-        eagle.grow_static(dr, tree, eagle.static_paths(head, cfg))
+        grow_static(dr, tree, static_paths(head, cfg))
     else:
-        eagle.grow_dynamic(dr, tree, cfg)
+        grow_dynamic(dr, tree, cfg)
     return tree, dr, ids
 
 
@@ -113,7 +115,7 @@ def test_dynamic_tree_growth_rules(tiny_lm, tiny_head):
 def test_static_tree_follows_the_sparse_tree(tiny_lm, tiny_head):
     cfg = eagle.Config(depth=3, top_k=4, total_tokens=9, tree="static", head_dtype="model")
     tree, _, _ = drafted(tiny_lm, tiny_head, "Hello there", cfg)
-    paths = eagle.static_paths(tiny_head, cfg)
+    paths = static_paths(tiny_head, cfg)
     assert len(tree.tokens) == len(paths) + 1 == cfg.total_tokens and all(tree.kept)
     assert TreeSpec(parents=tree.parents).parents == TreeSpec.from_paths(paths).parents
 
@@ -154,10 +156,10 @@ def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
     t = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, cfg, head=tiny_head)
     assert Trace.from_json(t.to_json()) == t
     d = t.steps[0].detail
-    assert {"tree", "verify_nodes", "verify_parents", "accepted", "features", "decisions"} <= set(d)
-    assert d["accepted"][0] == 0 and all(d["tree"]["kept"][i] for i in d["accepted"])
-    assert len(d["verify_parents"]) == t.steps[0].forward_tokens
-    assert -1 <= d["features"]["cos_pred_true"] <= 1
+    assert isinstance(d, EagleStep) and d.decisions is not None  # T > 0: the sampling decisions are kept
+    assert d.path[0] == 0 and all(d.tree["kept"][i] for i in d.path)
+    assert len(d.verify_parents) == t.steps[0].forward_tokens
+    assert -1 <= d.features["cos_pred_true"] <= 1
 
 
 @pytest.mark.parametrize("bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"},

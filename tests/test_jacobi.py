@@ -47,24 +47,22 @@ def test_good_guesses_are_committed_at_once(tiny_lm):
     want = ar.generate(tiny_lm, ids, s).output_ids
     run, state = jacobi.start(tiny_lm, ids, s, cfg)
     state.guesses = want[1:6]
-    while not run.done:
-        jacobi.step(run, cfg, state)
-    trace = run.trace()
+    trace = run.decode(state.step)
     assert trace.output_ids == want and trace.steps[0].accepted == 6
-    assert trace.steps[0].detail["status"] == ["committed"] * 6
+    assert trace.steps[0].detail.status == ["committed"] * 6
 
 
 def test_grid_statuses_and_round_trip(tiny_lm):
     cfg = jacobi.Config(guesses=4, init="pad")
     trace = jacobi.generate(tiny_lm, tiny_lm.encode_prompt("Count to five"), Sampling(max_new_tokens=8), cfg)
     first, second = trace.steps[0].detail, trace.steps[1].detail
-    assert first["status"][0] == "committed" and set(first["status"][1:]) <= {"init", "committed"}
-    assert second["offset"] == first["offset"] + first["accepted"] + 1
-    assert len(second["row"]) == 5 and set(second["status"]) <= {"committed", "fixed", "changed", "init"}
+    assert first.status[0] == "committed" and set(first.status[1:]) <= {"init", "committed"}
+    assert second.offset == first.offset + first.n_accepted + 1
+    assert len(second.row) == 5 and set(second.status) <= {"committed", "fixed", "changed", "init"}
     # the second row's guesses are the first pass's predictions, shifted past the committed tokens
-    m = first["accepted"]
-    assert second["row"][0] == first["prediction"][m]  # the next root is the bonus token
-    assert second["row"][1 : 5 - m] == first["prediction"][m + 1 :]
+    m = first.n_accepted
+    assert second.row[0] == first.prediction[m]  # the next root is the bonus token
+    assert second.row[1 : 5 - m] == first.prediction[m + 1 :]
     assert Trace.from_json(trace.to_json()) == trace
 
 

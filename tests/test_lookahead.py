@@ -10,7 +10,7 @@ import torch
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
 from specviz.model import crop_to
-from specviz.ngram_pool import Layout, NgramPool, additive_mask, verify
+from specviz.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
 
@@ -98,9 +98,9 @@ def test_greedy_verify_longest_match():
     root = _onehot_logits([4])[0]
     cands = [[4, 1, 0], [4, 2, 5], [3, 2, 5]]
     rows = [_onehot_logits([1, 3, 0]), _onehot_logits([2, 5, 1]), _onehot_logits([2, 5, 1])]
-    v = verify(root, cands, rows, Sampling(), torch.Generator())
+    v = accept_candidates(root, cands, rows, Sampling(), torch.Generator())
     assert v.matched == [2, 3, 0] and v.best == 1 and v.accepted == [4, 2, 5] and v.forced is None
-    none = verify(root, [[3, 2, 5]], rows[2:], Sampling(), torch.Generator())
+    none = accept_candidates(root, [[3, 2, 5]], rows[2:], Sampling(), torch.Generator())
     assert none.best == -1 and none.accepted == []
 
 
@@ -114,7 +114,7 @@ def test_sampling_verify_is_lossless():
     gen, s, n = torch.Generator().manual_seed(1), Sampling(temperature=1.0), 20000
     first, second = Counter(), Counter()
     for _ in range(n):
-        v = verify(root, cands, rows, s, gen)
+        v = accept_candidates(root, cands, rows, s, gen)
         seq = [*v.accepted, v.forced] if v.forced is not None else v.accepted
         first[seq[0]] += 1
         if seq[0] == 0:
@@ -146,10 +146,7 @@ def test_identity_when_pooled_ngrams_are_accepted(tiny_lm, cfg):
     pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
     pool.seed(want[::-1])  # noise: the same tokens in the wrong order
     pool.seed(want)
-    run, state = la.start(tiny_lm, ids, s, cfg, pool=pool)
-    while not run.done:
-        la.step(run, cfg, state)
-    trace = run.trace()
+    trace = la.finish(*la.start(tiny_lm, ids, s, cfg, pool=pool))
     assert trace.output_ids == want
     assert trace.mean_accepted > 1.4
     assert Trace.from_json(trace.to_json()) == trace
@@ -159,11 +156,11 @@ def test_trace_detail_and_round_trip(tiny_lm):
     cfg = la.Config(window=3, ngram=3, guesses=2)
     trace = la.generate(tiny_lm, tiny_lm.encode_prompt("Count to five"), Sampling(max_new_tokens=10), cfg)
     d = trace.steps[2].detail
-    assert len(d["window"]) == 2 and all(len(lv) == 3 for lv in d["window"])  # full after one step
-    assert len(d["harvested"]) == 3 and all(len(g) == 3 for g in d["harvested"])
-    assert len(d["matched"]) == len(d["candidates"]) == d["layout"]["cands"]
-    assert trace.steps[2].forward_tokens == Layout(**d["layout"]).size
-    assert "pool_top" in trace.steps[-1].detail
+    assert len(d.window) == 2 and all(len(lv) == 3 for lv in d.window)  # full after one step
+    assert len(d.harvested) == 3 and all(len(g) == 3 for g in d.harvested)
+    assert len(d.matched) == len(d.candidates) == d.layout["cands"]
+    assert trace.steps[2].forward_tokens == Layout(**d.layout).size
+    assert [s.detail for s in trace.steps if s.detail][-1].pool_top
     assert Trace.from_json(trace.to_json()) == trace
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -90,7 +91,7 @@ def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
             longer += sum(st.accepted > 1 for st in tr.steps)
             for st in tr.steps:
                 if st.detail:
-                    assert st.detail["measured"] == st.accepted or tr.steps[-1] is st
+                    assert st.detail.measured == st.accepted or tr.steps[-1] is st
     if budget:
         assert longer > 0  # drafts were really accepted, so identity is not trivial
 
@@ -99,12 +100,12 @@ def test_trace_detail_is_consistent(tiny_lm) -> None:
     ids = tiny_lm.encode_prompt(PROMPTS[0])
     tr = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=16), medusa.Config(heads=3, budget=6),
                          heads=tiny_heads(tiny_lm, random=False), calibration=ACC)
-    json.dumps(tr.steps[0].detail)  # plain data
+    json.dumps(asdict(tr.steps[0].detail))  # plain data
     st = tr.steps[0]
-    nodes, parents, path = st.detail["nodes"], st.detail["parents"], st.detail["path"]
+    nodes, parents, path = st.detail.nodes, st.detail.parents, st.detail.path
     assert len(nodes) == len(parents) == 7 and parents[0] == -1
     assert [nodes[j]["token"] for j in path] == st.committed
-    assert st.detail["predicted"] == pytest.approx(1 + 0.6 + 0.24 + 0.2 + 0.1 + 0.09 + 0.08, abs=1e-4)
+    assert st.detail.predicted == pytest.approx(1 + 0.6 + 0.24 + 0.2 + 0.1 + 0.09 + 0.08, abs=1e-4)
     for j, node in enumerate(nodes):
         assert node["status"] in ("accepted", "rejected", "passed", "unreached")
         if j and node["status"] == "rejected":
@@ -126,7 +127,7 @@ def test_typical_acceptance(tiny_lm) -> None:
     # the default threshold rejects low-probability drafts and says why
     strict = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical"),
                              heads=heads, calibration=ACC)
-    reasons = [n["reason"] for st in strict.steps for n in st.detail.get("nodes", [])
+    reasons = [n["reason"] for st in strict.steps if st.detail for n in st.detail.nodes
                if n["status"] == "rejected"]
     assert reasons and all("threshold" in r for r in reasons)
     assert strict.mean_accepted < loose.mean_accepted

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz import sweep
 from specviz.heads.eagle import new_head
+from specviz.heads.eagle_replay import replay_trees
 from specviz.methods import eagle
 from specviz.sampling import Sampling
 from specviz.viz import eagle as viz
@@ -17,14 +19,14 @@ def tiny_trace(tiny_lm):
     head = new_head(tiny_lm.hf.config, "tiny", seed=1).to(torch.float64).eval().requires_grad_(False)
     cfg = eagle.Config(depth=3, top_k=3, total_tokens=8, head_dtype="model")
     tr = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Say hi."), Sampling(max_new_tokens=6), cfg, head=head)
-    return tr, eagle.replay_trees(tiny_lm, tr, 1, cfg, head=head)
+    return tr, replay_trees(tiny_lm, tr, 1, cfg, head=head)
 
 
 def test_growth_figure_reveals_one_depth_per_round(tiny_trace):
     tr, _ = tiny_trace
-    tree = tr.steps[0].detail["tree"]
+    tree = tr.steps[0].detail.tree
     for stage in (1, 2, 3, 4):
-        fig = viz.growth_figure(tree, stage, tr.steps[0].detail["accepted"])
+        fig = viz.growth_figure(tree, stage, tr.steps[0].detail.path)
         shown = sum(len(d.x) for d in fig.data if d.mode == "markers+text")
         assert shown == sum(1 for dep in tree["depth"] if dep <= stage)
     final = viz.growth_figure(tree, 4)
@@ -40,7 +42,7 @@ def test_verify_compare_and_feature_figures(tiny_trace):
     tr, replay = tiny_trace
     step = tr.steps[0]
     parents, _, status, _ = viz.verified_tree_data(step)
-    assert parents == step.detail["verify_parents"] and status[0] == "accepted"
+    assert parents == step.detail.verify_parents and status[0] == "accepted"
     assert status.count("accepted") == step.accepted  # T = 0: the path is what was committed
     tree_fig, mask = viz.verify_figures(step)
     assert sum(1 for t in tree_fig.data if t.mode == "lines" and t.line.width == 5) == step.accepted - 1
@@ -58,16 +60,16 @@ def test_replay_matches_the_run_at_temperature_zero(tiny_lm):
     head = new_head(tiny_lm.hf.config, "tiny", seed=2).to(torch.float64).eval().requires_grad_(False)
     cfg = eagle.Config(depth=3, top_k=3, total_tokens=8, head_dtype="model")
     tr = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Count"), Sampling(max_new_tokens=6), cfg, head=head)
-    rep = eagle.replay_trees(tiny_lm, tr, 2, cfg, head=head)["dynamic"]
+    rep = replay_trees(tiny_lm, tr, 2, cfg, head=head)["dynamic"]
     d = tr.steps[2].detail
-    assert rep["tokens"] == d["tree"]["tokens"] and rep["kept"] == d["tree"]["kept"]
-    assert rep["accepted"] == d["accepted"]
+    assert rep["tokens"] == d.tree["tokens"] and rep["kept"] == d.tree["kept"]
+    assert rep["accepted"] == d.path
 
 
 def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
     """The live sweep: one row per shape, greedy outputs identical, the default ringed in its figure."""
     shapes = ((1, 2, 3), (2, 4, 6))
-    out = eagle.measure_sweep(tiny_lm, ["Say hi.", "Count"], shapes, max_new_tokens=6, repeats=1,
+    out = sweep.measure_eagle(tiny_lm, ["Say hi.", "Count"], shapes, max_new_tokens=6, repeats=1,
                               head="random", progress=lambda _m: None)
     rows = out["rows"]
     assert [(r["depth"], r["top_k"], r["total_tokens"]) for r in rows] == list(shapes)

@@ -68,12 +68,12 @@ def test_real_sampling_copies_drafts_and_records_decisions(real_lm) -> None:
     ids = real_lm.encode_prompt("Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.")
     s = Sampling(max_new_tokens=24, temperature=0.7, seed=1)
     trace = pld.generate(real_lm, ids, s, pld.Config(adaptive=False, max_draft=4))
-    drafted = [st for st in trace.steps if st.detail.get("drafts")]
+    drafted = [st for st in trace.steps if st.detail and st.detail.drafts]
     assert drafted, "a copying prompt should yield copied drafts"
     assert trace.mean_accepted > 1.2
     for st in drafted:
-        assert all(r["q"] == 1.0 and 0 <= r["u"] < 1 for r in st.detail["records"])
-        assert st.detail["source"] in ("prompt", "output")
+        assert all(r["q"] == 1.0 and 0 <= r["u"] < 1 for r in st.detail.records)
+        assert st.detail.source in ("prompt", "output")
 
 
 @pytest.mark.real_model

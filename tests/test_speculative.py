@@ -71,15 +71,15 @@ def test_tiny_sampling_records_every_decision(tiny4) -> None:
     rejected = 0
     for step in trace.steps[:-1]:
         d = step.detail
-        for rec in d["records"]:
+        for rec in d.records:
             assert rec["accepted"] == (rec["u"] < min(1.0, rec["ratio"]))
-        if d["accepted"] < d["gamma"]:
+        if d.n_accepted < len(d.drafts):
             rejected += 1
-            dists = d["records"][-1]["dists"]
+            dists = d.records[-1]["dists"]
             assert len(dists["texts"]) == len(dists["tokens"])
             for pp, qq, rr in zip(dists["p"], dists["q"], dists["residual"], strict=True):
                 assert rr >= 0 and (rr == 0 or pp > qq)
-            assert d["next_from"] == "residual"
+            assert trace.steps[step.index + 1].root_from == "residual"
     assert rejected > 0
 
 

@@ -33,13 +33,13 @@ def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
         return autoregressive.generate(lm, ids, replace(s, max_new_tokens=2))
 
     measured, _ = sweep.interleaved(tiny_lm, ["Say hi."], [None], short, max_new_tokens=6,
-                                    progress=lambda _m: None)
+                                   progress=lambda _m: None)
     assert measured[0].identical == 0 and measured[0].A == 1.0
 
 
 def test_lookahead_sweep_rows_feed_its_figure(tiny_lm):
-    out = lookahead.measure_sweep(tiny_lm, ["Say hi."], windows=(1, 2), shapes=((2, 2),), max_new_tokens=6,
-                                  progress=lambda _m: None)
+    out = sweep.measure_lookahead(tiny_lm, ["Say hi."], windows=(1, 2), shapes=((2, 2),), max_new_tokens=6,
+                                 progress=lambda _m: None)
     assert [r["window"] for r in out["rows"]] == [1, 2] and all(r["identical"] == 1 for r in out["rows"])
     assert {"command", "device", "threads", "prompts", "best", "chosen"} <= set(out)
     fig = sweep_figure(out)

@@ -21,7 +21,8 @@ def trace(tiny_lm):
     ("not json", "not valid JSON"),
     ("[1, 2]", "not a specviz trace"),
     ('{"format": "other"}', "not a specviz trace"),
-    ('{"format": "specviz-trace/1"}', "missing the field"),
+    ('{"format": "specviz-trace/2"}', "missing the field"),
+    ('{"format": "specviz-trace/1"}', "older version of specviz"),
 ])
 def test_corrupt_trace_text(text, reason):
     with pytest.raises(TraceError, match=reason):

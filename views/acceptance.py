@@ -10,7 +10,14 @@ from specviz.acceptance import RULE_LABELS, RULES
 from specviz.lossless import DRAFTS, lab
 from specviz.methods import speculative
 from specviz.prompts import PromptError, prepare
-from specviz.viz.acceptance import decisions_figure, lab_figure, rejection_figure, typical_figure, typical_points
+from specviz.viz.acceptance import (
+    decisions_figure,
+    lab_figure,
+    records,
+    rejection_figure,
+    typical_figure,
+    typical_points,
+)
 from ui.common import Settings, download_traces, get_model, page_header, replaying, run_method, settings, show_figure
 
 DEF = speculative.Config()
@@ -63,19 +70,19 @@ cfg = speculative.Config(gamma=gamma, layers=f"0-{depth - 1}", rule=rule, eps=ep
 here = Settings(s.prompt, replace(s.sampling, temperature=temp), s.model_spec) if s else None
 trace = run_method("sps", cfg, here)
 if trace is not None:
-    proposed = sum(len(x.detail.get("records", [])) for x in trace.steps)
-    taken = sum(x.detail.get("accepted", 0) for x in trace.steps)
+    proposed = sum(x.proposed for x in trace.steps)
+    taken = sum(x.drafts_accepted for x in trace.steps)
     m1, m2, m3 = st.columns(3)
     m1.metric("A (tokens per forward)", f"{trace.mean_accepted:.2f}")
     m2.metric("Drafts accepted", f"{taken}/{proposed}")
     m3.metric("Decided by", "greedy matching" if temp == 0 else RULE_LABELS[rule])
     st.text(trace.text)
-    judged = [x for x in trace.steps if x.detail.get("records")]
+    judged = [x for x in trace.steps if records(x)]
     if judged:
         step = judged[step_slider(len(judged), "acceptance.step")]
-        st.dataframe(decision_rows(step.detail["records"]), hide_index=True)
+        st.dataframe(decision_rows(records(step)), hide_index=True)
         show_figure(decisions_figure(step), "acceptance_decisions")
-        last = step.detail["records"][-1]
+        last = records(step)[-1]
         if "dists" in last:
             show_figure(rejection_figure(last["dists"], title=f"Step {step.index}: after rejecting "
                                          f"{last.get('text', '')!r}, the next token is drawn from"),

@@ -9,7 +9,9 @@ from statistics import median
 import streamlit as st
 
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
-from specviz.methods.eagle import SWEEP_PATH, Config, replay_trees
+from specviz.heads.eagle_replay import replay_trees
+from specviz.methods.eagle import Config
+from specviz.sweep import EAGLE_PATH as SWEEP_PATH
 from specviz.trace import Trace
 from specviz.viz.eagle import (
     compare_figure,
@@ -65,7 +67,7 @@ if ar is not None:
     m[3].metric("Same tokens as plain decoding", "yes" if trace.output_ids == ar.output_ids else "no",
                 help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
                      "not the exact tokens.")
-drafted = [x for x in trace.steps if x.detail.get("tree")]
+drafted = [x for x in trace.steps if x.detail is not None]
 if drafted:
     m[4].metric("draft / verify per step", f"{1000 * median(x.draft_s for x in drafted):.1f} / "
                 f"{1000 * median(x.verify_s for x in drafted):.0f} ms",
@@ -86,11 +88,11 @@ if drafted:
     step = drafted[i]
     d = step.detail
     st.caption(f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
-               f"{len(d['tree']['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
+               f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
                f"{1000 * step.draft_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms")
-    stages = [f"round {r}" for r in range(1, max(d["tree"]["depth"]) + 1)] + ["rerank + verify"]
+    stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
-    show_figure(growth_figure(d["tree"], stages.index(stage) + 1, d["accepted"]), "eagle_growth")
+    show_figure(growth_figure(d.tree, stages.index(stage) + 1, d.path), "eagle_growth")
     left, right = st.columns([3, 2])
     vt, vm = verify_figures(step)
     with left:

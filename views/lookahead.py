@@ -9,7 +9,7 @@ import streamlit as st
 
 from specviz.methods import jacobi, lookahead
 from specviz.viz.jacobi import jacobi_grid_figure
-from specviz.viz.lookahead import mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
+from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
 from specviz.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
 
@@ -47,7 +47,7 @@ if ar is not None and la is not None:
     m2.metric("Speedup vs ar (decode time)", f"{ar.decode_s / max(la.decode_s, 1e-9):.2f}×")
     m3.metric("Step cost r", f"{la.mean_step_s / max(ar.mean_step_s, 1e-9):.2f}")
     m4.metric("Same tokens as ar", "yes" if la.output_ids == ar.output_ids else "no")
-    work = [x.index for x in la.steps if "window" in x.detail]
+    work = [x.index for x in la.steps if x.detail is not None]
     k = step_slider("Step", len(work), "lookahead.step")
     if work:
         d = la.steps[work[k]].detail
@@ -59,9 +59,9 @@ if ar is not None and la is not None:
             show_figure(verify_figure(d, title=f"Verification branch: root {la.steps[work[k]].texts[0]!r}"),
                         "lookahead_verify")
         with right:
-            show_figure(mask_figure(d["layout"], title="One forward, two branches: the attention mask"),
+            show_figure(mask_figure(d.layout, title="One forward, two branches: the attention mask"),
                         "lookahead_mask")
-        pool = la.steps[-1].detail.get("pool_top")
+        pool = final_pool(la)
         if pool:
             show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"),
                         "lookahead_pool")
@@ -73,7 +73,7 @@ jn = j1.slider("Guesses per pass", 1, 16, jacobi.Config().guesses, key="lookahea
 jinit = j2.selectbox("Jacobi initial guesses", jacobi.INIT_SOURCES, key="lookahead.jacobi_init")
 jac = run_method("jacobi", jacobi.Config(guesses=jn, init=jinit), s)
 if jac is not None:
-    rows = [x.index for x in jac.steps if "row" in x.detail]
+    rows = [x.index for x in jac.steps if x.detail is not None]
     upto = step_slider("Pass", len(rows), "lookahead.jacobi_pass", default=8)
     show_figure(jacobi_grid_figure(jac, upto=rows[upto] if rows else None,
                                    title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass"),

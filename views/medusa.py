@@ -36,8 +36,8 @@ s = settings()
 c1, c2, c3 = st.columns(3)
 budget = c1.slider("Tree budget B (drafted nodes)", 0, 64, Config.budget, key="medusa.budget")
 heads = c1.slider("Heads", 1, trained.num_heads, min(Config.heads, trained.num_heads), key="medusa.heads")
-acceptance = c2.radio("Acceptance", ["greedy", "typical"], key="medusa.acceptance", horizontal=True,
-                      help="greedy: lossless (exact match at T = 0, tree rejection sampling at T > 0); "
+acceptance = c2.radio("Acceptance", ["exact", "typical"], key="medusa.acceptance", horizontal=True,
+                      help="exact: lossless (argmax match at T = 0, tree rejection sampling at T > 0); "
                            "typical: p(x) > min(ε, δ·e^(−H)), lossy by design")
 temperature = c2.slider("Temperature", 0.0, 1.5, min(1.5, s.sampling.temperature) if s else 0.0, 0.05,
                         key="medusa.temperature", help="0 = greedy; typical acceptance needs T > 0 to differ")
@@ -62,25 +62,25 @@ if ar is not None:
     m4.metric("Same tokens as plain decoding", "yes" if trace.output_ids == ar.output_ids else "no",
               help="Greedy acceptance at T = 0 must give identical tokens; typical acceptance at T > 0 need not.")
 
-steps = [st_ for st_ in trace.steps if st_.detail.get("nodes")]
+steps = [st_ for st_ in trace.steps if st_.detail is not None]
 if steps:
     i = st.slider("Step", 0, len(steps) - 1, 0, key="medusa.step") if len(steps) > 1 else 0
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail
     st.caption(f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
-               f"{d['predicted']:.2f}, measured {d['measured']} · draft {1000 * step.draft_s:.1f} ms, "
+               f"{d.predicted:.2f}, measured {d.measured} · draft {1000 * step.draft_s:.1f} ms, "
                f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens")
     left, right = st.columns([3, 2])
     with left:
         show_figure(tree_figure(parents, labels, status, hover, "Candidate tree (hover a node)"), "medusa_tree")
     with right:
-        show_figure(mask_figure(parents, labels, d["path"], "Tree-attention mask"), "medusa_mask")
+        show_figure(mask_figure(parents, labels, d.path, "Tree-attention mask"), "medusa_mask")
     show_figure(token_strip(trace, upto=step.index), "medusa_tokens")
     with st.expander("Every node of this step"):
         st.dataframe([{"node": j, **{k: n[k] for k in ("text", "head", "rank", "head_prob", "target_prob",
                                                         "status", "reason")}}
-                      for j, n in enumerate(d["nodes"])], hide_index=True)
+                      for j, n in enumerate(d.nodes)], hide_index=True)
 show_figure(steps_figure(trace, ar_token_s), "medusa_steps")
 
 sweep_path = models_dir() / "sweep.json"

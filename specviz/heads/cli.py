@@ -209,6 +209,7 @@ def sweep_medusa(argv: list[str]) -> int:
 
 def sweep_eagle(argv: list[str]) -> int:
     """Measure A, speedup and draft / verify cost of EAGLE tree shapes live → models/eagle/live_sweep.json."""
+    from specviz import sweep
     from specviz.methods import eagle
 
     ap = _Parser(prog="python -m specviz calibrate eagle --live")
@@ -217,7 +218,7 @@ def sweep_eagle(argv: list[str]) -> int:
     ap.add_argument("--prompts", type=int, default=8, help="unseen ShareGPT prompts to decode")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--shapes", default=",".join("/".join(map(str, s)) for s in eagle.SWEEP_SHAPES),
+    ap.add_argument("--shapes", default=",".join("/".join(map(str, s)) for s in sweep.EAGLE_SHAPES),
                     help="depth/top_k/total_tokens, comma-separated")
     ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/eagle/live_sweep.json)")
     a = ap.parse_args(argv)
@@ -230,8 +231,8 @@ def sweep_eagle(argv: list[str]) -> int:
                          "--max-new-tokens at least 2.")
     for d, k, n in shapes:
         eagle.Config(depth=d, top_k=k, total_tokens=n)  # a ConfigError (a ValueError) names a bad shape
-    out = a.out or eagle.SWEEP_PATH
-    res = eagle.write_sweep(out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens,
+    out = a.out or sweep.EAGLE_PATH
+    res = sweep.write_eagle(out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens,
                             repeats=a.repeats, head=a.head)
     for r in sorted(res["rows"], key=lambda r: -r["speedup"]):
         shape = f"{r['depth']}/{r['top_k']}/{r['total_tokens']}"

@@ -1,4 +1,5 @@
-"""Offline EAGLE replay: accepted length per tree shape without the target in the loop.
+"""Offline EAGLE replay: accepted length per tree shape without the target in the loop, and one step's
+tree re-grown both ways for the EAGLE page.
 
 `python -m specviz calibrate eagle` replays tree configs over held-out distilled sequences (the head runs
 once over the true pairs; each tree's greedy acceptance is its longest kept path matching the stored
@@ -7,14 +8,22 @@ continuation), times a verify pass per tree size on this machine, and writes swe
 
 from __future__ import annotations
 
+import itertools
 import json
+import statistics
 import time
 from pathlib import Path
 
 import torch
 
+from specviz.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
+from specviz.heads import distill
 from specviz.heads.distill import Sequence
-from specviz.heads.eagle import DEFAULT_DIR, EagleHead
+from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, load_head
+from specviz.methods.eagle import TREES, Config, get_head, head_dtype
+from specviz.model import LoadedModel, crop_to, load_model
+from specviz.trace import Trace
+from specviz.tree import TreeSpec
 
 
 @torch.inference_mode()
@@ -24,9 +33,7 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
     The head runs once over the true pairs; a tree rooted at x_N only sees pairs < N (the mask hides
     the rest), and its greedy acceptance is the longest kept path matching the stored continuation.
     """
-    from specviz.methods import eagle
-
-    dr = eagle.Drafter(head, lm, next(head.parameters()).dtype)
+    dr = Drafter(head, lm, next(head.parameters()).dtype)
     ids = s.ids.tolist()
     pairs, start = len(ids) - 1, int(s.mask.float().argmax())
     see = torch.ones(pairs, pairs, dtype=torch.bool).tril()
@@ -35,15 +42,12 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
     for n in range(max(start, 1), pairs, every):
         for cfg in cfgs:
             t = time.perf_counter()
-            tree = eagle.DraftTree(tokens=[ids[n]])
+            tree = DraftTree(tokens=[ids[n]])
             tree.feats[0], tree.logps[0] = out[n - 1], logp[n - 1]
-            if cfg.tree == "static":
-                eagle.grow_static(dr, tree, eagle.static_paths(head, cfg), base=n)
-            else:
-                eagle.grow_dynamic(dr, tree, cfg, base=n)
+            grow(dr, tree, cfg, cfg.tree, static_paths(head, cfg) if cfg.tree == "static" else [], base=n)
             took = time.perf_counter() - t
             dr.rollback(pairs)
-            path = eagle.matched_path(tree, ids[n + 1: n + 1 + cfg.depth])
+            path = matched_path(tree, ids[n + 1: n + 1 + cfg.depth])
             key = f"{cfg.tree}/{cfg.depth}/{cfg.top_k}/{cfg.total_tokens}"
             res.setdefault(key, []).append(len(path))
             res.setdefault(key + ":s", []).append(took)
@@ -52,8 +56,6 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
 
 def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every: int = 4) -> dict[str, dict]:
     """Mean offline A and median draft ms per tree config, over stored (held-out) sequences."""
-    import statistics
-
     acc: dict[str, list[float]] = {}
     for s in seqs:
         for k, v in replay_sequence(head, lm, s, cfgs, every).items():
@@ -62,15 +64,34 @@ def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every
                 "steps": len(v)} for k, v in acc.items() if not k.endswith(":s")}
 
 
+@torch.inference_mode()
+def replay_trees(lm: LoadedModel, trace: Trace, step_index: int, config: Config | None = None,
+                 head: EagleHead | None = None) -> dict[str, dict]:
+    """Re-grow one step's tree both ways (static and dynamic) from the same context, as plain data.
+
+    The context is the prompt plus the tokens committed before the step; both trees are matched
+    against the continuation the run produced (their greedy acceptance at T = 0) under "accepted".
+    """
+    cfg = config or Config()
+    head = head or get_head(lm, cfg)
+    done = sum(len(s.committed) for s in trace.steps[:step_index])
+    ids = list(trace.prompt_ids) + list(trace.output_ids[:done])
+    root, cont = trace.output_ids[done], list(trace.output_ids[done + 1: done + 1 + cfg.depth])
+    _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
+    out = {}
+    for kind in TREES:
+        dr = Drafter(head, lm, head_dtype(lm, cfg))
+        dr.reset(ids, hidden)
+        tree = DraftTree(tokens=[root])
+        tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
+        grow(dr, tree, cfg, kind, static_paths(head, cfg) if kind == "static" else [])
+        out[kind] = {**tree_detail(tree, lm.token_text, kind), "accepted": matched_path(tree, cont)}
+    return out
+
 
 @torch.inference_mode()
 def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dict[int, float]:
     """Median ms of one target forward over n tree nodes on a `context`-token cache, sizes interleaved."""
-    import statistics
-
-    from specviz.model import crop_to
-    from specviz.tree import TreeSpec
-
     cache = lm.new_cache()
     lm.forward(list(range(1000, 1000 + context)), cache)
     times: dict[int, list[float]] = {n: [] for n in sizes}
@@ -87,13 +108,7 @@ def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dic
 
 def calibrate_main(argv: list[str] | None = None) -> int:
     """python -m specviz calibrate eagle: replay tree configs offline, time the verify pass, write sweep.json."""
-    import itertools
-
-    from specviz.heads import distill
     from specviz.heads.cli import _Parser  # raises on bad input, so the CLI prints one line and exits 2
-    from specviz.heads.eagle import load_head
-    from specviz.methods.eagle import Config
-    from specviz.model import load_model
 
     ap = _Parser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
     ap.add_argument("--head", type=Path, default=DEFAULT_DIR)

@@ -1,28 +1,51 @@
-"""What every decoding method shares: the run state, the commit rule and the trace it leaves."""
+"""What every decoding method shares: the run state, the one decode loop, the commit rule and the trace.
+
+Every method follows one rhythm, owned here. After the prefill the run holds `pending`, the target's
+logits for the next position. Each step takes the root (a token forced by the last acceptance, else the
+target's own pick from `pending`), stops early when the root alone ends the run, and otherwise calls the
+method's `step(run, root)`: propose → verify (one target forward) → accept → commit. The step times its
+phases with `run.phase(...)` and returns an `Outcome`; the run clips, commits, and builds the step record
+(softmax, entropy, top-5, token texts, the method's detail) after the clock has stopped.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import asdict, is_dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 import torch
 
+from specviz.details import Detail
 from specviz.model import LoadedModel
 from specviz.sampling import Sampling, choose, entropy, target_probs, top_alts
 from specviz.trace import StepTrace, Trace
 
 OnStep = Callable[[StepTrace], None]
+PHASES = ("draft", "verify", "commit")
+
+
+@dataclass
+class Outcome:
+    """What one method step hands back to the run after propose → verify → accept → commit."""
+
+    accepted: list[int]  # drafted tokens accepted after the root
+    proposed: int  # drafted tokens proposed after the root
+    forward_tokens: int  # tokens the target's forward pass verified
+    logits: torch.Tensor  # [V] the target's logits for the position after the last accepted token
+    hidden: torch.Tensor  # [H] the hidden state that produced them
+    next_root: int | None = None  # the next root, when the acceptance rule already drew it (T > 0)
+    next_from: str = "residual"  # where it came from: residual or bonus
+    detail: Callable[[], Detail] | None = None  # the step's record, built once the clock has stopped
+
+
+Step = Callable[["Run", int], Outcome]
 
 
 class Run:
-    """One generation in progress: cache, generator, committed tokens and step records.
-
-    Every method follows the same rhythm. After the prefill the run holds `pending`, the target's
-    logits for the next position. A step picks the root token from `pending`, optionally proposes
-    more, runs one target forward, accepts a prefix, and commits root + accepted tokens.
-    """
+    """One generation in progress: cache, generator, committed tokens and step records."""
 
     def __init__(self, lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, method: str,
                  config: Any = None, prompt: str = "", on_step: OnStep | None = None) -> None:
@@ -39,7 +62,10 @@ class Run:
         self.on_step = on_step
         self.pending: torch.Tensor | None = None  # logits [V] for the next position
         self.pending_hidden: torch.Tensor | None = None  # hidden [H] that produced them
+        self.forced: int | None = None  # the next root, drawn by the last step's acceptance rule
+        self.forced_from = "target"
         self.prefill_s = 0.0
+        self.times: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._t0 = time.perf_counter()
 
     @property
@@ -55,6 +81,20 @@ class Run:
         """Tokens held in the KV cache (prompt + committed, minus the pending root)."""
         return self.cache.get_seq_length()
 
+    @property
+    def context(self) -> list[int]:
+        """The prompt and every committed token."""
+        return self.prompt_ids + self.output
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to this step's `name` phase (draft, verify or commit)."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[name] += time.perf_counter() - t
+
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the prompt; keep the last position's logits as `pending`; return (logits, hidden)."""
         t = time.perf_counter()
@@ -63,9 +103,29 @@ class Run:
         self.prefill_s = time.perf_counter() - t
         return logits, hidden
 
-    def pick_root(self) -> int:
-        """The target's own next token, drawn from `pending`."""
-        return choose(self.pending, self.sampling, self.gen)
+    def decode(self, step: Step) -> Trace:
+        """The one decode loop: prefill if needed, then step until EOS or max_new_tokens."""
+        if self.pending is None:
+            self.prefill()
+        while not self.done:
+            self._step(step)
+        return self.trace()
+
+    def _step(self, step: Step) -> None:
+        self.times = dict.fromkeys(PHASES, 0.0)
+        started = time.perf_counter()
+        dist = self.pending  # the distribution the root comes from, for the record
+        if self.forced is not None:
+            root, root_from, self.forced = self.forced, self.forced_from, None
+        else:
+            root, root_from = choose(self.pending, self.sampling, self.gen), "target"
+        if self.is_final(root):  # the last token needs no forward pass
+            self._record([root], None, time.perf_counter() - started, dist, root_from)
+            return
+        out = step(self, root)
+        self.pending, self.pending_hidden = out.logits, out.hidden
+        self.forced, self.forced_from = out.next_root, out.next_from
+        self._record([root, *out.accepted], out, time.perf_counter() - started, dist, root_from)
 
     def is_final(self, token: int) -> bool:
         """Whether committing `token` ends the run (EOS, or the length budget reached)."""
@@ -83,24 +143,23 @@ class Run:
             self.stopped = "length"
         return out
 
-    def commit(self, tokens: list[int], *, forward_tokens: int, draft_s: float, verify_s: float,
-               started: float, detail: dict[str, Any] | None = None,
-               dist_logits: torch.Tensor | None = None) -> StepTrace:
-        """Append tokens to the output and record the step; `dist_logits` is the root's distribution."""
+    def _record(self, tokens: list[int], out: Outcome | None, wall_s: float, dist_logits: torch.Tensor,
+                root_from: str) -> None:
+        """Commit tokens and record the step; everything here runs after the step's clock stopped."""
         tokens = self.clip(tokens)
-        dist = target_probs(self.pending if dist_logits is None else dist_logits, self.sampling)
-        first = tokens[0]
+        dist = target_probs(dist_logits, self.sampling)
         step = StepTrace(
             index=len(self.steps), committed=tokens, texts=[self.lm.token_text(t) for t in tokens],
-            forward_tokens=forward_tokens, draft_s=draft_s, verify_s=verify_s,
-            wall_s=time.perf_counter() - started, prob=round(float(dist[first]), 6),
-            entropy=round(entropy(dist), 6), top=top_alts(dist, self.lm.token_text), detail=detail or {},
+            proposed=out.proposed if out else 0, forward_tokens=out.forward_tokens if out else 0,
+            draft_s=self.times["draft"], verify_s=self.times["verify"], commit_s=self.times["commit"],
+            wall_s=wall_s, prob=round(float(dist[tokens[0]]), 6), entropy=round(entropy(dist), 6),
+            root_from=root_from, top=top_alts(dist, self.lm.token_text),
+            detail=out.detail() if out and out.detail else None,
         )
         self.output.extend(tokens)
         self.steps.append(step)
         if self.on_step is not None:
             self.on_step(step)
-        return step
 
     def trace(self) -> Trace:
         """The finished run as plain data."""

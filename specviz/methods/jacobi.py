@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 
-from specviz.methods.base import OnStep, Run
+from specviz.details import JacobiStep
+from specviz.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel, crop_to
-from specviz.ngram_pool import verify
+from specviz.ngram_pool import accept_candidates
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
+
+__all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id", "start"]
 
 NAME = "jacobi"
 LABEL = "Jacobi decoding"
 SUMMARY = "Guess n tokens, refine all of them in parallel each forward pass, commit the converged prefix."
-INIT_SOURCES = ("pad", "random", "prompt")  # where the first guesses come from
 
 
 @dataclass(frozen=True)
@@ -31,26 +33,6 @@ class Config:
             raise ConfigError(f"jacobi guesses must be an integer from 1 to 32, got {self.guesses!r}.")
         if self.init not in INIT_SOURCES:
             raise ConfigError(f"jacobi init must be one of {', '.join(INIT_SOURCES)}, got {self.init!r}.")
-
-
-def initial_guesses(source: str, n: int, prompt_ids: list[int], pad_id: int, vocab: int,
-                    gen: torch.Generator) -> list[int]:
-    """n starting guesses: the pad token, uniform vocabulary ids, or tokens drawn from the prompt."""
-    if n <= 0:
-        return []
-    if source == "pad":
-        return [pad_id] * n
-    if source == "random":
-        return torch.randint(vocab, (n,), generator=gen).tolist()
-    if source == "prompt":
-        picks = torch.randint(len(prompt_ids), (n,), generator=gen).tolist()
-        return [prompt_ids[i] for i in picks]
-    raise ConfigError(f"Unknown initial-guess source {source!r}; choose from {', '.join(INIT_SOURCES)}.")
-
-
-def pad_id(lm: LoadedModel) -> int:
-    pid = lm.tokenizer.pad_token_id
-    return int(pid) if pid is not None else min(lm.eos_ids)
 
 
 def jacobi_fixed_point(lm: LoadedModel, prompt_ids: list[int], n: int, init: str = "pad",
@@ -81,10 +63,31 @@ def jacobi_fixed_point(lm: LoadedModel, prompt_ids: list[int], n: int, init: str
 class JacobiState:
     """The guesses carried from one pass to the next, keyed by output index."""
 
+    cfg: Config
     guesses: list[int]
     prev: dict[int, int] = field(default_factory=dict)  # output index -> token of the last guess row
     fresh: set[int] = field(default_factory=set)  # output indices whose guess came from the init source
-    forced: int | None = None  # next root already drawn from a residual (T > 0)
+
+    def step(self, run: Run, root: int) -> Outcome:
+        """Feed root + guesses causally (verify), keep the agreeing prefix (accept), shift the rest (commit)."""
+        guesses, base, offset = self.guesses, run.seq_len, len(run.output)
+        with run.phase("verify"):
+            logits, hidden = run.lm.forward([root, *guesses], run.cache)  # [n+1, V]: row j predicts index j+1
+        verdict = accept_candidates(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)
+        m, row = len(verdict.accepted), [root, *guesses]
+        with run.phase("commit"):
+            crop_to(run.cache, base + 1 + m)
+        preds = torch.argmax(logits, dim=-1).tolist()
+        status = _statuses(offset, row, m, self)
+        self.prev = {offset + j: tok for j, tok in enumerate(row)}
+        fill = initial_guesses(self.cfg.init, m, run.prompt_ids, pad_id(run.lm), run.lm.hf.config.vocab_size,
+                               run.gen)
+        self.guesses = preds[m + 1 :] + fill  # refined guesses for the indices after the next root
+        start = offset + m + 2
+        self.fresh = set(range(start + len(guesses) - m, start + len(guesses)))
+        return Outcome(accepted=verdict.accepted, proposed=len(guesses), forward_tokens=len(row), logits=logits[m],
+                       hidden=hidden[m], next_root=verdict.forced,
+                       detail=lambda: JacobiStep(offset, row, [run.lm.token_text(x) for x in row], status, preds, m))
 
 
 def _statuses(offset: int, row: list[int], accepted: int, state: JacobiState) -> list[str]:
@@ -101,50 +104,16 @@ def _statuses(offset: int, row: list[int], accepted: int, state: JacobiState) ->
     return out
 
 
-def step(run: Run, cfg: Config, state: JacobiState) -> None:
-    """One Jacobi iteration: feed root + guesses causally, keep the agreeing prefix, shift the rest."""
-    started = time.perf_counter()
-    root = state.forced if state.forced is not None else run.pick_root()
-    if run.is_final(root):
-        run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started)
-        return
-    guesses, base, offset = state.guesses, run.seq_len, len(run.output)
-    t = time.perf_counter()
-    logits, hidden = run.lm.forward([root, *guesses], run.cache)  # [n+1, V]: row j predicts index j+1
-    verify_s = time.perf_counter() - t
-    verdict = verify(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)
-    m = len(verdict.accepted)
-    crop_to(run.cache, base + 1 + m)
-    row = [root, *guesses]
-    preds = torch.argmax(logits, dim=-1).tolist()
-    detail = {"offset": offset, "row": row, "texts": [run.lm.token_text(x) for x in row],
-              "status": _statuses(offset, row, m, state), "prediction": preds, "accepted": m}
-    state.prev = {offset + j: tok for j, tok in enumerate(row)}
-    fill = initial_guesses(cfg.init, m, run.prompt_ids, pad_id(run.lm), run.lm.hf.config.vocab_size,
-                           run.gen)
-    state.guesses = preds[m + 1 :] + fill  # refined guesses for the indices after the next root
-    start = offset + m + 2
-    state.fresh = set(range(start + len(guesses) - m, start + len(guesses)))
-    state.forced = verdict.forced
-    run.commit([root, *verdict.accepted], forward_tokens=1 + len(guesses), draft_s=0.0, verify_s=verify_s,
-               started=started, detail=detail)
-    run.pending, run.pending_hidden = logits[m], hidden[m]
-
-
 def start(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, cfg: Config, prompt: str = "",
           on_step: OnStep | None = None) -> tuple[Run, JacobiState]:
-    """A prefilled run and its first guesses."""
+    """A run and its first guesses (drawn before the prefill, from the run's generator)."""
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     first = initial_guesses(cfg.init, cfg.guesses, prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
-    run.prefill()
-    return run, JacobiState(first, fresh=set(range(1, cfg.guesses + 1)))
+    return run, JacobiState(cfg, first, fresh=set(range(1, cfg.guesses + 1)))
 
 
 def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
              prompt: str = "", on_step: OnStep | None = None) -> Trace:
     """Decode until EOS or max_new_tokens, one Jacobi iteration per step."""
-    cfg = config or Config()
-    run, state = start(lm, prompt_ids, sampling, cfg, prompt, on_step)
-    while not run.done:
-        step(run, cfg, state)
-    return run.trace()
+    run, state = start(lm, prompt_ids, sampling, config or Config(), prompt, on_step)
+    return run.decode(state.step)

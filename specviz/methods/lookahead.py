@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
-from specviz.methods.base import OnStep, Run
-from specviz.methods.jacobi import INIT_SOURCES, initial_guesses, pad_id
+from specviz.details import LookaheadStep
+from specviz.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
-from specviz.ngram_pool import Layout, NgramPool, additive_mask, verify
+from specviz.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
 from specviz.tree import commit_path
@@ -56,12 +57,50 @@ class Config:
 
 @dataclass
 class LookaheadState:
-    """The window (oldest level first), the pool, and a root already drawn from a residual."""
+    """The window (oldest level first) and the pool, carried from step to step."""
 
+    cfg: Config
     levels: list[list[int]]
     pool: NgramPool
-    forced: int | None = None
-    text: object = None  # memoised token -> text
+    text: Callable[[int], str]  # memoised token -> text
+
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose (window + pooled n-grams) → verify (one forward) → accept the longest match → commit."""
+        cfg, lm = self.cfg, run.lm
+        with run.phase("draft"):
+            cands = self.pool.candidates(root, cfg.guesses)
+            lay = Layout(len(self.levels), cfg.window, len(cands), cfg.ngram - 1)
+            ids = [root, *(t for lv in self.levels for t in lv), *(t for c in cands for t in c)]
+            base = run.seq_len
+            positions = torch.tensor(lay.positions(base))
+        with run.phase("verify"):
+            _, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 0))
+            root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)
+            new = new_level.tolist()
+        verdict = accept_candidates(root_logits, cands, list(cand_rows), run.sampling, run.gen)
+        m, best = len(verdict.accepted), verdict.best
+        with run.phase("commit"):
+            commit_path(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
+        if m:
+            self.pool.hit(root, cands[best])
+        window = [list(lv) for lv in self.levels]
+        grams, status = _advance_window(self, new, cfg.ngram - 1)
+        return Outcome(
+            accepted=verdict.accepted, proposed=sum(map(len, cands)), forward_tokens=lay.size,
+            logits=cand_rows[best, m - 1] if m else root_logits,
+            hidden=hidden[lay.cand_slot(best, m - 1) if m else 0], next_root=verdict.forced,
+            detail=lambda: self.record(window, new, grams, status, cands, verdict, lay))
+
+    def record(self, window: list[list[int]], new: list[int], grams: list[list[int]], status: list[str],
+               cands: list[list[int]], verdict: Verdict, lay: Layout) -> LookaheadStep:
+        """The step as plain data, token texts included (built after the step's clock stopped)."""
+        text = self.text
+        return LookaheadStep(
+            window=window, window_texts=[[text(x) for x in lv] for lv in window], new_level=new,
+            new_texts=[text(x) for x in new], harvested=grams, harvest_status=status, candidates=cands,
+            candidate_texts=[[text(x) for x in c] for c in cands], matched=verdict.matched, best=verdict.best,
+            accepted_tokens=verdict.accepted, pool_size=len(self.pool), pool_keys=len(self.pool.grams),
+            layout={"levels": lay.levels, "width": lay.width, "cands": lay.cands, "depth": lay.depth})
 
 
 def _rows(lm: LoadedModel, hidden: torch.Tensor, slots: list[int], vocab: int = 0) -> torch.Tensor:
@@ -98,117 +137,30 @@ def _advance_window(state: LookaheadState, new: list[int], full: int) -> tuple[l
     return grams, status
 
 
-def step(run: Run, cfg: Config, state: LookaheadState) -> None:
-    """One forward over [root][window levels][candidate n-grams]; accept the longest verified match."""
-    started = time.perf_counter()
-    lm, text = run.lm, state.text
-    root = state.forced if state.forced is not None else run.pick_root()
-    if run.is_final(root):
-        run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started)
-        return
-    cands = state.pool.candidates(root, cfg.guesses)
-    lay = Layout(len(state.levels), cfg.window, len(cands), cfg.ngram - 1)
-    ids = [root, *(t for lv in state.levels for t in lv), *(t for c in cands for t in c)]
-    base = run.seq_len
-    positions = torch.tensor(lay.positions(base))
-    draft_s = time.perf_counter() - started
-    t = time.perf_counter()
-    _, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 0))
-    root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)
-    new = new_level.tolist()
-    verify_s = time.perf_counter() - t
-    verdict = verify(root_logits, cands, list(cand_rows), run.sampling, run.gen)
-    m, best = len(verdict.accepted), verdict.best
-    commit_path(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])
-    if m:
-        state.pool.hit(root, cands[best])
-    window = [list(lv) for lv in state.levels]
-    grams, status = _advance_window(state, new, cfg.ngram - 1)
-    detail = {
-        "window": window, "window_texts": [[text(x) for x in lv] for lv in window],
-        "new_level": new, "new_texts": [text(x) for x in new], "harvested": grams, "harvest_status": status,
-        "candidates": cands, "candidate_texts": [[text(x) for x in c] for c in cands],
-        "matched": verdict.matched, "best": best, "accepted": verdict.accepted,
-        "pool_size": len(state.pool), "pool_keys": len(state.pool.grams),
-        "layout": {"levels": lay.levels, "width": lay.width, "cands": lay.cands, "depth": lay.depth},
-    }
-    state.forced = verdict.forced
-    run.commit([root, *verdict.accepted], forward_tokens=lay.size, draft_s=draft_s, verify_s=verify_s,
-               started=started, detail=detail)
-    slot = lay.cand_slot(best, m - 1) if m else 0
-    run.pending = cand_rows[best, m - 1] if m else root_logits
-    run.pending_hidden = hidden[slot]
-
-
 def start(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, cfg: Config, prompt: str = "",
           on_step: OnStep | None = None, pool: NgramPool | None = None) -> tuple[Run, LookaheadState]:
-    """A prefilled run and its window; the pool is seeded from the prompt unless one is given."""
+    """A run and its window; the pool is seeded from the prompt unless one is given."""
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     if pool is None:
         pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
         if cfg.seed_prompt:
             pool.seed(prompt_ids)
     first = initial_guesses(cfg.init, cfg.window, prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
-    state = LookaheadState([first], pool, text=functools.lru_cache(maxsize=None)(lm.token_text))
-    run.prefill()
-    return run, state
+    return run, LookaheadState(cfg, [first], pool, functools.lru_cache(maxsize=None)(lm.token_text))
+
+
+def finish(run: Run, state: LookaheadState) -> Trace:
+    """Decode to the end; the pool as it ended goes on the last step that ran a forward (for the pool chart)."""
+    trace = run.decode(state.step)
+    done = [i for i, s in enumerate(trace.steps) if s.detail is not None]
+    if done:
+        last = trace.steps[done[-1]]
+        top = state.pool.top(POOL_TOP, state.text)
+        trace.steps[done[-1]] = replace(last, detail=replace(last.detail, pool_top=top))
+    return trace
 
 
 def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
              prompt: str = "", on_step: OnStep | None = None) -> Trace:
     """Decode until EOS or max_new_tokens with lookahead steps."""
-    cfg = config or Config()
-    run, state = start(lm, prompt_ids, sampling, cfg, prompt, on_step)
-    while not run.done:
-        step(run, cfg, state)
-    if run.steps:  # the pool as it ended, for the pool chart (kept out of the per-step records)
-        run.steps[-1].detail["pool_top"] = state.pool.top(POOL_TOP, state.text)
-    return run.trace()
-
-
-SWEEP_PATH = "models/lookahead_sweep.json"
-SWEEP_COMMAND = ("python -c 'from specviz.methods.lookahead import write_sweep; write_sweep()'  "
-                 "# about 6 min on an idle 2-core machine")
-
-
-def measure_sweep(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
-                  shapes: tuple[tuple[int, int], ...] = ((2, 2), (2, 3), (3, 2)), max_new_tokens: int = 48,
-                  repeats: int = 1, progress=print) -> dict:
-    """Greedy speedup over `ar` and A for every W × (N, G): per prompt, ar and every setting interleaved.
-
-    Speedup is the median over prompts of (median ar wall time / median lookahead wall time).
-    """
-    from specviz import sweep
-
-    cfgs = [Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
-    measured, _ = sweep.interleaved(lm, prompts, cfgs, generate, max_new_tokens, repeats, progress,
-                                    lambda c: f"W={c.window} N={c.ngram} G={c.guesses}")
-    rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
-             "speedup": m.speedup, "A": m.A, "identical": m.identical, "prompts": len(prompts)}
-            for c, m in zip(cfgs, measured, strict=True)]
-    d = Config()
-    return {**sweep.header(lm, SWEEP_COMMAND, "specviz.methods.lookahead.measure_sweep", max_new_tokens, repeats,
-                           prompts),
-            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
-            "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses}}
-
-
-def write_sweep(path: str = SWEEP_PATH, n_prompts: int = 7, **kw) -> dict:
-    """Re-measure the sweep on unseen ShareGPT prompts and write it where the page reads it.
-
-    The defaults are tuned here, never on the Spec-Bench questions the bench evaluates with.
-    """
-    import json
-    from pathlib import Path
-
-    from specviz.heads.distill import training_prompts
-    from specviz.model import load_model
-
-    prompts = training_prompts(8000)[-n_prompts:]  # far beyond any prompt the heads were distilled on
-    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
-    out = measure_sweep(lm, prompts, **kw)
-    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
-    out["call"] = {"n_prompts": n_prompts, "threads": torch.get_num_threads(),
-                   **{k: v for k, v in kw.items() if k != "progress"}}
-    Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
-    return out
+    return finish(*start(lm, prompt_ids, sampling, config or Config(), prompt, on_step))

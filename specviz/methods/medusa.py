@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,9 @@ from typing import Any
 import torch
 
 from specviz.acceptance import typical_threshold
-from specviz.heads.medusa import MedusaHeads, load_calibration, load_heads, models_dir
-from specviz.methods.base import OnStep, Run
+from specviz.details import MedusaStep
+from specviz.heads.medusa import HeadsConfig, MedusaHeads, load_calibration, load_heads, models_dir, new_heads
+from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.trace import Trace
@@ -21,7 +21,7 @@ from specviz.tree_sampling import sample_path
 NAME = "medusa"
 LABEL = "Medusa"
 SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
-ACCEPTANCE = ("greedy", "typical")
+ACCEPTANCE = ("exact", "typical")  # "greedy" is read as "exact", its former name
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,9 @@ class Config:
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
 
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
-    budget: int = 4  # B: drafted nodes (root extra); fastest in models/medusa/sweep.json (oneDNN fp32)
-    acceptance: str = "greedy"  # "greedy": lossless (exact match at T=0, tree rejection sampling at T>0)
+    budget: int = 4  # B: drafted nodes, ROOT NOT COUNTED (B + 1 verified; EAGLE's total_tokens counts the root);
+    # fastest in models/medusa/sweep.json (oneDNN fp32)
+    acceptance: str = "exact"  # "exact": lossless (argmax match at T=0, tree rejection sampling at T>0)
     eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
     delta: float = 0.3
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
@@ -40,6 +41,8 @@ class Config:
             raise ConfigError(f"heads must be between 1 and 8, got {self.heads}.")
         if not 0 <= self.budget <= 128:
             raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {self.budget}.")
+        if self.acceptance == "greedy":
+            object.__setattr__(self, "acceptance", "exact")
         if self.acceptance not in ACCEPTANCE:
             raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {self.acceptance!r}.")
         if not (0 < self.eps <= 1 and 0 < self.delta <= 1):
@@ -88,7 +91,7 @@ def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: tor
                 if c not in path:
                     why[c] = f"target chose {run.lm.token_text(choice[j])!r}"
         return path, None, why
-    if cfg.acceptance == "greedy":  # lossless at T > 0: recursive rejection sampling down the tree
+    if cfg.acceptance == "exact":  # lossless at T > 0: recursive rejection sampling down the tree
         path, nxt, records = sample_path(tokens, spec, probs, run.gen)
         for r in records:
             if not r["accepted"]:
@@ -151,38 +154,33 @@ def verify(run: Run, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, t
     return logits, probs, hidden
 
 
-@torch.inference_mode()
-def step(run: Run, cfg: Config, heads: MedusaHeads, spec: TreeSpec, expected: float,
-         root: int | None) -> int | None:
-    """One Medusa step: propose → verify (one tree pass) → accept → commit; returns a pre-drawn next root."""
-    started = time.perf_counter()
-    root = run.pick_root() if root is None else root
-    if run.is_final(root):
-        run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started)
-        return None
-    t = time.perf_counter()
-    drafts, head_p = propose(heads, run.pending_hidden, spec)
-    tokens = [root, *drafts]
-    draft_s = time.perf_counter() - t
-    t = time.perf_counter()
-    prefix = run.seq_len
-    logits, probs, hidden = verify(run, tokens, spec)
-    verify_s = time.perf_counter() - t
-    path, next_root, why = accept(run, cfg, tokens, spec, logits, probs)
-    t = time.perf_counter()
-    if not logits[path[-1]].any():  # ended on a leaf whose logits (the next root's) were skipped
-        logits[path[-1]] = run.lm.lm_head(hidden[path[-1]:path[-1] + 1]).float()[0]
-    verify_s += time.perf_counter() - t
-    commit_path(run.cache, prefix, path)
-    detail = {
-        "parents": spec.parents, "nodes": node_records(run, spec, tokens, head_p, probs, path, why),
-        "path": path, "predicted": round(1 + expected, 4), "measured": len(path),
-        "acceptance": "greedy" if run.sampling.greedy else cfg.acceptance,
-    }
-    run.commit([tokens[j] for j in path], forward_tokens=len(tokens), draft_s=draft_s, verify_s=verify_s,
-               started=started, detail=detail)
-    run.pending, run.pending_hidden = logits[path[-1]], hidden[path[-1]]
-    return next_root
+class Medusa:
+    """One Medusa generation: the heads and the fixed sparse tree they fill."""
+
+    def __init__(self, cfg: Config, heads: MedusaHeads, spec: TreeSpec, expected: float) -> None:
+        self.cfg, self.heads, self.spec, self.expected = cfg, heads, spec, expected
+
+    @torch.inference_mode()
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose (the heads fill the tree) → verify (one tree pass) → accept → commit."""
+        spec, prefix = self.spec, run.seq_len
+        with run.phase("draft"):
+            drafts, head_p = propose(self.heads, run.pending_hidden, spec)
+            tokens = [root, *drafts]
+        with run.phase("verify"):
+            logits, probs, hidden = verify(run, tokens, spec)
+        path, next_root, why = accept(run, self.cfg, tokens, spec, logits, probs)
+        with run.phase("verify"):
+            if not logits[path[-1]].any():  # ended on a leaf whose logits (the next root's) were skipped
+                logits[path[-1]] = run.lm.lm_head(hidden[path[-1]:path[-1] + 1]).float()[0]
+        with run.phase("commit"):
+            commit_path(run.cache, prefix, path)
+        rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
+        return Outcome(
+            accepted=[tokens[j] for j in path[1:]], proposed=len(drafts), forward_tokens=len(tokens),
+            logits=logits[path[-1]], hidden=hidden[path[-1]], next_root=next_root,
+            detail=lambda: MedusaStep(spec.parents, node_records(run, spec, tokens, head_p, probs, path, why), path,
+                                      round(1 + self.expected, 4), len(path), rule))
 
 
 def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
@@ -197,9 +195,20 @@ def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config:
         raise ConfigError(f"heads must be at most {min(len(heads.blocks), len(acc))} for these heads.")
     spec, expected = build_tree(acc, cfg.heads, cfg.budget)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    run.prefill()
-    root = None
-    while not run.done:
-        root = step(run, cfg, heads, spec, expected, root)
-    return run.trace()
+    return run.decode(Medusa(cfg, heads, spec, expected).step)
 
+
+def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Untrained heads (random W1 over the full vocabulary) and a decaying calibration, for any model.
+
+    The contract test runs every method on a tiny random model through this; no trained heads needed.
+    """
+    vocab = lm.lm_head.weight.shape[0]
+    heads = new_heads(lm, HeadsConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab,
+                                      model=lm.name), torch.arange(vocab))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for blk in heads.blocks:
+            blk[0].linear.weight.normal_(0.0, 0.3, generator=gen)
+    calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
+    return {"config": Config(heads=num_heads), "heads": heads.eval().requires_grad_(False), "calibration": calibration}

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from specviz.acceptance import speculative_chain
-from specviz.methods.base import OnStep, Run
-from specviz.methods.speculative import annotate, greedy_decision
+from specviz.acceptance import annotate, judge_chain
+from specviz.details import PldStep
+from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel, crop_to
 from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.trace import Trace
@@ -21,7 +20,7 @@ SUMMARY = "Copies the continuation of a matching n-gram from the prompt or the o
 
 # Cost of one target forward over m new tokens relative to m = 1 (index m), fp32 on these 2 cores, median of 7
 # (`probe_latency(lm, ks=range(1, 18))`). With oneDNN-prepacked linears the cost is nearly flat up to ~11
-# tokens; with the stock kernels 2-3 rows are oddly slow (TOOLING.md: 59/84/77/94 ms for 1/4/8/16 tokens).
+# tokens; with the stock kernels 2-3 rows are oddly slow (59/84/77/94 ms for 1/4/8/16 tokens).
 VERIFY_COST = {
     "onednn": (0.0, 1.0, 1.16, 1.05, 0.99, 1.05, 1.03, 1.1, 1.13, 1.13, 1.15, 1.17, 1.24, 1.32, 1.35, 1.43,
                1.4, 1.45),
@@ -98,11 +97,11 @@ class Evidence:
 
 
 def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tuple[list[int], dict[str, Any]]:
-    """The copied draft after root and how it was found."""
-    seq = run.prompt_ids + run.output + [root]
+    """The copied draft after root and how it was found (ngram, match_at, source, rate)."""
+    seq = [*run.context, root]
     n, start = find_match(seq, cfg.max_ngram, cfg.min_ngram)
     if not n:
-        return [], {"ngram": 0}
+        return [], {"ngram": 0, "match_at": -1, "source": "", "rate": 0.0}
     available = min(len(seq) - start, budget)
     rate = ev.rate(n)
     k = best_length(rate, available, cfg.max_draft, run.lm.kernels) if cfg.adaptive else min(available, cfg.max_draft)
@@ -113,60 +112,36 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
 def one_hot_rows(drafts: list[int], vocab: int, dtype: torch.dtype) -> torch.Tensor:
     """The draft 'distribution' of a copied token: all mass on it; [k, V]."""
     q = torch.zeros(len(drafts), vocab, dtype=dtype)
-    q[torch.arange(len(drafts)), torch.tensor(drafts)] = 1.0
+    q[torch.arange(len(drafts)), torch.tensor(drafts, dtype=torch.long)] = 1.0
     return q
 
 
 class Lookup:
-    """One pld generation: the run, the acceptance evidence and the token forced by a rejection."""
+    """One pld generation: the acceptance evidence that sets the draft length."""
 
-    def __init__(self, run: Run, cfg: Config) -> None:
-        self.run, self.cfg, self.ev = run, cfg, Evidence(cfg)
-        self.forced: int | None = None  # next root drawn by speculative sampling (T > 0)
+    def __init__(self, cfg: Config) -> None:
+        self.cfg, self.ev = cfg, Evidence(cfg)
 
-    def step(self) -> None:
-        """propose (copy) → verify → accept → commit."""
-        run, started = self.run, time.perf_counter()
-        root = self.forced if self.forced is not None else run.pick_root()
-        self.forced = None
-        if run.is_final(root):
-            run.commit([root], forward_tokens=0, draft_s=0.0, verify_s=0.0, started=started,
-                       detail={"ngram": 0, "drafts": [], "accepted": 0, "records": []})
-            return
-        base = run.seq_len
-        drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
-        t = time.perf_counter()
-        logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
-        verify_s = time.perf_counter() - t
-        n, records = self.accept(logits, drafts)
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose (copy) → verify → accept (greedy match, or speculative sampling with q = δ) → commit."""
+        base, rule = run.seq_len, "greedy" if run.sampling.greedy else "speculative"
+        with run.phase("draft"):
+            drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
+        with run.phase("verify"):
+            logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
+        p = target_probs(logits, run.sampling)
+        n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p.shape[-1], p.dtype), drafts, run.gen)
         self.ev.update(found["ngram"], len(drafts), n)
-        crop_to(run.cache, base + 1 + n)
-        detail = found | {"drafts": drafts, "accepted": n, "records": records}
-        run.commit([root, *drafts[:n]], forward_tokens=1 + len(drafts), draft_s=t - started,
-                   verify_s=verify_s, started=started, detail=detail)
-        run.pending, run.pending_hidden = logits[n], hidden[n]
-
-    def accept(self, logits: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
-        """Greedy match at T = 0; else speculative sampling with a one-hot draft (lossless)."""
-        if not drafts:
-            return 0, []
-        s = self.run.sampling
-        p = target_probs(logits, s)
-        q = one_hot_rows(drafts, p.shape[-1], p.dtype)
-        if s.greedy:
-            n, records = greedy_decision(p, q, drafts)
-        else:
-            n, self.forced, records = speculative_chain(p, q, drafts, self.run.gen)
-        return n, annotate(self.run.lm, records, p)
+        with run.phase("commit"):
+            crop_to(run.cache, base + 1 + n)
+        return Outcome(
+            accepted=drafts[:n], proposed=len(drafts), forward_tokens=1 + len(drafts), logits=logits[n],
+            hidden=hidden[n], next_root=nxt, next_from="bonus" if n == len(drafts) else "residual",
+            detail=lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found))
 
 
 def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
              prompt: str = "", on_step: OnStep | None = None) -> Trace:
     """Decode with copied drafts until EOS or max_new_tokens."""
     cfg = config or Config()
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    look = Lookup(run, cfg)
-    run.prefill()
-    while not run.done:
-        look.step()
-    return run.trace()
+    return Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step).decode(Lookup(cfg).step)

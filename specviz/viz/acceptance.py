@@ -19,9 +19,14 @@ def _label(text: str) -> str:
     return repr(text)[1:-1].replace(" ", "␣") or "∅"
 
 
+def records(step: StepTrace) -> list[dict[str, Any]]:
+    """A chain step's decision records (sps, pld); none for a step that drafted nothing."""
+    return step.detail.records if step.detail is not None else []
+
+
 def decisions_figure(step: StepTrace, title: str | None = None) -> go.Figure:
     """Every proposed token of one step: p(x), q(x), the acceptance chance min(1, p/q) and the draw u."""
-    recs = step.detail.get("records", [])
+    recs = records(step)
     x = [f"{r['pos'] + 1}: {_label(r.get('text', str(r['token'])))}" for r in recs]
     colors = [ACCEPT if r["accepted"] else REJECT for r in recs]
     fig = go.Figure()
@@ -54,7 +59,7 @@ def rejection_figure(dists: dict[str, Any], title: str | None = None) -> go.Figu
 def typical_points(trace: Trace) -> list[dict[str, Any]]:
     """(entropy of p, p(x), text) of every proposed token in a trace, for the typical-acceptance chart."""
     return [{"entropy": r["entropy"], "p": r["p"], "text": r.get("text", ""), "step": s.index}
-            for s in trace.steps for r in s.detail.get("records", []) if "entropy" in r]
+            for s in trace.steps for r in records(s) if "entropy" in r]
 
 
 def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title: str | None = None) -> go.Figure:
@@ -106,11 +111,11 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
 
 def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
     """Proposed and accepted tokens per step."""
-    steps = [s for s in trace.steps if "records" in s.detail]
+    steps = [s for s in trace.steps if s.detail is not None]
     fig = go.Figure()
-    fig.add_bar(x=[s.index for s in steps], y=[len(s.detail["records"]) for s in steps], name="proposed",
+    fig.add_bar(x=[s.index for s in steps], y=[len(s.detail.records) for s in steps], name="proposed",
                 marker_color=NEUTRAL)
-    fig.add_bar(x=[s.index for s in steps], y=[s.detail.get("accepted", 0) for s in steps], name="accepted",
+    fig.add_bar(x=[s.index for s in steps], y=[s.detail.n_accepted for s in steps], name="accepted",
                 marker_color=ACCEPT)
     fig.update_layout(barmode="overlay", xaxis={"title": "step"}, yaxis={"title": "tokens"})
     return apply(fig, title or f"Drafts accepted per step (A = {trace.mean_accepted:.2f})", height=320)
@@ -119,10 +124,10 @@ def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """This method's own views of one trace, by name (for export)."""
     out = {"acceptance_per_step": acceptance_rate_figure(trace)}
-    rejected = [s for s in trace.steps if any("dists" in r for r in s.detail.get("records", []))]
+    rejected = [s for s in trace.steps if any("dists" in r for r in records(s))]
     if rejected:
         out["decisions"] = decisions_figure(rejected[0])
-        out["rejection"] = rejection_figure(rejected[0].detail["records"][-1]["dists"])
+        out["rejection"] = rejection_figure(records(rejected[0])[-1]["dists"])
     pts = typical_points(trace)
     if pts:
         out["typical"] = typical_figure(pts, 0.09, 0.3)

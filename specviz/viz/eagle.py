@@ -107,14 +107,14 @@ def growth_figure(tree: dict[str, Any], stage: int | None = None, accepted: list
 def verified_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
     """(parents, labels, status, hover) of the nodes a step verified, for viz.tree's tree and mask figures."""
     d = step.detail
-    tree, nodes, parents = d["tree"], d["verify_nodes"], d["verify_parents"]
-    path = {nodes.index(n) for n in d["accepted"]}
-    judged = {r["node"]: r for r in d.get("decisions", [])}
+    tree, nodes, parents = d.tree, d.verify_nodes, d.verify_parents
+    path = {nodes.index(n) for n in d.path}
+    judged = {r["node"]: r for r in d.decisions or []}
     status, hover = [], []
     for j, n in enumerate(nodes):
         if j in path:
             status.append("accepted")
-        elif parents[j] in path and (step.detail.get("decisions") is None or j in judged):
+        elif parents[j] in path and (d.decisions is None or j in judged):
             status.append("rejected")
         else:
             status.append("unreached")
@@ -160,7 +160,7 @@ def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go
 
 def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
     """What EAGLE's head consumes (f_t and the next token's embedding) vs a Medusa head (f_t only)."""
-    f = step.detail["features"]
+    f = step.detail.features
     rows = [("f_t  (Medusa + EAGLE input)", f["f_t"]), ("embed(x_t+1)  (EAGLE only)", f["embed"]),
             ("EAGLE predicted f_t+1", f["f_pred"]), ("true f_t+1 (verification)", f["f_true"])]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.14,
@@ -225,12 +225,12 @@ def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = 
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """An EAGLE trace's own figures, for export: the busiest step's growth, verification and head inputs."""
-    steps = [s for s in trace.steps if s.detail.get("tree")]
+    steps = [s for s in trace.steps if s.detail is not None]
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         best = max(steps, key=lambda s: (s.accepted, -s.index))
         d = best.detail
-        out["tree"] = growth_figure(d["tree"], accepted=d["accepted"], slide=True)
+        out["tree"] = growth_figure(d.tree, accepted=d.path, slide=True)
         out["verify"], out["mask"] = verify_figures(best, slide=True)
         out["features"] = feature_figure(best, slide=True)
     return out

@@ -25,16 +25,16 @@ METHOD_VIEWS: dict[str, str] = {
 
 def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
     """The window, verification branch and mask of the step that accepted most, and the final pool."""
-    from specviz.viz.lookahead import mask_figure, pool_figure, verify_figure, window_figure
+    from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, verify_figure, window_figure
 
-    work = [s for s in trace.steps if "window" in s.detail]
+    work = [s for s in trace.steps if s.detail is not None]
     if not work:
         return {}
     best = max(work, key=lambda s: s.accepted)
     out = {"window": window_figure(best.detail, title=f"Step {best.index}: the Jacobi window"),
            "verify": verify_figure(best.detail, title=f"Step {best.index}: the verification branch"),
-           "mask": mask_figure(best.detail["layout"], title="One forward, two branches: the attention mask")}
-    if pool := trace.steps[-1].detail.get("pool_top"):
+           "mask": mask_figure(best.detail.layout, title="One forward, two branches: the attention mask")}
+    if pool := final_pool(trace):
         out["pool"] = pool_figure(pool, title="The n-gram pool at the end")
     return out
 

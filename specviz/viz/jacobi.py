@@ -19,9 +19,9 @@ def _show(text: str) -> str:
 
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:
     """Plain rows of the grid: per iteration, its offset, token texts and cell statuses."""
-    steps = [s for s in trace.steps[: None if upto is None else upto + 1] if "row" in s.detail]
-    return [{"step": s.index, "offset": s.detail["offset"], "texts": s.detail["texts"],
-             "status": s.detail["status"], "accepted": s.detail["accepted"]} for s in steps[-last:]]
+    steps = [s for s in trace.steps[: None if upto is None else upto + 1] if s.detail is not None]
+    return [{"step": s.index, "offset": s.detail.offset, "texts": s.detail.texts,
+             "status": s.detail.status, "accepted": s.detail.n_accepted} for s in steps[-last:]]
 
 
 def jacobi_grid_figure(trace: Trace, upto: int | None = None, last: int = 12, title: str | None = None,

@@ -7,7 +7,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.details import LookaheadStep
 from specviz.ngram_pool import Layout
+from specviz.trace import Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
 
 HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
@@ -19,13 +21,13 @@ def _show(text: str) -> str:
     return text.replace("\n", "⏎").replace(" ", "·") or "∅"
 
 
-def window_figure(detail: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:
+def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
     """The (N-1)×W Jacobi window, staggered by position; each harvested n-gram is a column outlined."""
     fig = go.Figure()
-    levels = [*detail["window_texts"], detail["new_texts"]]
+    levels = [*detail.window_texts, detail.new_texts]
     names = [f"level {i}" for i in range(len(levels) - 1)] + ["new (this pass)"]
-    harvested, seen = len(detail.get("harvested", [])) > 0, set()
-    for col, status in enumerate(detail.get("harvest_status", [])):
+    harvested, seen = len(detail.harvested) > 0, set()
+    for col, status in enumerate(detail.harvest_status):
         xs = [col + lv + 1 for lv in range(len(levels))]
         fig.add_trace(go.Scatter(
             x=xs, y=names, mode="lines", line={"color": HARVEST_COLORS[status], "width": 26},
@@ -48,6 +50,12 @@ def window_figure(detail: dict[str, Any], title: str | None = None, slide: bool 
     return apply(fig, title, slide, height=110 + 70 * len(levels))
 
 
+def final_pool(trace: Trace) -> list[dict] | None:
+    """The n-gram pool as the run ended (recorded on its last step that ran a forward)."""
+    done = [s.detail for s in trace.steps if s.detail is not None]
+    return done[-1].pool_top if done else None
+
+
 def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = False) -> go.Figure:
     """The keys holding most n-grams: one bar per n-gram, its length the times it was accepted."""
     labels, hits, colors = [], [], []
@@ -63,14 +71,14 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
     return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
 
 
-def verify_figure(detail: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:
+def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
     """Each verified candidate: matched tokens green, the first mismatch red, the rest unchecked grey."""
-    cands, texts, matched = detail["candidates"], detail["candidate_texts"], detail["matched"]
+    cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
     fig = go.Figure()
     for c, (cand, ctext) in enumerate(zip(cands, texts)):
         m = matched[c]
         color = [ACCEPT if j < m else REJECT if j == m else NEUTRAL for j in range(len(cand))]
-        star = "  ★ accepted" if c == detail["best"] else ""
+        star = "  ★ accepted" if c == detail.best else ""
         fig.add_trace(go.Scatter(
             x=list(range(1, len(cand) + 1)), y=[f"candidate {c + 1} ({m} matched){star}"] * len(cand),
             mode="markers+text", text=[_show(t) for t in ctext], textfont={"size": 12, "color": "white"},

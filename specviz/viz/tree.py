@@ -104,7 +104,7 @@ def mask_figure(parents: list[int], labels: list[str], path: list[int], title: s
 
 def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
     """(parents, labels, status, hover) of a Medusa step's tree."""
-    nodes: list[dict[str, Any]] = step.detail["nodes"]
+    nodes: list[dict[str, Any]] = step.detail.nodes
     labels = [repr(n["text"])[1:-1] or "␣" for n in nodes]
     hover = []
     for i, n in enumerate(nodes):
@@ -114,7 +114,7 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
         hover.append(f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}<br>"
                      f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
                      f"{n['status']}: {n['reason']}")
-    return step.detail["parents"], labels, [n["status"] for n in nodes], hover
+    return step.detail.parents, labels, [n["status"] for n in nodes], hover
 
 
 def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide: bool = False) -> go.Figure:
@@ -198,11 +198,11 @@ def cost_figure(sizes: list[int], draft_ms: list[float], verify_ms: list[float],
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """A Medusa trace's own figures, for export: the busiest step's tree and mask, and the token strip."""
-    steps = [st for st in trace.steps if st.detail.get("nodes")]
+    steps = [st for st in trace.steps if st.detail is not None]
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         best = max(steps, key=lambda st: (st.accepted, -st.index))
         parents, labels, status, hover = step_tree_data(best)
         out["tree"] = tree_figure(parents, labels, status, hover, f"Candidate tree, step {best.index}", slide=True)
-        out["mask"] = mask_figure(parents, labels, best.detail["path"], "Tree-attention mask", slide=True)
+        out["mask"] = mask_figure(parents, labels, best.detail.path, "Tree-attention mask", slide=True)
     return out

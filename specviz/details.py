@@ -1,0 +1,150 @@
+"""Each method's own step record: a frozen dataclass of plain JSON values, validated when a trace loads.
+
+`StepTrace.detail` holds one of these (or None for a step that ran no forward pass, and for plain
+decoding). Figures pick the type from `Trace.method` through `DETAILS`; nothing probes dict keys.
+Nested records (decision rows, tree nodes) stay small dicts of JSON values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "list": (list, tuple), "dict": (dict,), "Any": (object,),
+}
+
+
+class DetailError(ValueError):
+    """A step detail whose fields are missing or of the wrong JSON type."""
+
+
+def _kinds(annotation: str) -> tuple[tuple[type, ...], bool]:
+    """('int | None') -> ((int,), True): the JSON types a field may hold and whether None is allowed."""
+    parts = [p.strip() for p in annotation.split("|")]
+    optional = "None" in parts
+    kinds: tuple[type, ...] = ()
+    for p in parts:
+        if p != "None":
+            kinds += JSON_TYPES[p.split("[")[0]]
+    return kinds, optional
+
+
+@dataclass(frozen=True)
+class Detail:
+    """Base of every method's step detail."""
+
+    METHOD: ClassVar[str] = ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Detail:
+        """Rebuild from JSON, checking that every field is there with a JSON value of its declared type."""
+        if not isinstance(data, dict):
+            raise DetailError(f"A {cls.__name__} step detail should be a JSON object.")
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                raise DetailError(f"A {cls.__name__} step detail is missing the field {f.name!r}.")
+            kinds, optional = _kinds(str(f.type))
+            v = data[f.name]
+            bad = (v is None and not optional) or (v is not None and not isinstance(v, kinds)) or (
+                isinstance(v, bool) and bool not in kinds)
+            if bad:
+                raise DetailError(f"The field {f.name!r} of a {cls.__name__} step detail has the wrong type.")
+            values[f.name] = list(v) if isinstance(v, tuple) else v
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ChainStep(Detail):
+    """A drafted chain judged token by token (speculative sampling, prompt lookup)."""
+
+    rule: str  # greedy (T = 0), speculative, typical or flawed
+    drafts: list[int]  # the proposed tokens after the root
+    n_accepted: int  # how many of them were accepted
+    records: list[dict]  # one decision per judged token: pos, token, text, p, q, ratio, u, accepted, entropy
+
+
+@dataclass(frozen=True)
+class SpsStep(ChainStep):
+    """Speculative sampling with a layer-prefix draft."""
+
+    METHOD: ClassVar[str] = "sps"
+
+
+@dataclass(frozen=True)
+class PldStep(ChainStep):
+    """Prompt lookup: how the copied draft was found."""
+
+    METHOD: ClassVar[str] = "pld"
+    ngram: int  # length of the matched suffix (0: no match, nothing drafted)
+    match_at: int  # where its continuation starts in prompt + output (-1: no match)
+    source: str  # "prompt", "output" or "" (no match)
+    rate: float  # the acceptance estimate that chose the draft length
+
+
+@dataclass(frozen=True)
+class MedusaStep(Detail):
+    """The candidate tree, every node's fate, and predicted against measured tokens."""
+
+    METHOD: ClassVar[str] = "medusa"
+    parents: list[int]  # the verified tree (node 0 = root)
+    nodes: list[dict]  # per node: token, text, head, rank, head_prob, target_prob, status, reason
+    path: list[int]  # accepted node indices from the root
+    predicted: float  # 1 + E[L] from the calibration
+    measured: int  # len(path)
+    acceptance: str  # greedy (T = 0), exact or typical
+
+
+@dataclass(frozen=True)
+class EagleStep(Detail):
+    """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
+
+    METHOD: ClassVar[str] = "eagle"
+    tree: dict  # kind, tokens, texts, parents, depth, score, conf, expanded, kept (every drafted node)
+    verify_nodes: list[int]  # drafted indices sent to verification, in order
+    verify_parents: list[int]  # the tree they form
+    path: list[int]  # drafted indices on the accepted path, root first
+    features: dict  # a few feature dimensions the head consumed and produced
+    decisions: list[dict] | None  # tree speculative sampling's decisions (None at T = 0)
+    residual_token: int | None  # drawn from the residual where every child was rejected
+
+
+@dataclass(frozen=True)
+class JacobiStep(Detail):
+    """One Jacobi iteration's row of the convergence grid."""
+
+    METHOD: ClassVar[str] = "jacobi"
+    offset: int  # output index of the root
+    row: list[int]  # root + the guesses fed
+    texts: list[str]
+    status: list[str]  # per cell: committed, init, fixed or changed
+    prediction: list[int]  # the target's argmax at every cell
+    n_accepted: int  # guesses accepted after the root
+
+
+@dataclass(frozen=True)
+class LookaheadStep(Detail):
+    """The window, the harvested n-grams, the verified candidates and the mask layout."""
+
+    METHOD: ClassVar[str] = "lookahead"
+    window: list[list[int]]  # levels fed this step, oldest first
+    window_texts: list[list[str]]
+    new_level: list[int]
+    new_texts: list[str]
+    harvested: list[list[int]]
+    harvest_status: list[str]
+    candidates: list[list[int]]
+    candidate_texts: list[list[str]]
+    matched: list[int]  # per candidate, tokens agreeing with what was committed
+    best: int  # the accepted candidate, -1 when none
+    accepted_tokens: list[int]  # tokens accepted after the root
+    pool_size: int
+    pool_keys: int
+    layout: dict  # levels, width, cands, depth
+    pool_top: list[dict] | None = None  # the pool's busiest keys (recorded on the last step)
+
+
+DETAILS: dict[str, type[Detail]] = {d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, JacobiStep,
+                                                          LookaheadStep)}
