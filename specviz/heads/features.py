@@ -56,23 +56,26 @@ def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
     return msgs
 
 
+def _templated(tokenizer, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
+    out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
+    if isinstance(out, dict) or hasattr(out, "input_ids"):
+        out = out["input_ids"]
+    return [int(t) for t in out]
+
+
 def template_ids(tokenizer, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
     """Token ids of the templated conversation and a mask that is True on assistant-written tokens."""
     ids: list[int] = []
     mask: list[bool] = []
     for n in range(1, len(msgs) + 1):
-        full = tokenizer.apply_chat_template(msgs[:n], tokenize=True)
-        if isinstance(full, dict) or hasattr(full, "input_ids"):
-            full = full["input_ids"]
-        full = [int(t) for t in full]
+        full = _templated(tokenizer, msgs[:n])
         if full[: len(ids)] != ids:  # the template is not prefix-stable here: stop at what we have
             break
         new = full[len(ids):]
         if msgs[n - 1]["role"] == "assistant":
             # the turn's header ("<|im_start|>assistant\n") is template, not the assistant's writing
-            head = len(tokenizer.apply_chat_template(msgs[: n - 1], add_generation_prompt=True, tokenize=True)
-                       if n > 1 else []) - len(ids)
-            mask.extend([False] * max(0, head) + [True] * (len(new) - max(0, head)))
+            head = len(_templated(tokenizer, msgs[: n - 1], add_generation_prompt=True)) - len(ids)
+            mask.extend([False] * head + [True] * (len(new) - head))
         else:
             mask.extend([False] * len(new))
         ids = full

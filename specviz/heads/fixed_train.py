@@ -116,6 +116,48 @@ def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainCo
                   **cfg.__dict__}
 
 
+def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: Path, shards_total: int,
+                 batch: int = 256, wait_s: float = 240.0) -> dict:
+    """Medusa heads warm-started from `init`, trained on the stream with the target's argmax as labels."""
+    from specviz.heads import medusa, medusa_train
+
+    heads = medusa.load_heads(lm, init).train()
+    heads.blocks.requires_grad_(True)
+    opt = torch.optim.AdamW(heads.blocks.parameters(), lr=lr, weight_decay=0.0)
+    to_draft = medusa_train.draft_map(heads.vocab, lm.hf.config.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+    seen, step, epoch, shard, t0, last = 0, 0, 0, 0, time.perf_counter(), time.perf_counter()
+    while seen < positions:
+        for index, seqs in shard_stream(folder, shard, wait_s, shards_total):
+            hidden, targets = medusa_train.positions(seqs, heads.cfg.num_heads, to_draft)
+            order = torch.randperm(len(hidden), generator=gen)
+            for at in range(0, len(order) - batch + 1, batch):
+                idx = order[at:at + batch]
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(seen, positions, lr, 20 * batch)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss, accs = medusa_train.head_loss(heads(hidden[idx].float()), targets[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                seen, step = seen + batch, step + 1
+            shard = index + 1
+            rec = {"step": step, "seen": seen, "shard": shard, "epoch": epoch, "loss": round(float(loss), 4),
+                   "acc": [round(a, 3) for a in accs], "seconds": round(time.perf_counter() - t0, 1)}
+            print(json.dumps(rec), flush=True)
+            if time.perf_counter() - last > 180:
+                medusa.save_heads(heads, out, {"fixed_data": rec}, dtype=torch.bfloat16)
+                last = time.perf_counter()
+            if seen >= positions:
+                break
+        else:
+            shard, epoch = 0, epoch + 1
+    stats = {"positions_seen": seen, "steps": step, "passes": epoch + 1, "batch": batch, "lr": lr,
+             "train_seconds": round(time.perf_counter() - t0, 1), "init": str(init), "labels": "target argmax"}
+    medusa.save_heads(heads.eval(), out, {"fixed_data": stats}, dtype=torch.bfloat16)
+    return stats
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.heads.fixed_train: EAGLE head on fixed-dataset features, streamed and resumable."""
     import argparse
@@ -123,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.model import load_model
 
     ap = argparse.ArgumentParser(prog="python -m specviz.heads.fixed_train", description=main.__doc__)
+    ap.add_argument("--head", choices=["eagle", "medusa"], default="eagle")
     ap.add_argument("--features", type=Path, default=default_dir() / "train-bf16")
     ap.add_argument("--positions", type=int, default=3_000_000, help="training positions to see in all")
     ap.add_argument("--shards", type=int, default=10**9, help="stop waiting for shards past this index")
@@ -135,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    if args.head == "medusa":
+        with torch.enable_grad():
+            stats = train_medusa(lm, args.features, args.out, args.positions, args.lr,
+                                 args.init or Path("models/medusa"), args.shards)
+        print(json.dumps(stats, indent=1))
+        return 0
     cfg = eagle_train.TrainConfig(lr=args.lr, unroll=args.unroll, bf16=True, epochs=1.0)
     ckpt = args.checkpoint or args.out / "checkpoint"
     with torch.enable_grad():

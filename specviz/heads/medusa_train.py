@@ -50,25 +50,37 @@ class TrainConfig:
     soft: float = 0.0
 
 
+def target_tokens(s: Sequence) -> torch.Tensor:
+    """The token the target itself would put at each position [L].
+
+    Self-distilled continuations are the target's own greedy tokens already; fixed-dataset windows
+    (specviz.heads.features) carry the target's argmax, label[j] for position j + 1.
+    """
+    label = getattr(s, "label", None)
+    if label is None:
+        return s.ids
+    return torch.cat([s.ids[:1], label[:-1].long()])
+
+
 def positions(seqs: list[Sequence], num_heads: int, to_draft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack training positions: hidden [N, H] (fp16) and draft-vocab targets [N, K].
 
     Position t is used when token t+1 (the root) is a continuation token; head k's target is the
-    draft row of token t+1+k, OOV outside the draft vocabulary, IGNORE past the sequence's end.
+    draft row of the target's token t+1+k, OOV outside the draft vocabulary, IGNORE past the end.
     """
     hs, ys = [], []
     for s in seqs:
-        cont = s.mask.nonzero().flatten()
-        if len(cont) == 0:
+        t = s.mask[1:].nonzero().flatten()  # roots t+1 that the target wrote (continuation / assistant)
+        if len(t) == 0:
             continue
-        start, n = int(cont[0]) - 1, len(s.ids)
-        t = torch.arange(start, n - 1)
+        n = len(s.ids)
+        tokens = target_tokens(s)
         tgt = torch.full((len(t), num_heads), IGNORE, dtype=torch.long)
         for k in range(1, num_heads + 1):
             j = t + 1 + k
             ok = j < n
-            tgt[ok, k - 1] = to_draft[s.ids[j[ok]]]
-        hs.append(s.hidden[start:n - 1])
+            tgt[ok, k - 1] = to_draft[tokens[j[ok]]]
+        hs.append(s.hidden[t])
         ys.append(tgt)
     return torch.cat(hs), torch.cat(ys)
 

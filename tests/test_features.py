@@ -1,0 +1,53 @@
+"""Fixed-dataset features: the chat template's assistant mask, windows, and the labels heads learn from."""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.heads import features, fixed_train, medusa_train
+
+
+def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
+    msgs = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue is one."},
+            {"role": "user", "content": "Another?"}, {"role": "assistant", "content": "Green."}]
+    ids, mask = features.template_ids(tokenizer, msgs, 4096)
+    assert len(ids) == len(mask)
+    written = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert "Blue is one." in written and "Green." in written
+    assert "Name a colour" not in written and "Another?" not in written and "assistant" not in written
+    # the prompt part is exactly what the app feeds the model for the first user turn
+    first = tokenizer.apply_chat_template(msgs[:1], add_generation_prompt=True, tokenize=True)
+    first = first["input_ids"] if hasattr(first, "keys") else first
+    assert ids[: len(first)] == list(first) and not any(mask[: len(first)])
+
+
+def test_conversation_messages_refuses_banned_and_malformed_records():
+    rec = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
+    assert features.conversation_messages(rec, set())[1] == {"role": "assistant", "content": "hello"}
+    assert features.conversation_messages(rec, {"hi"}) is None
+    assert features.conversation_messages({"conversations": [{"from": "gpt", "value": "x"}]}, set()) is None
+
+
+def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text():
+    ids = list(range(100))
+    mask = [False] * 40 + [True] * 60
+    got = list(features.windows(ids, mask, 32))
+    # [0, 32) is all user text and [96, 100) has 4 assistant tokens: both skipped
+    assert [(w[0], len(w), sum(m)) for w, m in got] == [(32, 32, 24), (64, 32, 32)]
+
+
+def test_medusa_targets_are_the_targets_own_tokens():
+    ids = torch.tensor([5, 6, 7, 8, 9])
+    label = torch.tensor([16, 17, 18, 19, 20], dtype=torch.int32)  # label[j] predicts position j + 1
+    seq = features.LabelledSequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label)
+    assert medusa_train.target_tokens(seq).tolist() == [5, 16, 17, 18, 19]
+    to_draft = torch.arange(32)
+    _h, y = medusa_train.positions([seq], 2, to_draft)
+    # root t+1 = 1..4; head 1 predicts the target's token at t+2, head 2 at t+3
+    assert y[0].tolist() == [17, 18] and y[-1].tolist() == [-100, -100]
+
+
+def test_lr_schedule_warms_up_then_decays_to_five_percent():
+    assert fixed_train.lr_at(0, 1000, 1.0, 100) < 0.02
+    assert fixed_train.lr_at(100, 1000, 1.0, 100) == 1.0
+    assert abs(fixed_train.lr_at(1000, 1000, 1.0, 100) - 0.05) < 1e-9
