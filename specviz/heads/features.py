@@ -15,6 +15,7 @@ i % HELDOUT_EVERY == HELDOUT_EVERY - 1; Spec-Bench turns are never used.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -198,20 +199,21 @@ def _featurize(lm, pending: list[tuple[list[int], list[bool]]], rows: int, width
     return out
 
 
-def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:
-    """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
+def read_shard(path: Path) -> list[LabelledSequence]:
+    """The windows stored in one shard."""
     from safetensors.torch import load_file
 
+    t = load_file(str(path))
+    return [LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
+            for a, b in itertools.pairwise(t["offsets"].tolist())]
+
+
+def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:
+    """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
     seqs: list[LabelledSequence] = []
-    count = 0
     for p in sorted(out_dir.glob("shard_*.safetensors")):
-        t = load_file(str(p))
-        off = t["offsets"].tolist()
-        for a, b in zip(off[:-1], off[1:], strict=True):
-            s = LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
-            seqs.append(s)
-            count += int(s.mask.sum())
-        if limit_positions is not None and count >= limit_positions:
+        seqs.extend(read_shard(p))
+        if limit_positions is not None and sum(int(s.mask.sum()) for s in seqs) >= limit_positions:
             break
     if not seqs:
         raise RuntimeError(f"No feature shards in {out_dir}; build them first (python -m specviz.heads.features).")

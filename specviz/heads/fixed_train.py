@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -21,22 +21,16 @@ import torch
 
 from specviz.heads import eagle_train
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head, new_head, save_head
-from specviz.heads.features import LabelledSequence, default_dir
+from specviz.heads.features import default_dir, read_shard
 
 
 def shard_stream(folder: Path, start: int, wait_s: float, done_when: int) -> Iterator[tuple[int, list]]:
     """(shard index, its windows) from `start` on; waits for shards still being written, up to wait_s idle."""
-    from safetensors.torch import load_file
-
     i, idle = start, 0.0
     while True:
         path = folder / f"shard_{i:05d}.safetensors"
         if path.is_file():
-            t = load_file(str(path))
-            off = t["offsets"].tolist()
-            seqs = [LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
-                    for a, b in zip(off[:-1], off[1:], strict=True)]
-            yield i, seqs
+            yield i, read_shard(path)
             i, idle = i + 1, 0.0
             continue
         if i >= done_when or idle > wait_s:
@@ -63,39 +57,43 @@ def start_head(lm, init: Path | None, seed: int) -> EagleHead:
     return new_head(lm.hf.config, lm.name, base.draft_ids, seed).train()
 
 
+def _eagle_shard(head: EagleHead, opt, seqs: list, meta: dict, cfg: eagle_train.TrainConfig,
+                 loss_of: Callable, lr_of: Callable[[int], float], seed: int) -> None:
+    """One shard's windows in length-grouped batches; updates meta (steps, positions seen, last losses)."""
+    for idx in eagle_train.batches(seqs, cfg.batch_tokens, cfg.max_len, seed):
+        for g in opt.param_groups:
+            g["lr"] = lr_of(meta["seen"])
+        batch = eagle_train.collate(seqs, idx, cfg.max_len)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            loss, logs = loss_of(batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+        opt.step()
+        meta["step"] += 1
+        meta["seen"] += int(batch["mask"].sum())
+        meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
+
+
 def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainConfig, init: Path | None,
           shards_total: int, wait_s: float = 240.0) -> tuple[EagleHead, dict]:
     """Stream shards (cycling over them) until `positions` training positions were seen; resumable."""
     head = start_head(lm, init, cfg.seed)
-    w = lm.lm_head.weight.detach().float()
-    weight = w[head.draft_ids]
+    weight = lm.lm_head.weight.detach().float()[head.draft_ids]
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     meta = eagle_train.load_ckpt(ckpt, head, opt, cfg, positions) or {
         "step": 0, "seconds": 0.0, "config": cfg.__dict__, "sequences": positions, "seen": 0, "shard": 0,
         "epoch": 0, "init": str(init or ""), "loss": {}}
-    feat_std = None
+    feat_std = 0.0
     t0, last_save, sec0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
     while meta["seen"] < positions:
-        stream = shard_stream(folder, meta["shard"], wait_s, shards_total)
-        got = False
-        for index, seqs in stream:
-            got = True
-            if feat_std is None:
-                feat_std = float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
-            for idx in eagle_train.batches(seqs, cfg.batch_tokens, cfg.max_len, cfg.seed + index + 1000 * meta["epoch"]):
-                lr = lr_at(meta["seen"], positions, cfg.lr, cfg.warmup * cfg.batch_tokens)
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                batch = eagle_train.collate(seqs, idx, cfg.max_len)
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-                    loss, logs = eagle_train.loss_fn(head, lm, batch, cfg, feat_std, weight)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
-                opt.step()
-                meta["step"] += 1
-                meta["seen"] += int(batch["mask"].sum())
-                meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
+        for index, seqs in shard_stream(folder, meta["shard"], wait_s, shards_total):
+            feat_std = feat_std or float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
+            std = feat_std
+            _eagle_shard(head, opt, seqs, meta, cfg,
+                         lambda b, std=std: eagle_train.loss_fn(head, lm, b, cfg, std, weight),
+                         lambda seen: lr_at(seen, positions, cfg.lr, cfg.warmup * cfg.batch_tokens),
+                         cfg.seed + index + 1000 * meta["epoch"])
             meta["shard"] = index + 1
             meta["seconds"] = round(sec0 + time.perf_counter() - t0, 1)
             meta["rate"] = round(meta["seen"] / max(1.0, meta["seconds"]), 1)
@@ -106,18 +104,42 @@ def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainCo
                   flush=True)
             if meta["seen"] >= positions:
                 break
-        if meta["seen"] < positions:  # the stream ran dry: start the next pass over the shards
-            if not got and meta["shard"] == 0:
+        else:  # the stream ran dry: start the next pass over the shards
+            if meta["shard"] == 0:
                 raise RuntimeError(f"No feature shards in {folder}.")
             meta["shard"], meta["epoch"] = 0, meta["epoch"] + 1
     eagle_train.save_ckpt(ckpt, head, opt, meta)
     return head, {"positions_seen": meta["seen"], "steps": meta["step"], "passes": meta["epoch"] + 1,
-                  "train_seconds": meta["seconds"], "feat_std": round(feat_std or 0.0, 4), "init": meta["init"],
+                  "train_seconds": meta["seconds"], "feat_std": round(feat_std, 4), "init": meta["init"],
                   **cfg.__dict__}
 
 
-def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: Path, shards_total: int,
-                 batch: int = 256, wait_s: float = 240.0) -> dict:
+MEDUSA_BATCH = 256  # positions per optimiser step, as the self-distilled recipe
+
+
+def _medusa_shard(heads, opt, seqs: list, to_draft: torch.Tensor, gen: torch.Generator, seen: int,
+                  positions: int, lr: float) -> tuple[int, dict]:
+    """One shard's positions in random batches; returns (positions seen, last losses)."""
+    from specviz.heads import medusa_train
+
+    hidden, targets = medusa_train.positions(seqs, heads.cfg.num_heads, to_draft)
+    order = torch.randperm(len(hidden), generator=gen)
+    logs: dict = {}
+    for at in range(0, len(order) - MEDUSA_BATCH + 1, MEDUSA_BATCH):
+        idx = order[at:at + MEDUSA_BATCH]
+        for g in opt.param_groups:
+            g["lr"] = lr_at(seen, positions, lr, 20 * MEDUSA_BATCH)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, accs = medusa_train.head_loss(heads(hidden[idx].float()), targets[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        seen += MEDUSA_BATCH
+        logs = {"loss": round(float(loss), 4), "acc": [round(a, 3) for a in accs]}
+    return seen, logs
+
+
+def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: Path, shards_total: int) -> dict:
     """Medusa heads warm-started from `init`, trained on the stream with the target's argmax as labels."""
     from specviz.heads import medusa, medusa_train
 
@@ -126,24 +148,12 @@ def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: P
     opt = torch.optim.AdamW(heads.blocks.parameters(), lr=lr, weight_decay=0.0)
     to_draft = medusa_train.draft_map(heads.vocab, lm.hf.config.vocab_size)
     gen = torch.Generator().manual_seed(0)
-    seen, step, epoch, shard, t0, last = 0, 0, 0, 0, time.perf_counter(), time.perf_counter()
+    seen, epoch, shard, t0, last = 0, 0, 0, time.perf_counter(), time.perf_counter()
     while seen < positions:
-        for index, seqs in shard_stream(folder, shard, wait_s, shards_total):
-            hidden, targets = medusa_train.positions(seqs, heads.cfg.num_heads, to_draft)
-            order = torch.randperm(len(hidden), generator=gen)
-            for at in range(0, len(order) - batch + 1, batch):
-                idx = order[at:at + batch]
-                for g in opt.param_groups:
-                    g["lr"] = lr_at(seen, positions, lr, 20 * batch)
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss, accs = medusa_train.head_loss(heads(hidden[idx].float()), targets[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                seen, step = seen + batch, step + 1
+        for index, seqs in shard_stream(folder, shard, 240.0, shards_total):
+            seen, logs = _medusa_shard(heads, opt, seqs, to_draft, gen, seen, positions, lr)
             shard = index + 1
-            rec = {"step": step, "seen": seen, "shard": shard, "epoch": epoch, "loss": round(float(loss), 4),
-                   "acc": [round(a, 3) for a in accs], "seconds": round(time.perf_counter() - t0, 1)}
+            rec = {"seen": seen, "shard": shard, "epoch": epoch, **logs, "seconds": round(time.perf_counter() - t0)}
             print(json.dumps(rec), flush=True)
             if time.perf_counter() - last > 180:
                 medusa.save_heads(heads, out, {"fixed_data": rec}, dtype=torch.bfloat16)
@@ -152,7 +162,7 @@ def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: P
                 break
         else:
             shard, epoch = 0, epoch + 1
-    stats = {"positions_seen": seen, "steps": step, "passes": epoch + 1, "batch": batch, "lr": lr,
+    stats = {"positions_seen": seen, "passes": epoch + 1, "batch": MEDUSA_BATCH, "lr": lr,
              "train_seconds": round(time.perf_counter() - t0, 1), "init": str(init), "labels": "target argmax"}
     medusa.save_heads(heads.eval(), out, {"fixed_data": stats}, dtype=torch.bfloat16)
     return stats
