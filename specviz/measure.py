@@ -1,7 +1,9 @@
 """One definition of every reported number, and where and when it was measured.
 
-- speedup: end-to-end generation wall time (prefill included) of plain decoding over the method's,
-  on the same prompt and settings; over repeated, interleaved pairs it is the median of the ratios.
+- speedup: end-to-end generation wall time (the prefill and every step, each step from its root to its
+  commit; the trace's own bookkeeping, which runs after each step's clock stops, is not part of it) of
+  plain decoding over the method's, on the same prompt and settings; over repeated, interleaved pairs
+  it is the median of the ratios.
 - A: new tokens per target forward pass after the prefill (the bonus token counts; a final step that
   runs no forward does not count as a pass).
 - r: the method's mean time per target step over plain decoding's mean time per step.
@@ -60,9 +62,14 @@ def ttft_s(trace: TraceLike) -> float:
     return trace.prefill_s + (trace.steps[0].wall_s if trace.steps else 0.0)
 
 
+def generation_s(trace: TraceLike) -> float:
+    """End-to-end generation wall time: the prefill plus every step."""
+    return trace.prefill_s + decode_s(trace)
+
+
 def speedup(baseline: TraceLike, method: TraceLike) -> float:
-    """Plain decoding's end-to-end wall time over the method's, for one pair of runs."""
-    return baseline.total_s / max(method.total_s, 1e-12)
+    """Plain decoding's end-to-end generation wall time over the method's, for one pair of runs."""
+    return generation_s(baseline) / max(generation_s(method), 1e-12)
 
 
 def step_cost(baseline: TraceLike, method: TraceLike) -> float:

@@ -36,6 +36,9 @@ def test_speedup_is_end_to_end_wall_time_prefill_included():
     fast = _run([0.05] * 4, 10)  # 0.1 + 0.2
     assert measure.speedup(ar, fast) == pytest.approx(0.5 / 0.3)
     assert measure.speedup(ar, ar) == pytest.approx(1.0)
+    # the trace's bookkeeping (after each step's clock) is not generation time
+    booked = _Trace(fast.steps, fast.output_ids, total_s=10.0, prefill_s=fast.prefill_s)
+    assert measure.speedup(ar, booked) == pytest.approx(0.5 / 0.3)
 
 
 def test_a_counts_forward_passes_after_the_prefill_only():
