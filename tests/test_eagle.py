@@ -136,8 +136,7 @@ def test_tree_drafting_matches_sequential_drafting(tiny_lm, tiny_head):
     assert torch.allclose(feat, tree.feats[leaf], atol=1e-9)
 
 
-@pytest.mark.parametrize("cfg", [
-    eagle.Config(head_dtype="model"),
+@pytest.mark.parametrize("cfg", [  # near-default shapes: tests/test_contract.py
     eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model"),
     eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model"),
 ])

@@ -11,7 +11,7 @@ from specviz.methods import speculative as sps
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
 
-from .conftest import PROMPTS, make_tiny
+from .conftest import make_tiny
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +92,3 @@ def test_statistical_losslessness(tiny4) -> None:
     assert good["p_value"] > 0.001
     assert bad["tv_exact"] > 0.05
     assert bad["p_value"] < 1e-6
-
-
-@pytest.mark.real_model
-@pytest.mark.parametrize("prompt", PROMPTS)
-def test_real_greedy_identical_to_ar(real_lm, prompt) -> None:
-    ids = real_lm.encode_prompt(prompt)
-    s = Sampling(max_new_tokens=32)
-    assert sps.generate(real_lm, ids, s).output_ids == ar.generate(real_lm, ids, s).output_ids

@@ -1,9 +1,20 @@
-"""The decoding methods. Each module has NAME, LABEL, SUMMARY, a frozen `Config` and `generate()`."""
+"""The decoding methods. Each module has NAME, LABEL, SUMMARY, a frozen `Config` and `generate()`.
+
+`generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
+A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
+fits a model of any depth) under which the method runs on a tiny random model, as the contract test does.
+No method module imports another; what two share lives in core modules (specviz.acceptance, tree,
+tree_sampling, ngram_pool, drafting, draft_tree).
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from dataclasses import MISSING, fields
 from types import ModuleType
+
+from specviz.sampling import ConfigError
 
 # name -> module; modules are imported on first use so one broken method cannot break the rest
 MODULES: dict[str, str] = {
@@ -35,10 +46,6 @@ def get(name: str) -> ModuleType:
 
 def make_config(name: str, overrides: dict[str, str] | None = None):
     """The method's Config with `key=value` strings applied, coerced to each field's default type."""
-    from dataclasses import MISSING, fields
-
-    from specviz.sampling import ConfigError
-
     cls = get(name).Config
     known = {f.name: f for f in fields(cls)}
     values = {}
@@ -55,8 +62,6 @@ def make_config(name: str, overrides: dict[str, str] | None = None):
 
 
 def _coerce(key: str, raw: str, kind: type):
-    from specviz.sampling import ConfigError
-
     if not isinstance(raw, str):
         return raw
     try:

@@ -1,0 +1,90 @@
+"""The contract every registered method keeps, checked the same way for each (no per-method code here).
+
+Greedy output equals plain decoding token for token (tiny random model and the real one); a seeded run
+at T > 0 repeats exactly; the trace round-trips through JSON; the method's figures build from the trace.
+A method that needs resources the tiny model lacks (trained heads, enough layers) provides
+`tiny_resources(lm) -> generate keyword arguments` in its module.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz import methods
+from specviz.sampling import Sampling
+from specviz.trace import Trace, load_traces
+from specviz.viz.gallery import figures
+from tests.conftest import PROMPTS
+
+METHODS = methods.available()
+GREEDY = Sampling(max_new_tokens=24)
+HOT = Sampling(max_new_tokens=16, temperature=1.0, top_p=0.95, seed=7)
+
+
+def tiny_kwargs(name: str, lm) -> dict:
+    """The method's own tiny-model resources (its `tiny_resources` hook), else none."""
+    hook = getattr(methods.get(name), "tiny_resources", None)
+    return hook(lm) if hook is not None else {}
+
+
+_PLAIN: dict[tuple, Trace] = {}
+
+
+def _ar(lm, ids: tuple[int, ...], s: Sampling) -> Trace:
+    """Plain decoding's trace, run once per (model, prompt, settings)."""
+    key = (lm.name, ids, s)
+    if key not in _PLAIN:
+        _PLAIN[key] = methods.get("ar").generate(lm, list(ids), s)
+    return _PLAIN[key]
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tiny_lm):
+    """name -> (greedy trace, plain decoding's trace) on the tiny model, each run once."""
+    ids = tiny_lm.encode_prompt("Tell me a story about a story")
+    plain = _ar(tiny_lm, tuple(ids), GREEDY)
+    return {n: (methods.get(n).generate(tiny_lm, ids, GREEDY, **tiny_kwargs(n, tiny_lm)), plain) for n in METHODS}
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_greedy_equals_plain_decoding_on_the_tiny_model(tiny_runs, name):
+    trace, plain = tiny_runs[name]
+    assert trace.method == name and trace.output_ids == plain.output_ids
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_seeded_sampling_repeats_exactly(tiny_lm, name):
+    ids, kw = tiny_lm.encode_prompt("Count to five"), tiny_kwargs(name, tiny_lm)
+    a, b = (methods.get(name).generate(tiny_lm, ids, HOT, **kw) for _ in range(2))
+    assert a.output_ids == b.output_ids and [s.committed for s in a.steps] == [s.committed for s in b.steps]
+    assert Trace.from_json(a.to_json()) == a
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_trace_round_trips_and_its_steps_add_up(tiny_runs, name):
+    trace, _ = tiny_runs[name]
+    assert Trace.from_json(trace.to_json()) == trace
+    assert load_traces(trace.to_json()) == [trace]
+    for s in trace.steps:
+        assert s.committed and s.accepted == len(s.committed) and s.drafts_accepted <= s.proposed
+        assert s.draft_s + s.verify_s + s.commit_s <= s.wall_s + 1e-6
+        assert s.detail is None or s.forward_tokens > 0
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_figures_build_from_the_trace(tiny_runs, name):
+    trace, plain = tiny_runs[name]
+    replayed = Trace.from_json(trace.to_json())
+    figs = figures({"ar": plain, name: replayed})
+    assert {"timeline", "tokens_over_time"} <= set(figs)
+    assert all(fig.to_dict()["data"] is not None for fig in figs.values())
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", METHODS)
+def test_greedy_equals_plain_decoding_on_the_real_model(real_lm, name):
+    s = Sampling(max_new_tokens=32)
+    for prompt in PROMPTS:
+        ids = real_lm.encode_prompt(prompt)
+        got = methods.get(name).generate(real_lm, ids, s)
+        assert got.output_ids == _ar(real_lm, tuple(ids), s).output_ids, prompt
