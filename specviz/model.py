@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
@@ -207,7 +207,7 @@ def pack_module(module: nn.Module) -> int:
     return n
 
 
-def pack_linears(hf: nn.Module) -> int:
+def pack_linears(hf: Any) -> int:
     """Swap every decoder-layer linear and the LM head for a PackedLinear; return how many.
 
     The module tree, the config and the forward code stay transformers' own; only the kernel
@@ -232,25 +232,32 @@ class GrowingLayer:
 
     _kbuf: torch.Tensor | None = None
     _vbuf: torch.Tensor | None = None
+    if TYPE_CHECKING:  # provided by transformers' DynamicLayer
+        is_initialized: bool
+        keys: torch.Tensor
+        values: torch.Tensor
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None: ...
+        def get_seq_length(self) -> int: ...
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n = self.get_seq_length()
         m = n + key_states.shape[-2]
-        kb = self._kbuf
-        fits = (kb is not None and m <= kb.shape[-2] and kb.shape[:-2] == key_states.shape[:-2]
+        kb, vb = self._kbuf, self._vbuf
+        fits = (kb is not None and vb is not None and m <= kb.shape[-2] and kb.shape[:-2] == key_states.shape[:-2]
                 and (n == 0 or self.keys.data_ptr() == kb.data_ptr()))
-        if not fits:
+        if kb is None or vb is None or not fits:
             cap = max(m + 64, m * 3 // 2)
             kb = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
             vb = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
             if n:  # keys replaced from outside (or the buffer is full): start a new buffer from them
                 kb[..., :n, :], vb[..., :n, :] = self.keys, self.values
             self._kbuf, self._vbuf = kb, vb
-        self._kbuf[..., n:m, :] = key_states
-        self._vbuf[..., n:m, :] = value_states
-        self.keys, self.values = self._kbuf[..., :m, :], self._vbuf[..., :m, :]
+        kb[..., n:m, :] = key_states
+        vb[..., n:m, :] = value_states
+        self.keys, self.values = kb[..., :m, :], vb[..., :m, :]
         return self.keys, self.values
 
 
@@ -303,8 +310,8 @@ class Resources:
 class LoadedModel:
     """The target model, its tokenizer and where it runs."""
 
-    hf: nn.Module
-    tokenizer: object
+    hf: Any  # a transformers causal LM (PreTrainedModel); its submodules (.model.layers) are only known at run time
+    tokenizer: Any  # a transformers tokenizer (PreTrainedTokenizerBase)
     name: str
     device: torch.device
     dtype: torch.dtype
@@ -425,7 +432,7 @@ def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
     where = resolve(spec, progress)
     try:
         with quiet_transformers():
-            hf = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation=gqa_attention())
+            hf: Any = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation=gqa_attention())
             tok = AutoTokenizer.from_pretrained(where)
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

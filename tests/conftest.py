@@ -1,11 +1,11 @@
-"""Shared fixtures: a tiny random Llama with the real tokenizer, and the real default model."""
+"""Shared fixtures: a tiny random Llama with the real tokenizer, the app patched onto one, and the real model."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from specviz.model import LoadedModel, convert_default, load_model
+from specviz.model import LoadedModel, convert_default, gqa_attention, load_model
 
 
 @pytest.fixture(scope="session")
@@ -16,25 +16,45 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(convert_default(progress=lambda _m: None))
 
 
-def make_tiny(tokenizer, seed: int = 0, layers: int = 2) -> LoadedModel:
-    """A 2-layer random Llama over the real vocabulary, in float64 so argmax ties cannot flip."""
+def make_tiny(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2,
+              dtype: torch.dtype = torch.float64) -> LoadedModel:
+    """A random Llama over the real vocabulary; float64 by default so argmax ties cannot flip."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       max_position_embeddings=1024, tie_word_embeddings=True, initializer_range=0.2,
                       bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    torch.manual_seed(seed)
-    hf = LlamaForCausalLM(cfg).to(torch.float64).eval()
+    with torch.random.fork_rng(devices=[]):  # weights from `seed`, the global RNG left as it was
+        torch.manual_seed(seed)
+        hf = LlamaForCausalLM(cfg).to(dtype).eval()
     hf.requires_grad_(False)
-    hf.config._attn_implementation = "sdpa"
-    return LoadedModel(hf=hf, tokenizer=tokenizer, name="tiny-random", device=torch.device("cpu"),
-                       dtype=torch.float64)
+    hf.config._attn_implementation = gqa_attention()  # the attention load_model gives the real model
+    return LoadedModel(hf=hf, tokenizer=tokenizer, name="tiny-random", device=torch.device("cpu"), dtype=dtype)
 
 
 @pytest.fixture(scope="session")
 def tiny_lm(tokenizer) -> LoadedModel:
     return make_tiny(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def app_lm(tokenizer) -> LoadedModel:
+    """A 4-layer random Llama with SmolLM2's widths (576 wide, 9 query and 3 KV heads), so the committed Medusa
+    and EAGLE heads load on it and SpS's default draft (layers 0-3) exists; fp32, as the app runs on a CPU."""
+    return make_tiny(tokenizer, seed=3, layers=4, hidden=576, heads=9, kv_heads=3, dtype=torch.float32)
+
+
+@pytest.fixture
+def tiny_app(app_lm, monkeypatch, tmp_path):
+    """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in tmp_path."""
+    import ui.common as common
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))  # the latency probe's cache
+    monkeypatch.setattr(common, "load_model", lambda spec="default", **_kw: app_lm)
+    common.clear_caches()
+    yield app_lm
+    common.clear_caches()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""The app shell under AppTest: the home page renders, decodes with the real model, and draws its figures."""
+"""The home page under AppTest decodes with the real model and draws its figures (the tiny-model checks of
+every page, bad input included, are in test_pages_fast.py)."""
 
 from __future__ import annotations
 
@@ -33,16 +34,3 @@ def test_home_decodes_and_draws():
     timeline = next(s for s in specs if "Serial" in s["layout"]["title"]["text"])
     forward_bars = [d for d in timeline["data"] if d.get("name") == "forward pass"]
     assert 1 <= len(forward_bars[0]["x"]) <= 8
-
-
-def test_empty_prompt_gets_a_message():
-    at = new_app(prompt="   ")
-    at.button(key="home.run").click().run()
-    assert not at.exception
-    assert any("empty" in w.value for w in at.warning)
-
-
-def test_bad_model_gets_a_message():
-    at = new_app(model="/no/such/model")
-    assert not at.exception
-    assert any("neither a folder" in e.value for e in at.error)

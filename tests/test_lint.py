@@ -1,4 +1,4 @@
-"""ruff, as configured in pyproject.toml, passes on the whole tree."""
+"""Static checks as configured in pyproject.toml: ruff on the whole tree, and pyright (basic) over specviz/ and ui/."""
 
 from __future__ import annotations
 
@@ -7,11 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    assert found, f"{name} is not installed (it is in requirements.txt)"
+    return found
+
+
 def test_ruff_is_clean():
-    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    assert ruff, "ruff is not installed (it is in requirements.txt)"
-    out = subprocess.run([ruff, "check", "."], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+@pytest.mark.full
+def test_pyright_is_clean():
+    """About a minute on 2 cores, so it runs in the full tier (scripts/test.sh)."""
+    out = subprocess.run([tool("pyright")], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-4000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import streamlit as st
 
@@ -29,6 +30,12 @@ class Settings:
 @st.cache_resource(show_spinner=False)
 def _load(spec: str) -> LoadedModel:
     return load_model(spec)
+
+
+def clear_caches() -> None:
+    """Forget the loaded models (and the heads each holds) and every cached run."""
+    _load.clear()
+    _run_cached.clear()
 
 
 def get_model() -> LoadedModel | None:
@@ -125,7 +132,7 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
         return trace
     if s is None or get_model() is None:
         return None
-    cfg = config if config is not None else methods.get(name).Config()
+    cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
     cfg_json = json.dumps({f.name: getattr(cfg, f.name) for f in fields(cfg)}, sort_keys=True)
     try:
         with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):

@@ -64,12 +64,9 @@ def _medusa_parser(prog: str) -> _Parser:
     return ap
 
 
-def train_medusa(argv: list[str]) -> int:
-    """Build (or extend) the distillation set, train Medusa-1 heads, then calibrate them."""
-    from tqdm import tqdm
-
-    from specviz.heads import distill, medusa, medusa_train
-    from specviz.model import load_model
+def _train_medusa_args(argv: list[str]) -> argparse.Namespace:
+    """`train medusa`'s options, checked (ValueError with one sentence when unusable)."""
+    from specviz.heads import medusa_train
 
     ap = _medusa_parser("python -m specviz train medusa")
     ap.add_argument("--prompts", type=int, default=1280, help="ShareGPT prompts to distil")
@@ -92,13 +89,26 @@ def train_medusa(argv: list[str]) -> int:
         raise ValueError("heads, prompts and epochs must be positive and draft-vocab at least 16.")
     if not 0 <= a.soft <= 1:
         raise ValueError(f"--soft must be between 0 and 1, got {a.soft}.")
+    return a
+
+
+def train_medusa(argv: list[str]) -> int:
+    """Build (or extend) the distillation set, train Medusa-1 heads, then calibrate them."""
+    from tqdm import tqdm
+
+    from specviz.heads import distill, medusa, medusa_train
+    from specviz.model import load_model
+
+    a = _train_medusa_args(argv)
     import torch
 
     torch.set_num_threads(a.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     bar = tqdm(total=(a.prompts + a.batch_size - 1) // a.batch_size, unit="shard", desc="distil")
-    data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir,
-                                 lambda d, _t, _n: bar.update(d - bar.n))
+    def shard_done(done: int, _total: int, _note: str) -> None:
+        bar.update(done - bar.n)
+
+    data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir, shard_done)
     bar.close()
     cfg = medusa.HeadsConfig(num_heads=a.heads, hidden_size=int(lm.hf.config.hidden_size), layers=a.layers,
                              draft_vocab=a.draft_vocab, model=lm.name)

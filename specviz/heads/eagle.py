@@ -74,6 +74,8 @@ class HeadConfig:
 class EagleHead(nn.Module):
     """Predicts the next feature from (feature, next token); shares embeddings and LM head with the target."""
 
+    draft_ids: torch.Tensor  # a buffer, declared for the type checker
+
     def __init__(self, config: HeadConfig, draft_ids: torch.Tensor | None = None) -> None:
         super().__init__()
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
@@ -83,7 +85,7 @@ class EagleHead(nn.Module):
         llama = config.llama_config()
         self.fc = nn.Linear(2 * h, h, bias=True)
         self.layer = LlamaDecoderLayer(llama, layer_idx=0)
-        self.layer.input_layernorm = nn.Identity()  # EAGLE-1: the fused input is not re-normalised
+        self.layer.register_module("input_layernorm", nn.Identity())  # EAGLE-1: the fused input is not re-normalised
         self.rotary = LlamaRotaryEmbedding(llama)
         ids = torch.arange(config.vocab_size) if draft_ids is None else draft_ids.long()
         self.register_buffer("draft_ids", ids, persistent=False)  # [Vd] draft index → token id
@@ -104,9 +106,9 @@ class EagleHead(nn.Module):
         return growing_cache(self.config.llama_config())
 
 
-def draft_weight(head: EagleHead, lm_head: nn.Linear, dtype: torch.dtype) -> torch.Tensor:
+def draft_weight(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> torch.Tensor:
     """The LM-head rows of the draft vocabulary, [Vd, h], in the draft's dtype."""
-    w = lm_head.weight.detach()
+    w = lm_head.get_parameter("weight").detach()
     return w.to(dtype) if head.full_vocab else w.index_select(0, head.draft_ids.to(w.device)).to(dtype)
 
 
@@ -219,7 +221,7 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
         proj.weight = nn.Parameter(weight, requires_grad=False)
         return proj
 
-    if not can_pack(lm_head.weight.device, dtype):
+    if not can_pack(lm_head.get_parameter("weight").device, dtype):
         return head.to(dtype), projection()
     per_dtype = _FAST.setdefault(head, weakref.WeakKeyDictionary()).setdefault(lm_head, {})
     if dtype not in per_dtype:

@@ -63,6 +63,9 @@ class ResBlock(nn.Module):
 class MedusaHeads(nn.Module):
     """K heads over one hidden state; `vocab` maps draft-vocabulary rows back to token ids."""
 
+    vocab: torch.Tensor  # buffers, declared for the type checker
+    proj: torch.Tensor
+
     def __init__(self, cfg: HeadsConfig, vocab: torch.Tensor, lm_weight: torch.Tensor) -> None:
         super().__init__()
         self.cfg = cfg
@@ -82,7 +85,7 @@ class MedusaHeads(nn.Module):
         """
         if self._packed is None and can_pack(self.proj.device, self.proj.dtype):
             lin = nn.Linear(self.proj.shape[1], self.proj.shape[0], bias=False, device=self.proj.device)
-            lin.weight.data = self.proj
+            lin.weight = nn.Parameter(self.proj, requires_grad=False)
             self._packed = PackedLinear(lin, keep_weight=False)
         return feats @ self.proj.T if self._packed is None else self._packed(feats)
 
