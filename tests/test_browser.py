@@ -1,4 +1,7 @@
-"""A real browser: serve the app, visit every page through the sidebar, move a slider, check nothing crashed."""
+"""A real browser: serve the app, visit every page through the sidebar, move a slider, check nothing crashed.
+
+Screenshots go to a temporary folder; `bash scripts/screenshots.sh` runs this test with SPECVIZ_SCREENSHOTS
+pointing at docs/screenshots/ to refresh the README's pictures on purpose."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "docs" / "screenshots"
 MAIN = '[data-testid="stMain"]'
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
@@ -25,6 +27,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: SPECVIZ_SCREENSHOTS when set (scripts/screenshots.sh), else a temporary folder."""
+    folder = Path(os.environ.get("SPECVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -93,17 +103,16 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
 
 
-def test_home_decodes_in_a_browser(page):
+def test_home_decodes_in_a_browser(page, shots):
     page.get_by_role("button", name="Decode").click()
     page.wait_for_selector("text=forward passes", timeout=300_000)
     settle(page)
     no_exception(page)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "home.png"), full_page=True)
-    assert (SHOTS / "home.png").stat().st_size > 20_000
+    page.screenshot(path=str(shots / "home.png"), full_page=True)
+    assert (shots / "home.png").stat().st_size > 20_000
 
 
-def test_every_page_renders(page):
+def test_every_page_renders(page, shots):
     links = page.locator('[data-testid="stSidebarNav"] a')
     titles = [links.nth(i).inner_text().strip().splitlines()[-1] for i in range(links.count())]
     assert len(titles) >= 3
@@ -117,6 +126,5 @@ def test_every_page_renders(page):
                 settle(page)
         nudge_first_slider(page)
         no_exception(page)
-        page.screenshot(path=str(SHOTS / f"{slug(title)}.png"), full_page=True)
         assert page.locator(".js-plotly-plot").count() >= 1, f"no figure on {title}"
-        page.screenshot(path=str(SHOTS / f"{slug(title)}.png"), full_page=True)
+        page.screenshot(path=str(shots / f"{slug(title)}.png"), full_page=True)

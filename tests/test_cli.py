@@ -35,11 +35,23 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["calibrate", "eagle", "--live", "--shapes", "2/4/1"], "total_tokens must be between"),
     (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
 ])
-def test_bad_input_is_one_line(args, reason):
-    out = cli(*args)
-    assert out.returncode == 2
-    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and reason in lines[0] and "Traceback" not in out.stderr
+def test_bad_input_is_one_line(args, reason, capsys):
+    """In process (a subprocess each would cost seconds of imports): exit status 2 and one line."""
+    from specviz.__main__ import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and reason in lines[0] and "Traceback" not in err
+
+
+def test_python_dash_m_specviz_reports_bad_input():
+    """The module entry point itself, once, as a user runs it."""
+    out = cli("generate", "--prompt", "")
+    assert out.returncode == 2 and "prompt is empty" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.real_model

@@ -56,6 +56,7 @@ def test_packed_model_decodes_the_same_tokens(tokenizer):
     assert run(packed) == run(plain)
 
 
+@pytest.mark.real_model
 def test_real_model_uses_onednn_by_default(real_lm):
     assert real_lm.kernels == "onednn"
     assert real_lm.describe().endswith("· onednn")

@@ -43,6 +43,6 @@ def test_page_follows_rule_and_sliders():
     at.slider(key="acceptance.eps").set_value(0.2).run()
     at.slider(key="acceptance.gamma").set_value(2).run()
     assert not at.exception and not at.error
-    if at.slider(key="acceptance.step") is not None:
-        at.slider(key="acceptance.step").set_value(1).run()
-        assert not at.exception
+    # 12 tokens at gamma 2 take several judged steps, so the step picker is there (AppTest raises if not)
+    at.slider(key="acceptance.step").set_value(1).run()
+    assert not at.exception and not at.error
