@@ -156,7 +156,7 @@ def show_figure(fig, name: str) -> None:
 
 
 def page_header(title: str, question: str) -> None:
-    """Title plus the one question from the brief this page answers."""
+    """Title plus the one question this page answers."""
     st.title(title)
     st.caption(question)
 

@@ -62,7 +62,7 @@ delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.de
 n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
 lab_draft = c8.selectbox("Lab draft q", DRAFTS, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
 if rule == "flawed":
-    st.warning("The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is from seed 000's demo code. "
+    st.warning("The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
                "It is a common mistake, shown here to be measured wrong.")
 
 s = settings()

@@ -14,7 +14,7 @@ from ui.common import get_model, page_header, settings, show_figure
 page_header("Why parallel decoding works", "Plain decoding pays one full forward pass per token. "
             "Every method in this app pays roughly the same pass for several.")
 st.markdown(
-    "Four questions judge any acceleration method (seed 002):\n"
+    "Four questions judge any acceleration method:\n"
     "1. **Where do the drafts come from?** Extra heads (Medusa), a feature-level head (EAGLE), "
     "the model's own Jacobi iterations (Lookahead), the prompt (prompt lookup), a smaller draft (SpS).\n"
     "2. **How are candidates organised?** A chain, a static tree, a dynamic tree, or an n-gram pool.\n"
