@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from specviz.model import LoadedModel, cache_root, crop_to
+from specviz.model import LoadedModel, crop_to
+from specviz.paths import cache_root
 from specviz.probe import LatencyCurve
 
 

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from specviz.model import LoadedModel, cache_root, crop_to
+from specviz.model import LoadedModel, crop_to
+from specviz.paths import cache_root
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
 
