@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specviz.measure import provenance
 from specviz.methods import autoregressive
 from specviz.probe import cached_curve
 from specviz.prompts import PromptError, prepare
@@ -60,6 +61,10 @@ if lm is not None and s is not None:
         st.subheader("The cost of one forward pass")
         with st.spinner("Measuring forward latency on this device (once)…"), lm.lock:
             curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
-        show_figure(latency_figure(curve), "latency_curve")
-        st.caption("Median of several interleaved runs with a fixed prefix. On a memory-bound device the "
-                   "curve is nearly flat: that flatness is the budget every method spends.")
+        here = provenance(lm.describe())
+        if curve.contended:
+            st.warning(f"This curve was measured while the machine was busy ({curve.contended}); it may "
+                       "overstate the cost. Press **Re-measure** when the machine is quiet.")
+        show_figure(latency_figure(curve, here=here), "latency_curve")
+        st.caption(f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. On a "
+                   "memory-bound device the curve is nearly flat: that flatness is the budget every method spends.")

@@ -7,12 +7,17 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.measure import Provenance
 from specviz.probe import LatencyCurve
 from specviz.viz.theme import VERIFY, apply
 
 
-def latency_figure(curve: LatencyCurve, slide: bool = False) -> go.Figure:
-    """Forward latency (ms) and cost relative to one token, against new tokens per pass."""
+def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | None = None) -> go.Figure:
+    """Forward latency (ms) and cost relative to one token, against new tokens per pass.
+
+    The subtitle says where and when the curve was measured (`here` is the current machine, so "this
+    machine" appears only when it is) and warns when the measurement was disturbed.
+    """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rel = curve.relative()
     fig.add_scatter(x=curve.ks, y=curve.ms, mode="lines+markers", name="latency (ms)",
@@ -30,7 +35,11 @@ def latency_figure(curve: LatencyCurve, slide: bool = False) -> go.Figure:
                        f"{rel[k16]:.2f}× one", showarrow=True, arrowhead=2, ax=-70, ay=-60)
     fig.update_xaxes(title="new tokens in one forward pass (k)", type="log", tickvals=curve.ks)
     fig.update_yaxes(title="latency (ms)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title="relative cost", type="log", secondary_y=True, showgrid=False)
-    fig = apply(fig, f"One forward pass · {curve.device}", slide=slide, height=420)
+    top = max(max(rel), max(curve.ks))
+    ticks = [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256) if v <= 2 * top]
+    fig.update_yaxes(title="relative cost", type="log", secondary_y=True, showgrid=False, tickvals=ticks,
+                     ticktext=[f"{v}×" for v in ticks])
+    note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
+    fig = apply(fig, f"Cost of one forward pass<br><sup>{curve.device} · {note}</sup>", slide=slide, height=440)
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})
     return fig
