@@ -67,6 +67,10 @@ def cmd_generate(a: argparse.Namespace) -> int:
     sampling = _sampling(a)
     config = methods.make_config(a.method, _options(a.opt))
     lm = _load(a)
+    if a.method == "pld":  # its draft length follows this device's measured latency curve
+        from specviz.compare import install_latency
+
+        install_latency(lm)
     ids = prepare(lm, a.prompt)
     mod = methods.get(a.method)
     trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)

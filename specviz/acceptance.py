@@ -198,7 +198,7 @@ def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[i
     n = greedy_match(drafts, target)
     records = [_record(i, x, float(p[i, x]), float(q[i, x]), None, i < n) for i, x in enumerate(drafts[: n + 1])]
     if n < len(drafts):
-        onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]]), 1.0)
+        onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]], device=p.device), 1.0)
         records[-1]["dists"] = rejection_view(p[n], q[n], onehot)
     return n, records
 

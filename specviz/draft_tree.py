@@ -69,17 +69,17 @@ def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[
     """
     q, past = len(nodes), dr.length
     start = past - len(fed)
-    see = torch.zeros(q, past + q, dtype=torch.bool)
+    see = torch.zeros(q, past + q, dtype=torch.bool, device=dr.device)
     see[:, :base] = True  # the committed prefix, the root pair included
     for r, n in enumerate(nodes):
         anc, a = set(), tree.parents[n]
         while a > 0:
             anc.add(a)
             a = tree.parents[a]
-        see[r, start:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool)
+        see[r, start:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool, device=dr.device)
         see[r, past + r] = True
     feats = torch.stack([tree.feats[tree.parents[n]] for n in nodes])
-    pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes])
+    pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes], device=dr.device)
     out, logp = dr.run(feats, [tree.tokens[n] for n in nodes], pos, see)
     for r, n in enumerate(nodes):
         tree.feats[n], tree.logps[n], tree.expanded[n] = out[r], logp[r], rnd

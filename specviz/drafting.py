@@ -48,7 +48,7 @@ class LayerDraft:
         mask = None
         if k > 1:  # causal over the new tokens; the cached prefix stays visible
             mask = torch.zeros(1, 1, k, past + k, dtype=x.dtype, device=dev)
-            mask[0, 0, :, past:] = torch.full((k, k), self.lm.neg_inf(), dtype=x.dtype).triu(1)
+            mask[0, 0, :, past:] = torch.full((k, k), self.lm.neg_inf(), dtype=x.dtype, device=dev).triu(1)
         for block in self.blocks:
             x = block(x, attention_mask=mask, position_ids=pos, cache=self.cache, use_cache=True,
                       position_embeddings=rope)
@@ -87,3 +87,40 @@ def initial_guesses(source: str, n: int, prompt_ids: list[int], pad_id: int, voc
 def pad_id(lm: LoadedModel) -> int:
     pid = lm.tokenizer.pad_token_id
     return int(pid) if pid is not None else min(lm.eos_ids)
+
+
+LATENCY_KEY = ("verify_latency",)  # lm.resources slot filled by the tuning layer (specviz.probe.install)
+
+
+class VerifyLatency:
+    """This device's measured forward latency against new tokens, held on the LoadedModel (empty until set)."""
+
+    def __init__(self) -> None:
+        self.ks: list[int] = []
+        self.ms: list[float] = []
+
+    def set(self, ks: list[int], ms: list[float]) -> None:
+        if len(ks) != len(ms) or not ks or ks[0] != 1 or any(m <= 0 for m in ms):
+            raise ValueError("A latency curve needs positive times for k = 1, … in increasing k.")
+        self.ks, self.ms = list(ks), list(ms)
+
+    def relative(self, k: int) -> float:
+        """Cost of a forward with k new tokens over one with 1, linearly interpolated (flat past the last k)."""
+        ks, ms = self.ks, self.ms
+        if k <= ks[0]:
+            return 1.0
+        for (k0, m0), (k1, m1) in zip(zip(ks, ms), zip(ks[1:], ms[1:])):
+            if k <= k1:
+                return (m0 + (m1 - m0) * (k - k0) / (k1 - k0)) / ms[0]
+        return ms[-1] / ms[0]
+
+
+def verify_latency(lm: LoadedModel) -> VerifyLatency | None:
+    """The measured latency curve installed on this model, or None when none was (a method then falls back)."""
+    slot = lm.resources.get(LATENCY_KEY, VerifyLatency)
+    return slot if slot.ks else None
+
+
+def set_verify_latency(lm: LoadedModel, ks: list[int], ms: list[float]) -> None:
+    """Install a measured latency curve (ms per forward of k new tokens) for the methods that read one."""
+    lm.resources.get(LATENCY_KEY, VerifyLatency).set(ks, ms)

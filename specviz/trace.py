@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from specviz import measure
 from specviz.details import DETAILS, Detail, DetailError
 
 TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
@@ -85,31 +86,44 @@ class Trace:
 
     @property
     def mean_accepted(self) -> float:
-        """A: tokens committed per target forward pass, counting the bonus token."""
-        return self.new_tokens / max(1, len(self.steps))
+        """A: new tokens per target forward pass after the prefill (specviz.measure.mean_accepted)."""
+        return measure.mean_accepted(self)
+
+    @property
+    def forward_steps(self) -> int:
+        """Target forward passes after the prefill (a final step that runs none does not count)."""
+        return measure.forward_steps(self)
 
     @property
     def decode_s(self) -> float:
-        """Wall time of the decoding steps, prefill excluded."""
-        return sum(s.wall_s for s in self.steps)
+        """Wall time of the decoding steps, prefill excluded (specviz.measure.decode_s)."""
+        return measure.decode_s(self)
+
+    @property
+    def generation_s(self) -> float:
+        """End-to-end generation time, the prefill and every step: what a speedup divides."""
+        return measure.generation_s(self)
 
     @property
     def s_per_token(self) -> float:
-        """Decoding wall seconds per new token: plain decoding's yardstick for a running speedup."""
+        """Decoding wall seconds per new token."""
         return self.decode_s / max(1, self.new_tokens)
 
     @property
     def mean_step_s(self) -> float:
-        return self.decode_s / max(1, len(self.steps))
+        """Mean wall time of one target step (specviz.measure.step_s): the r of a method over plain decoding's."""
+        return measure.step_s(self)
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_tokens / self.total_s if self.total_s > 0 else 0.0
+        """New tokens per second of generation time (prefill and steps)."""
+        g = self.generation_s
+        return self.new_tokens / g if g > 0 else 0.0
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token: prefill plus the first step."""
-        return self.prefill_s + (self.steps[0].wall_s if self.steps else 0.0)
+        """Time to first token: prefill plus the first step (specviz.measure.ttft_s)."""
+        return measure.ttft_s(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,21 +2,29 @@
 
 Greedy output equals plain decoding token for token (tiny random model and the real one); a seeded run
 at T > 0 repeats exactly; the trace round-trips through JSON; the method's figures build from the trace.
+Every check runs on each available device (the CPU, and a GPU when there is one).
 A method that needs resources the tiny model lacks (trained heads, enough layers) provides
 `tiny_resources(lm) -> generate keyword arguments` in its module.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
+from dataclasses import replace
+
 import pytest
+import torch
 
 from specviz import methods
+from specviz.model import Resources
 from specviz.sampling import Sampling
 from specviz.trace import Trace, load_traces
 from specviz.viz.gallery import figures
 from tests.conftest import PROMPTS
 
 METHODS = methods.available()
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 GREEDY = Sampling(max_new_tokens=24)
 HOT = Sampling(max_new_tokens=16, temperature=1.0, top_p=0.95, seed=7)
 
@@ -32,18 +40,28 @@ _PLAIN: dict[tuple, Trace] = {}
 
 def _ar(lm, ids: tuple[int, ...], s: Sampling) -> Trace:
     """Plain decoding's trace, run once per (model, prompt, settings)."""
-    key = (lm.name, ids, s)
+    key = (lm.name, str(lm.device), ids, s)
     if key not in _PLAIN:
         _PLAIN[key] = methods.get("ar").generate(lm, list(ids), s)
     return _PLAIN[key]
 
 
+@pytest.fixture(scope="module", params=DEVICES)
+def lm(request, tiny_lm):
+    """The tiny model on every available device (a copy on the GPU; its own resources)."""
+    if request.param == "cpu":
+        return tiny_lm
+    dev = torch.device(request.param)
+    return replace(tiny_lm, hf=copy.deepcopy(tiny_lm.hf).to(dev), device=dev, lock=threading.Lock(),
+                   resources=Resources())
+
+
 @pytest.fixture(scope="module")
-def tiny_runs(tiny_lm):
+def tiny_runs(lm):
     """name -> (greedy trace, plain decoding's trace) on the tiny model, each run once."""
-    ids = tiny_lm.encode_prompt("Tell me a story about a story")
-    plain = _ar(tiny_lm, tuple(ids), GREEDY)
-    return {n: (methods.get(n).generate(tiny_lm, ids, GREEDY, **tiny_kwargs(n, tiny_lm)), plain) for n in METHODS}
+    ids = lm.encode_prompt("Tell me a story about a story")
+    plain = _ar(lm, tuple(ids), GREEDY)
+    return {n: (methods.get(n).generate(lm, ids, GREEDY, **tiny_kwargs(n, lm)), plain) for n in METHODS}
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -53,9 +71,9 @@ def test_greedy_equals_plain_decoding_on_the_tiny_model(tiny_runs, name):
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_seeded_sampling_repeats_exactly(tiny_lm, name):
-    ids, kw = tiny_lm.encode_prompt("Count to five"), tiny_kwargs(name, tiny_lm)
-    a, b = (methods.get(name).generate(tiny_lm, ids, HOT, **kw) for _ in range(2))
+def test_seeded_sampling_repeats_exactly(lm, name):
+    ids, kw = lm.encode_prompt("Count to five"), tiny_kwargs(name, lm)
+    a, b = (methods.get(name).generate(lm, ids, HOT, **kw) for _ in range(2))
     assert a.output_ids == b.output_ids and [s.committed for s in a.steps] == [s.committed for s in b.steps]
     assert Trace.from_json(a.to_json()) == a
 

@@ -59,7 +59,7 @@ def test_trace_figures_on_tiny_run(tiny_lm) -> None:
     assert set(figs) == {"tokens", "tree", "mask"}
     strip = token_strip(tr, upto=1).data[0]
     assert len(strip.x) == sum(st.accepted for st in tr.steps[:2])
-    steps = steps_figure(tr, ar_token_s=0.01)
+    steps = steps_figure(tr, baseline=tr)
     assert list(steps.data[0].y) == [st.accepted for st in tr.steps] and steps.data[1].name.startswith("running")
     assert steps.layout.yaxis2.title.text == "speedup ×" and steps.layout.yaxis.title.text == "tokens committed"
     assert len(budget_figure([0, 4], [1.0, 1.5], [1.0, 1.4], 4).data) == 2

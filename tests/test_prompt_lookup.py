@@ -19,12 +19,36 @@ def test_find_match_prefers_longest_then_most_recent() -> None:
     assert pld.find_match([4, 8, 4], 3, 1) == (1, 1)
 
 
+# a measured-looking curve (fp32 stock kernels on a 2-core CPU): cost of m new tokens over 1, index m
+CURVE = (0.0, 1.0, 1.4, 1.45, 1.35, 1.38, 1.4, 1.42, 1.44, 1.47, 1.5, 1.52, 1.54, 1.56, 1.58, 1.6, 1.62, 1.64)
+
+
 def test_best_length_follows_acceptance_and_cost() -> None:
-    assert pld.best_length(0.05, 10, 10) == 0  # a poor record: a plain step pays more
-    assert pld.best_length(0.95, 10, 10) == 10
-    assert pld.best_length(0.95, 3, 10) == 3  # never more than the copied span
-    mid = pld.best_length(0.6, 10, 10)
+    cost = CURVE.__getitem__
+    assert pld.best_length(0.05, 10, 10, cost) == 0  # a poor record: a plain step pays more
+    assert pld.best_length(0.95, 10, 10, cost) == 10
+    assert pld.best_length(0.95, 3, 10, cost) == 3  # never more than the copied span
+    mid = pld.best_length(0.6, 10, 10, cost)
     assert 0 < mid < 10
+
+
+def test_draft_length_reads_the_installed_curve_else_falls_back(tiny_lm) -> None:
+    from specviz.drafting import LATENCY_KEY, VerifyLatency, set_verify_latency, verify_latency
+    from specviz.methods.base import Run
+
+    run = Run(tiny_lm, [1, 2, 3], Sampling(max_new_tokens=8), "pld")
+    cfg = pld.Config(max_draft=10)
+    try:
+        assert verify_latency(tiny_lm) is None
+        assert pld.draft_length(run, 0.05, 8, cfg) == 8  # no curve: the fixed longest draft
+        set_verify_latency(tiny_lm, [1, 2, 4, 8, 16], [10.0, 14.0, 14.5, 14.4, 16.2])
+        curve = verify_latency(tiny_lm)
+        assert curve is not None and curve.relative(1) == 1.0 and curve.relative(3) == pytest.approx(1.425)
+        assert pld.draft_length(run, 0.05, 8, cfg) == 0  # a poor record on a curve that charges for width
+        assert pld.draft_length(run, 0.95, 8, cfg) == 8
+        assert pld.draft_length(run, 0.05, 8, pld.Config(adaptive=False)) == 8
+    finally:
+        tiny_lm.resources.get(LATENCY_KEY, VerifyLatency).ks = []  # leave the shared tiny model as it was
 
 
 def test_evidence_decays_toward_prior() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from specviz import methods
+from specviz.compare import install_latency
 from specviz.model import LoadedModel, ModelError, load_model
 from specviz.prompts import PromptError, prepare
 from specviz.sampling import ConfigError, Sampling
@@ -29,7 +30,9 @@ class Settings:
 
 @st.cache_resource(show_spinner=False)
 def _load(spec: str) -> LoadedModel:
-    return load_model(spec)
+    lm = load_model(spec)
+    install_latency(lm)  # PLD steers its draft length by this device's measured latency curve
+    return lm
 
 
 def clear_caches() -> None:

@@ -199,7 +199,8 @@ def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
     folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
     weights = folder / WEIGHTS
     stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
-    return lm.resources.get(("eagle.head", str(folder), stamp), lambda: load_head(folder, lm.hf.config))
+    return lm.resources.get(("eagle.head", str(folder), stamp, str(lm.device)),
+                            lambda: load_head(folder, lm.hf.config).to(lm.device))
 
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
@@ -221,8 +222,9 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
         proj.weight = nn.Parameter(weight, requires_grad=False)
         return proj
 
-    if not can_pack(lm_head.get_parameter("weight").device, dtype):
-        return head.to(dtype), projection()
+    device = lm_head.get_parameter("weight").device
+    if not can_pack(device, dtype):
+        return head.to(device=device, dtype=dtype), projection()  # the head beside the embedding and LM head
     per_dtype = _FAST.setdefault(head, weakref.WeakKeyDictionary()).setdefault(lm_head, {})
     if dtype not in per_dtype:
         fast = copy.deepcopy(head).to(dtype).eval().requires_grad_(False)
@@ -238,7 +240,7 @@ class Drafter:
     """
 
     def __init__(self, head: EagleHead, lm, dtype: torch.dtype | None = None) -> None:
-        self.lm = lm
+        self.lm, self.device = lm, lm.device
         self.dtype = dtype or next(head.parameters()).dtype
         self.head, self.project = fast_head(head, lm.lm_head, self.dtype)
         self.embed = lm.hf.get_input_embeddings()
@@ -271,10 +273,12 @@ class Drafter:
 
         Returns (predicted features [q, h], draft log-probs [q, Vd]).
         """
-        ids = torch.as_tensor(tokens, dtype=torch.long)
-        emb = self.embed(ids.to(self.embed.weight.device)).to(self.dtype)
-        mask = torch.zeros(see.shape, dtype=self.dtype).masked_fill_(~see, torch.finfo(self.dtype).min)
-        out = self.head(feats.to(self.dtype)[None], emb[None], positions[None], self.cache,
+        dev = self.device
+        ids = torch.as_tensor(tokens, dtype=torch.long, device=dev)
+        emb = self.embed(ids).to(self.dtype)
+        see = see.to(dev)
+        mask = torch.zeros(see.shape, dtype=self.dtype, device=dev).masked_fill_(~see, torch.finfo(self.dtype).min)
+        out = self.head(feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache,
                         mask[None, None])[0]
         logp = torch.log_softmax(self.project(out).float(), dim=-1)
         return out, logp
@@ -284,9 +288,10 @@ class Drafter:
         feats = torch.cat([f.to(self.dtype) for f in self.queue_feats])
         tokens, past = self.queue_tokens, self.length
         q = len(tokens)
-        see = torch.ones(q, past + q, dtype=torch.bool)
-        see[:, past:] = torch.ones(q, q, dtype=torch.bool).tril()
-        out, logp = self.run(feats, tokens, torch.arange(past, past + q), see)
+        dev = self.device
+        see = torch.ones(q, past + q, dtype=torch.bool, device=dev)
+        see[:, past:] = torch.ones(q, q, dtype=torch.bool, device=dev).tril()
+        out, logp = self.run(feats, tokens, torch.arange(past, past + q, device=dev), see)
         self.queue_feats, self.queue_tokens = [], []
         return out[-1], logp[-1]
 

@@ -36,8 +36,9 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
     dr = Drafter(head, lm, next(head.parameters()).dtype)
     ids = s.ids.tolist()
     pairs, start = len(ids) - 1, int(s.mask.float().argmax())
-    see = torch.ones(pairs, pairs, dtype=torch.bool).tril()
-    out, logp = dr.run(s.hidden[:-1].float(), ids[1:], torch.arange(pairs), see)  # row j: pair (f_j, x_j+1)
+    see = torch.ones(pairs, pairs, dtype=torch.bool, device=dr.device).tril()
+    pos = torch.arange(pairs, device=dr.device)
+    out, logp = dr.run(s.hidden[:-1].float(), ids[1:], pos, see)  # row j: pair (f_j, x_j+1)
     res: dict[str, list[float]] = {}
     for n in range(max(start, 1), pairs, every):
         for cfg in cfgs:

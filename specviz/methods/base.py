@@ -86,21 +86,27 @@ class Run:
         """The prompt and every committed token."""
         return self.prompt_ids + self.output
 
+    def now(self) -> float:
+        """perf_counter after the device has finished its queued work (a GPU runs asynchronously)."""
+        if self.lm.device.type == "cuda":
+            torch.cuda.synchronize(self.lm.device)
+        return time.perf_counter()
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Add the wall time of the block to this step's `name` phase (draft, verify or commit)."""
-        t = time.perf_counter()
+        """Add the wall time of the block to this step's `name` phase (draft, verify or commit), synchronised."""
+        t = self.now()
         try:
             yield
         finally:
-            self.times[name] += time.perf_counter() - t
+            self.times[name] += self.now() - t
 
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the prompt; keep the last position's logits as `pending`; return (logits, hidden)."""
-        t = time.perf_counter()
+        t = self.now()
         logits, hidden = self.lm.forward(self.prompt_ids, self.cache, logits_for=slice(-1, None))
         self.pending, self.pending_hidden = logits[-1], hidden[-1]
-        self.prefill_s = time.perf_counter() - t
+        self.prefill_s = self.now() - t
         return logits, hidden
 
     def decode(self, step: Step) -> Trace:
@@ -113,19 +119,19 @@ class Run:
 
     def _step(self, step: Step) -> None:
         self.times = dict.fromkeys(PHASES, 0.0)
-        started = time.perf_counter()
+        started = self.now()
         dist = self.pending  # the distribution the root comes from, for the record
         if self.forced is not None:
             root, root_from, self.forced = self.forced, self.forced_from, None
         else:
             root, root_from = choose(self.pending, self.sampling, self.gen), "target"
         if self.is_final(root):  # the last token needs no forward pass
-            self._record([root], None, time.perf_counter() - started, dist, root_from)
+            self._record([root], None, self.now() - started, dist, root_from)
             return
         out = step(self, root)
         self.pending, self.pending_hidden = out.logits, out.hidden
         self.forced, self.forced_from = out.next_root, out.next_from
-        self._record([root, *out.accepted], out, time.perf_counter() - started, dist, root_from)
+        self._record([root, *out.accepted], out, self.now() - started, dist, root_from)
 
     def is_final(self, token: int) -> bool:
         """Whether committing `token` ends the run (EOS, or the length budget reached)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import torch
 
 from specviz.details import EagleStep
 from specviz.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, HeadError, load_head, new_head
+from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, HeadError, cached_head, new_head
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling, target_probs
@@ -55,19 +54,13 @@ class Config:
             raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {self.head_dtype!r}.")
 
 
-_HEADS: dict[tuple, EagleHead] = {}
 
 
 def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
     """The head named by the config, loaded once per (model, folder, file time)."""
     if cfg.head == "random":
-        return new_head(lm.hf.config, lm.name, seed=0).eval()
-    folder = Path(cfg.head) if cfg.head else DEFAULT_DIR
-    weights = folder / "model.safetensors"
-    key = (id(lm.hf), str(folder.resolve()), weights.stat().st_mtime if weights.exists() else 0)
-    if key not in _HEADS:
-        _HEADS[key] = load_head(folder, lm.hf.config)
-    return _HEADS[key]
+        return new_head(lm.hf.config, lm.name, seed=0).to(lm.device).eval()
+    return cached_head(lm, Path(cfg.head) if cfg.head else DEFAULT_DIR)  # on lm.device
 
 
 def head_dtype(lm: LoadedModel, cfg: Config) -> torch.dtype:
@@ -108,7 +101,7 @@ class State:
             self.drafter.push(hidden[path], [tokens[i] for i in path[1:]])
 
         def record() -> EagleStep:
-            emb = self.drafter.embed(torch.tensor([root])).detach()[0]
+            emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
             return EagleStep(tree_detail(tree, run.lm.token_text, self.cfg.tree), nodes, spec.parents,
                              [nodes[i] for i in path], feature_view(f_t, emb, tree.feats[0], hidden[0]),
                              decisions, nxt)
@@ -138,13 +131,13 @@ def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config:
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     _, hidden = run.prefill()
     state = State(run, head, cfg)
-    t = time.perf_counter()
+    t = run.now()
     state.drafter.reset(run.prompt_ids, hidden)  # the head's own prefill over the prompt's pairs
-    run.prefill_s += time.perf_counter() - t
+    run.prefill_s += run.now() - t
     return run.decode(state.step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
     """An untrained head in the model's own dtype, for any model (the contract test's tiny random model)."""
-    head = new_head(lm.hf.config, lm.name, seed=seed).to(lm.dtype).eval().requires_grad_(False)
+    head = new_head(lm.hf.config, lm.name, seed=seed).to(lm.device, lm.dtype).eval().requires_grad_(False)
     return {"config": Config(depth=3, top_k=3, total_tokens=8, head_dtype="model"), "head": head}

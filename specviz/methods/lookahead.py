@@ -72,7 +72,7 @@ class LookaheadState:
             lay = Layout(len(self.levels), cfg.window, len(cands), cfg.ngram - 1)
             ids = [root, *(t for lv in self.levels for t in lv), *(t for c in cands for t in c)]
             base = run.seq_len
-            positions = torch.tensor(lay.positions(base))
+            positions = torch.tensor(lay.positions(base), device=lm.device)
         with run.phase("verify"):
             _, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 0))
             root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)

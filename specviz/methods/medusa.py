@@ -205,10 +205,11 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     """
     vocab = lm.lm_head.weight.shape[0]
     heads = new_heads(lm, HeadsConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab,
-                                      model=lm.name), torch.arange(vocab))
+                                      model=lm.name), torch.arange(vocab, device=lm.device))
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for blk in heads.blocks:
             blk[0].linear.weight.normal_(0.0, 0.3, generator=gen)
     calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
-    return {"config": Config(heads=num_heads), "heads": heads.eval().requires_grad_(False), "calibration": calibration}
+    heads = heads.to(lm.device).eval().requires_grad_(False)
+    return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import torch
 
 from specviz.acceptance import annotate, judge_chain
 from specviz.details import PldStep
+from specviz.drafting import verify_latency
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel, crop_to
 from specviz.sampling import ConfigError, Sampling, target_probs
@@ -18,16 +20,7 @@ NAME = "pld"
 LABEL = "Prompt lookup"
 SUMMARY = "Copies the continuation of a matching n-gram from the prompt or the output so far as the draft."
 
-# Cost of one target forward over m new tokens relative to m = 1 (index m), fp32 on these 2 cores, median of 7
-# (`probe_latency(lm, ks=range(1, 18))`). With oneDNN-prepacked linears the cost is nearly flat up to ~11
-# tokens; with the stock kernels 2-3 rows are oddly slow (59/84/77/94 ms for 1/4/8/16 tokens).
-VERIFY_COST = {
-    "onednn": (0.0, 1.0, 1.16, 1.05, 0.99, 1.05, 1.03, 1.1, 1.13, 1.13, 1.15, 1.17, 1.24, 1.32, 1.35, 1.43,
-               1.4, 1.45),
-    "aten": (0.0, 1.0, 1.4, 1.45, 1.35, 1.38, 1.4, 1.42, 1.44, 1.47, 1.5, 1.52, 1.54, 1.56, 1.58, 1.6, 1.62,
-             1.64),
-}
-MAX_DRAFT = len(VERIFY_COST["aten"]) - 2
+MAX_DRAFT = 16  # longest copied draft a step may verify
 
 
 @dataclass(frozen=True)
@@ -41,7 +34,9 @@ class Config:
     max_ngram: int = 3  # try matching the last 3, then 2, then 1 token
     min_ngram: int = 1  # shortest suffix that may be looked up
     max_draft: int = 10  # longest copied draft
-    adaptive: bool = True  # pick the draft length from the running acceptance rate and the verify cost
+    # pick the draft length from the running acceptance rate and this device's measured verify cost (the
+    # latency probe's curve, installed on the model by the UI, CLI and bench); without a curve, or off: max_draft
+    adaptive: bool = True
     prior: float = 0.7  # per-token acceptance assumed before any evidence
     memory: float = 0.8  # per-step decay of the acceptance evidence (forgets toward the prior)
 
@@ -64,16 +59,26 @@ def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int
     return 0, -1
 
 
-def best_length(a: float, available: int, max_draft: int, kernels: str = "aten") -> int:
-    """Draft length k maximising (1 + a + … + a^k) / cost(k+1); 0 means a plain step pays best."""
-    cost = VERIFY_COST.get(kernels, VERIFY_COST["aten"])
+def best_length(a: float, available: int, max_draft: int, cost: Callable[[int], float]) -> int:
+    """Draft length k maximising (1 + a + … + a^k) / cost(k+1); 0 means a plain step pays best.
+
+    cost(m) is a forward over m new tokens relative to m = 1, from this device's measured latency curve.
+    """
     best_k, best_gain, expect = 0, 1.0, 1.0
     for k in range(1, min(available, max_draft) + 1):
         expect += a ** k
-        gain = expect / cost[k + 1]
+        gain = expect / cost(k + 1)
         if gain > best_gain:
             best_k, best_gain = k, gain
     return best_k
+
+
+def draft_length(run: Run, rate: float, available: int, cfg: Config) -> int:
+    """Adaptive length from the measured curve; the fixed longest draft when off or no curve is installed."""
+    curve = verify_latency(run.lm) if cfg.adaptive else None
+    if curve is None:
+        return min(available, cfg.max_draft)
+    return best_length(rate, available, cfg.max_draft, curve.relative)
 
 
 class Evidence:
@@ -104,15 +109,16 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
         return [], {"ngram": 0, "match_at": -1, "source": "", "rate": 0.0}
     available = min(len(seq) - start, budget)
     rate = ev.rate(n)
-    k = best_length(rate, available, cfg.max_draft, run.lm.kernels) if cfg.adaptive else min(available, cfg.max_draft)
+    k = draft_length(run, rate, available, cfg)
     source = "prompt" if start < len(run.prompt_ids) else "output"
     return seq[start:start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
 
 
-def one_hot_rows(drafts: list[int], vocab: int, dtype: torch.dtype) -> torch.Tensor:
-    """The draft 'distribution' of a copied token: all mass on it; [k, V]."""
-    q = torch.zeros(len(drafts), vocab, dtype=dtype)
-    q[torch.arange(len(drafts)), torch.tensor(drafts, dtype=torch.long)] = 1.0
+def one_hot_rows(drafts: list[int], like: torch.Tensor) -> torch.Tensor:
+    """The draft 'distribution' of a copied token: all mass on it; [k, V] on `like`'s device and dtype."""
+    q = torch.zeros(len(drafts), like.shape[-1], dtype=like.dtype, device=like.device)
+    rows = torch.arange(len(drafts), device=like.device)
+    q[rows, torch.tensor(drafts, dtype=torch.long, device=like.device)] = 1.0
     return q
 
 
@@ -130,7 +136,7 @@ class Lookup:
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
         p = target_probs(logits, run.sampling)
-        n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p.shape[-1], p.dtype), drafts, run.gen)
+        n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
         self.ev.update(found["ngram"], len(drafts), n)
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)

@@ -51,7 +51,8 @@ def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[in
     for _ in range(gamma):
         logits = draft.forward(feed)
         q = as_full(target_probs(logits, run.sampling), vocab)  # softmax when greedy (for display)
-        x = int(q.argmax()) if run.sampling.greedy else int(torch.multinomial(q, 1, generator=run.gen))
+        # run.gen is a CPU generator: the draw happens on the CPU, whatever device q lives on
+        x = int(q.argmax()) if run.sampling.greedy else int(torch.multinomial(q.cpu(), 1, generator=run.gen))
         drafts.append(x)
         qs.append(q)
         if x in run.lm.eos_ids:

@@ -16,12 +16,13 @@ def _colors(names: list[str]) -> list[str]:
 
 
 def speedup_figure(rows: list[Row], title: str = "Measured speedup over plain decoding", slide: bool = False):
-    """One bar per method: wall-clock speedup against ar on the same prompt."""
+    """One bar per method: measure.speedup against ar on the same prompt (median of the pairs, spread on hover)."""
     names = [r.method for r in rows]
     fig = go.Figure(go.Bar(x=names, y=[r.speedup for r in rows], marker_color=_colors(names),
-                           text=[f"{r.speedup:.2f}×" + ("" if r.identical else " ≠") for r in rows],
-                           textposition="outside",
-                           hovertemplate="%{x}: %{y:.2f}× (≠ marks output different from ar)<extra></extra>"))
+                           text=[f"{r.speedup:.2f}×" + (" ≠" if r.identical is False else "") for r in rows],
+                           textposition="outside", customdata=[r.label or f"{r.speedup:.2f}×" for r in rows],
+                           hovertemplate="%{x}: %{customdata} (≠ marks greedy output different from ar)"
+                                         "<extra></extra>"))
     fig.add_hline(y=1, line_dash="dot", line_color="#6b7280")
     fig.update_yaxes(title="speedup (×)", rangemode="tozero")
     return apply(fig, title, slide=slide, height=360)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz import measure
 from specviz.trace import Trace
 from specviz.viz.theme import DRAFT, NEUTRAL, apply, method_color
 
@@ -77,7 +78,7 @@ def timeline_animation(traces: list[Trace], frames: int = 40, title: str | None 
 
 
 def _end(traces: list[Trace], upto_s: float | None) -> float:
-    total = max((t.prefill_s + t.decode_s for t in traces), default=0.0)
+    total = max((measure.generation_s(t) for t in traces), default=0.0)
     return min(total, upto_s) if upto_s is not None else total
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import networkx as nx
 import plotly.graph_objects as go
 
+from specviz.compare import running_speedup
 from specviz.trace import StepTrace, Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
 
@@ -140,19 +141,16 @@ def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide
     return apply(fig, "Tokens coloured by the step that produced them", slide, height=90 + 40 * (row + 1))
 
 
-def steps_figure(trace: Trace, ar_token_s: float | None, slide: bool = False, upto: int | None = None,
+def steps_figure(trace: Trace, baseline: Trace | None, slide: bool = False, upto: int | None = None,
                  title: str = "Tokens per step and the running speedup") -> go.Figure:
     """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
-    decoding (ar_token_s: its wall seconds per token on the same prompt) as a line; steps 0…upto only."""
+    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only."""
     steps = trace.steps[: None if upto is None else upto + 1]
     idx = [st.index for st in steps]
     fig = go.Figure(go.Bar(x=idx, y=[st.accepted for st in steps], name="tokens this step (A)",
                            marker_color=method_color(trace.method)))
-    if ar_token_s:
-        done, spent, speed = 0, 0.0, []
-        for st in steps:
-            done, spent = done + st.accepted, spent + st.wall_s
-            speed.append(round(done * ar_token_s / max(spent, 1e-9), 3))
+    if baseline is not None:
+        speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
         fig.add_trace(go.Scatter(x=idx, y=speed, name="running speedup vs AR", yaxis="y2",
                                  mode="lines", line={"color": VERIFY, "width": 3}))
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})

@@ -1,0 +1,92 @@
+"""Every method stays on the model's device: no tensor factory without a device, no draw whose generator
+lives elsewhere than the tensor it samples from (an ast lint over the inference code)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "specviz"
+FACTORIES = {"zeros", "ones", "full", "arange", "tensor", "as_tensor", "empty", "rand", "randn", "randint",
+             "randperm", "linspace"}
+# the training and data tooling runs on the CPU over stored features, never inside a decode step
+TRAINING = {"heads/features.py", "heads/distill.py", "heads/eagle_train.py", "heads/medusa_train.py",
+            "heads/fixed_train.py", "heads/heldout.py", "heads/cli.py"}
+# (file, function, factory): why a device-less factory is right there
+ALLOWED = {
+    ("acceptance.py", "uniform", "rand"): "the one uniform draw comes from the run's CPU generator, as a float",
+    ("drafting.py", "initial_guesses", "randint"): "CPU generator; the guesses become a Python list",
+    ("tree.py", "ancestry", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("tree.py", "mask", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("tree.py", "positions", "tensor"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("heads/eagle.py", "__init__", "arange"): "a module buffer: it moves with the head's .to(device)",
+    ("heads/medusa.py", "frequent_tokens", "tensor"): "indexes `counts`, built on the CPU from training ids",
+}
+
+
+def files() -> list[Path]:
+    picked = [*ROOT.glob("methods/*.py"), ROOT / "drafting.py", ROOT / "draft_tree.py", *ROOT.glob("tree*.py"),
+              ROOT / "acceptance.py", ROOT / "sampling.py", *ROOT.glob("heads/*.py")]
+    return [p for p in picked if str(p.relative_to(ROOT)) not in TRAINING]
+
+
+def calls(path: Path):
+    """(function name, call node) for every call in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call):
+                yield fn.name, node
+
+
+def torch_attr(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch" else ""
+
+
+def problems(path: Path) -> list[str]:
+    rel, out = str(path.relative_to(ROOT)), []
+    for fn, node in calls(path):
+        name = torch_attr(node)
+        kw = {k.arg for k in node.keywords}
+        where = f"{rel}:{node.lineno} {fn}()"
+        if name in FACTORIES and "device" not in kw and (rel, fn, name) not in ALLOWED:
+            out.append(f"{where}: torch.{name} without device=")
+        if name == "multinomial" or (isinstance(node.func, ast.Attribute) and node.func.attr == "multinomial"):
+            src = ast.unparse(node.args[0]) if node.args else ""
+            if "generator" in kw and not src.endswith(".cpu()"):  # run generators live on the CPU
+                out.append(f"{where}: multinomial with a generator on a tensor not moved to the CPU ({src})")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("index_fill_", "index_fill", "index_select"):
+            index = node.args[1] if len(node.args) > 1 else None
+            if isinstance(index, ast.Call) and torch_attr(index) in FACTORIES:
+                if "device" not in {k.arg for k in index.keywords}:
+                    out.append(f"{where}: {node.func.attr} with an index made off the tensor's device")
+    return out
+
+
+def test_no_tensor_is_made_off_the_model_device():
+    found = [p for path in files() for p in problems(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_lint_catches_what_it_should(tmp_path):
+    bad = ROOT / "methods" / "_lint_probe.py"
+    code = ("import torch\n"
+            "def f(p, gen):\n"
+            "    a = torch.zeros(3)\n"
+            "    b = torch.multinomial(p, 1, generator=gen)\n"
+            "    c = p.index_fill_(0, torch.tensor([1]), 1.0)\n"
+            "    d = torch.zeros(3, device=p.device)\n"
+            "    e = torch.multinomial(p.cpu(), 1, generator=gen)\n")
+    bad.write_text(code)
+    try:
+        found = problems(bad)
+    finally:
+        bad.unlink()
+    assert len(found) == 4, found  # zeros, multinomial, index_fill_ and the index's own tensor(); not d, e
+
+
+def test_allow_list_entries_still_exist():
+    """An allow-list entry whose call is gone is stale: drop it."""
+    seen = {(str(p.relative_to(ROOT)), fn, torch_attr(n)) for p in files() for fn, n in calls(p)}
+    assert set(ALLOWED) <= seen, set(ALLOWED) - seen
