@@ -23,8 +23,9 @@ PAGES = [
 ]
 
 st.set_page_config(page_title="specviz", page_icon=":material/speed:", layout="wide")
-nav = st.navigation([st.Page(f, title=t, icon=i, default=(n == 0))
-                     for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()])
+nav = st.navigation(
+    [st.Page(f, title=t, icon=i, default=(n == 0)) for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()]
+)
 with st.sidebar:
     sidebar()
 nav.run()

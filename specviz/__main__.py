@@ -36,8 +36,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="'default' (built-in SmolLM2-135M), a folder or a hub id")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16 or fp16")
-    p.add_argument("--kernels", default="auto",
-                   help="auto (oneDNN-prepacked fp32 linears on a CPU), onednn or aten (stock)")
+    p.add_argument(
+        "--kernels", default="auto", help="auto (oneDNN-prepacked fp32 linears on a CPU), onednn or aten (stock)"
+    )
 
 
 def _sampling_args(p: argparse.ArgumentParser, tokens: int) -> None:
@@ -56,8 +57,7 @@ def _sampling(a: argparse.Namespace):
 def _load(a: argparse.Namespace):
     from specviz.model import load_model
 
-    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr),
-                      kernels=a.kernels)
+    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), kernels=a.kernels)
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -75,9 +75,11 @@ def cmd_generate(a: argparse.Namespace) -> int:
     mod = methods.get(a.method)
     trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)
     print(trace.text)
-    print(f"[{trace.method}] {trace.new_tokens} tokens in {len(trace.steps)} steps (A = "
-          f"{trace.mean_accepted:.2f}), {trace.tokens_per_s:.1f} tok/s, stopped at {trace.stopped}",
-          file=sys.stderr)
+    print(
+        f"[{trace.method}] {trace.new_tokens} tokens in {len(trace.steps)} steps (A = "
+        f"{trace.mean_accepted:.2f}), {trace.tokens_per_s:.1f} tok/s, stopped at {trace.stopped}",
+        file=sys.stderr,
+    )
     if a.json:
         trace.save(a.json)
         print(f"trace written to {a.json}", file=sys.stderr)
@@ -203,8 +205,14 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    handler = {"generate": cmd_generate, "bench": cmd_bench, "probe": cmd_probe, "export": cmd_export,
-               "train": cmd_heads, "calibrate": cmd_heads}[a.command]
+    handler = {
+        "generate": cmd_generate,
+        "bench": cmd_bench,
+        "probe": cmd_probe,
+        "export": cmd_export,
+        "train": cmd_heads,
+        "calibrate": cmd_heads,
+    }[a.command]
     try:
         return handler(a)
     except KNOWN_ERRORS as exc:

@@ -73,9 +73,14 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "device": self.device, "max_new_tokens": self.sampling.max_new_tokens,
-            "temperature": self.sampling.temperature, "prompts": len(self.items), "repeats": self.repeats,
-            "methods": self.summary(), "categories": self.by_category(),
+            "model": self.model,
+            "device": self.device,
+            "max_new_tokens": self.sampling.max_new_tokens,
+            "temperature": self.sampling.temperature,
+            "prompts": len(self.items),
+            "repeats": self.repeats,
+            "methods": self.summary(),
+            "categories": self.by_category(),
         }
 
 
@@ -93,8 +98,11 @@ def _method_runner(lm: LoadedModel, name: str, config: Any) -> Callable[[list[in
 
 def _peer_runner(lm: LoadedModel, name: str) -> Callable[[list[int], Sampling], RunResult]:
     def run(ids: list[int], s: Sampling) -> RunResult:
-        kw: dict[str, Any] = {"do_sample": False} if s.greedy else {
-            "do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": 0}
+        kw: dict[str, Any] = (
+            {"do_sample": False}
+            if s.greedy
+            else {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": 0}
+        )
         if name == "hf-pld":
             kw["prompt_lookup_num_tokens"] = HF_PLD_TOKENS
         x = torch.tensor([ids], device=lm.device)
@@ -106,12 +114,17 @@ def _peer_runner(lm: LoadedModel, name: str) -> Callable[[list[int], Sampling], 
             gpus = [lm.device.index or 0] if lm.device.type == "cuda" else []
             with torch.random.fork_rng(devices=gpus), stock_attention(lm), torch.inference_mode():
                 torch.manual_seed(s.seed)
-                out = lm.hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
-                                     pad_token_id=lm.tokenizer.pad_token_id, **kw)
+                out = lm.hf.generate(
+                    x,
+                    attention_mask=torch.ones_like(x),
+                    max_new_tokens=s.max_new_tokens,
+                    pad_token_id=lm.tokenizer.pad_token_id,
+                    **kw,
+                )
         finally:
             hook.remove()
         seconds = time.perf_counter() - t
-        return RunResult(out[0, len(ids):].tolist(), seconds, max(1, calls[0]), seconds)
+        return RunResult(out[0, len(ids) :].tolist(), seconds, max(1, calls[0]), seconds)
 
     return run
 
@@ -130,9 +143,15 @@ def runners(lm: LoadedModel, names: list[str], configs: dict[str, Any]) -> dict[
     return out
 
 
-def run_bench(lm: LoadedModel, names: list[str], items: list[PromptItem], sampling: Sampling,
-              repeats: int = 1, configs: dict[str, Any] | None = None,
-              progress: Callable[[int, int, str], None] | None = None) -> BenchResult:
+def run_bench(
+    lm: LoadedModel,
+    names: list[str],
+    items: list[PromptItem],
+    sampling: Sampling,
+    repeats: int = 1,
+    configs: dict[str, Any] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> BenchResult:
     """Each prompt: every method `repeats` times, interleaved; keep each method's median-time run."""
     if repeats < 1:
         raise ConfigError("repeats must be at least 1.")
@@ -162,13 +181,18 @@ def run_bench(lm: LoadedModel, names: list[str], items: list[PromptItem], sampli
 def format_table(result: BenchResult) -> str:
     """The summary as an aligned text table."""
     head = f"{'method':<10} {'speedup':>8} {'tok/s':>8} {'A':>6} {'r':>6} {'identical':>12}"
-    lines = [f"{result.device}; {len(result.items)} prompts x {result.repeats} repeats, "
-             f"{result.sampling.max_new_tokens} new tokens, T={result.sampling.temperature}", head,
-             "-" * len(head)]
+    lines = [
+        f"{result.device}; {len(result.items)} prompts x {result.repeats} repeats, "
+        f"{result.sampling.max_new_tokens} new tokens, T={result.sampling.temperature}",
+        head,
+        "-" * len(head),
+    ]
     for name, m in result.summary().items():
         same = f"{m['identical']}/{m['total']}" if result.sampling.greedy else "n/a at T > 0"  # identity: T = 0 only
-        lines.append(f"{name:<10} {m['speedup']:>7.3f}x {m['tokens_per_s']:>8.2f} {m['mean_accepted']:>6.2f} "
-                     f"{m['step_cost']:>6.2f} {same:>12}")
+        lines.append(
+            f"{name:<10} {m['speedup']:>7.3f}x {m['tokens_per_s']:>8.2f} {m['mean_accepted']:>6.2f} "
+            f"{m['step_cost']:>6.2f} {same:>12}"
+        )
     cats = result.by_category()
     if len(cats) > 1:
         names = list(result.runs)

@@ -52,8 +52,10 @@ def figure_bytes(fig: go.Figure, fmt: str = "png", slide: bool = False, scale: f
             warnings.simplefilter("ignore", UserWarning)
             return pio.to_image(target, format=fmt, scale=scale if fmt == "png" else 1)
     except Exception as exc:
-        raise ExportError(f"Could not render the image ({str(exc).splitlines()[0][:160]}); "
-                          "is chromium installed (apt-get install -y chromium)?") from exc
+        raise ExportError(
+            f"Could not render the image ({str(exc).splitlines()[0][:160]}); "
+            "is chromium installed (apt-get install -y chromium)?"
+        ) from exc
 
 
 def write_figure(fig: go.Figure, path: Path, slide: bool = True) -> Path:

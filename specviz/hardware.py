@@ -31,8 +31,13 @@ class Surface:
 
 
 @torch.inference_mode()
-def probe_surface(lm: LoadedModel, batches: tuple[int, ...] = (1, 2, 4, 8, 16), ks: tuple[int, ...] = (1, 4, 16, 64),
-                  prefix_len: int = 64, repeats: int = 3) -> Surface:
+def probe_surface(
+    lm: LoadedModel,
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16),
+    ks: tuple[int, ...] = (1, 4, 16, 64),
+    prefix_len: int = 64,
+    repeats: int = 3,
+) -> Surface:
     """Time forwards of b × k new tokens over a b × prefix cache; k interleaved within each repeat."""
     gen = torch.Generator().manual_seed(0)
     vocab = lm.hf.config.vocab_size
@@ -107,8 +112,9 @@ def step_ms(dev: Device, params: float, bytes_per_param: float, tokens: float, b
     return 1000 * max(memory, compute) + dev.overhead_ms
 
 
-def modeled_speedup(dev: Device, params: float, bytes_per_param: float, mean_accepted: float,
-                    width: float, draft_share: float = 0.0) -> float:
+def modeled_speedup(
+    dev: Device, params: float, bytes_per_param: float, mean_accepted: float, width: float, draft_share: float = 0.0
+) -> float:
     """MODEL: A · t(1) / (t(width) · (1 + draft share)) on a roofline device."""
     t1 = step_ms(dev, params, bytes_per_param, 1)
     return mean_accepted * t1 / (step_ms(dev, params, bytes_per_param, width) * (1 + draft_share))
@@ -118,12 +124,14 @@ SMALL_PARAMS = 134.5e6  # SmolLM2-135M, used when no model is loaded (replay)
 BIG_PARAMS = 6.7e9  # a Vicuna-7B-class model, the size the reference papers report on
 
 
-def whatif(shapes: dict[str, tuple[float, float, float]], here: Device | None, params: float,
-           bytes_here: float = 4.0) -> dict[str, dict[str, float]]:
+def whatif(
+    shapes: dict[str, tuple[float, float, float]], here: Device | None, params: float, bytes_here: float = 4.0
+) -> dict[str, dict[str, float]]:
     """MODEL: speedup[device][method] from each method's measured (A, width, draft share)."""
     devices = ([(here, bytes_here)] if here else []) + [(A100, 2.0), (H100, 2.0)]
-    return {d.name: {n: modeled_speedup(d, params, b, a, w, dr) for n, (a, w, dr) in shapes.items()}
-            for d, b in devices}
+    return {
+        d.name: {n: modeled_speedup(d, params, b, a, w, dr) for n, (a, w, dr) in shapes.items()} for d, b in devices
+    }
 
 
 def param_count(lm: LoadedModel) -> int:

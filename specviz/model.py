@@ -43,8 +43,14 @@ def pick_device(device: str = "auto") -> torch.device:
 
 def pick_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
     """fp32 on the CPU (bit-stable greedy), bf16 on a GPU that supports it, else fp16."""
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype != "auto":
         if dtype not in names:
             raise ModelError(f"Unknown dtype {dtype!r}; choose one of fp32, bf16, fp16.")
@@ -119,9 +125,17 @@ def resolve(spec: str, progress: Progress = print) -> Path | str:
 GQA_ATTENTION = "specviz_sdpa_gqa"
 
 
-def sdpa_gqa_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                       is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+def sdpa_gqa_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """transformers' SDPA attention, but on the CPU with SDPA's own grouped-query support.
 
     With a 4D mask, the stock path copies the 3 KV heads out to all 9 query heads (repeat_kv, an
@@ -134,15 +148,17 @@ def sdpa_gqa_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor
 
     groups = getattr(module, "num_key_value_groups", 1)
     if query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     q_len = query.shape[2]
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = bool(q_len > 1 and attention_mask is None and causal)
     if causal and key.shape[2] > q_len:  # as transformers: the prefill of an empty static cache
         key, value = key[:, :, :q_len], value[:, :, :q_len]
-    out = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
-                                                     scale=scaling, is_causal=causal, enable_gqa=True)
+    out = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=True
+    )
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -180,8 +196,7 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, shape[-1]), self.packed, self.bias,
-                                               "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, shape[-1]), self.packed, self.bias, "none", [], "")
         return y.view(*shape[:-1], self.out_features)
 
 
@@ -246,8 +261,13 @@ class GrowingLayer:
         n = self.get_seq_length()
         m = n + key_states.shape[-2]
         kb, vb = self._kbuf, self._vbuf
-        fits = (kb is not None and vb is not None and m <= kb.shape[-2] and kb.shape[:-2] == key_states.shape[:-2]
-                and (n == 0 or self.keys.data_ptr() == kb.data_ptr()))
+        fits = (
+            kb is not None
+            and vb is not None
+            and m <= kb.shape[-2]
+            and kb.shape[:-2] == key_states.shape[:-2]
+            and (n == 0 or self.keys.data_ptr() == kb.data_ptr())
+        )
         if kb is None or vb is None or not fits:
             cap = max(m + 64, m * 3 // 2)
             kb = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
@@ -344,8 +364,9 @@ class LoadedModel:
         """Token ids of a user prompt, wrapped in the chat template when the tokenizer has one."""
         tok = self.tokenizer
         if chat and getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
-                                          add_generation_prompt=True, tokenize=True)
+            ids = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
+            )
             if isinstance(ids, dict) or hasattr(ids, "input_ids"):
                 ids = ids["input_ids"]
             return [int(i) for i in ids]
@@ -362,8 +383,14 @@ class LoadedModel:
         return growing_cache(self.hf.config)
 
     @torch.inference_mode()
-    def forward(self, ids: list[int] | torch.Tensor, cache, positions: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None, logits_for: slice | None = None):
+    def forward(
+        self,
+        ids: list[int] | torch.Tensor,
+        cache,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        logits_for: slice | None = None,
+    ):
         """Run new tokens through the model with a KV cache; return (logits [k, V], hidden [k, H]).
 
         `mask` is an additive float mask over the new tokens only, [k, k] (0 = may attend); the
@@ -378,8 +405,13 @@ class LoadedModel:
         if mask is not None:
             full = torch.zeros(1, 1, k, past + k, dtype=self.dtype, device=self.device)
             full[0, 0, :, past:] = mask.to(device=self.device, dtype=self.dtype)
-        out = self.hf.model(input_ids=x, position_ids=positions.view(1, -1).to(self.device),
-                            attention_mask=full, cache=cache, use_cache=True)
+        out = self.hf.model(
+            input_ids=x,
+            position_ids=positions.view(1, -1).to(self.device),
+            attention_mask=full,
+            cache=cache,
+            use_cache=True,
+        )
         hidden = out.last_hidden_state[0]  # [k, H], post final norm
         rows = hidden if logits_for is None else hidden[logits_for]
         return self.lm_head(rows).float(), hidden
@@ -422,8 +454,9 @@ def stock_attention(lm: LoadedModel) -> Iterator[None]:
         lm.hf.set_attn_implementation(before)
 
 
-def load_model(spec: str = "default", device: str = "auto", dtype: str = "auto",
-               progress: Progress = print, kernels: str = "auto") -> LoadedModel:
+def load_model(
+    spec: str = "default", device: str = "auto", dtype: str = "auto", progress: Progress = print, kernels: str = "auto"
+) -> LoadedModel:
     """Load a model for decoding; raise ModelError with one actionable sentence on failure."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -20,8 +20,10 @@ def cache_root() -> Path:
 
 def spec_bench_file() -> Path | None:
     """The Spec-Bench question file, if this checkout sits beside it (`../shared/data`) or holds one."""
-    for cand in (REPO.parent / "shared" / "data" / "spec_bench_question.jsonl",
-                 REPO / "data" / "spec_bench_question.jsonl"):
+    for cand in (
+        REPO.parent / "shared" / "data" / "spec_bench_question.jsonl",
+        REPO / "data" / "spec_bench_question.jsonl",
+    ):
         if cand.is_file():
             return cand
     return None

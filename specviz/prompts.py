@@ -31,8 +31,7 @@ def prepare(lm: LoadedModel, text: str, chat: bool = True) -> list[int]:
         raise PromptError("The prompt is empty; type something for the model to answer.")
     ids = lm.encode_prompt(text, chat=chat)
     if len(ids) > MAX_PROMPT_TOKENS:
-        raise PromptError(f"The prompt is {len(ids)} tokens long; the limit here is {MAX_PROMPT_TOKENS}. "
-                          "Shorten it.")
+        raise PromptError(f"The prompt is {len(ids)} tokens long; the limit here is {MAX_PROMPT_TOKENS}. Shorten it.")
     return ids
 
 

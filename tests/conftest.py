@@ -16,15 +16,32 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(convert_default(progress=lambda _m: None))
 
 
-def make_tiny(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2,
-              dtype: torch.dtype = torch.float64) -> LoadedModel:
+def make_tiny(
+    tokenizer,
+    seed: int = 0,
+    layers: int = 2,
+    hidden: int = 64,
+    heads: int = 4,
+    kv_heads: int = 2,
+    dtype: torch.dtype = torch.float64,
+) -> LoadedModel:
     """A random Llama over the real vocabulary; float64 by default so argmax ties cannot flip."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      max_position_embeddings=1024, tie_word_embeddings=True, initializer_range=0.2,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        initializer_range=0.2,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     with torch.random.fork_rng(devices=[]):  # weights from `seed`, the global RNG left as it was
         torch.manual_seed(seed)
         hf = LlamaForCausalLM(cfg).to(dtype).eval()

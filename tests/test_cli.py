@@ -13,28 +13,32 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specviz", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "specviz", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
-@pytest.mark.parametrize("args, reason", [
-    (["generate", "--prompt", ""], "prompt is empty"),
-    (["generate", "--prompt", "hi", "--max-new-tokens", "-4"], "max_new_tokens"),
-    (["generate", "--prompt", "hi", "--method", "nope"], "Unknown method"),
-    (["generate", "--prompt", "hi", "--model", "/no/such/folder"], "neither a folder"),
-    (["generate", "--prompt", "hi", "--opt", "x=1"], "no option"),
-    (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature"),
-    (["bench", "--prompts", "/no/such.jsonl"], "does not exist"),
-    (["bench", "--prompts", "README.md", "--methods", "ar"], "not valid JSON"),
-    (["bench", "--prompts", "README.md", "--methods", "ar,zzz"], "Unknown method"),
-    (["train", "medusa", "--threads", "0"], "--threads must be at least 1"),
-    (["train", "medusa", "--epochs", "0"], "must be positive"),
-    (["train", "medusa", "--soft", "2"], "--soft must be between 0 and 1"),
-    (["train", "eagle", "--ce-weight", "-1"], "--ce-weight must be >= 0"),
-    (["calibrate", "eagle", "--live", "--shapes", "2/x"], "--shapes must look like"),
-    (["calibrate", "eagle", "--live", "--shapes", "2/4/1"], "total_tokens must be between"),
-    (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        (["generate", "--prompt", ""], "prompt is empty"),
+        (["generate", "--prompt", "hi", "--max-new-tokens", "-4"], "max_new_tokens"),
+        (["generate", "--prompt", "hi", "--method", "nope"], "Unknown method"),
+        (["generate", "--prompt", "hi", "--model", "/no/such/folder"], "neither a folder"),
+        (["generate", "--prompt", "hi", "--opt", "x=1"], "no option"),
+        (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature"),
+        (["bench", "--prompts", "/no/such.jsonl"], "does not exist"),
+        (["bench", "--prompts", "README.md", "--methods", "ar"], "not valid JSON"),
+        (["bench", "--prompts", "README.md", "--methods", "ar,zzz"], "Unknown method"),
+        (["train", "medusa", "--threads", "0"], "--threads must be at least 1"),
+        (["train", "medusa", "--epochs", "0"], "must be positive"),
+        (["train", "medusa", "--soft", "2"], "--soft must be between 0 and 1"),
+        (["train", "eagle", "--ce-weight", "-1"], "--ce-weight must be >= 0"),
+        (["calibrate", "eagle", "--live", "--shapes", "2/x"], "--shapes must look like"),
+        (["calibrate", "eagle", "--live", "--shapes", "2/4/1"], "total_tokens must be between"),
+        (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
+    ],
+)
 def test_bad_input_is_one_line(args, reason, capsys):
     """In process (a subprocess each would cost seconds of imports): exit status 2 and one line."""
     from specviz.__main__ import main

@@ -16,15 +16,36 @@ from specviz.viz.gallery import figures
 
 
 def fake_step(i: int, committed: list[int], width: int, draft: float = 0.0) -> StepTrace:
-    return StepTrace(index=i, committed=committed, texts=["x"] * len(committed), forward_tokens=width,
-                     draft_s=draft, verify_s=0.01, wall_s=0.01 + draft, prob=0.5, entropy=1.0)
+    return StepTrace(
+        index=i,
+        committed=committed,
+        texts=["x"] * len(committed),
+        forward_tokens=width,
+        draft_s=draft,
+        verify_s=0.01,
+        wall_s=0.01 + draft,
+        prob=0.5,
+        entropy=1.0,
+    )
 
 
 def fake_trace(method: str, chunks: list[list[int]], width: int, draft: float = 0.0) -> Trace:
     steps = [fake_step(i, c, width, draft) for i, c in enumerate(chunks)]
     out = [t for c in chunks for t in c]
-    return Trace(method=method, model="m", device="cpu", prompt="p", prompt_ids=[1], config={}, steps=steps,
-                 output_ids=out, text="", total_s=sum(s.wall_s for s in steps), prefill_s=0.0, stopped="length")
+    return Trace(
+        method=method,
+        model="m",
+        device="cpu",
+        prompt="p",
+        prompt_ids=[1],
+        config={},
+        steps=steps,
+        output_ids=out,
+        text="",
+        total_s=sum(s.wall_s for s in steps),
+        prefill_s=0.0,
+        stopped="length",
+    )
 
 
 def test_summary_against_ar():

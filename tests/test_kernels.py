@@ -10,8 +10,9 @@ from specviz.methods import autoregressive
 from specviz.model import LoadedModel, PackedLinear, can_pack, pack_linears
 from specviz.sampling import Sampling
 
-pytestmark = pytest.mark.skipif(not can_pack(torch.device("cpu"), torch.float32),
-                                reason="this torch build has no oneDNN linear")
+pytestmark = pytest.mark.skipif(
+    not can_pack(torch.device("cpu"), torch.float32), reason="this torch build has no oneDNN linear"
+)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 7, 16])
@@ -79,8 +80,9 @@ def test_medusa_topk_through_the_packed_projection_matches_the_plain_product(tok
     lm = make_tiny(tokenizer)
     lm.hf.to(torch.float32)
     vocab = torch.arange(0, lm.hf.config.vocab_size, 3)
-    heads = MedusaHeads(HeadsConfig(num_heads=3, hidden_size=lm.hf.config.hidden_size, layers=1),
-                        vocab, lm.lm_head.weight.float()).eval()
+    heads = MedusaHeads(
+        HeadsConfig(num_heads=3, hidden_size=lm.hf.config.hidden_size, layers=1), vocab, lm.lm_head.weight.float()
+    ).eval()
     torch.manual_seed(0)
     for blk in heads.blocks:
         torch.nn.init.normal_(blk[0].linear.weight, std=0.2)

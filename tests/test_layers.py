@@ -56,15 +56,15 @@ def test_every_library_module_sits_in_a_layer():
     assert len(files) > 20
     names = [module_name(p) for p in files]
     packages = {n for n in names if any(m.startswith(n + ".") for m in placed)}  # specviz, specviz.heads
-    missing = [n for n in names if n not in packages
-               and not any(n == m or n.startswith(m + ".") for m in placed)]
+    missing = [n for n in names if n not in packages and not any(n == m or n.startswith(m + ".") for m in placed)]
     assert not missing, f"add these to a layer in pyproject.toml: {missing}"
 
 
 def test_every_method_is_kept_apart_from_the_others():
     (apart,) = [c for c in contracts() if c["type"] == "independence"]
-    methods = {module_name(p) for p in (ROOT / "specviz" / "methods").glob("*.py")
-               if p.stem not in ("__init__", "base")}
+    methods = {
+        module_name(p) for p in (ROOT / "specviz" / "methods").glob("*.py") if p.stem not in ("__init__", "base")
+    }
     assert methods and methods == set(apart["modules"])
 
 
@@ -76,6 +76,5 @@ def test_streamlit_side_never_touches_tensors():
 
 
 def test_nothing_imports_the_pages():
-    offenders = [p for p in [*(ROOT / "specviz").rglob("*.py"), *(ROOT / "ui").glob("*.py")]
-                 if "views" in imported(p)]
+    offenders = [p for p in [*(ROOT / "specviz").rglob("*.py"), *(ROOT / "ui").glob("*.py")] if "views" in imported(p)]
     assert not offenders

@@ -69,8 +69,9 @@ def test_replay_matches_the_run_at_temperature_zero(tiny_lm):
 def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
     """The live sweep: one row per shape, greedy outputs identical, the default ringed in its figure."""
     shapes = ((1, 2, 3), (2, 4, 6))
-    out = sweep.measure_eagle(tiny_lm, ["Say hi.", "Count"], shapes, max_new_tokens=6, repeats=1,
-                              head="random", progress=lambda _m: None)
+    out = sweep.measure_eagle(
+        tiny_lm, ["Say hi.", "Count"], shapes, max_new_tokens=6, repeats=1, head="random", progress=lambda _m: None
+    )
     rows = out["rows"]
     assert [(r["depth"], r["top_k"], r["total_tokens"]) for r in rows] == list(shapes)
     assert all(r["identical"] == r["prompts"] == 2 for r in rows)
@@ -81,8 +82,9 @@ def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
     fig = viz.sweep_figure(out)
     assert list(fig.data[0].text) == ["1/2/3", "2/4/6"]
     ringed = [w > 0 for w in fig.data[0].marker.line.width]
-    assert ringed == [(r["depth"], r["top_k"], r["total_tokens"]) == (d.depth, d.top_k, d.total_tokens)
-                      for r in rows]  # the default shape is ringed
+    assert ringed == [
+        (r["depth"], r["top_k"], r["total_tokens"]) == (d.depth, d.top_k, d.total_tokens) for r in rows
+    ]  # the default shape is ringed
 
 
 @pytest.mark.real_model
@@ -91,8 +93,11 @@ def test_eagle_page_live():
     assert not at.exception and not at.error
     specs = chart_specs(at)
     growth = titled(specs, "After the rerank")
-    kept = sum(len(d["x"]) for d in growth["data"] if d.get("mode") == "markers+text"
-               and d["name"].split(" ")[0] in ("root", "kept", "accepted"))
+    kept = sum(
+        len(d["x"])
+        for d in growth["data"]
+        if d.get("mode") == "markers+text" and d["name"].split(" ")[0] in ("root", "kept", "accepted")
+    )
     assert kept == eagle.Config.total_tokens
     assert len(titled(specs, "Tree-attention mask")["data"][0]["z"]) == eagle.Config.total_tokens
     assert titled(specs, "static vs dynamic") and titled(specs, "What the head consumes")

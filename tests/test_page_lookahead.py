@@ -24,11 +24,21 @@ def test_page_draws_every_view_and_follows_the_sliders():
     at = open_page()
     assert not at.exception and not at.error
     titles = chart_titles(at)
-    for want in ("running speedup", "Jacobi window", "Verification branch", "attention mask",
-                 "n-gram pool", "Jacobi convergence", "wider window"):
+    for want in (
+        "running speedup",
+        "Jacobi window",
+        "Verification branch",
+        "attention mask",
+        "n-gram pool",
+        "Jacobi convergence",
+        "wider window",
+    ):
         assert any(want in t for t in titles), (want, titles)
-    mask = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if "attention mask" in json.loads(c.proto.spec)["layout"]["title"]["text"])
+    mask = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "attention mask" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
     assert "root" in mask["layout"]["yaxis"]["ticktext"]
     at.slider(key="lookahead.step").set_value(1).run()
     assert not at.exception

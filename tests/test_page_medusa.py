@@ -21,8 +21,14 @@ def test_tree_figure_and_mask_on_plain_data() -> None:
     thick = [t for t in fig.data if t.mode == "lines" and t.line.width == 5]
     assert len(thick) == 2  # the two edges of the accepted path
     z = mask_figure(parents, labels, [0, 1, 3]).data[0].z
-    assert [list(r) for r in z] == [[2, 0, 0, 0, 0, 0], [2, 2, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0],
-                                    [2, 2, 0, 2, 0, 0], [1, 1, 0, 0, 1, 0], [1, 0, 1, 0, 0, 1]]
+    assert [list(r) for r in z] == [
+        [2, 0, 0, 0, 0, 0],
+        [2, 2, 0, 0, 0, 0],
+        [1, 0, 1, 0, 0, 0],
+        [2, 2, 0, 2, 0, 0],
+        [1, 1, 0, 0, 1, 0],
+        [1, 0, 1, 0, 0, 1],
+    ]
 
 
 @pytest.mark.real_model
@@ -53,8 +59,14 @@ def test_trace_figures_on_tiny_run(tiny_lm) -> None:
     from tests.test_medusa import ACC, tiny_heads
 
     ids = tiny_lm.encode_prompt("Say hi.")
-    tr = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=12), medusa.Config(heads=3, budget=5),
-                         heads=tiny_heads(tiny_lm, random=False), calibration=ACC)
+    tr = medusa.generate(
+        tiny_lm,
+        ids,
+        Sampling(max_new_tokens=12),
+        medusa.Config(heads=3, budget=5),
+        heads=tiny_heads(tiny_lm, random=False),
+        calibration=ACC,
+    )
     figs = gallery(tr)
     assert set(figs) == {"tokens", "tree", "mask"}
     strip = token_strip(tr, upto=1).data[0]

@@ -10,8 +10,15 @@ from specviz.sampling import Sampling
 from specviz.trace import bundle_json, load_traces
 from tests.apptest import APP, app_on, chart_specs, chart_title
 
-PAGES = ["views/home.py", "views/timeline.py", "views/medusa.py", "views/eagle.py", "views/lookahead.py",
-         "views/acceptance.py", "views/compare.py"]
+PAGES = [
+    "views/home.py",
+    "views/timeline.py",
+    "views/medusa.py",
+    "views/eagle.py",
+    "views/lookahead.py",
+    "views/acceptance.py",
+    "views/compare.py",
+]
 PROMPT = "Name three rivers in Europe and one fact about each."
 
 
@@ -51,16 +58,21 @@ def tiny_kwargs(name: str, lm) -> dict:
 def bundle(tiny_lm) -> bytes:
     """Every method's trace on one prompt, saved the way the pages' save button saves them."""
     ids = prepare(tiny_lm, PROMPT)
-    traces = [methods.get(name).generate(tiny_lm, ids, Sampling(max_new_tokens=10), prompt=PROMPT,
-                                         **tiny_kwargs(name, tiny_lm)) for name in methods.available()]
+    traces = [
+        methods.get(name).generate(
+            tiny_lm, ids, Sampling(max_new_tokens=10), prompt=PROMPT, **tiny_kwargs(name, tiny_lm)
+        )
+        for name in methods.available()
+    ]
     data = bundle_json(traces)
     assert {t.method for t in load_traces(data)} == set(methods.available())
     return data.encode() if isinstance(data, str) else data
 
 
 # two pages in the fast tier, every page in the full one
-REPLAY = [pytest.param(p, marks=() if p in ("views/timeline.py", "views/medusa.py") else pytest.mark.full)
-          for p in PAGES]
+REPLAY = [
+    pytest.param(p, marks=() if p in ("views/timeline.py", "views/medusa.py") else pytest.mark.full) for p in PAGES
+]
 
 
 @pytest.mark.parametrize("page", REPLAY)

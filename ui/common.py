@@ -55,8 +55,12 @@ def get_model() -> LoadedModel | None:
 def sidebar() -> Settings | None:
     """Draw the shared sidebar and return its settings (None when a value is unusable)."""
     sb = st.sidebar
-    sb.text_input("Model", "default", key="sidebar.model",
-                  help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id.")
+    sb.text_input(
+        "Model",
+        "default",
+        key="sidebar.model",
+        help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id.",
+    )
     sb.text_area("Prompt", DEFAULT_PROMPT, key="sidebar.prompt", height=110)
     sb.number_input("Max new tokens", 1, MAX_TOKENS_LIMIT, 64, step=16, key="sidebar.max_new_tokens")
     sb.slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="sidebar.temperature", help="0 = greedy")
@@ -74,8 +78,9 @@ def sidebar() -> Settings | None:
 def replay_controls(sb) -> None:
     """Load saved traces to present without running the model."""
     with sb.expander("Replay saved traces", expanded=replaying()):
-        files = st.file_uploader("Trace or bundle (.json)", type=["json"], accept_multiple_files=True,
-                                 key="replay.files")
+        files = st.file_uploader(
+            "Trace or bundle (.json)", type=["json"], accept_multiple_files=True, key="replay.files"
+        )
         loaded: dict[str, Trace] = {}
         for f in files or []:
             try:
@@ -94,17 +99,26 @@ def replaying() -> bool:
 def download_traces(traces: list[Trace], name: str) -> None:
     """A button that saves traces as one JSON bundle, to replay later on any machine."""
     if traces:
-        st.download_button("Save these runs (JSON)", bundle_json(traces), file_name=f"{name}.json",
-                           mime="application/json", key=f"save.{name}", on_click="ignore")
+        st.download_button(
+            "Save these runs (JSON)",
+            bundle_json(traces),
+            file_name=f"{name}.json",
+            mime="application/json",
+            key=f"save.{name}",
+            on_click="ignore",
+        )
 
 
 def settings() -> Settings | None:
     """The current shared settings, validated."""
     ss = st.session_state
     try:
-        sampling = Sampling(max_new_tokens=int(ss.get("sidebar.max_new_tokens", 64)),
-                            temperature=float(ss.get("sidebar.temperature", 0.0)),
-                            top_p=float(ss.get("sidebar.top_p", 1.0)), seed=int(ss.get("sidebar.seed", 0)))
+        sampling = Sampling(
+            max_new_tokens=int(ss.get("sidebar.max_new_tokens", 64)),
+            temperature=float(ss.get("sidebar.temperature", 0.0)),
+            top_p=float(ss.get("sidebar.top_p", 1.0)),
+            seed=int(ss.get("sidebar.seed", 0)),
+        )
     except ConfigError as exc:
         st.error(str(exc))
         return None
@@ -154,8 +168,13 @@ def show_figure(fig, name: str) -> None:
 
         cols = st.columns(6)
         for col, fmt in zip(cols, ("png", "svg")):
-            col.download_button(f"{fmt.upper()} for slides", lambda f=fig, x=fmt: figure_bytes(f, x, slide=True),
-                                file_name=f"{name}.{fmt}", key=f"dl.{name}.{fmt}", on_click="ignore")
+            col.download_button(
+                f"{fmt.upper()} for slides",
+                lambda f=fig, x=fmt: figure_bytes(f, x, slide=True),
+                file_name=f"{name}.{fmt}",
+                key=f"dl.{name}.{fmt}",
+                on_click="ignore",
+            )
 
 
 def page_header(title: str, question: str) -> None:

@@ -77,8 +77,12 @@ def _train_medusa_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=2, help="ResBlocks per head")
     ap.add_argument("--epochs", type=float, default=1.5)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--soft", type=float, default=medusa_train.TrainConfig.soft,
-                    help="weight of the model's own distribution as the target, against its greedy token (0-1)")
+    ap.add_argument(
+        "--soft",
+        type=float,
+        default=medusa_train.TrainConfig.soft,
+        help="weight of the model's own distribution as the target, against its greedy token (0-1)",
+    )
     ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this long (0 = no limit)")
     ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
@@ -105,13 +109,19 @@ def train_medusa(argv: list[str]) -> int:
     torch.set_num_threads(a.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     bar = tqdm(total=(a.prompts + a.batch_size - 1) // a.batch_size, unit="shard", desc="distil")
+
     def shard_done(done: int, _total: int, _note: str) -> None:
         bar.update(done - bar.n)
 
     data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir, shard_done)
     bar.close()
-    cfg = medusa.HeadsConfig(num_heads=a.heads, hidden_size=int(lm.hf.config.hidden_size), layers=a.layers,
-                             draft_vocab=a.draft_vocab, model=lm.name)
+    cfg = medusa.HeadsConfig(
+        num_heads=a.heads,
+        hidden_size=int(lm.hf.config.hidden_size),
+        layers=a.layers,
+        draft_vocab=a.draft_vocab,
+        model=lm.name,
+    )
     tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes, soft=a.soft)
     ckpt = a.checkpoint or (distill.cache_root() / "medusa-checkpoint")
     tbar = tqdm(unit="step", desc="train")
@@ -129,9 +139,16 @@ def train_medusa(argv: list[str]) -> int:
     out = a.out or medusa.models_dir()
     run = json.loads((ckpt / "progress.json").read_text())  # positions, steps, batch, lr of this run
     kept = ("positions", "total_steps", "batch", "lr", "soft")
-    medusa.save_heads(heads, out, {"train_minutes": round((time.monotonic() - t0) / 60, 1), "epochs": a.epochs,
-                                   **{k: run[k] for k in kept if k in run}},
-                      dtype=torch.bfloat16)
+    medusa.save_heads(
+        heads,
+        out,
+        {
+            "train_minutes": round((time.monotonic() - t0) / 60, 1),
+            "epochs": a.epochs,
+            **{k: run[k] for k in kept if k in run},
+        },
+        dtype=torch.bfloat16,
+    )
     print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
     return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])
 
@@ -184,7 +201,7 @@ def sweep_medusa(argv: list[str]) -> int:
     budgets = [int(b) for b in a.budgets.split(",")]
     folder = a.heads_dir or medusa.models_dir()
     lm = load_model("default", device="cpu", dtype="fp32")
-    prompts = distill.training_prompts(8000)[-a.prompts:]  # far beyond any distilled prompt
+    prompts = distill.training_prompts(8000)[-a.prompts :]  # far beyond any distilled prompt
     s = Sampling(max_new_tokens=a.max_new_tokens)
     rows: dict[int, list[dict]] = {b: [] for b in budgets}
     ar_ms: list[float] = []
@@ -195,9 +212,14 @@ def sweep_medusa(argv: list[str]) -> int:
             tr = method.generate(lm, ids, s, method.Config(budget=b, heads_dir=str(folder)))
             ar_ms.append(1000 * ar.decode_s / max(1, len(ar.steps)))
             steps = [x for x in tr.steps if x.forward_tokens]
-            rows[b].append({"A": tr.mean_accepted, "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
-                            "draft": statistics.median(1000 * x.draft_s for x in steps),
-                            "verify": statistics.median(1000 * x.verify_s for x in steps)})
+            rows[b].append(
+                {
+                    "A": tr.mean_accepted,
+                    "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
+                    "draft": statistics.median(1000 * x.draft_s for x in steps),
+                    "verify": statistics.median(1000 * x.verify_s for x in steps),
+                }
+            )
         print(f"prompt {len(rows[budgets[0]])}/{len(prompts)} done", flush=True)
     acc = medusa.load_calibration(folder)
 
@@ -205,13 +227,20 @@ def sweep_medusa(argv: list[str]) -> int:
         return round(statistics.median(r[key] for r in rows[b]), 3)
 
     k = method.Config().heads
-    out = {"budgets": budgets, "predicted": [round(1 + method.build_tree(acc, k, b)[1], 3) for b in budgets],
-           "measured": [med(b, "A") for b in budgets], "speedup": [med(b, "speedup") for b in budgets],
-           "draft_ms": [med(b, "draft") for b in budgets], "verify_ms": [med(b, "verify") for b in budgets],
-           "ar_ms": round(statistics.median(ar_ms), 2), "prompts": len(prompts), "max_new_tokens": a.max_new_tokens,
-           "head_ms": projection_costs(lm, folder),
-           "note": f"Measured on {len(prompts)} unseen ShareGPT prompts × {a.max_new_tokens} tokens at T = 0, "
-                   "2 shared CPU cores, fp32; medians, each Medusa run interleaved with a plain run."}
+    out = {
+        "budgets": budgets,
+        "predicted": [round(1 + method.build_tree(acc, k, b)[1], 3) for b in budgets],
+        "measured": [med(b, "A") for b in budgets],
+        "speedup": [med(b, "speedup") for b in budgets],
+        "draft_ms": [med(b, "draft") for b in budgets],
+        "verify_ms": [med(b, "verify") for b in budgets],
+        "ar_ms": round(statistics.median(ar_ms), 2),
+        "prompts": len(prompts),
+        "max_new_tokens": a.max_new_tokens,
+        "head_ms": projection_costs(lm, folder),
+        "note": f"Measured on {len(prompts)} unseen ShareGPT prompts × {a.max_new_tokens} tokens at T = 0, "
+        "2 shared CPU cores, fp32; medians, each Medusa run interleaved with a plain run.",
+    }
     (folder / "sweep.json").write_text(json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))
     return 0
@@ -228,8 +257,11 @@ def sweep_eagle(argv: list[str]) -> int:
     ap.add_argument("--prompts", type=int, default=8, help="unseen ShareGPT prompts to decode")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--shapes", default=",".join("/".join(map(str, s)) for s in sweep.EAGLE_SHAPES),
-                    help="depth/top_k/total_tokens, comma-separated")
+    ap.add_argument(
+        "--shapes",
+        default=",".join("/".join(map(str, s)) for s in sweep.EAGLE_SHAPES),
+        help="depth/top_k/total_tokens, comma-separated",
+    )
     ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/eagle/live_sweep.json)")
     a = ap.parse_args(argv)
     try:
@@ -237,17 +269,22 @@ def sweep_eagle(argv: list[str]) -> int:
     except ValueError:
         raise ValueError(f"--shapes must look like 2/4/6,3/4/8, got {a.shapes!r}.") from None
     if any(len(s) != 3 for s in shapes) or a.prompts < 1 or a.repeats < 1 or a.max_new_tokens < 2:
-        raise ValueError("--shapes needs depth/top_k/total_tokens triples; --prompts and --repeats at least 1, "
-                         "--max-new-tokens at least 2.")
+        raise ValueError(
+            "--shapes needs depth/top_k/total_tokens triples; --prompts and --repeats at least 1, "
+            "--max-new-tokens at least 2."
+        )
     for d, k, n in shapes:
         eagle.Config(depth=d, top_k=k, total_tokens=n)  # a ConfigError (a ValueError) names a bad shape
     out = a.out or sweep.EAGLE_PATH
-    res = sweep.write_eagle(out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens,
-                            repeats=a.repeats, head=a.head)
+    res = sweep.write_eagle(
+        out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens, repeats=a.repeats, head=a.head
+    )
     for r in sorted(res["rows"], key=lambda r: -r["speedup"]):
         shape = f"{r['depth']}/{r['top_k']}/{r['total_tokens']}"
-        print(f"{shape:8s} {r['speedup']:.3f}x  A {r['A']:.2f}  draft {r['draft_ms']:.1f} ms  "
-              f"verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}")
+        print(
+            f"{shape:8s} {r['speedup']:.3f}x  A {r['A']:.2f}  draft {r['draft_ms']:.1f} ms  "
+            f"verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}"
+        )
     print(f"wrote {out}")
     return 0
 
