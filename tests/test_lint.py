@@ -1,4 +1,5 @@
-"""Static checks as configured in pyproject.toml: ruff on the whole tree, and pyright (basic) over specviz/ and ui/."""
+"""Static checks as configured in pyproject.toml: ruff check and ruff format on the whole tree, and pyright
+(basic) over specviz/ and ui/."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def tool(name: str) -> str:
 def test_ruff_is_clean():
     out = subprocess.run([tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+def test_ruff_format_is_clean():
+    out = subprocess.run([tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, "run `ruff format` on: " + out.stdout[-3000:]
 
 
 @pytest.mark.full
