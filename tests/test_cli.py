@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,15 @@ def test_bad_input_is_one_line(args, reason, capsys):
     assert code == 2 and len(lines) == 1 and reason in lines[0] and "Traceback" not in err
 
 
-def test_python_dash_m_specviz_reports_bad_input():
-    """The module entry point itself, once, as a user runs it."""
-    out = cli("generate", "--prompt", "")
+def test_python_dash_m_specviz_runs_from_any_directory(tmp_path):
+    """The module entry point itself, as a user runs it, from a directory that is not the checkout."""
+    code = (
+        "import runpy, sys; from specviz import paths; "
+        "assert paths.MEDUSA_DIR.is_dir() and paths.EAGLE_DIR.is_dir(), paths.MODELS; "
+        "sys.argv = ['specviz', 'generate', '--prompt', '']; runpy.run_module('specviz', run_name='__main__')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 2 and "prompt is empty" in out.stderr and "Traceback" not in out.stderr
 
 
