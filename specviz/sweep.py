@@ -4,7 +4,8 @@ The Lookahead and EAGLE defaults come from these sweeps (models/lookahead_sweep.
 models/eagle/live_sweep.json, written by `write_lookahead` and `write_eagle`); the pages draw them.
 Timings on a shared machine drift, so every
 setting runs right after a plain run on the same prompt, and only ratios are kept: per prompt the
-median plain time over the median setting time, then the median over prompts.
+median plain generation time (measure.generation_s) over the median setting's, then the median over
+prompts. Every file carries a provenance record (measure.Provenance) of where and when it was measured.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from specviz.heads.distill import training_prompts
+from specviz.measure import forward_steps, generation_s, provenance
 from specviz.methods import autoregressive, eagle, lookahead
 from specviz.model import LoadedModel, load_model
 from specviz.sampling import Sampling
@@ -58,15 +59,13 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
     for rep in range(repeats):
         for p, ids in enumerate(encoded):
             progress(f"repeat {rep + 1}/{repeats}, prompt {p + 1}/{len(encoded)}")
-            t = time.perf_counter()
             plain = autoregressive.generate(lm, ids, s)
-            secs[0][p].append(time.perf_counter() - t)
+            secs[0][p].append(generation_s(plain))
             if rep == 0:
                 traces[0].append(plain)
             for i, cfg in enumerate(configs):
-                t = time.perf_counter()
                 trace = generate(lm, ids, s, cfg)
-                secs[i + 1][p].append(time.perf_counter() - t)
+                secs[i + 1][p].append(generation_s(trace))
                 if rep == 0:
                     traces[i + 1].append(trace)
                 progress(f"  {describe(cfg)}: A={trace.mean_accepted:.2f}, "
@@ -76,7 +75,7 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
     for i in range(len(configs)):
         runs = traces[i + 1]
         new = sum(t.new_tokens for t in runs)
-        steps = sum(len(t.steps) for t in runs)
+        steps = sum(forward_steps(t) for t in runs)  # measure's A: tokens per forward after the prefill
         out.append(Measured(
             speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
             A=round(new / max(1, steps), 4),
@@ -87,8 +86,9 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
 
 def header(lm: LoadedModel, command: str, function: str, max_new_tokens: int, repeats: int,
            prompts: list[str]) -> dict[str, Any]:
-    """What every sweep file records about how and where it was measured."""
-    return {"command": command, "function": function, "device": lm.describe(), "threads": torch.get_num_threads(),
+    """What every sweep file records about how and where it was measured (a measure.Provenance among it)."""
+    return {"command": command, "function": function, "device": lm.describe(),
+            "provenance": provenance(lm.describe()).to_dict(), "threads": torch.get_num_threads(),
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "max_new_tokens": max_new_tokens, "repeats": repeats, "prompts": prompts}
 

@@ -7,11 +7,30 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
-FACTORIES = {"zeros", "ones", "full", "arange", "tensor", "as_tensor", "empty", "rand", "randn", "randint",
-             "randperm", "linspace"}
+FACTORIES = {
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "tensor",
+    "as_tensor",
+    "empty",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "linspace",
+}
 # the training and data tooling runs on the CPU over stored features, never inside a decode step
-TRAINING = {"heads/features.py", "heads/distill.py", "heads/eagle_train.py", "heads/medusa_train.py",
-            "heads/fixed_train.py", "heads/heldout.py", "heads/cli.py"}
+TRAINING = {
+    "heads/features.py",
+    "heads/distill.py",
+    "heads/eagle_train.py",
+    "heads/medusa_train.py",
+    "heads/fixed_train.py",
+    "heads/heldout.py",
+    "heads/cli.py",
+}
 # (file, function, factory): why a device-less factory is right there
 ALLOWED = {
     ("acceptance.py", "uniform", "rand"): "the one uniform draw comes from the run's CPU generator, as a float",
@@ -25,8 +44,15 @@ ALLOWED = {
 
 
 def files() -> list[Path]:
-    picked = [*ROOT.glob("methods/*.py"), ROOT / "drafting.py", ROOT / "draft_tree.py", *ROOT.glob("tree*.py"),
-              ROOT / "acceptance.py", ROOT / "sampling.py", *ROOT.glob("heads/*.py")]
+    picked = [
+        *ROOT.glob("methods/*.py"),
+        ROOT / "drafting.py",
+        ROOT / "draft_tree.py",
+        *ROOT.glob("tree*.py"),
+        ROOT / "acceptance.py",
+        ROOT / "sampling.py",
+        *ROOT.glob("heads/*.py"),
+    ]
     return [p for p in picked if str(p.relative_to(ROOT)) not in TRAINING]
 
 
@@ -58,9 +84,12 @@ def problems(path: Path) -> list[str]:
                 out.append(f"{where}: multinomial with a generator on a tensor not moved to the CPU ({src})")
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("index_fill_", "index_fill", "index_select"):
             index = node.args[1] if len(node.args) > 1 else None
-            if isinstance(index, ast.Call) and torch_attr(index) in FACTORIES:
-                if "device" not in {k.arg for k in index.keywords}:
-                    out.append(f"{where}: {node.func.attr} with an index made off the tensor's device")
+            if (
+                isinstance(index, ast.Call)
+                and torch_attr(index) in FACTORIES
+                and "device" not in {k.arg for k in index.keywords}
+            ):
+                out.append(f"{where}: {node.func.attr} with an index made off the tensor's device")
     return out
 
 
@@ -71,13 +100,15 @@ def test_no_tensor_is_made_off_the_model_device():
 
 def test_the_lint_catches_what_it_should(tmp_path):
     bad = ROOT / "methods" / "_lint_probe.py"
-    code = ("import torch\n"
-            "def f(p, gen):\n"
-            "    a = torch.zeros(3)\n"
-            "    b = torch.multinomial(p, 1, generator=gen)\n"
-            "    c = p.index_fill_(0, torch.tensor([1]), 1.0)\n"
-            "    d = torch.zeros(3, device=p.device)\n"
-            "    e = torch.multinomial(p.cpu(), 1, generator=gen)\n")
+    code = (
+        "import torch\n"
+        "def f(p, gen):\n"
+        "    a = torch.zeros(3)\n"
+        "    b = torch.multinomial(p, 1, generator=gen)\n"
+        "    c = p.index_fill_(0, torch.tensor([1]), 1.0)\n"
+        "    d = torch.zeros(3, device=p.device)\n"
+        "    e = torch.multinomial(p.cpu(), 1, generator=gen)\n"
+    )
     bad.write_text(code)
     try:
         found = problems(bad)

@@ -18,10 +18,10 @@ from ui.common import (
     page_header,
     replayed,
     replaying,
-    run_method,
     settings,
     show_figure,
 )
+from ui.live import repeats_control, run_paired
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
 DEFAULT_ON = ("medusa", "eagle", "lookahead")
@@ -44,11 +44,16 @@ def method_toggles() -> dict[str, object]:
 
 def live_section(configs: dict[str, object]) -> dict:
     s = settings()
-    traces = {n: t for n in ["ar", *configs] if (t := run_method(n, configs.get(n), s)) is not None}
+    repeats = repeats_control("compare")
+    runs = run_paired(configs, s, repeats) if configs else {}
+    traces = {n: ts[0] for n, ts in runs.items()}
     if "ar" not in traces or len(traces) < 2:
         st.info("Toggle at least one method above.")
         return traces
-    rows = compare.summarize(traces)
+    rows = compare.summarize(runs)
+    st.caption("Speedup = plain decoding's generation time (prefill + steps) over the method's; every method and "
+               "plain decoding ran in turn after a warm-up, " +
+               ("once: one run each." if repeats == 1 else f"{repeats} times each: the median ratio and its range."))
     show_figure(figs.speedup_figure(rows), "speedup")
     show_figure(figs.a_r_figure(rows), "a_and_r")
     left, right = st.columns(2)
@@ -57,9 +62,9 @@ def live_section(configs: dict[str, object]) -> dict:
     with right:
         show_figure(figs.acceptance_rate_figure(traces), "acceptance_rate")
     show_figure(figs.throughput_figure(rows), "throughput")
-    st.dataframe([{"method": r.method, "speedup": round(r.speedup, 3), "A": round(r.mean_accepted, 3),
+    st.dataframe([{"method": r.method, "speedup": r.label, "A": round(r.mean_accepted, 3),
                    "r": round(r.step_cost, 3), "A/r": round(r.predicted, 3), "tok/s": round(r.tokens_per_s, 1),
-                   "TTFT ms": round(r.ttft_ms), "same tokens as ar": r.identical} for r in rows], hide_index=True)
+                   "TTFT ms": round(r.ttft_ms), "same tokens as ar": r.same_tokens} for r in rows], hide_index=True)
     download_traces(list(traces.values()), "compare_runs")
     return traces
 
@@ -86,7 +91,9 @@ def prompt_set_section(configs: dict[str, object]) -> None:
             st.warning(str(exc))
     res = st.session_state.get("compare.set_result")
     if res:
-        st.dataframe([{"method": m, **v} for m, v in res["methods"].items()], hide_index=True)
+        hot = float(res.get("temperature", 0.0)) > 0  # token identity is a check at T = 0 only
+        st.dataframe([{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})}
+                      for m, v in res["methods"].items()], hide_index=True)
         show_figure(figs.category_figure(res["categories"]), "speedup_by_category")
 
 

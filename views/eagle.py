@@ -23,11 +23,12 @@ from specviz.viz.eagle import (
 )
 from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
 
 page_header("EAGLE-2: draft features, grow the tree where the draft is confident",
             "Where do drafts come from (a one-layer head fed the last feature AND the chosen token), how are "
             "they organised (a tree grown by confidence, then reranked), is acceptance lossless (yes), and "
-            "what does a step cost on this CPU?")
+            "what does a step cost here?")
 
 try:
     head_cfg = read_config(DEFAULT_DIR)
@@ -46,25 +47,26 @@ temperature = c2.slider("Temperature", 0.0, 1.5, s.sampling.temperature if s els
                         key="eagle.temperature", help="0 = greedy matching; > 0 = tree speculative sampling")
 tree_kind = c3.radio("Tree", ["dynamic", "static"], key="eagle.tree", horizontal=True,
                      help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape")
+repeats = repeats_control("eagle", c3)
 cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
 if s is not None:
     s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-trace = run_method("eagle", cfg, s)
-ar = run_method("ar", None, s)
+runs = run_paired({"eagle": cfg}, s, repeats)
 alt = run_method("eagle", other, s)
-if trace is None:
+if "eagle" not in runs:
     st.stop()
-
-ar_token_s = ar.s_per_token if ar is not None else None
+ar, trace = median_pair(runs, "eagle") if "ar" in runs else (None, runs["eagle"][0])
 m = st.columns(5)
 m[0].metric(f"A ({tree_kind})", f"{trace.mean_accepted:.2f}",
             help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
 if alt is not None:
     m[1].metric(f"A ({other.tree})", f"{alt.mean_accepted:.2f}")
 if ar is not None:
-    m[2].metric("Speedup vs plain decoding", f"{ar.decode_s / max(trace.decode_s, 1e-9):.2f}×")
-    m[3].metric("Same tokens as plain decoding", "yes" if trace.output_ids == ar.output_ids else "no",
+    m[2].metric("Speedup vs plain decoding", speedup_label(runs, "eagle"),
+                help="Generation time of plain decoding over EAGLE's (prefill + steps), runs interleaved after "
+                     "a warm-up: the median ratio and its range.")
+    m[3].metric("Same tokens as plain decoding", same_tokens(ar, trace),
                 help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
                      "not the exact tokens.")
 drafted = [x for x in trace.steps if x.detail is not None]
@@ -73,7 +75,7 @@ if drafted:
                 f"{1000 * median(x.verify_s for x in drafted):.0f} ms",
                 help="Medians over this run's drafting steps, so a slow first step (kernels warming up) does "
                      "not dominate.")
-show_figure(steps_figure(trace, ar_token_s), "eagle_steps")
+show_figure(steps_figure(trace, ar), "eagle_steps")
 
 
 @st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
@@ -112,7 +114,7 @@ show_figure(draft_verify_figure(trace), "eagle_costs")
 if SWEEP_PATH.is_file():
     try:
         sweep = json.loads(SWEEP_PATH.read_text(encoding="utf-8"))
-        show_figure(sweep_figure(sweep), "eagle_sweep")
+        show_figure(sweep_figure(sweep, where=measured_where(sweep)), "eagle_sweep")
         st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
     except (ValueError, KeyError, TypeError) as exc:
         st.warning(f"{SWEEP_PATH} could not be read ({exc}); re-measure with "

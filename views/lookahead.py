@@ -7,11 +7,13 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz import measure
 from specviz.methods import jacobi, lookahead
 from specviz.viz.jacobi import jacobi_grid_figure
 from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
 from specviz.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
 
 
 def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
@@ -36,22 +38,27 @@ g = c3.slider("G: n-grams verified", 0, 8, DEF.guesses, key="lookahead.guesses")
 init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init),
                     key="lookahead.init")
 seed = st.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
+repeats = repeats_control("lookahead")
 cfg = lookahead.Config(window=w, ngram=n, guesses=g, init=init, seed_prompt=seed)
 st.caption(f"One forward feeds 1 + (N−1)·W + G·(N−1) = **{cfg.forward_tokens} tokens** once the window is full.")
 
 s = settings()
-ar, la = run_method("ar", None, s), run_method("lookahead", cfg, s)
-if ar is not None and la is not None:
+runs = run_paired({"lookahead": cfg}, s, repeats)
+if "ar" in runs and "lookahead" in runs:
+    ar, la = median_pair(runs, "lookahead")
+    paired = measure.paired(runs["ar"][: len(runs["lookahead"])], runs["lookahead"])
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("A (tokens per forward)", f"{la.mean_accepted:.2f}")
-    m2.metric("Speedup vs ar (decode time)", f"{ar.decode_s / max(la.decode_s, 1e-9):.2f}×")
-    m3.metric("Step cost r", f"{la.mean_step_s / max(ar.mean_step_s, 1e-9):.2f}")
-    m4.metric("Same tokens as ar", "yes" if la.output_ids == ar.output_ids else "no")
+    m2.metric("Speedup vs ar", speedup_label(runs, "lookahead"),
+              help="Generation time of plain decoding over lookahead's (prefill + steps), runs interleaved "
+                   "after a warm-up: the median ratio and its range.")
+    m3.metric("Step cost r", f"{paired['r'].median:.2f}")
+    m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
     k = step_slider("Step", len(work), "lookahead.step")
     if work:
         d = la.steps[work[k]].detail
-        show_figure(steps_figure(la, ar.s_per_token, upto=work[k]), "lookahead_steps")
+        show_figure(steps_figure(la, ar, upto=work[k]), "lookahead_steps")
         show_figure(window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"),
                     "lookahead_window")
         left, right = st.columns(2)
@@ -81,6 +88,6 @@ if jac is not None:
 
 if SWEEP.is_file():
     sweep = json.loads(SWEEP.read_text())
-    show_figure(sweep_figure(sweep, title="Measured on this machine: where a wider window stops paying"),
+    show_figure(sweep_figure(sweep, title=f"Where a wider window stops paying ({measured_where(sweep)})"),
                 "lookahead_sweep")
     st.caption(sweep.get("note", ""))

@@ -19,11 +19,12 @@ from specviz.viz.tree import (
     token_strip,
     tree_figure,
 )
-from ui.common import page_header, run_method, settings, show_figure
+from ui.common import page_header, settings, show_figure
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
 
 page_header("Medusa: a tree of guesses, checked in one pass",
             "Where do drafts come from (heads on the last hidden state), how are they organised (a sparse "
-            "tree), is acceptance lossless (greedy: yes; typical: no), and what does a step cost on this CPU?")
+            "tree), is acceptance lossless (greedy: yes; typical: no), and what does a step cost here?")
 
 try:
     trained = read_config(models_dir())
@@ -43,24 +44,25 @@ temperature = c2.slider("Temperature", 0.0, 1.5, min(1.5, s.sampling.temperature
                         key="medusa.temperature", help="0 = greedy; typical acceptance needs T > 0 to differ")
 eps = c3.slider("ε (typical)", 0.01, 0.5, Config.eps, 0.01, key="medusa.eps")
 delta = c3.slider("δ (typical)", 0.05, 1.0, Config.delta, 0.05, key="medusa.delta")
+repeats = repeats_control("medusa", c3)
 
 cfg = Config(heads=heads, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
 if s is not None:
     s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-trace = run_method("medusa", cfg, s)
-ar = run_method("ar", None, s)
-if trace is None:
+runs = run_paired({"medusa": cfg}, s, repeats)
+if "medusa" not in runs:
     st.stop()
-
-ar_token_s = ar.s_per_token if ar is not None else None
+ar, trace = median_pair(runs, "medusa") if "ar" in runs else (None, runs["medusa"][0])
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("A (tokens per forward pass)", f"{trace.mean_accepted:.2f}",
           help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
 m2.metric("Predicted A", f"{1 + sparse_tree(acc[:heads], budget)[1]:.2f}", help="1 + Σ path weights (calibration)")
 if ar is not None:
-    m3.metric("Speedup vs plain decoding", f"{ar.decode_s / max(trace.decode_s, 1e-9):.2f}×")
-    m4.metric("Same tokens as plain decoding", "yes" if trace.output_ids == ar.output_ids else "no",
-              help="Greedy acceptance at T = 0 must give identical tokens; typical acceptance at T > 0 need not.")
+    m3.metric("Speedup vs plain decoding", speedup_label(runs, "medusa"),
+              help="Generation time of plain decoding over Medusa's (prefill + steps), runs interleaved after a "
+                   "warm-up: the median ratio and its range.")
+    m4.metric("Same tokens as plain decoding", same_tokens(ar, trace),
+              help="Greedy acceptance at T = 0 must give identical tokens; at T > 0 identity says nothing.")
 
 steps = [st_ for st_ in trace.steps if st_.detail is not None]
 if steps:
@@ -81,12 +83,13 @@ if steps:
         st.dataframe([{"node": j, **{k: n[k] for k in ("text", "head", "rank", "head_prob", "target_prob",
                                                         "status", "reason")}}
                       for j, n in enumerate(d.nodes)], hide_index=True)
-show_figure(steps_figure(trace, ar_token_s), "medusa_steps")
+show_figure(steps_figure(trace, ar), "medusa_steps")
 
 sweep_path = models_dir() / "sweep.json"
 if sweep_path.is_file():
     sw = json.loads(sweep_path.read_text())
-    st.subheader("Why the best budget on this CPU is small")
+    st.subheader("Why the best budget is small on the machine that measured it")
+    st.caption(f"The budget sweep was {measured_where(sw)}.")
     b1, b2 = st.columns(2)
     with b1:
         show_figure(budget_figure(sw["budgets"], sw["predicted"], sw["measured"], budget), "medusa_budget")
@@ -95,8 +98,9 @@ if sweep_path.is_file():
                     "medusa_cost")
     st.caption(sw.get("note", ""))
 costs = sw.get("head_ms", {}) if sweep_path.is_file() else {}
-measured = (f" Measured here: {costs['draft_vocab']:.1f} ms per drafting call with the slice against "
-            f"{costs['full_vocab']:.1f} ms with the full LM head.") if costs else ""
+where = measured_where(sw) if costs else ""
+measured = (f" {where[:1].upper()}{where[1:]}: {costs['draft_vocab']:.1f} ms per drafting call with the slice "
+            f"against {costs['full_vocab']:.1f} ms with the full LM head.") if costs else ""
 st.info(
     "**Why the heads project onto a slice of the LM head.** Each head ends in the model's own frozen LM "
     f"head (49,152 × 576, a fifth of the model's weights). The {trained.num_heads} heads share it in ONE "

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import methods
+from specviz import measure, methods
 from specviz.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
 from ui.common import download_traces, page_header, replayed, replaying, run_method, settings, show_figure
+from ui.live import same_tokens
 
 page_header("Serial versus parallel", "Each bar is one forward pass of the target model, as long as it really "
             "took; orange is drafting. Plain decoding commits one token per bar; the others commit several.")
@@ -21,11 +22,12 @@ s = settings()
 traces = [t for t in (run_method(n, None, s) for n in ["ar", *chosen]) if t is not None]
 if traces:
     show_figure(timeline_animation(traces, title="Press ▶ to race the methods on one clock"), "timeline_race")
-    end_ms = int(1000 * max(t.prefill_s + t.decode_s for t in traces)) + 1
+    end_ms = int(1000 * max(measure.generation_s(t) for t in traces)) + 1
     upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
     show_figure(timeline_figure(traces, upto_s=upto / 1000, title=f"All lanes at t = {upto} ms"), "timeline_at")
     show_figure(tokens_over_time_figure(traces), "tokens_over_time")
     st.dataframe([{"method": t.method, "tokens": t.new_tokens, "forward passes": len(t.steps),
-                   "A": round(t.mean_accepted, 2), "total ms": round(1000 * t.total_s),
-                   "same tokens as ar": t.output_ids == traces[0].output_ids} for t in traces], hide_index=True)
+                   "A": round(t.mean_accepted, 2), "generation ms": round(1000 * measure.generation_s(t)),
+                   "same tokens as ar": same_tokens(traces[0], t)} for t in traces], hide_index=True)
+    st.caption("One run of each method: for speedups with their spread over interleaved repeats, see Compare.")
     download_traces(traces, "timeline_runs")

@@ -186,6 +186,7 @@ def sweep_medusa(argv: list[str]) -> int:
     import statistics
 
     from specviz.heads import distill, medusa
+    from specviz.measure import provenance
     from specviz.methods import autoregressive
     from specviz.methods import medusa as method
     from specviz.model import load_model
@@ -239,7 +240,8 @@ def sweep_medusa(argv: list[str]) -> int:
         "max_new_tokens": a.max_new_tokens,
         "head_ms": projection_costs(lm, folder),
         "note": f"Measured on {len(prompts)} unseen ShareGPT prompts × {a.max_new_tokens} tokens at T = 0, "
-        "2 shared CPU cores, fp32; medians, each Medusa run interleaved with a plain run.",
+        f"{lm.describe()}; medians, each Medusa run interleaved with a plain run.",
+        "provenance": provenance(lm.describe()).to_dict(),
     }
     (folder / "sweep.json").write_text(json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))

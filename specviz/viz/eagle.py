@@ -194,8 +194,10 @@ def draft_verify_figure(trace: Trace, slide: bool = False) -> go.Figure:
     return apply(fig, "Where a step's time goes", slide, height=300)
 
 
-def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:
+def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False, where: str = "") -> go.Figure:
     """Measured tree shapes: A (tokens per step) against speedup, one point per depth/top_k/total_tokens.
+
+    `where` says where and when the sweep was measured (its provenance, e.g. Provenance.describe()).
 
     Deeper and wider trees move right (more tokens per target pass) but also down once their draft
     rounds and verify width cost more than those tokens earn; the default shape is ringed.
@@ -219,7 +221,7 @@ def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = 
     fig.add_hline(y=1.0, line={"dash": "dash", "color": REJECT}, annotation_text="plain decoding")
     fig.update_xaxes(title="A: tokens per target forward")
     fig.update_yaxes(title="speedup over ar (median ratio)")
-    title = title or "Tree shapes measured on this machine (depth/top_k/total_tokens; ringed = default)"
+    title = title or f"Tree shapes, {where or 'measured elsewhere'} (depth/top_k/total_tokens; ringed = default)"
     return apply(fig, title, slide, height=420)
 
 

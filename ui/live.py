@@ -1,0 +1,98 @@
+"""Fair live comparisons: plain decoding and the methods run in turn, after a warm-up, repeated."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from typing import Any
+
+import streamlit as st
+
+from specviz import compare, measure, methods
+from specviz.model import ModelError
+from specviz.prompts import PromptError, prepare
+from specviz.sampling import ConfigError, Sampling
+from specviz.trace import Trace
+from ui.common import Settings, _load, get_model, replayed, replaying
+
+DEFAULT_REPEATS = 3
+
+
+def repeats_control(page: str, container=None) -> int:
+    """How many interleaved runs of each method a speedup is the median of (the page's own widget)."""
+    box = container or st
+    return int(
+        box.number_input(
+            "Repeats (each method and plain decoding, interleaved)",
+            1,
+            9,
+            DEFAULT_REPEATS,
+            key=f"{page}.repeats",
+            help="After one warm-up run of each, plain decoding and "
+            "the methods run in turn this many times; the speedup is the median ratio.",
+        )
+    )
+
+
+def _config_json(name: str, config: Any) -> dict:
+    cfg = config if config is not None else methods.get(name).Config()
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _paired_cached(
+    configs_json: str, prompt: str, sampling_json: str, model_spec: str, repeats: int
+) -> dict[str, list[Trace]]:
+    lm = _load(model_spec)
+    configs = {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()}
+    ids = prepare(lm, prompt)
+    return compare.interleaved_runs(lm, ids, configs, Sampling(**json.loads(sampling_json)), repeats, prompt=prompt)
+
+
+def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dict[str, list[Trace]]:
+    """name -> interleaved runs (ar first, then each method), cached per (methods, configs, prompt, repeats).
+
+    When replaying saved traces, each method has the one run that was loaded.
+    """
+    if replaying():
+        return {n: [t] for n in ["ar", *configs] if (t := replayed(n)) is not None}
+    if s is None or get_model() is None:
+        return {}
+    cfg = json.dumps({n: _config_json(n, c) for n, c in configs.items() if n != "ar"}, sort_keys=True)
+    try:
+        with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
+            return _paired_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
+    except (PromptError, ConfigError, ModelError) as exc:
+        st.warning(str(exc))
+    return {}
+
+
+def speedup_label(runs: dict[str, list[Trace]], name: str) -> str:
+    """'1.31× (1.24–1.38), 3 runs' or '1.31× (one run)': measure.paired over the interleaved runs."""
+    return measure.paired(runs["ar"][: len(runs[name])], runs[name])["speedup"].label()
+
+
+def median_pair(runs: dict[str, list[Trace]], name: str) -> tuple[Trace, Trace]:
+    """(plain decoding, method) of the pair whose speedup is the median one, for the per-step figures."""
+    pairs = list(zip(runs["ar"], runs[name]))
+    ranked = sorted(pairs, key=lambda p: measure.speedup(*p))
+    return ranked[len(ranked) // 2]
+
+
+def measured_where(data: dict) -> str:
+    """Where and when a stored figure was measured, from its provenance record ('… on this machine' only if so)."""
+    lm = None if replaying() else get_model()
+    here = measure.provenance(lm.describe()) if lm is not None else None
+    try:
+        return measure.Provenance.from_dict(data.get("provenance")).describe(here)
+    except ValueError:
+        return "where and when it was measured is not recorded"
+
+
+def same_tokens(ar: Trace | None, trace: Trace) -> str:
+    """'yes' / 'no' at T = 0; at T > 0 token identity says nothing about a lossless method."""
+    if ar is None:
+        return "no plain run"
+    if not compare.greedy(trace):
+        return "n/a at T > 0"
+    return "yes" if trace.output_ids == ar.output_ids else "no"
