@@ -4,8 +4,10 @@
   commit; the trace's own bookkeeping, which runs after each step's clock stops, is not part of it) of
   plain decoding over the method's, on the same prompt and settings; over repeated, interleaved pairs
   it is the median of the ratios.
-- A: new tokens per target forward pass after the prefill (the bonus token counts; a final step that
-  runs no forward does not count as a pass).
+- A: tokens produced per target forward pass after the prefill. The prefill produces the first token;
+  each later forward produces its accepted drafts plus one token of its own (the bonus or the next
+  root), and a last step that only commits a root runs no forward. So A = (new tokens − 1) / forwards:
+  exactly 1 for plain decoding, γ + 1 for a chain whose γ drafts are always accepted.
 - r: the method's mean time per target step over plain decoding's mean time per step.
 - TTFT: prefill plus the first step, reported beside the speedup, never folded into it.
 
@@ -43,8 +45,15 @@ def forward_steps(trace: TraceLike) -> int:
 
 
 def mean_accepted(trace: TraceLike) -> float:
-    """A: new tokens per target forward pass after the prefill."""
-    return len(trace.output_ids) / max(1, forward_steps(trace))
+    """A: tokens produced per target forward pass after the prefill (1.0 for plain decoding)."""
+    return pooled_accepted([trace])
+
+
+def pooled_accepted(traces: list[TraceLike]) -> float:
+    """A over several runs: every run's tokens after its prefill's token, over all their forwards."""
+    tokens = sum(max(0, len(t.output_ids) - 1) for t in traces)
+    forwards = sum(forward_steps(t) for t in traces)
+    return tokens / forwards if forwards else 1.0
 
 
 def decode_s(trace: TraceLike) -> float:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from specviz.heads.distill import training_prompts
-from specviz.measure import forward_steps, generation_s, provenance
+from specviz.measure import generation_s, pooled_accepted, provenance
 from specviz.methods import autoregressive, eagle, lookahead
 from specviz.model import LoadedModel, load_model
 from specviz.sampling import Sampling
@@ -74,11 +74,9 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
     out = []
     for i in range(len(configs)):
         runs = traces[i + 1]
-        new = sum(t.new_tokens for t in runs)
-        steps = sum(forward_steps(t) for t in runs)  # measure's A: tokens per forward after the prefill
         out.append(Measured(
             speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
-            A=round(new / max(1, steps), 4),
+            A=round(pooled_accepted(runs), 4),
             identical=sum(t.output_ids == w.output_ids for t, w in zip(runs, traces[0], strict=True)),
             traces=runs))
     return out, traces[0]

@@ -42,9 +42,12 @@ def test_speedup_is_end_to_end_wall_time_prefill_included():
 
 
 def test_a_counts_forward_passes_after_the_prefill_only():
-    t = _run([0.05] * 4, 10, final_without_forward=True)
+    t = _run([0.05] * 4, 11, final_without_forward=True)
     assert measure.forward_steps(t) == 4
-    assert measure.mean_accepted(t) == pytest.approx(2.5)
+    assert measure.mean_accepted(t) == pytest.approx(2.5)  # the prefill made token 1; 4 forwards made 10
+    plain = _run([0.04] * 9, 10, final_without_forward=True)
+    assert measure.mean_accepted(plain) == 1.0
+    assert measure.pooled_accepted([t, plain]) == pytest.approx((10 + 9) / (4 + 9))
 
 
 def test_r_is_mean_step_time_over_plain_decodings():

@@ -59,7 +59,7 @@ def test_tiny_greedy_identical_to_ar(tiny4, cfg) -> None:
 def test_full_depth_draft_accepts_everything(tiny4) -> None:
     ids = tiny4.encode_prompt("Hello there")
     trace = sps.generate(tiny4, ids, Sampling(max_new_tokens=21), sps.Config(gamma=4, layers="0-3", draft_vocab=0))
-    assert trace.mean_accepted == pytest.approx(21 / 4)  # 4 forwards of 5 tokens, then a final root (no forward)
+    assert trace.mean_accepted == pytest.approx(5.0)  # γ + 1: 4 forwards of 5 tokens each, then a final root
 
 
 def test_tiny_sampling_records_every_decision(tiny4) -> None:
