@@ -4,10 +4,11 @@
   commit; the trace's own bookkeeping, which runs after each step's clock stops, is not part of it) of
   plain decoding over the method's, on the same prompt and settings; over repeated, interleaved pairs
   it is the median of the ratios.
-- A: tokens produced per target forward pass after the prefill. The prefill produces the first token;
-  each later forward produces its accepted drafts plus one token of its own (the bonus or the next
-  root), and a last step that only commits a root runs no forward. So A = (new tokens − 1) / forwards:
-  exactly 1 for plain decoding, γ + 1 for a chain whose γ drafts are always accepted.
+- A: tokens committed per target forward pass after the prefill. A step's root was produced by the
+  forward before it (the prefill, for the first step), and its forward produces the accepted drafts
+  plus the next root; so A is the tokens committed by steps that ran a forward over those steps: exactly
+  1 for plain decoding, γ + 1 for a chain whose γ drafts are always accepted. A last step that only
+  commits a root runs no forward and does not count.
 - r: the method's mean time per target step over plain decoding's mean time per step.
 - TTFT: prefill plus the first step, reported beside the speedup, never folded into it.
 
@@ -45,15 +46,14 @@ def forward_steps(trace: TraceLike) -> int:
 
 
 def mean_accepted(trace: TraceLike) -> float:
-    """A: tokens produced per target forward pass after the prefill (1.0 for plain decoding)."""
+    """A: tokens committed per target forward pass after the prefill (1.0 for plain decoding)."""
     return pooled_accepted([trace])
 
 
 def pooled_accepted(traces: list[TraceLike]) -> float:
-    """A over several runs: every run's tokens after its prefill's token, over all their forwards."""
-    tokens = sum(max(0, len(t.output_ids) - 1) for t in traces)
-    forwards = sum(forward_steps(t) for t in traces)
-    return tokens / forwards if forwards else 1.0
+    """A over several runs: tokens committed by the steps that ran a forward, over those steps."""
+    steps = [s for t in traces for s in t.steps if getattr(s, "forward_tokens", 1) > 0]
+    return sum(len(s.committed) for s in steps) / len(steps) if steps else 1.0
 
 
 def decode_s(trace: TraceLike) -> float:

@@ -14,6 +14,7 @@ from specviz import measure
 class _Step:
     wall_s: float
     forward_tokens: int = 1
+    committed: list = field(default_factory=list)
 
 
 @dataclass
@@ -25,9 +26,12 @@ class _Trace:
 
 
 def _run(step_walls: list[float], tokens: int, prefill: float = 0.1, final_without_forward: bool = False):
-    steps = [_Step(w) for w in step_walls]
+    """Steps of equal size committing `tokens` in all (the last root-only step, if any, commits one)."""
+    body = tokens - int(final_without_forward)
+    sizes = [body // len(step_walls) + (i < body % len(step_walls)) for i in range(len(step_walls))]
+    steps = [_Step(w, committed=[0] * n) for w, n in zip(step_walls, sizes, strict=True)]
     if final_without_forward:
-        steps.append(_Step(0.001, forward_tokens=0))
+        steps.append(_Step(0.001, forward_tokens=0, committed=[0]))
     return _Trace(steps, list(range(tokens)), prefill + sum(s.wall_s for s in steps), prefill)
 
 
@@ -44,10 +48,11 @@ def test_speedup_is_end_to_end_wall_time_prefill_included():
 def test_a_counts_forward_passes_after_the_prefill_only():
     t = _run([0.05] * 4, 11, final_without_forward=True)
     assert measure.forward_steps(t) == 4
-    assert measure.mean_accepted(t) == pytest.approx(2.5)  # the prefill made token 1; 4 forwards made 10
+    assert measure.mean_accepted(t) == pytest.approx(2.5)  # 10 tokens from 4 forwards; the last root needs none
     plain = _run([0.04] * 9, 10, final_without_forward=True)
     assert measure.mean_accepted(plain) == 1.0
     assert measure.pooled_accepted([t, plain]) == pytest.approx((10 + 9) / (4 + 9))
+    assert measure.mean_accepted(_Trace()) == 1.0
 
 
 def test_r_is_mean_step_time_over_plain_decodings():
