@@ -43,8 +43,12 @@ def test_a_machine_that_stays_busy_keeps_the_curve_flagged(tiny_lm, tmp_path, mo
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     curve = probe.cached_curve(tiny_lm, measure=lambda _lm: _curve(0.9))
     assert curve.contended
-    # a flagged (or provenance-less) stored curve is re-measured on the next visit, not shown forever
     calls = []
+    # shown with its flag for a while (every page visit would otherwise re-measure) …
+    assert probe.cached_curve(tiny_lm, measure=lambda _lm: calls.append(0) or _curve(0.02)).contended
+    assert calls == []
+    # … then re-measured, never kept for good; a provenance-less stored curve is re-measured at once
+    monkeypatch.setattr(probe, "RETRY_AFTER_S", -1)
     probe.cached_curve(tiny_lm, measure=lambda _lm: calls.append(1) or _curve(0.02))
     assert calls == [1]
     stored = json.loads(probe._path(tiny_lm).read_text())
