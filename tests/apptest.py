@@ -10,11 +10,20 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
-def app_on(page: str, **sidebar) -> AppTest:
-    """The app after one run of `page`; `sidebar` sets sidebar.<key> values (max_new_tokens defaults to 12)."""
+LIVE_PAGES = ("compare", "medusa", "eagle", "lookahead")  # pages that time the method against plain decoding
+
+
+def app_on(page: str, repeats: int = 1, **sidebar) -> AppTest:
+    """The app after one run of `page`; `sidebar` sets sidebar.<key> values (max_new_tokens defaults to 12).
+
+    The live pages run each method `repeats` times against plain decoding (the app's default is 3); tests
+    that only check what is drawn use one run, labelled as such on the page.
+    """
     at = AppTest.from_file(APP, default_timeout=600)
     for key, value in {"max_new_tokens": 12, **sidebar}.items():
         at.session_state[f"sidebar.{key}"] = value
+    for name in LIVE_PAGES:
+        at.session_state[f"{name}.repeats"] = repeats
     at.run()
     at.switch_page(page).run()
     return at

@@ -62,12 +62,18 @@ def app_lm(tokenizer) -> LoadedModel:
     return make_tiny(tokenizer, seed=3, layers=4, hidden=576, heads=9, kv_heads=3, dtype=torch.float32)
 
 
+@pytest.fixture(scope="session")
+def app_cache(tmp_path_factory):
+    """One cache folder for every AppTest of the session: the latency probe is measured once, not per test."""
+    return tmp_path_factory.mktemp("specviz-cache")
+
+
 @pytest.fixture
-def tiny_app(app_lm, monkeypatch, tmp_path):
-    """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in tmp_path."""
+def tiny_app(app_lm, monkeypatch, app_cache):
+    """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in app_cache."""
     import ui.common as common
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))  # the latency probe's cache
+    monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))  # the latency probe's cache
     monkeypatch.setattr(common, "load_model", lambda spec="default", **_kw: app_lm)
     common.clear_caches()
     yield app_lm
