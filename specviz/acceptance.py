@@ -121,18 +121,30 @@ def top_union(dists: list[torch.Tensor], k: int = 8) -> list[int]:
 def rejection_view(p: torch.Tensor, q: torch.Tensor, res: torch.Tensor, k: int = 8) -> dict[str, Any]:
     """p, q and the resampling distribution over the union of their top-k tokens, as plain data."""
     ids = top_union([p, q, res], k)
-    return {"tokens": ids, "p": [round(float(p[i]), 6) for i in ids],
-            "q": [round(float(q[i]), 6) for i in ids], "residual": [round(float(res[i]), 6) for i in ids]}
+    return {
+        "tokens": ids,
+        "p": [round(float(p[i]), 6) for i in ids],
+        "q": [round(float(q[i]), 6) for i in ids],
+        "residual": [round(float(res[i]), 6) for i in ids],
+    }
 
 
 def _record(i: int, x: int, p_x: float, q_x: float, u: float | None, ok: bool) -> dict[str, Any]:
     ratio = p_x / q_x if q_x > 0 else math.inf
-    return {"pos": i, "token": int(x), "p": round(p_x, 6), "q": round(q_x, 6),
-            "ratio": round(min(ratio, 1e6), 6), "u": None if u is None else round(u, 6), "accepted": ok}
+    return {
+        "pos": i,
+        "token": int(x),
+        "p": round(p_x, 6),
+        "q": round(q_x, 6),
+        "ratio": round(min(ratio, 1e6), 6),
+        "u": None if u is None else round(u, 6),
+        "accepted": ok,
+    }
 
 
-def speculative_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
-                      k: int = 8) -> tuple[int, int, list[dict[str, Any]]]:
+def speculative_chain(
+    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
+) -> tuple[int, int, list[dict[str, Any]]]:
     """Speculative sampling over a chain; p [γ+1, V], q [γ, V] -> (accepted, next token, records).
 
     The next token is drawn from norm((p - q)+) at the first rejection, else the bonus from p[γ].
@@ -150,8 +162,15 @@ def speculative_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: 
     return len(drafts), draw(p[len(drafts)], gen), records
 
 
-def typical_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
-                  eps: float = 0.09, delta: float = 0.3, k: int = 8) -> tuple[int, int, list[dict[str, Any]]]:
+def typical_chain(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator,
+    eps: float = 0.09,
+    delta: float = 0.3,
+    k: int = 8,
+) -> tuple[int, int, list[dict[str, Any]]]:
     """Typical acceptance over a chain (lossy); the next token is drawn from p where the chain stops."""
     records: list[dict[str, Any]] = []
     for i, x in enumerate(drafts):
@@ -165,8 +184,9 @@ def typical_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torc
     return len(drafts), draw(p[len(drafts)], gen), records
 
 
-def flawed_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
-                 k: int = 8) -> tuple[int, int, list[dict[str, Any]]]:
+def flawed_chain(
+    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
+) -> tuple[int, int, list[dict[str, Any]]]:
     """The tutorial's WRONG rule over a chain: threshold p(x)/max p, residual norm(p - p(x)·p)."""
     records: list[dict[str, Any]] = []
     for i, x in enumerate(drafts):
@@ -180,8 +200,15 @@ def flawed_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch
     return len(drafts), draw(p[len(drafts)], gen), records
 
 
-def decide_chain(rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator,
-                 eps: float = 0.09, delta: float = 0.3) -> tuple[int, int, list[dict[str, Any]]]:
+def decide_chain(
+    rule: str,
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator,
+    eps: float = 0.09,
+    delta: float = 0.3,
+) -> tuple[int, int, list[dict[str, Any]]]:
     """Judge a drafted chain with the named rule (one of RULES)."""
     if rule == "speculative":
         return speculative_chain(p, q, drafts, gen)
@@ -203,8 +230,15 @@ def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[i
     return n, records
 
 
-def judge_chain(rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator | None,
-                eps: float = 0.09, delta: float = 0.3) -> tuple[int, int | None, list[dict[str, Any]]]:
+def judge_chain(
+    rule: str,
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator | None,
+    eps: float = 0.09,
+    delta: float = 0.3,
+) -> tuple[int, int | None, list[dict[str, Any]]]:
     """A drafted chain judged greedily (rule "greedy", T = 0) or by a sampling rule: (accepted, next, records).
 
     `next` is the next root the sampling rules draw (from the residual or as the bonus); None when greedy.

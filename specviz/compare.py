@@ -54,13 +54,21 @@ def summarize(traces: dict[str, Trace] | dict[str, list[Trace]]) -> list[Row]:
     for name, ts in runs.items():
         pair = measure.paired(base[: len(ts)], ts)
         t = ts[0]
-        rows.append(Row(
-            method=name, tokens=t.new_tokens, steps=len(t.steps), seconds=measure.generation_s(t),
-            speedup=pair["speedup"].median, mean_accepted=pair["A"].median, step_cost=pair["r"].median,
-            tokens_per_s=t.tokens_per_s, ttft_ms=1000 * pair["ttft_s"].median,
-            identical=(t.output_ids == base[0].output_ids) if greedy(t) else None,
-            label=pair["speedup"].label(),
-        ))
+        rows.append(
+            Row(
+                method=name,
+                tokens=t.new_tokens,
+                steps=len(t.steps),
+                seconds=measure.generation_s(t),
+                speedup=pair["speedup"].median,
+                mean_accepted=pair["A"].median,
+                step_cost=pair["r"].median,
+                tokens_per_s=t.tokens_per_s,
+                ttft_ms=1000 * pair["ttft_s"].median,
+                identical=(t.output_ids == base[0].output_ids) if greedy(t) else None,
+                label=pair["speedup"].label(),
+            )
+        )
     return rows
 
 
@@ -80,9 +88,16 @@ def running_speedup(baseline: Trace, trace: Trace, upto: int | None = None) -> l
     return out
 
 
-def interleaved_runs(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sampling,
-                     repeats: int = 3, warmup: bool = True, prompt: str = "",
-                     progress: Callable[[float], None] | None = None) -> dict[str, list[Trace]]:
+def interleaved_runs(
+    lm: LoadedModel,
+    ids: list[int],
+    configs: dict[str, Any],
+    sampling: Sampling,
+    repeats: int = 3,
+    warmup: bool = True,
+    prompt: str = "",
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, list[Trace]]:
     """Plain decoding and every method, run in turn `repeats` times after one untimed warm-up pass of each.
 
     Repeat i of every method ran right next to repeat i of plain decoding, so `measure.paired` can
@@ -135,17 +150,25 @@ class LengthPoint:
     tokens: int
 
 
-def length_sweep(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sampling,
-                 lengths: tuple[int, ...] = (128, 256, 512), repeats: int = 1,
-                 progress: Callable[[float], None] | None = None) -> list[LengthPoint]:
+def length_sweep(
+    lm: LoadedModel,
+    ids: list[int],
+    configs: dict[str, Any],
+    sampling: Sampling,
+    lengths: tuple[int, ...] = (128, 256, 512),
+    repeats: int = 1,
+    progress: Callable[[float], None] | None = None,
+) -> list[LengthPoint]:
     """Speedup against output length: every method (and ar) at each length, interleaved (measure.paired)."""
     points, total = [], len(lengths)
     for i, n in enumerate(lengths):
         s = replace(sampling, max_new_tokens=n)
         step = (lambda f, i=i: progress((i + f) / total)) if progress else None
         runs = interleaved_runs(lm, ids, configs, s, repeats, warmup=i == 0, progress=step)
-        points += [LengthPoint(m, n, measure.paired(runs["ar"], ts)["speedup"].median, ts[0].new_tokens)
-                   for m, ts in runs.items()]
+        points += [
+            LengthPoint(m, n, measure.paired(runs["ar"], ts)["speedup"].median, ts[0].new_tokens)
+            for m, ts in runs.items()
+        ]
     return points
 
 

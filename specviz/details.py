@@ -11,8 +11,13 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
-    "list": (list, tuple), "dict": (dict,), "Any": (object,),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list, tuple),
+    "dict": (dict,),
+    "Any": (object,),
 }
 
 
@@ -48,8 +53,11 @@ class Detail:
                 raise DetailError(f"A {cls.__name__} step detail is missing the field {f.name!r}.")
             kinds, optional = _kinds(str(f.type))
             v = data[f.name]
-            bad = (v is None and not optional) or (v is not None and not isinstance(v, kinds)) or (
-                isinstance(v, bool) and bool not in kinds)
+            bad = (
+                (v is None and not optional)
+                or (v is not None and not isinstance(v, kinds))
+                or (isinstance(v, bool) and bool not in kinds)
+            )
             if bad:
                 raise DetailError(f"The field {f.name!r} of a {cls.__name__} step detail has the wrong type.")
             values[f.name] = list(v) if isinstance(v, tuple) else v
@@ -146,5 +154,6 @@ class LookaheadStep(Detail):
     pool_top: list[dict] | None = None  # the pool's busiest keys (recorded on the last step)
 
 
-DETAILS: dict[str, type[Detail]] = {d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, JacobiStep,
-                                                          LookaheadStep)}
+DETAILS: dict[str, type[Detail]] = {
+    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, JacobiStep, LookaheadStep)
+}

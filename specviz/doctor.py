@@ -29,11 +29,17 @@ IDENTITY_PROMPTS = (
 )
 BENCH_PROMPTS = (
     ("chat", "What are three good habits for learning a new language?"),
-    ("code", "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n    \"\"\"Merge two sorted lists.\"\"\""),
-    ("extraction", "From this sentence, list every city: 'We flew from Paris to Rome, then took the train to "
-                   "Milan and Zurich before flying home to Paris.'"),
-    ("summary", "Summarise in two sentences: The mitochondrion is an organelle found in most cells. It "
-                "produces most of the cell's supply of ATP, used as a source of chemical energy."),
+    ("code", 'def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n    """Merge two sorted lists."""'),
+    (
+        "extraction",
+        "From this sentence, list every city: 'We flew from Paris to Rome, then took the train to "
+        "Milan and Zurich before flying home to Paris.'",
+    ),
+    (
+        "summary",
+        "Summarise in two sentences: The mitochondrion is an organelle found in most cells. It "
+        "produces most of the cell's supply of ATP, used as a source of chemical energy.",
+    ),
     ("maths", "A train travels 120 km in 1.5 hours. What is its average speed? Show the steps."),
     ("translation", "Translate into French: The weather is nice today, so we will walk to the market."),
 )
@@ -62,8 +68,11 @@ def choose_dtype(device: str, names: list[str]) -> tuple[LoadedModel, dict]:
         tried[dtype] = identity(lm, names)
         if all(v["identical"] == v["total"] for v in tried[dtype].values()):
             return lm, {"chosen": dtype, "identity": tried}
-    return lm, {"chosen": candidates[-1], "identity": tried,
-                "note": "no dtype gave identical greedy outputs for every method"}
+    return lm, {
+        "chosen": candidates[-1],
+        "identity": tried,
+        "note": "no dtype gave identical greedy outputs for every method",
+    }
 
 
 def bench(lm: LoadedModel, names: list[str], max_new_tokens: int, repeats: int) -> dict:
@@ -83,8 +92,12 @@ def run(device: str, names: list[str], max_new_tokens: int = 64, repeats: int = 
     t0 = time.perf_counter()
     lm, dtype = choose_dtype(device, names)
     curve = probe_latency(lm)
-    report = {"provenance": provenance(lm.describe()).to_dict(), "dtype": dtype,
-              "probe": asdict(curve), "bench": bench(lm, names, max_new_tokens, repeats)}
+    report = {
+        "provenance": provenance(lm.describe()).to_dict(),
+        "dtype": dtype,
+        "probe": asdict(curve),
+        "bench": bench(lm, names, max_new_tokens, repeats),
+    }
     report["seconds"] = round(time.perf_counter() - t0, 1)
     report["passed"] = all(v["identical"] == v["total"] for v in dtype["identity"][dtype["chosen"]].values())
     return report
@@ -105,17 +118,20 @@ def main(argv: list[str] | None = None) -> int:
             methods.get(n)
         report = run(a.device, names, a.max_new_tokens, a.repeats)
     except (ModelError, ValueError, OSError) as exc:
-        print(f"specviz doctor: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-              file=sys.stderr)
+        print(f"specviz doctor: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     text = json.dumps(report, indent=1)
     if a.out is not None:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
     bench_rows = report["bench"]["methods"]
-    print(f"dtype {report['dtype']['chosen']}; identity "
-          + ", ".join(f"{k} {v['identical']}/{v['total']}" for k, v in report["dtype"]["identity"][
-              report["dtype"]["chosen"]].items()))
+    print(
+        f"dtype {report['dtype']['chosen']}; identity "
+        + ", ".join(
+            f"{k} {v['identical']}/{v['total']}"
+            for k, v in report["dtype"]["identity"][report["dtype"]["chosen"]].items()
+        )
+    )
     print("bench: " + ", ".join(f"{k} {v['speedup']:.2f}x" for k, v in bench_rows.items()))
     return 0 if report["passed"] else 1
 

@@ -134,16 +134,18 @@ def matched_path(tree: DraftTree, continuation: list[int]) -> list[int]:
     """Kept nodes along the realised continuation: exactly greedy verification's path at T = 0."""
     path = [0]
     for tok in continuation:
-        nxt = [c for c in range(len(tree.tokens)) if tree.parents[c] == path[-1] and tree.kept[c]
-               and tree.tokens[c] == tok]
+        nxt = [
+            c for c in range(len(tree.tokens)) if tree.parents[c] == path[-1] and tree.kept[c] and tree.tokens[c] == tok
+        ]
         if not nxt:
             break
         path.append(nxt[0])
     return path
 
 
-def feature_view(f_t: torch.Tensor, emb: torch.Tensor, f_pred: torch.Tensor, f_true: torch.Tensor,
-                 dims: int = 16) -> dict:
+def feature_view(
+    f_t: torch.Tensor, emb: torch.Tensor, f_pred: torch.Tensor, f_true: torch.Tensor, dims: int = 16
+) -> dict:
     """What the head consumed and produced this step, as small plain numbers for the diagram."""
     f_t, emb, f_pred, f_true = (v.double().flatten() for v in (f_t, emb, f_pred, f_true))
     idx = f_true.abs().topk(min(dims, f_true.numel())).indices.sort().values
@@ -154,23 +156,41 @@ def feature_view(f_t: torch.Tensor, emb: torch.Tensor, f_pred: torch.Tensor, f_t
     def pick(v: torch.Tensor) -> list[float]:
         return [round(float(x), 3) for x in v[idx]]
 
-    return {"dims": idx.tolist(), "f_t": pick(f_t), "embed": pick(emb * (f_t.norm() / emb.norm())),
-            "f_pred": pick(f_pred), "f_true": pick(f_true),
-            "norm": {"f_t": round(float(f_t.norm()), 3), "embed": round(float(emb.norm()), 4),
-                     "f_pred": round(float(f_pred.norm()), 3), "f_true": round(float(f_true.norm()), 3)},
-            "cos_pred_true": cos(f_pred, f_true), "cos_prev_true": cos(f_t, f_true)}
+    return {
+        "dims": idx.tolist(),
+        "f_t": pick(f_t),
+        "embed": pick(emb * (f_t.norm() / emb.norm())),
+        "f_pred": pick(f_pred),
+        "f_true": pick(f_true),
+        "norm": {
+            "f_t": round(float(f_t.norm()), 3),
+            "embed": round(float(emb.norm()), 4),
+            "f_pred": round(float(f_pred.norm()), 3),
+            "f_true": round(float(f_true.norm()), 3),
+        },
+        "cos_pred_true": cos(f_pred, f_true),
+        "cos_prev_true": cos(f_t, f_true),
+    }
 
 
 def tree_detail(tree: DraftTree, text: Callable[[int], str], kind: str) -> dict:
     """The drafted tree as plain data (every node, kept or pruned)."""
-    return {"kind": kind, "tokens": list(tree.tokens), "texts": [text(t) for t in tree.tokens],
-            "parents": list(tree.parents), "depth": list(tree.depth),
-            "score": [round(s, 4) for s in tree.score], "conf": [round(c, 4) for c in tree.conf],
-            "expanded": list(tree.expanded), "kept": list(tree.kept)}
+    return {
+        "kind": kind,
+        "tokens": list(tree.tokens),
+        "texts": [text(t) for t in tree.tokens],
+        "parents": list(tree.parents),
+        "depth": list(tree.depth),
+        "score": [round(s, 4) for s in tree.score],
+        "conf": [round(c, 4) for c in tree.conf],
+        "expanded": list(tree.expanded),
+        "kept": list(tree.kept),
+    }
 
 
-def grow(dr: Drafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]],
-         base: int | None = None) -> None:
+def grow(
+    dr: Drafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]], base: int | None = None
+) -> None:
     """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`)."""
     if kind == "static":
         grow_static(dr, tree, paths, base)

@@ -50,8 +50,9 @@ class LayerDraft:
             mask = torch.zeros(1, 1, k, past + k, dtype=x.dtype, device=dev)
             mask[0, 0, :, past:] = torch.full((k, k), self.lm.neg_inf(), dtype=x.dtype, device=dev).triu(1)
         for block in self.blocks:
-            x = block(x, attention_mask=mask, position_ids=pos, cache=self.cache, use_cache=True,
-                      position_embeddings=rope)
+            x = block(
+                x, attention_mask=mask, position_ids=pos, cache=self.cache, use_cache=True, position_embeddings=rope
+            )
         self.length += k
         return (self.model.norm(x[0, -1]) @ self.head.T).float()
 
@@ -69,8 +70,9 @@ def as_full(probs: torch.Tensor, vocab: int) -> torch.Tensor:
     return torch.cat([probs, probs.new_zeros(vocab - probs.shape[0])])
 
 
-def initial_guesses(source: str, n: int, prompt_ids: list[int], pad_id: int, vocab: int,
-                    gen: torch.Generator) -> list[int]:
+def initial_guesses(
+    source: str, n: int, prompt_ids: list[int], pad_id: int, vocab: int, gen: torch.Generator
+) -> list[int]:
     """n starting guesses: the pad token, uniform vocabulary ids, or tokens drawn from the prompt."""
     if n <= 0:
         return []

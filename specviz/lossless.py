@@ -26,8 +26,15 @@ def perturbed(p: torch.Tensor, strength: float = 1.0, seed: int = 0) -> torch.Te
     return torch.softmax(0.7 * p.double().clamp_min(1e-30).log() + strength * noise, dim=-1)
 
 
-def context_dists(lm: LoadedModel, prompt_ids: list[int], temperature: float, layers: str = "0-3",
-                  top_p: float = 1.0, draft: str = "perturbed", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def context_dists(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    temperature: float,
+    layers: str = "0-3",
+    top_p: float = 1.0,
+    draft: str = "perturbed",
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Target p [V] and a draft q [V] (perturbed p, or the first layers) for the token after the prompt."""
     s = Sampling(max_new_tokens=1, temperature=temperature or LAB_TEMPERATURE, top_p=top_p)
     logits, _ = lm.forward(prompt_ids, lm.new_cache(), logits_for=slice(-1, None))
@@ -66,15 +73,15 @@ def exact_output(rule: str, p: torch.Tensor, q: torch.Tensor, eps: float, delta:
     return kept + (1 - kept.sum()) * fallback(rule, p, q)
 
 
-def sample_output(rule: str, p: torch.Tensor, q: torch.Tensor, n: int, gen: torch.Generator,
-                  eps: float, delta: float) -> tuple[torch.Tensor, int]:
+def sample_output(
+    rule: str, p: torch.Tensor, q: torch.Tensor, n: int, gen: torch.Generator, eps: float, delta: float
+) -> tuple[torch.Tensor, int]:
     """Counts [V] of the committed token over n independent draft-and-decide trials; also n accepted."""
     x = torch.multinomial(q, n, replacement=True, generator=gen)  # [n] drafts
     u = torch.rand(n, generator=gen, dtype=torch.float64)
     ok = u < accept_probs(rule, p, q, eps, delta)[x]
     rejected = int((~ok).sum())
-    redraw = torch.multinomial(fallback(rule, p, q), max(rejected, 1), replacement=True,
-                               generator=gen)[:rejected]
+    redraw = torch.multinomial(fallback(rule, p, q), max(rejected, 1), replacement=True, generator=gen)[:rejected]
     out = torch.cat([x[ok], redraw])
     return torch.bincount(out, minlength=p.shape[0]).double(), int(ok.sum())
 
@@ -94,21 +101,39 @@ def chi_square(counts: torch.Tensor, p: torch.Tensor, min_expected: float = 5.0)
     return stat, dof, float(chi2_dist.sf(stat, dof)) if dof > 0 else 1.0
 
 
-def run_rule(rule: str, p: torch.Tensor, q: torch.Tensor, n: int, seed: int, eps: float = 0.09,
-             delta: float = 0.3) -> dict[str, Any]:
+def run_rule(
+    rule: str, p: torch.Tensor, q: torch.Tensor, n: int, seed: int, eps: float = 0.09, delta: float = 0.3
+) -> dict[str, Any]:
     """One rule's lab result as tensors plus plain statistics."""
     gen = torch.Generator().manual_seed(seed)
     counts, accepted = sample_output(rule, p, q, n, gen, eps, delta)
     emp = counts / n
     exact = exact_output(rule, p, q, eps, delta)
     stat, dof, pval = chi_square(counts, p)
-    return {"rule": rule, "empirical": emp, "exact": exact, "n": n, "accept_rate": accepted / n,
-            "tv": 0.5 * float((emp - p).abs().sum()), "tv_exact": 0.5 * float((exact - p).abs().sum()),
-            "chi2": stat, "dof": dof, "p_value": pval}
+    return {
+        "rule": rule,
+        "empirical": emp,
+        "exact": exact,
+        "n": n,
+        "accept_rate": accepted / n,
+        "tv": 0.5 * float((emp - p).abs().sum()),
+        "tv_exact": 0.5 * float((exact - p).abs().sum()),
+        "chi2": stat,
+        "dof": dof,
+        "p_value": pval,
+    }
 
 
-def lab_from_dists(p: torch.Tensor, q: torch.Tensor, n: int, seed: int = 0, eps: float = 0.09,
-                   delta: float = 0.3, top_k: int = 12, rules: tuple[str, ...] = RULES) -> dict[str, Any]:
+def lab_from_dists(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    n: int,
+    seed: int = 0,
+    eps: float = 0.09,
+    delta: float = 0.3,
+    top_k: int = 12,
+    rules: tuple[str, ...] = RULES,
+) -> dict[str, Any]:
     """Every rule's lab result over the most likely tokens of p and q, as plain data."""
     ids = top_union([p, q], top_k)[: top_k + 4]
 
@@ -119,11 +144,27 @@ def lab_from_dists(p: torch.Tensor, q: torch.Tensor, n: int, seed: int = 0, eps:
     for i, rule in enumerate(rules):
         r = run_rule(rule, p, q, n, seed + i, eps, delta)
         shown = float(r["empirical"][ids].sum())
-        out.append({"rule": rule, "label": RULE_LABELS[rule], "empirical": on(r["empirical"]),
-                    "exact": on(r["exact"]), "other": round(1 - shown, 6)}
-                   | {k: _finite(r[k]) for k in ("n", "accept_rate", "tv", "tv_exact", "chi2", "dof", "p_value")})
-    return {"tokens": ids, "p": on(p), "q": on(q), "p_other": round(1 - float(p[ids].sum()), 6),
-            "q_other": round(1 - float(q[ids].sum()), 6), "n": n, "eps": eps, "delta": delta, "rules": out}
+        out.append(
+            {
+                "rule": rule,
+                "label": RULE_LABELS[rule],
+                "empirical": on(r["empirical"]),
+                "exact": on(r["exact"]),
+                "other": round(1 - shown, 6),
+            }
+            | {k: _finite(r[k]) for k in ("n", "accept_rate", "tv", "tv_exact", "chi2", "dof", "p_value")}
+        )
+    return {
+        "tokens": ids,
+        "p": on(p),
+        "q": on(q),
+        "p_other": round(1 - float(p[ids].sum()), 6),
+        "q_other": round(1 - float(q[ids].sum()), 6),
+        "n": n,
+        "eps": eps,
+        "delta": delta,
+        "rules": out,
+    }
 
 
 def _finite(v: float | int) -> float | int | None:
@@ -133,9 +174,18 @@ def _finite(v: float | int) -> float | int | None:
     return round(v, 6) if math.isfinite(v) else None
 
 
-def lab(lm: LoadedModel, prompt_ids: list[int], temperature: float, n: int = 20000, seed: int = 0,
-        eps: float = 0.09, delta: float = 0.3, layers: str = "0-3", top_k: int = 12,
-        draft: str = "perturbed") -> dict[str, Any]:
+def lab(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    temperature: float,
+    n: int = 20000,
+    seed: int = 0,
+    eps: float = 0.09,
+    delta: float = 0.3,
+    layers: str = "0-3",
+    top_k: int = 12,
+    draft: str = "perturbed",
+) -> dict[str, Any]:
     """The losslessness lab on the real context: the target p vs each rule's committed-token distribution."""
     p, q = context_dists(lm, prompt_ids, temperature, layers, draft=draft, seed=seed)
     result = lab_from_dists(p, q, n, seed, eps, delta, top_k)

@@ -114,10 +114,12 @@ def paired(baselines: list[TraceLike], methods: list[TraceLike]) -> dict[str, Sp
     if len(baselines) != len(methods) or not methods:
         raise ValueError("paired() needs as many baseline runs as method runs, at least one.")
     pairs = list(zip(baselines, methods, strict=True))
-    return {"speedup": spread([speedup(b, m) for b, m in pairs]),
-            "A": spread([mean_accepted(m) for m in methods]),
-            "r": spread([step_cost(b, m) for b, m in pairs]),
-            "ttft_s": spread([ttft_s(m) for m in methods])}
+    return {
+        "speedup": spread([speedup(b, m) for b, m in pairs]),
+        "A": spread([mean_accepted(m) for m in methods]),
+        "r": spread([step_cost(b, m) for b, m in pairs]),
+        "ttft_s": spread([ttft_s(m) for m in methods]),
+    }
 
 
 @dataclass(frozen=True)
@@ -156,9 +158,15 @@ class Provenance:
         if not isinstance(data, dict):
             raise ValueError("The provenance record is not a JSON object.")
         try:
-            return cls(cpu=str(data["cpu"]), cores=int(data["cores"]), device=str(data["device"]),
-                       date=str(data["date"]), commit=str(data["commit"]), load=float(data["load"]),
-                       torch=str(data.get("torch", "")))
+            return cls(
+                cpu=str(data["cpu"]),
+                cores=int(data["cores"]),
+                device=str(data["device"]),
+                date=str(data["date"]),
+                commit=str(data["commit"]),
+                load=float(data["load"]),
+                torch=str(data.get("torch", "")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"The provenance record is incomplete ({exc}).") from None
 
@@ -178,8 +186,13 @@ def git_commit(root: Path | None = None) -> str:
     """The checkout's short commit, 'unknown' outside a git checkout."""
     root = root or Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
@@ -197,8 +210,15 @@ def provenance(device: str, now: dt.datetime | None = None) -> Provenance:
     import torch
 
     when = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0).isoformat()
-    return Provenance(cpu=cpu_model(), cores=os.cpu_count() or 0, device=device, date=when, commit=git_commit(),
-                      load=load_average(), torch=torch.__version__)
+    return Provenance(
+        cpu=cpu_model(),
+        cores=os.cpu_count() or 0,
+        device=device,
+        date=when,
+        commit=git_commit(),
+        load=load_average(),
+        torch=torch.__version__,
+    )
 
 
 def contended(p: Provenance) -> bool:

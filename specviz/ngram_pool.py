@@ -64,9 +64,17 @@ class NgramPool:
     def top(self, k: int, text) -> list[dict]:
         """The k keys holding most n-grams, as plain data: key, its text, and each tail with its hits."""
         keys = sorted(self.grams, key=lambda c: (-len(self.grams[c]), c))[:k]
-        return [{"key": c, "text": text(c), "grams": [
-            {"tail": list(t), "texts": [text(x) for x in t], "hits": self.hits.get((c, *t), 0)}
-            for t in reversed(self.grams[c])]} for c in keys]
+        return [
+            {
+                "key": c,
+                "text": text(c),
+                "grams": [
+                    {"tail": list(t), "texts": [text(x) for x in t], "hits": self.hits.get((c, *t), 0)}
+                    for t in reversed(self.grams[c])
+                ],
+            }
+            for c in keys
+        ]
 
 
 @dataclass(frozen=True)
@@ -117,10 +125,11 @@ class Layout:
     def segments(self) -> list[dict]:
         """Labelled spans of the input, for the mask heatmap."""
         segs = [{"label": "root", "start": 0, "length": 1}]
-        segs += [{"label": f"level {lv}", "start": self.slot(lv, 0), "length": self.width}
-                 for lv in range(self.levels)]
-        segs += [{"label": f"candidate {c + 1}", "start": self.cand_slot(c, 0), "length": self.depth}
-                 for c in range(self.cands)]
+        segs += [{"label": f"level {lv}", "start": self.slot(lv, 0), "length": self.width} for lv in range(self.levels)]
+        segs += [
+            {"label": f"candidate {c + 1}", "start": self.cand_slot(c, 0), "length": self.depth}
+            for c in range(self.cands)
+        ]
         return segs
 
 
@@ -140,8 +149,13 @@ class Verdict:
     forced: int | None  # at T > 0 after a rejection, the next token drawn from the residual
 
 
-def accept_candidates(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor],
-                      sampling: Sampling, gen: torch.Generator) -> Verdict:
+def accept_candidates(
+    root_logits: torch.Tensor,
+    cands: list[list[int]],
+    rows: list[torch.Tensor],
+    sampling: Sampling,
+    gen: torch.Generator,
+) -> Verdict:
     """Acceptance over guessed continuations of the root: greedy at T = 0, point-mass sampling at T > 0.
 
     Greedy: the longest prefix equal to the argmax chain. T > 0: each distinct guessed token is a point

@@ -69,8 +69,9 @@ class LatencyCurve:
 
 
 @torch.inference_mode()
-def probe_latency(lm: LoadedModel, ks: tuple[int, ...] = DEFAULT_KS, prefix_len: int = 128,
-                  repeats: int = 5) -> LatencyCurve:
+def probe_latency(
+    lm: LoadedModel, ks: tuple[int, ...] = DEFAULT_KS, prefix_len: int = 128, repeats: int = 5
+) -> LatencyCurve:
     """Time forwards of k new tokens over a fixed prefix; k values are interleaved within each repeat."""
     gen = torch.Generator().manual_seed(0)
     vocab = lm.hf.config.vocab_size
@@ -90,9 +91,13 @@ def probe_latency(lm: LoadedModel, ks: tuple[int, ...] = DEFAULT_KS, prefix_len:
             samples[k].append((time.perf_counter() - t) * 1000)
             crop_to(cache, prefix_len)
     curve = LatencyCurve(
-        model=lm.name, device=lm.describe(), prefix_len=prefix_len, ks=list(ks),
+        model=lm.name,
+        device=lm.describe(),
+        prefix_len=prefix_len,
+        ks=list(ks),
         ms=[round(statistics.median(samples[k]), 3) for k in ks],
-        spread_ms=[round(max(samples[k]) - min(samples[k]), 3) for k in ks], repeats=repeats,
+        spread_ms=[round(max(samples[k]) - min(samples[k]), 3) for k in ks],
+        repeats=repeats,
         provenance=provenance(lm.describe()).to_dict(),
     )
     return replace(curve, contended=curve.disturbance())

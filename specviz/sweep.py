@@ -29,8 +29,9 @@ from specviz.trace import Trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 LOOKAHEAD_PATH = MODELS / "lookahead_sweep.json"
-LOOKAHEAD_COMMAND = ("python -c 'from specviz.sweep import write_lookahead; write_lookahead()'  "
-                     "# about 6 min on an idle 2-core machine")
+LOOKAHEAD_COMMAND = (
+    "python -c 'from specviz.sweep import write_lookahead; write_lookahead()'  # about 6 min on an idle 2-core machine"
+)
 EAGLE_PATH = MODELS / "eagle" / "live_sweep.json"
 EAGLE_COMMAND = "python -m specviz calibrate eagle --live  # about 5 min on an idle 2-core machine"
 EAGLE_SHAPES = ((1, 4, 4), (2, 2, 4), (2, 4, 6), (2, 4, 8), (3, 4, 6), (3, 4, 8), (4, 4, 10), (5, 6, 16), (6, 6, 20))
@@ -48,9 +49,16 @@ class Measured:
     traces: list[Trace] = field(default_factory=list)
 
 
-def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generate: Generate,
-                max_new_tokens: int = 48, repeats: int = 1, progress: Callable[[str], None] = print,
-                describe: Callable[[Any], str] = str) -> tuple[list[Measured], list[Trace]]:
+def interleaved(
+    lm: LoadedModel,
+    prompts: list[str],
+    configs: list[Any],
+    generate: Generate,
+    max_new_tokens: int = 48,
+    repeats: int = 1,
+    progress: Callable[[str], None] = print,
+    describe: Callable[[Any], str] = str,
+) -> tuple[list[Measured], list[Trace]]:
     """Time every config against plain decoding on every prompt; return per-config results and the plain traces."""
     s = Sampling(max_new_tokens=max_new_tokens)
     encoded = [lm.encode_prompt(p) for p in prompts]
@@ -68,27 +76,37 @@ def interleaved(lm: LoadedModel, prompts: list[str], configs: list[Any], generat
                 secs[i + 1][p].append(generation_s(trace))
                 if rep == 0:
                     traces[i + 1].append(trace)
-                progress(f"  {describe(cfg)}: A={trace.mean_accepted:.2f}, "
-                         f"{secs[0][p][-1] / secs[i + 1][p][-1]:.2f}x")
+                progress(f"  {describe(cfg)}: A={trace.mean_accepted:.2f}, {secs[0][p][-1] / secs[i + 1][p][-1]:.2f}x")
     med = [[statistics.median(x) for x in row] for row in secs]
     out = []
     for i in range(len(configs)):
         runs = traces[i + 1]
-        out.append(Measured(
-            speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
-            A=round(pooled_accepted(runs), 4),
-            identical=sum(t.output_ids == w.output_ids for t, w in zip(runs, traces[0], strict=True)),
-            traces=runs))
+        out.append(
+            Measured(
+                speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
+                A=round(pooled_accepted(runs), 4),
+                identical=sum(t.output_ids == w.output_ids for t, w in zip(runs, traces[0], strict=True)),
+                traces=runs,
+            )
+        )
     return out, traces[0]
 
 
-def header(lm: LoadedModel, command: str, function: str, max_new_tokens: int, repeats: int,
-           prompts: list[str]) -> dict[str, Any]:
+def header(
+    lm: LoadedModel, command: str, function: str, max_new_tokens: int, repeats: int, prompts: list[str]
+) -> dict[str, Any]:
     """What every sweep file records about how and where it was measured (a measure.Provenance among it)."""
-    return {"command": command, "function": function, "device": lm.describe(),
-            "provenance": provenance(lm.describe()).to_dict(), "threads": torch.get_num_threads(),
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "max_new_tokens": max_new_tokens, "repeats": repeats, "prompts": prompts}
+    return {
+        "command": command,
+        "function": function,
+        "device": lm.describe(),
+        "provenance": provenance(lm.describe()).to_dict(),
+        "threads": torch.get_num_threads(),
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "max_new_tokens": max_new_tokens,
+        "repeats": repeats,
+        "prompts": prompts,
+    }
 
 
 def _median(xs: list[float]) -> float:
@@ -100,20 +118,47 @@ def _unseen_prompts(n: int) -> list[str]:
     return training_prompts(8000)[-n:]
 
 
-def measure_lookahead(lm: LoadedModel, prompts: list[str], windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
-                      shapes: tuple[tuple[int, int], ...] = ((2, 2), (2, 3), (3, 2)), max_new_tokens: int = 48,
-                      repeats: int = 1, progress=print) -> dict:
+def measure_lookahead(
+    lm: LoadedModel,
+    prompts: list[str],
+    windows: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+    shapes: tuple[tuple[int, int], ...] = ((2, 2), (2, 3), (3, 2)),
+    max_new_tokens: int = 48,
+    repeats: int = 1,
+    progress=print,
+) -> dict:
     """Greedy speedup over `ar` and A for every lookahead W × (N, G), each setting interleaved with ar."""
     cfgs = [lookahead.Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
-    measured, _ = interleaved(lm, prompts, cfgs, lookahead.generate, max_new_tokens, repeats, progress,
-                              lambda c: f"W={c.window} N={c.ngram} G={c.guesses}")
-    rows = [{"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens,
-             "speedup": m.speedup, "A": m.A, "identical": m.identical, "prompts": len(prompts)}
-            for c, m in zip(cfgs, measured, strict=True)]
+    measured, _ = interleaved(
+        lm,
+        prompts,
+        cfgs,
+        lookahead.generate,
+        max_new_tokens,
+        repeats,
+        progress,
+        lambda c: f"W={c.window} N={c.ngram} G={c.guesses}",
+    )
+    rows = [
+        {
+            "window": c.window,
+            "ngram": c.ngram,
+            "guesses": c.guesses,
+            "forward_tokens": c.forward_tokens,
+            "speedup": m.speedup,
+            "A": m.A,
+            "identical": m.identical,
+            "prompts": len(prompts),
+        }
+        for c, m in zip(cfgs, measured, strict=True)
+    ]
     d = lookahead.Config()
-    return {**header(lm, LOOKAHEAD_COMMAND, "specviz.sweep.measure_lookahead", max_new_tokens, repeats, prompts),
-            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
-            "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses}}
+    return {
+        **header(lm, LOOKAHEAD_COMMAND, "specviz.sweep.measure_lookahead", max_new_tokens, repeats, prompts),
+        "rows": rows,
+        "best": max(rows, key=lambda r: r["speedup"]),
+        "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses},
+    }
 
 
 def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw) -> dict:
@@ -122,30 +167,62 @@ def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw)
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
     out = measure_lookahead(lm, prompts, **kw)
     out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
-    out["call"] = {"n_prompts": n_prompts, "threads": torch.get_num_threads(),
-                   **{k: v for k, v in kw.items() if k != "progress"}}
+    out["call"] = {
+        "n_prompts": n_prompts,
+        "threads": torch.get_num_threads(),
+        **{k: v for k, v in kw.items() if k != "progress"},
+    }
     Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
     return out
 
 
-def measure_eagle(lm: LoadedModel, prompts: list[str], shapes: tuple[tuple[int, int, int], ...] = EAGLE_SHAPES,
-                  max_new_tokens: int = 48, repeats: int = 2, head: str = "", progress=print) -> dict:
+def measure_eagle(
+    lm: LoadedModel,
+    prompts: list[str],
+    shapes: tuple[tuple[int, int, int], ...] = EAGLE_SHAPES,
+    max_new_tokens: int = 48,
+    repeats: int = 2,
+    head: str = "",
+    progress=print,
+) -> dict:
     """Greedy speedup over `ar`, A, and draft / verify ms per step for each EAGLE depth/top_k/total_tokens."""
     cfgs = [eagle.Config(depth=d, top_k=k, total_tokens=n, head=head) for d, k, n in shapes]
-    measured, plain = interleaved(lm, prompts, cfgs, eagle.generate, max_new_tokens, repeats, progress,
-                                  lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}")
+    measured, plain = interleaved(
+        lm,
+        prompts,
+        cfgs,
+        eagle.generate,
+        max_new_tokens,
+        repeats,
+        progress,
+        lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}",
+    )
 
     def per_step(m: Measured, key: str) -> float:  # median over drafting steps of the first repeat, in ms
         return _median([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
 
-    rows = [{"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens, "speedup": m.speedup, "A": m.A,
-             "draft_ms": per_step(m, "draft_s"), "verify_ms": per_step(m, "verify_s"),
-             "identical": m.identical, "prompts": len(prompts)} for c, m in zip(cfgs, measured, strict=True)]
+    rows = [
+        {
+            "depth": c.depth,
+            "top_k": c.top_k,
+            "total_tokens": c.total_tokens,
+            "speedup": m.speedup,
+            "A": m.A,
+            "draft_ms": per_step(m, "draft_s"),
+            "verify_ms": per_step(m, "verify_s"),
+            "identical": m.identical,
+            "prompts": len(prompts),
+        }
+        for c, m in zip(cfgs, measured, strict=True)
+    ]
     d = eagle.Config()
-    return {**header(lm, EAGLE_COMMAND, "specviz.sweep.measure_eagle", max_new_tokens, repeats, prompts),
-            "ar_ms_per_token": _median([1000 * t.s_per_token for t in plain]),
-            "rows": rows, "best": max(rows, key=lambda r: r["speedup"]),
-            "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens}}
+    return {
+        **header(lm, EAGLE_COMMAND, "specviz.sweep.measure_eagle", max_new_tokens, repeats, prompts),
+        "ar_ms_per_token": _median([1000 * t.s_per_token for t in plain]),
+        "rows": rows,
+        "best": max(rows, key=lambda r: r["speedup"]),
+        "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens},
+    }
 
 
 def write_eagle(path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress=print, **kw) -> dict:
@@ -154,8 +231,10 @@ def write_eagle(path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress=prin
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
     out = measure_eagle(lm, prompts, progress=progress, **kw)
     out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
-    out["note"] = (f"Measured on {n_prompts} unseen ShareGPT prompts × {out['max_new_tokens']} tokens at T = 0 "
-                   f"on {out['device']}; each shape interleaved with plain decoding, {out['repeats']} repeats, "
-                   "median ratios. Draft and verify are medians per drafting step.")
+    out["note"] = (
+        f"Measured on {n_prompts} unseen ShareGPT prompts × {out['max_new_tokens']} tokens at T = 0 "
+        f"on {out['device']}; each shape interleaved with plain decoding, {out['repeats']} repeats, "
+        "median ratios. Draft and verify are medians per drafting step."
+    )
     Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
     return out

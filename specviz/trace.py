@@ -140,11 +140,12 @@ class Trace:
         if not isinstance(data, dict):
             raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
         if data.get("format") in OLDER_FORMATS:
-            raise TraceError(f"This trace comes from an older version of specviz (format {data['format']!r}, "
-                             f"this version reads {TRACE_FORMAT!r}): run it again to replay it.")
+            raise TraceError(
+                f"This trace comes from an older version of specviz (format {data['format']!r}, "
+                f"this version reads {TRACE_FORMAT!r}): run it again to replay it."
+            )
         if data.get("format") != TRACE_FORMAT:
-            raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, "
-                             f"expected {TRACE_FORMAT!r}).")
+            raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, expected {TRACE_FORMAT!r}).")
         detail = DETAILS.get(data.get("method", ""))
         try:
             steps = [_step_from_dict(s, detail) for s in _typed(data, "steps", list)]
@@ -212,8 +213,9 @@ BUNDLE_FORMAT = "specviz-bundle/1"
 
 def bundle_json(traces: list[Trace]) -> str:
     """Several traces (e.g. every method on one prompt) in one JSON file."""
-    return json.dumps({"format": BUNDLE_FORMAT, "traces": [t.to_dict() for t in traces]}, ensure_ascii=False,
-                      allow_nan=False)
+    return json.dumps(
+        {"format": BUNDLE_FORMAT, "traces": [t.to_dict() for t in traces]}, ensure_ascii=False, allow_nan=False
+    )
 
 
 def load_traces(text: str | bytes) -> list[Trace]:

@@ -112,8 +112,9 @@ class TreeSpec:
         return cls(parents=parents, ranks=[(), *uniq])
 
 
-def verify_tree(lm, cache, tokens: list[int], spec: TreeSpec,
-                logits_for: slice | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def verify_tree(
+    lm, cache, tokens: list[int], spec: TreeSpec, logits_for: slice | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every node in ONE target forward; return (logits [n, V] float32, hidden [n, H])."""
     if len(tokens) != len(spec):
         raise ValueError(f"{len(tokens)} tokens for a tree of {len(spec)} nodes.")

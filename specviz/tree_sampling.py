@@ -23,8 +23,9 @@ def greedy_path(tokens: list[int], spec: TreeSpec, logits: torch.Tensor) -> list
     return greedy_accept_path(tokens, spec, logits.argmax(dim=-1).tolist())
 
 
-def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator,
-                records: list[dict[str, Any]]) -> tuple[int | None, torch.Tensor]:
+def sample_node(
+    p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator, records: list[dict[str, Any]]
+) -> tuple[int | None, torch.Tensor]:
     """Recursive rejection over the children of one node; p [V] the target's distribution there.
 
     Returns (accepted child or None, the distribution left after the rejections).
@@ -39,8 +40,9 @@ def sample_node(p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.
     return None, p
 
 
-def sample_path(tokens: list[int], spec: TreeSpec, probs: torch.Tensor,
-                gen: torch.Generator) -> tuple[list[int], int | None, list[dict[str, Any]]]:
+def sample_path(
+    tokens: list[int], spec: TreeSpec, probs: torch.Tensor, gen: torch.Generator
+) -> tuple[list[int], int | None, list[dict[str, Any]]]:
     """Temperature > 0: walk down the tree by tree speculative sampling; probs [n, V] target distributions.
 
     Returns (accepted node path from the root, the token drawn from the residual where every child was

@@ -98,19 +98,23 @@ def test_speculative_chain_reproduces_p_and_flawed_chain_does_not() -> None:
 
 
 def test_chain_records_hold_the_decision_and_rejection_dists() -> None:
-    gen = torch.Generator().manual_seed(0)
     p = torch.stack([P, P, P])
     q = torch.stack([Q, Q])
-    acc, nxt, recs = speculative_chain(p, q, [1, 1], gen)
-    assert len(recs) == acc + (acc < 2)
-    for rec in recs:
-        assert rec["ratio"] == pytest.approx(0.6)
-        assert rec["accepted"] == (rec["u"] < 0.6)
-    if acc < 2:
+    rejected = 0
+    for seed in range(12):  # each draft is kept with probability 0.6: some seeds reject (P(none) < 1e-4)
+        acc, nxt, recs = speculative_chain(p, q, [1, 1], torch.Generator().manual_seed(seed))
+        assert len(recs) == acc + (acc < 2)
+        for rec in recs:
+            assert rec["ratio"] == pytest.approx(0.6)
+            assert rec["accepted"] == (rec["u"] < 0.6)
+        if acc == 2:
+            continue
+        rejected += 1
         dists = recs[-1]["dists"]
         assert dists["residual"][dists["tokens"].index(1)] == 0.0
         assert math.isclose(sum(dists["residual"]), 1.0, abs_tol=1e-5)
         assert nxt in (0, 2)  # residual mass only where p > q
+    assert rejected > 0
 
 
 def test_typical_chain_stops_at_improbable_token() -> None:

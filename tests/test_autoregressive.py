@@ -14,9 +14,14 @@ from .conftest import PROMPTS
 
 def hf_greedy(lm, ids: list[int], n: int) -> list[int]:
     with torch.inference_mode():
-        out = lm.hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             max_new_tokens=n, do_sample=False, pad_token_id=2)
-    return out[0, len(ids):].tolist()
+        out = lm.hf.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=n,
+            do_sample=False,
+            pad_token_id=2,
+        )
+    return out[0, len(ids) :].tolist()
 
 
 def test_tiny_greedy_matches_generate(tiny_lm):
@@ -45,8 +50,16 @@ def test_trace_fields_and_json_round_trip(tiny_lm):
     assert Trace.from_json(trace.to_json()) == trace
 
 
-@pytest.mark.parametrize("bad", [{"max_new_tokens": 0}, {"max_new_tokens": -3}, {"temperature": -1.0},
-                                 {"top_p": 0.0}, {"temperature": float("nan")}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_new_tokens": 0},
+        {"max_new_tokens": -3},
+        {"temperature": -1.0},
+        {"top_p": 0.0},
+        {"temperature": float("nan")},
+    ],
+)
 def test_bad_sampling_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         Sampling(**bad)

@@ -52,8 +52,9 @@ def lm(request, tiny_lm):
     if request.param == "cpu":
         return tiny_lm
     dev = torch.device(request.param)
-    return replace(tiny_lm, hf=copy.deepcopy(tiny_lm.hf).to(dev), device=dev, lock=threading.Lock(),
-                   resources=Resources())
+    return replace(
+        tiny_lm, hf=copy.deepcopy(tiny_lm.hf).to(dev), device=dev, lock=threading.Lock(), resources=Resources()
+    )
 
 
 @pytest.fixture(scope="module")

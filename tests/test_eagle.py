@@ -86,8 +86,9 @@ def test_missing_corrupt_and_foreign_heads_are_refused(tiny_lm, real_lm_config, 
 def real_lm_config():
     from transformers import LlamaConfig
 
-    return LlamaConfig(hidden_size=576, vocab_size=49152, intermediate_size=1536, num_attention_heads=9,
-                       num_key_value_heads=3)
+    return LlamaConfig(
+        hidden_size=576, vocab_size=49152, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3
+    )
 
 
 def test_dynamic_tree_growth_rules(tiny_lm, tiny_head):
@@ -136,10 +137,13 @@ def test_tree_drafting_matches_sequential_drafting(tiny_lm, tiny_head):
     assert torch.allclose(feat, tree.feats[leaf], atol=1e-9)
 
 
-@pytest.mark.parametrize("cfg", [  # near-default shapes: tests/test_contract.py
-    eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model"),
-    eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model"),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [  # near-default shapes: tests/test_contract.py
+        eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model"),
+        eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model"),
+    ],
+)
 def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg):
     for prompt in ("Hello there", "Tell me about cats"):
         ids = tiny_lm.encode_prompt(prompt)
@@ -161,8 +165,9 @@ def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
     assert -1 <= d.features["cos_pred_true"] <= 1
 
 
-@pytest.mark.parametrize("bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"},
-                                 {"head_dtype": "int8"}])
+@pytest.mark.parametrize(
+    "bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"}, {"head_dtype": "int8"}]
+)
 def test_bad_config_is_refused(bad):
     with pytest.raises(ConfigError):
         eagle.Config(**bad)
@@ -285,7 +290,7 @@ def test_unrolled_depths_see_only_what_inference_sees(tiny_data):
     base = et.unrolled(head, feats, emb, 3)
     i = 9
     later = feats.clone()
-    later[:, i - 1:] += 1.0  # rows >= i-1 (depth 3 sees rows <= i-2)
+    later[:, i - 1 :] += 1.0  # rows >= i-1 (depth 3 sees rows <= i-2)
     moved = et.unrolled(head, later, emb, 3)
     torch.testing.assert_close(moved[2][:, i], base[2][:, i], atol=1e-6, rtol=0)
     assert not torch.allclose(moved[1][:, i], base[1][:, i])  # depth 2 sees row i-1

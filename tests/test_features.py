@@ -8,8 +8,12 @@ from specviz.heads import features, fixed_train, medusa_train
 
 
 def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
-    msgs = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue is one."},
-            {"role": "user", "content": "Another?"}, {"role": "assistant", "content": "Green."}]
+    msgs = [
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue is one."},
+        {"role": "user", "content": "Another?"},
+        {"role": "assistant", "content": "Green."},
+    ]
     ids, mask = features.template_ids(tokenizer, msgs, 4096)
     assert len(ids) == len(mask)
     written = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])

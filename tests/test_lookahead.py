@@ -84,8 +84,13 @@ def test_pool_seed_and_top():
     assert pool.candidates(1, 3) == [[2], [3]]
     pool.hit(1, [2])
     top = pool.top(1, str)
-    assert top == [{"key": 1, "text": "1", "grams": [{"tail": [2], "texts": ["2"], "hits": 1},
-                                                    {"tail": [3], "texts": ["3"], "hits": 0}]}]
+    assert top == [
+        {
+            "key": 1,
+            "text": "1",
+            "grams": [{"tail": [2], "texts": ["2"], "hits": 1}, {"tail": [3], "texts": ["3"], "hits": 0}],
+        }
+    ]
 
 
 def _onehot_logits(tokens: list[int], vocab: int = 6) -> torch.Tensor:
@@ -126,9 +131,13 @@ def test_sampling_verify_is_lossless():
         assert abs(second[tok] / total - p) < 0.02
 
 
-CONFIGS = [la.Config(), la.Config(window=2, ngram=2, guesses=1, init="pad"),
-           la.Config(window=5, ngram=4, guesses=5, init="random"), la.Config(guesses=0, seed_prompt=False),
-           la.Config(window_vocab=8192)]
+CONFIGS = [
+    la.Config(),
+    la.Config(window=2, ngram=2, guesses=1, init="pad"),
+    la.Config(window=5, ngram=4, guesses=5, init="random"),
+    la.Config(guesses=0, seed_prompt=False),
+    la.Config(window_vocab=8192),
+]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS[1:])  # the default: tests/test_contract.py
@@ -172,8 +181,7 @@ def test_sampling_is_seeded(tiny_lm):
     assert a.output_ids == b.output_ids != c.output_ids
 
 
-@pytest.mark.parametrize("bad", [{"window": 0}, {"ngram": 1}, {"guesses": -1}, {"init": "zeros"},
-                                 {"window_vocab": -5}])
+@pytest.mark.parametrize("bad", [{"window": 0}, {"ngram": 1}, {"guesses": -1}, {"init": "zeros"}, {"window_vocab": -5}])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         la.Config(**bad)

@@ -25,8 +25,11 @@ ACC = [[0.6, 0.2, 0.1], [0.4, 0.15, 0.1], [0.3, 0.1, 0.05]]
 
 def tiny_heads(lm, seed: int = 0, random: bool = True, num_heads: int = 3):
     """Heads over the tiny model's full vocabulary; random W1 (or the zero init)."""
-    heads = new_heads(lm, HeadsConfig(num_heads=num_heads, hidden_size=64, draft_vocab=len(lm.tokenizer),
-                                      model="tiny"), torch.arange(len(lm.tokenizer)))
+    heads = new_heads(
+        lm,
+        HeadsConfig(num_heads=num_heads, hidden_size=64, draft_vocab=len(lm.tokenizer), model="tiny"),
+        torch.arange(len(lm.tokenizer)),
+    )
     if random:
         torch.manual_seed(seed)
         for blk in heads.blocks:
@@ -98,8 +101,14 @@ def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
 
 def test_trace_detail_is_consistent(tiny_lm) -> None:
     ids = tiny_lm.encode_prompt(PROMPTS[0])
-    tr = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=16), medusa.Config(heads=3, budget=6),
-                         heads=tiny_heads(tiny_lm, random=False), calibration=ACC)
+    tr = medusa.generate(
+        tiny_lm,
+        ids,
+        Sampling(max_new_tokens=16),
+        medusa.Config(heads=3, budget=6),
+        heads=tiny_heads(tiny_lm, random=False),
+        calibration=ACC,
+    )
     json.dumps(asdict(tr.steps[0].detail))  # plain data
     st = tr.steps[0]
     nodes, parents, path = st.detail.nodes, st.detail.parents, st.detail.path
@@ -117,18 +126,30 @@ def test_typical_acceptance(tiny_lm) -> None:
     heads = tiny_heads(tiny_lm)
     hot = Sampling(max_new_tokens=24, temperature=1.0, seed=3)
     # at T = 0 the target distribution is a point mass, so typical acceptance is greedy matching
-    cold = medusa.generate(tiny_lm, ids, Sampling(max_new_tokens=24), medusa.Config(heads=3, budget=8,
-                           acceptance="typical"), heads=heads, calibration=ACC)
+    cold = medusa.generate(
+        tiny_lm,
+        ids,
+        Sampling(max_new_tokens=24),
+        medusa.Config(heads=3, budget=8, acceptance="typical"),
+        heads=heads,
+        calibration=ACC,
+    )
     assert cold.output_ids == autoregressive.generate(tiny_lm, ids, Sampling(max_new_tokens=24)).output_ids
     # a vanishing threshold accepts every node, so each step commits the tree's full depth + 1
-    loose = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical",
-                            eps=1e-12, delta=1e-12), heads=heads, calibration=ACC)
+    loose = medusa.generate(
+        tiny_lm,
+        ids,
+        hot,
+        medusa.Config(heads=3, budget=8, acceptance="typical", eps=1e-12, delta=1e-12),
+        heads=heads,
+        calibration=ACC,
+    )
     assert all(st.accepted == 4 for st in loose.steps[:-1])
     # the default threshold rejects low-probability drafts and says why
-    strict = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical"),
-                             heads=heads, calibration=ACC)
-    reasons = [n["reason"] for st in strict.steps if st.detail for n in st.detail.nodes
-               if n["status"] == "rejected"]
+    strict = medusa.generate(
+        tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical"), heads=heads, calibration=ACC
+    )
+    reasons = [n["reason"] for st in strict.steps if st.detail for n in st.detail.nodes if n["status"] == "rejected"]
     assert reasons and all("threshold" in r for r in reasons)
     assert strict.mean_accepted < loose.mean_accepted
     # lossless acceptance at T > 0 is reproducible under a seed
@@ -202,8 +223,7 @@ def test_teacher_distribution_is_the_models_own_next_token(tiny_lm) -> None:
 
     seqs = distill_batch(tiny_lm, ["Count from one to ten.", "Name three colours."], 12)
     vocab = torch.arange(tiny_lm.hf.config.vocab_size)
-    heads = new_heads(tiny_lm, HeadsConfig(num_heads=3, hidden_size=64, draft_vocab=len(vocab), model="tiny"),
-                      vocab)
+    heads = new_heads(tiny_lm, HeadsConfig(num_heads=3, hidden_size=64, draft_vocab=len(vocab), model="tiny"), vocab)
     hidden, targets = positions(seqs, 3, draft_map(vocab, len(vocab)))
     idx = torch.arange(len(hidden))
     teacher = teacher_probs(heads, hidden, targets, idx)

@@ -45,9 +45,14 @@ def test_draft_cache_matches_a_fresh_prefill(tiny4) -> None:
     assert stepwise.length == len(ids)
 
 
-@pytest.mark.parametrize("cfg", [sps.Config(gamma=1, layers="0-1", draft_vocab=0),
-                                 sps.Config(gamma=4, layers="0,3", draft_vocab=0),
-                                 sps.Config(gamma=3, layers="0-1", draft_vocab=8192)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        sps.Config(gamma=1, layers="0-1", draft_vocab=0),
+        sps.Config(gamma=4, layers="0,3", draft_vocab=0),
+        sps.Config(gamma=3, layers="0-1", draft_vocab=8192),
+    ],
+)
 def test_tiny_greedy_identical_to_ar(tiny4, cfg) -> None:
     ids = tiny4.encode_prompt("Hello there")
     s = Sampling(max_new_tokens=30)
@@ -66,8 +71,7 @@ def test_tiny_sampling_records_every_decision(tiny4) -> None:
     ids = tiny4.encode_prompt("Hello there")
     s = Sampling(max_new_tokens=24, temperature=1.0, seed=5)
     trace = sps.generate(tiny4, ids, s, sps.Config(gamma=3, layers="0-1", draft_vocab=0))
-    assert trace.output_ids == sps.generate(tiny4, ids, s, sps.Config(gamma=3, layers="0-1",
-                                                                      draft_vocab=0)).output_ids
+    assert trace.output_ids == sps.generate(tiny4, ids, s, sps.Config(gamma=3, layers="0-1", draft_vocab=0)).output_ids
     rejected = 0
     for step in trace.steps[:-1]:
         d = step.detail

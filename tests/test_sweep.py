@@ -15,8 +15,9 @@ def test_interleaved_counts_identity_and_accepted_length(tiny_lm):
         return lookahead.generate(lm, ids, s, cfg)
 
     cfgs = [lookahead.Config(window=1, ngram=2, guesses=2), lookahead.Config(window=3, ngram=2, guesses=2)]
-    measured, plain = sweep.interleaved(tiny_lm, ["Say hi.", "Count to five."], cfgs, gen, max_new_tokens=6,
-                                        repeats=2, progress=lambda _m: None)
+    measured, plain = sweep.interleaved(
+        tiny_lm, ["Say hi.", "Count to five."], cfgs, gen, max_new_tokens=6, repeats=2, progress=lambda _m: None
+    )
     assert calls == cfgs * 4  # 2 repeats x 2 prompts, every setting after its plain run
     assert len(plain) == 2 and all(len(m.traces) == 2 for m in measured)
     for m in measured:
@@ -32,14 +33,14 @@ def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
     def short(lm, ids, s, _cfg):
         return autoregressive.generate(lm, ids, replace(s, max_new_tokens=2))
 
-    measured, _ = sweep.interleaved(tiny_lm, ["Say hi."], [None], short, max_new_tokens=6,
-                                   progress=lambda _m: None)
+    measured, _ = sweep.interleaved(tiny_lm, ["Say hi."], [None], short, max_new_tokens=6, progress=lambda _m: None)
     assert measured[0].identical == 0 and measured[0].A == 1.0  # plain decoding, cut short: still 1 per forward
 
 
 def test_lookahead_sweep_rows_feed_its_figure(tiny_lm):
-    out = sweep.measure_lookahead(tiny_lm, ["Say hi."], windows=(1, 2), shapes=((2, 2),), max_new_tokens=6,
-                                 progress=lambda _m: None)
+    out = sweep.measure_lookahead(
+        tiny_lm, ["Say hi."], windows=(1, 2), shapes=((2, 2),), max_new_tokens=6, progress=lambda _m: None
+    )
     assert [r["window"] for r in out["rows"]] == [1, 2] and all(r["identical"] == 1 for r in out["rows"])
     assert {"command", "device", "threads", "prompts", "best", "chosen"} <= set(out)
     fig = sweep_figure(out)

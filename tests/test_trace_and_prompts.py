@@ -17,13 +17,16 @@ def trace(tiny_lm):
     return ar.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), Sampling(max_new_tokens=5))
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("not json", "not valid JSON"),
-    ("[1, 2]", "not a specviz trace"),
-    ('{"format": "other"}', "not a specviz trace"),
-    ('{"format": "specviz-trace/2"}', "missing the field"),
-    ('{"format": "specviz-trace/1"}', "older version of specviz"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "not a specviz trace"),
+        ('{"format": "other"}', "not a specviz trace"),
+        ('{"format": "specviz-trace/2"}', "missing the field"),
+        ('{"format": "specviz-trace/1"}', "older version of specviz"),
+    ],
+)
 def test_corrupt_trace_text(text, reason):
     with pytest.raises(TraceError, match=reason):
         Trace.from_json(text)
@@ -49,8 +52,10 @@ def test_trace_file_round_trip(trace, tmp_path):
 
 
 def test_prompt_lines_and_selection(tmp_path):
-    items = parse_prompt_lines('{"prompt": "a"}\n\n{"turns": ["b", "c"], "category": "x", "question_id": 7}\n'
-                               '{"turns": ["d"], "category": "x"}\n')
+    items = parse_prompt_lines(
+        '{"prompt": "a"}\n\n{"turns": ["b", "c"], "category": "x", "question_id": 7}\n'
+        '{"turns": ["d"], "category": "x"}\n'
+    )
     assert [i.text for i in items] == ["a", "b", "d"]
     assert [i.text for i in select(items, per_category=1)] == ["a", "b"]
     assert [i.text for i in select(items, limit=1)] == ["a"]

@@ -26,8 +26,17 @@ DRAFT_LABELS = {"perturbed": "perturbed p (a plausible weaker model)", "layers":
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _lab(model_spec: str, prompt: str, temperature: float, n: int, seed: int, eps: float, delta: float,
-         layers: str, draft: str) -> dict:
+def _lab(
+    model_spec: str,
+    prompt: str,
+    temperature: float,
+    n: int,
+    seed: int,
+    eps: float,
+    delta: float,
+    layers: str,
+    draft: str,
+) -> dict:
     lm = get_model()
     with lm.lock:
         return lab(lm, prepare(lm, prompt), temperature, n, seed, eps, delta, layers, draft=draft)
@@ -43,14 +52,27 @@ def step_slider(count: int, key: str) -> int:
 
 
 def decision_rows(records: list[dict]) -> list[dict]:
-    return [{"pos": r["pos"] + 1, "token": repr(r.get("text", "")), "p(x)": r["p"], "q(x)": r["q"],
-             "p/q": r["ratio"], "min(1, p/q)": min(1.0, r["ratio"]), "u": r.get("u"),
-             "threshold": r.get("threshold"), "decision": "accept" if r["accepted"] else "reject"}
-            for r in records]
+    return [
+        {
+            "pos": r["pos"] + 1,
+            "token": repr(r.get("text", "")),
+            "p(x)": r["p"],
+            "q(x)": r["q"],
+            "p/q": r["ratio"],
+            "min(1, p/q)": min(1.0, r["ratio"]),
+            "u": r.get("u"),
+            "threshold": r.get("threshold"),
+            "decision": "accept" if r["accepted"] else "reject",
+        }
+        for r in records
+    ]
 
 
-page_header("Acceptance decisions", "Is acceptance lossless? Every drafted token is judged by the target p, the "
-            "draft q and a uniform draw u; the lab samples each rule many times and compares with p.")
+page_header(
+    "Acceptance decisions",
+    "Is acceptance lossless? Every drafted token is judged by the target p, the "
+    "draft q and a uniform draw u; the lab samples each rule many times and compares with p.",
+)
 c1, c2, c3, c4 = st.columns(4)
 rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
 temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
@@ -62,8 +84,10 @@ delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.de
 n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
 lab_draft = c8.selectbox("Lab draft q", DRAFTS, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
 if rule == "flawed":
-    st.warning("The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
-               "It is a common mistake, shown here to be measured wrong.")
+    st.warning(
+        "The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
+        "It is a common mistake, shown here to be measured wrong."
+    )
 
 s = settings()
 cfg = speculative.Config(gamma=gamma, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
@@ -84,18 +108,24 @@ if trace is not None:
         show_figure(decisions_figure(step), "acceptance_decisions")
         last = records(step)[-1]
         if "dists" in last:
-            show_figure(rejection_figure(last["dists"], title=f"Step {step.index}: after rejecting "
-                                         f"{last.get('text', '')!r}, the next token is drawn from"),
-                        "acceptance_rejection")
+            show_figure(
+                rejection_figure(
+                    last["dists"],
+                    title=f"Step {step.index}: after rejecting {last.get('text', '')!r}, the next token is drawn from",
+                ),
+                "acceptance_rejection",
+            )
         else:
             st.caption("Every draft of this step was accepted; the bonus token is drawn from p.")
     show_figure(typical_figure(typical_points(trace), eps, delta), "acceptance_typical")
     download_traces([trace], "acceptance_run")
 
 st.subheader("The losslessness lab")
-st.caption("One fixed context (the prompt): draft x ~ q, decide with each rule, and count "
-           "the committed token N times. Speculative sampling matches p; typical acceptance drifts; the flawed "
-           "rule is biased. At temperature 0 the lab samples at T = 1.")
+st.caption(
+    "One fixed context (the prompt): draft x ~ q, decide with each rule, and count "
+    "the committed token N times. Speculative sampling matches p; typical acceptance drifts; the flawed "
+    "rule is biased. At temperature 0 the lab samples at T = 1."
+)
 if replaying():
     st.info("The lab runs the model; remove the loaded traces to use it.")
 elif s is not None and get_model() is not None:
@@ -103,8 +133,20 @@ elif s is not None and get_model() is not None:
         with st.spinner(f"Sampling {n:,} times per rule…"):
             res = _lab(s.model_spec, s.prompt, temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", lab_draft)
         show_figure(lab_figure(res), "acceptance_lab")
-        st.dataframe([{"rule": r["label"], "TV distance": r["tv"], "exact TV": r["tv_exact"], "χ²": r["chi2"],
-                       "dof": r["dof"], "p-value": r["p_value"], "drafts kept": r["accept_rate"]}
-                      for r in res["rules"]], hide_index=True)
+        st.dataframe(
+            [
+                {
+                    "rule": r["label"],
+                    "TV distance": r["tv"],
+                    "exact TV": r["tv_exact"],
+                    "χ²": r["chi2"],
+                    "dof": r["dof"],
+                    "p-value": r["p_value"],
+                    "drafts kept": r["accept_rate"],
+                }
+                for r in res["rules"]
+            ],
+            hide_index=True,
+        )
     except PromptError as exc:
         st.warning(str(exc))

@@ -51,9 +51,11 @@ def live_section(configs: dict[str, object]) -> dict:
         st.info("Toggle at least one method above.")
         return traces
     rows = compare.summarize(runs)
-    st.caption("Speedup = plain decoding's generation time (prefill + steps) over the method's; every method and "
-               "plain decoding ran in turn after a warm-up, " +
-               ("once: one run each." if repeats == 1 else f"{repeats} times each: the median ratio and its range."))
+    st.caption(
+        "Speedup = plain decoding's generation time (prefill + steps) over the method's; every method and "
+        "plain decoding ran in turn after a warm-up, "
+        + ("once: one run each." if repeats == 1 else f"{repeats} times each: the median ratio and its range.")
+    )
     show_figure(figs.speedup_figure(rows), "speedup")
     show_figure(figs.a_r_figure(rows), "a_and_r")
     left, right = st.columns(2)
@@ -62,21 +64,36 @@ def live_section(configs: dict[str, object]) -> dict:
     with right:
         show_figure(figs.acceptance_rate_figure(traces), "acceptance_rate")
     show_figure(figs.throughput_figure(rows), "throughput")
-    st.dataframe([{"method": r.method, "speedup": r.label, "A": round(r.mean_accepted, 3),
-                   "r": round(r.step_cost, 3), "A/r": round(r.predicted, 3), "tok/s": round(r.tokens_per_s, 1),
-                   "TTFT ms": round(r.ttft_ms), "same tokens as ar": r.same_tokens} for r in rows], hide_index=True)
+    st.dataframe(
+        [
+            {
+                "method": r.method,
+                "speedup": r.label,
+                "A": round(r.mean_accepted, 3),
+                "r": round(r.step_cost, 3),
+                "A/r": round(r.predicted, 3),
+                "tok/s": round(r.tokens_per_s, 1),
+                "TTFT ms": round(r.ttft_ms),
+                "same tokens as ar": r.same_tokens,
+            }
+            for r in rows
+        ],
+        hide_index=True,
+    )
     download_traces(list(traces.values()), "compare_runs")
     return traces
 
 
 def prompt_set_section(configs: dict[str, object]) -> None:
-    up = st.file_uploader("Prompt set (JSONL: {'prompt': …} or {'turns': […]} per line)", type=["jsonl", "json"],
-                          key="compare.set_file")
+    up = st.file_uploader(
+        "Prompt set (JSONL: {'prompt': …} or {'turns': […]} per line)", type=["jsonl", "json"], key="compare.set_file"
+    )
     c1, c2 = st.columns(2)
     per_cat = c1.number_input("Prompts per category", 1, 40, 1, key="compare.per_category")
     tokens = c2.number_input("Max new tokens", 8, 512, 64, step=8, key="compare.set_tokens")
-    source = up.getvalue().decode("utf-8", "replace") if up else (
-        SPEC_BENCH.read_text() if SPEC_BENCH.is_file() else "")
+    source = (
+        up.getvalue().decode("utf-8", "replace") if up else (SPEC_BENCH.read_text() if SPEC_BENCH.is_file() else "")
+    )
     st.caption(f"Using {'the uploaded file' if up else SPEC_BENCH.name if source else 'no file'}.")
     if st.button("Run the set", key="compare.run_set") and (lm := get_model()) is not None:
         s = settings()
@@ -84,16 +101,25 @@ def prompt_set_section(configs: dict[str, object]) -> None:
             items = select(parse_prompt_lines(source), per_category=int(per_cat))
             bar = st.progress(0.0, "running…")
             sampling = replace(s.sampling, max_new_tokens=int(tokens))
-            result = bench.run_bench(lm, list(configs), items, sampling, 1, configs,
-                                     lambda done, total, name: bar.progress(done / total, f"{done}/{total} ({name})"))
+            result = bench.run_bench(
+                lm,
+                list(configs),
+                items,
+                sampling,
+                1,
+                configs,
+                lambda done, total, name: bar.progress(done / total, f"{done}/{total} ({name})"),
+            )
             st.session_state["compare.set_result"] = result.to_dict()
         except PromptError as exc:
             st.warning(str(exc))
     res = st.session_state.get("compare.set_result")
     if res:
         hot = float(res.get("temperature", 0.0)) > 0  # token identity is a check at T = 0 only
-        st.dataframe([{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})}
-                      for m, v in res["methods"].items()], hide_index=True)
+        st.dataframe(
+            [{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})} for m, v in res["methods"].items()],
+            hide_index=True,
+        )
         show_figure(figs.category_figure(res["categories"]), "speedup_by_category")
 
 
@@ -117,10 +143,13 @@ def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
 
 
 def batch_section(traces: dict) -> None:
-    st.caption("Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
-               "that each method's measured A and forward width would give at each batch size.")
-    if st.button("Measure the latency surface (once, about a minute)", key="compare.surface") or \
-            st.session_state.get("compare.surface_on"):
+    st.caption(
+        "Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
+        "that each method's measured A and forward width would give at each batch size."
+    )
+    if st.button("Measure the latency surface (once, about a minute)", key="compare.surface") or st.session_state.get(
+        "compare.surface_on"
+    ):
         st.session_state["compare.surface_on"] = True
         lm = get_model()
         if lm is None:
@@ -134,8 +163,9 @@ def batch_section(traces: dict) -> None:
 def whatif_section(traces: dict) -> None:
     if len(traces) < 2:
         return
-    big = st.radio("Model size for the what-if", ["this model (135M)", "7B (Vicuna-7B class)"], horizontal=True,
-                   key="compare.size").startswith("7B")
+    big = st.radio(
+        "Model size for the what-if", ["this model (135M)", "7B (Vicuna-7B class)"], horizontal=True, key="compare.size"
+    ).startswith("7B")
     lm = None if replaying() else get_model()
     here, params, nbytes = None, hardware.SMALL_PARAMS, 4.0
     if lm is not None:
@@ -145,20 +175,30 @@ def whatif_section(traces: dict) -> None:
         here = hardware.fit_device(curve, params, nbytes)
     speedups = hardware.whatif(shapes(traces), here, hardware.BIG_PARAMS if big else params, nbytes)
     show_figure(figs.whatif_figure(speedups), "hardware_whatif")
-    fitted = f"This device, fitted from its latency curve: {here.bandwidth_gbs:.0f} GB/s, {here.tflops:.2f} TFLOP/s. " \
-        if here else ""
-    st.caption("Roofline MODEL: time = max(weights / bandwidth, 2·params·tokens / FLOP/s). " + fitted +
-               "A100: 2.0 TB/s, 312 TFLOP/s; H100: 3.35 TB/s, 989 TFLOP/s (bf16). Draft time is carried over as "
-               "the share of verify time measured here.")
+    fitted = (
+        f"This device, fitted from its latency curve: {here.bandwidth_gbs:.0f} GB/s, {here.tflops:.2f} TFLOP/s. "
+        if here
+        else ""
+    )
+    st.caption(
+        "Roofline MODEL: time = max(weights / bandwidth, 2·params·tokens / FLOP/s). "
+        + fitted
+        + "A100: 2.0 TB/s, 312 TFLOP/s; H100: 3.35 TB/s, 989 TFLOP/s (bf16). Draft time is carried over as "
+        "the share of verify time measured here."
+    )
     if lm is not None and lm.device.type == "cuda":
         st.caption("A GPU is present: the live runs above are measured on it, not modeled.")
 
 
-page_header("Compare methods", "Which method wins here, by how much, and why: A (tokens per pass) against r "
-            "(cost per pass), on this machine and, as a model, on others.")
+page_header(
+    "Compare methods",
+    "Which method wins here, by how much, and why: A (tokens per pass) against r "
+    "(cost per pass), on this machine and, as a model, on others.",
+)
 configs = method_toggles()
 tab_live, tab_set, tab_len, tab_batch, tab_hw = st.tabs(
-    ["Live on the prompt", "Prompt set", "Output length", "Batch size", "Hardware what-if"])
+    ["Live on the prompt", "Prompt set", "Output length", "Batch size", "Hardware what-if"]
+)
 with tab_live:
     live = live_section(configs)
 with tab_set:

@@ -25,10 +25,12 @@ from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
 
-page_header("EAGLE-2: draft features, grow the tree where the draft is confident",
-            "Where do drafts come from (a one-layer head fed the last feature AND the chosen token), how are "
-            "they organised (a tree grown by confidence, then reranked), is acceptance lossless (yes), and "
-            "what does a step cost here?")
+page_header(
+    "EAGLE-2: draft features, grow the tree where the draft is confident",
+    "Where do drafts come from (a one-layer head fed the last feature AND the chosen token), how are "
+    "they organised (a tree grown by confidence, then reranked), is acceptance lossless (yes), and "
+    "what does a step cost here?",
+)
 
 try:
     head_cfg = read_config(DEFAULT_DIR)
@@ -40,13 +42,30 @@ s = settings()
 c1, c2, c3 = st.columns(3)
 depth = c1.slider("depth (draft rounds)", 1, 8, Config.depth, key="eagle.depth")
 top_k = c1.slider("top_k (expanded per round)", 1, 16, Config.top_k, key="eagle.top_k")
-total = c2.slider("total_tokens (verified nodes, root included)", 2, 80, Config.total_tokens,
-                  key="eagle.total_tokens", help="The GPU reference verifies 60; on 2 CPU cores verify cost grows "
-                                                  "fast with the node count, so fewer win.")
-temperature = c2.slider("Temperature", 0.0, 1.5, s.sampling.temperature if s else 0.0, 0.05,
-                        key="eagle.temperature", help="0 = greedy matching; > 0 = tree speculative sampling")
-tree_kind = c3.radio("Tree", ["dynamic", "static"], key="eagle.tree", horizontal=True,
-                     help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape")
+total = c2.slider(
+    "total_tokens (verified nodes, root included)",
+    2,
+    80,
+    Config.total_tokens,
+    key="eagle.total_tokens",
+    help="The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win.",
+)
+temperature = c2.slider(
+    "Temperature",
+    0.0,
+    1.5,
+    s.sampling.temperature if s else 0.0,
+    0.05,
+    key="eagle.temperature",
+    help="0 = greedy matching; > 0 = tree speculative sampling",
+)
+tree_kind = c3.radio(
+    "Tree",
+    ["dynamic", "static"],
+    key="eagle.tree",
+    horizontal=True,
+    help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape",
+)
 repeats = repeats_control("eagle", c3)
 cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
@@ -58,23 +77,33 @@ if "eagle" not in runs:
     st.stop()
 ar, trace = median_pair(runs, "eagle") if "ar" in runs else (None, runs["eagle"][0])
 m = st.columns(5)
-m[0].metric(f"A ({tree_kind})", f"{trace.mean_accepted:.2f}",
-            help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
+m[0].metric(
+    f"A ({tree_kind})",
+    f"{trace.mean_accepted:.2f}",
+    help="New tokens ÷ target forward passes; the target's own (bonus) token counts.",
+)
 if alt is not None:
     m[1].metric(f"A ({other.tree})", f"{alt.mean_accepted:.2f}")
 if ar is not None:
-    m[2].metric("Speedup vs plain decoding", speedup_label(runs, "eagle"),
-                help="Generation time of plain decoding over EAGLE's (prefill + steps), runs interleaved after "
-                     "a warm-up: the median ratio and its range.")
-    m[3].metric("Same tokens as plain decoding", same_tokens(ar, trace),
-                help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
-                     "not the exact tokens.")
+    m[2].metric(
+        "Speedup vs plain decoding",
+        speedup_label(runs, "eagle"),
+        help="Generation time of plain decoding over EAGLE's (prefill + steps), runs interleaved after "
+        "a warm-up: the median ratio and its range.",
+    )
+    m[3].metric(
+        "Same tokens as plain decoding",
+        same_tokens(ar, trace),
+        help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
+        "not the exact tokens.",
+    )
 drafted = [x for x in trace.steps if x.detail is not None]
 if drafted:
-    m[4].metric("draft / verify per step", f"{1000 * median(x.draft_s for x in drafted):.1f} / "
-                f"{1000 * median(x.verify_s for x in drafted):.0f} ms",
-                help="Medians over this run's drafting steps, so a slow first step (kernels warming up) does "
-                     "not dominate.")
+    m[4].metric(
+        "draft / verify per step",
+        f"{1000 * median(x.draft_s for x in drafted):.1f} / {1000 * median(x.verify_s for x in drafted):.0f} ms",
+        help="Medians over this run's drafting steps, so a slow first step (kernels warming up) does not dominate.",
+    )
 show_figure(steps_figure(trace, ar), "eagle_steps")
 
 
@@ -89,9 +118,11 @@ if drafted:
     i = st.slider("Step", 0, len(drafted) - 1, 0, key="eagle.step") if len(drafted) > 1 else 0
     step = drafted[i]
     d = step.detail
-    st.caption(f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
-               f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
-               f"{1000 * step.draft_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms")
+    st.caption(
+        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
+        f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
+        f"{1000 * step.draft_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms"
+    )
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
     show_figure(growth_figure(d.tree, stages.index(stage) + 1, d.path), "eagle_growth")
@@ -102,9 +133,11 @@ if drafted:
     with right:
         show_figure(vm, "eagle_mask")
     show_figure(feature_figure(step), "eagle_features")
-    st.caption("A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
-               "picked (right: the alternatives). EAGLE's head also gets the embedding of the token that was "
-               "picked, so its prediction of the next feature need not hedge across branches.")
+    st.caption(
+        "A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
+        "picked (right: the alternatives). EAGLE's head also gets the embedding of the token that was "
+        "picked, so its prediction of the next feature need not hedge across branches."
+    )
     lm = get_model()
     if lm is not None and s is not None:
         key = json.dumps([asdict(cfg), asdict(s.sampling), s.prompt, s.model_spec])
@@ -117,7 +150,8 @@ if SWEEP_PATH.is_file():
         show_figure(sweep_figure(sweep, where=measured_where(sweep)), "eagle_sweep")
         st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
     except (ValueError, KeyError, TypeError) as exc:
-        st.warning(f"{SWEEP_PATH} could not be read ({exc}); re-measure with "
-                   "`python -m specviz calibrate eagle --live`.")
+        st.warning(
+            f"{SWEEP_PATH} could not be read ({exc}); re-measure with `python -m specviz calibrate eagle --live`."
+        )
 with st.expander("How this head was trained"):
     st.json(head_cfg.train or {"note": "no training record"})

@@ -12,8 +12,11 @@ from specviz.viz.latency import latency_figure
 from specviz.viz.timeline import timeline_figure
 from ui.common import get_model, page_header, settings, show_figure
 
-page_header("Why parallel decoding works", "Plain decoding pays one full forward pass per token. "
-            "Every method in this app pays roughly the same pass for several.")
+page_header(
+    "Why parallel decoding works",
+    "Plain decoding pays one full forward pass per token. "
+    "Every method in this app pays roughly the same pass for several.",
+)
 st.markdown(
     "Four questions judge any acceleration method:\n"
     "1. **Where do the drafts come from?** Extra heads (Medusa), a feature-level head (EAGLE), "
@@ -43,7 +46,8 @@ if lm is not None and s is not None:
                 ids = prepare(lm, s.prompt)
                 with lm.lock:
                     st.session_state["home.trace"] = autoregressive.generate(
-                        lm, ids, s.sampling, prompt=s.prompt, on_step=stream)
+                        lm, ids, s.sampling, prompt=s.prompt, on_step=stream
+                    )
             except PromptError as exc:
                 st.warning(str(exc))
             out.empty()
@@ -63,8 +67,12 @@ if lm is not None and s is not None:
             curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
         here = provenance(lm.describe())
         if curve.contended:
-            st.warning(f"This curve was measured while the machine was busy ({curve.contended}); it may "
-                       "overstate the cost. Press **Re-measure** when the machine is quiet.")
+            st.warning(
+                f"This curve was measured while the machine was busy ({curve.contended}); it may "
+                "overstate the cost. Press **Re-measure** when the machine is quiet."
+            )
         show_figure(latency_figure(curve, here=here), "latency_curve")
-        st.caption(f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. On a "
-                   "memory-bound device the curve is nearly flat: that flatness is the budget every method spends.")
+        st.caption(
+            f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. On a "
+            "memory-bound device the curve is nearly flat: that flatness is the budget every method spends."
+        )

@@ -28,15 +28,17 @@ def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
 SWEEP = Path(__file__).resolve().parents[1] / "models" / "lookahead_sweep.json"
 DEF = lookahead.Config()
 
-page_header("Lookahead & Jacobi decoding", "Where do drafts come from without a draft model? From the model's "
-            "own Jacobi iterations: guess ahead, refine in parallel, keep the n-grams the trajectory leaves.")
+page_header(
+    "Lookahead & Jacobi decoding",
+    "Where do drafts come from without a draft model? From the model's "
+    "own Jacobi iterations: guess ahead, refine in parallel, keep the n-grams the trajectory leaves.",
+)
 
 c1, c2, c3, c4 = st.columns(4)
 w = c1.slider("W: window columns", 1, 12, DEF.window, key="lookahead.window")
 n = c2.slider("N: n-gram length", 2, 6, DEF.ngram, key="lookahead.ngram")
 g = c3.slider("G: n-grams verified", 0, 8, DEF.guesses, key="lookahead.guesses")
-init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init),
-                    key="lookahead.init")
+init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init), key="lookahead.init")
 seed = st.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
 repeats = repeats_control("lookahead")
 cfg = lookahead.Config(window=w, ngram=n, guesses=g, init=init, seed_prompt=seed)
@@ -49,9 +51,12 @@ if "ar" in runs and "lookahead" in runs:
     paired = measure.paired(runs["ar"][: len(runs["lookahead"])], runs["lookahead"])
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("A (tokens per forward)", f"{la.mean_accepted:.2f}")
-    m2.metric("Speedup vs ar", speedup_label(runs, "lookahead"),
-              help="Generation time of plain decoding over lookahead's (prefill + steps), runs interleaved "
-                   "after a warm-up: the median ratio and its range.")
+    m2.metric(
+        "Speedup vs ar",
+        speedup_label(runs, "lookahead"),
+        help="Generation time of plain decoding over lookahead's (prefill + steps), runs interleaved "
+        "after a warm-up: the median ratio and its range.",
+    )
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
@@ -59,19 +64,19 @@ if "ar" in runs and "lookahead" in runs:
     if work:
         d = la.steps[work[k]].detail
         show_figure(steps_figure(la, ar, upto=work[k]), "lookahead_steps")
-        show_figure(window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"),
-                    "lookahead_window")
+        show_figure(
+            window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"), "lookahead_window"
+        )
         left, right = st.columns(2)
         with left:
-            show_figure(verify_figure(d, title=f"Verification branch: root {la.steps[work[k]].texts[0]!r}"),
-                        "lookahead_verify")
+            show_figure(
+                verify_figure(d, title=f"Verification branch: root {la.steps[work[k]].texts[0]!r}"), "lookahead_verify"
+            )
         with right:
-            show_figure(mask_figure(d.layout, title="One forward, two branches: the attention mask"),
-                        "lookahead_mask")
+            show_figure(mask_figure(d.layout, title="One forward, two branches: the attention mask"), "lookahead_mask")
         pool = final_pool(la)
         if pool:
-            show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"),
-                        "lookahead_pool")
+            show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"), "lookahead_pool")
     download_traces([ar, la], "lookahead_runs")
 
 st.subheader("Plain Jacobi iteration")
@@ -82,12 +87,18 @@ jac = run_method("jacobi", jacobi.Config(guesses=jn, init=jinit), s)
 if jac is not None:
     rows = [x.index for x in jac.steps if x.detail is not None]
     upto = step_slider("Pass", len(rows), "lookahead.jacobi_pass", default=8)
-    show_figure(jacobi_grid_figure(jac, upto=rows[upto] if rows else None,
-                                   title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass"),
-                "jacobi_grid")
+    show_figure(
+        jacobi_grid_figure(
+            jac,
+            upto=rows[upto] if rows else None,
+            title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass",
+        ),
+        "jacobi_grid",
+    )
 
 if SWEEP.is_file():
     sweep = json.loads(SWEEP.read_text())
-    show_figure(sweep_figure(sweep, title=f"Where a wider window stops paying ({measured_where(sweep)})"),
-                "lookahead_sweep")
+    show_figure(
+        sweep_figure(sweep, title=f"Where a wider window stops paying ({measured_where(sweep)})"), "lookahead_sweep"
+    )
     st.caption(sweep.get("note", ""))

@@ -22,9 +22,11 @@ from specviz.viz.tree import (
 from ui.common import page_header, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
 
-page_header("Medusa: a tree of guesses, checked in one pass",
-            "Where do drafts come from (heads on the last hidden state), how are they organised (a sparse "
-            "tree), is acceptance lossless (greedy: yes; typical: no), and what does a step cost here?")
+page_header(
+    "Medusa: a tree of guesses, checked in one pass",
+    "Where do drafts come from (heads on the last hidden state), how are they organised (a sparse "
+    "tree), is acceptance lossless (greedy: yes; typical: no), and what does a step cost here?",
+)
 
 try:
     trained = read_config(models_dir())
@@ -37,11 +39,23 @@ s = settings()
 c1, c2, c3 = st.columns(3)
 budget = c1.slider("Tree budget B (drafted nodes)", 0, 64, Config.budget, key="medusa.budget")
 heads = c1.slider("Heads", 1, trained.num_heads, min(Config.heads, trained.num_heads), key="medusa.heads")
-acceptance = c2.radio("Acceptance", ["exact", "typical"], key="medusa.acceptance", horizontal=True,
-                      help="exact: lossless (argmax match at T = 0, tree rejection sampling at T > 0); "
-                           "typical: p(x) > min(ε, δ·e^(−H)), lossy by design")
-temperature = c2.slider("Temperature", 0.0, 1.5, min(1.5, s.sampling.temperature) if s else 0.0, 0.05,
-                        key="medusa.temperature", help="0 = greedy; typical acceptance needs T > 0 to differ")
+acceptance = c2.radio(
+    "Acceptance",
+    ["exact", "typical"],
+    key="medusa.acceptance",
+    horizontal=True,
+    help="exact: lossless (argmax match at T = 0, tree rejection sampling at T > 0); "
+    "typical: p(x) > min(ε, δ·e^(−H)), lossy by design",
+)
+temperature = c2.slider(
+    "Temperature",
+    0.0,
+    1.5,
+    min(1.5, s.sampling.temperature) if s else 0.0,
+    0.05,
+    key="medusa.temperature",
+    help="0 = greedy; typical acceptance needs T > 0 to differ",
+)
 eps = c3.slider("ε (typical)", 0.01, 0.5, Config.eps, 0.01, key="medusa.eps")
 delta = c3.slider("δ (typical)", 0.05, 1.0, Config.delta, 0.05, key="medusa.delta")
 repeats = repeats_control("medusa", c3)
@@ -54,15 +68,24 @@ if "medusa" not in runs:
     st.stop()
 ar, trace = median_pair(runs, "medusa") if "ar" in runs else (None, runs["medusa"][0])
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("A (tokens per forward pass)", f"{trace.mean_accepted:.2f}",
-          help="New tokens ÷ target forward passes; the target's own (bonus) token counts.")
+m1.metric(
+    "A (tokens per forward pass)",
+    f"{trace.mean_accepted:.2f}",
+    help="New tokens ÷ target forward passes; the target's own (bonus) token counts.",
+)
 m2.metric("Predicted A", f"{1 + sparse_tree(acc[:heads], budget)[1]:.2f}", help="1 + Σ path weights (calibration)")
 if ar is not None:
-    m3.metric("Speedup vs plain decoding", speedup_label(runs, "medusa"),
-              help="Generation time of plain decoding over Medusa's (prefill + steps), runs interleaved after a "
-                   "warm-up: the median ratio and its range.")
-    m4.metric("Same tokens as plain decoding", same_tokens(ar, trace),
-              help="Greedy acceptance at T = 0 must give identical tokens; at T > 0 identity says nothing.")
+    m3.metric(
+        "Speedup vs plain decoding",
+        speedup_label(runs, "medusa"),
+        help="Generation time of plain decoding over Medusa's (prefill + steps), runs interleaved after a "
+        "warm-up: the median ratio and its range.",
+    )
+    m4.metric(
+        "Same tokens as plain decoding",
+        same_tokens(ar, trace),
+        help="Greedy acceptance at T = 0 must give identical tokens; at T > 0 identity says nothing.",
+    )
 
 steps = [st_ for st_ in trace.steps if st_.detail is not None]
 if steps:
@@ -70,9 +93,11 @@ if steps:
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail
-    st.caption(f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
-               f"{d.predicted:.2f}, measured {d.measured} · draft {1000 * step.draft_s:.1f} ms, "
-               f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens")
+    st.caption(
+        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
+        f"{d.predicted:.2f}, measured {d.measured} · draft {1000 * step.draft_s:.1f} ms, "
+        f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens"
+    )
     left, right = st.columns([3, 2])
     with left:
         show_figure(tree_figure(parents, labels, status, hover, "Candidate tree (hover a node)"), "medusa_tree")
@@ -80,9 +105,16 @@ if steps:
         show_figure(mask_figure(parents, labels, d.path, "Tree-attention mask"), "medusa_mask")
     show_figure(token_strip(trace, upto=step.index), "medusa_tokens")
     with st.expander("Every node of this step"):
-        st.dataframe([{"node": j, **{k: n[k] for k in ("text", "head", "rank", "head_prob", "target_prob",
-                                                        "status", "reason")}}
-                      for j, n in enumerate(d.nodes)], hide_index=True)
+        st.dataframe(
+            [
+                {
+                    "node": j,
+                    **{k: n[k] for k in ("text", "head", "rank", "head_prob", "target_prob", "status", "reason")},
+                }
+                for j, n in enumerate(d.nodes)
+            ],
+            hide_index=True,
+        )
 show_figure(steps_figure(trace, ar), "medusa_steps")
 
 sweep_path = models_dir() / "sweep.json"
@@ -94,15 +126,23 @@ if sweep_path.is_file():
     with b1:
         show_figure(budget_figure(sw["budgets"], sw["predicted"], sw["measured"], budget), "medusa_budget")
     with b2:
-        show_figure(cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
-                    "medusa_cost")
+        show_figure(
+            cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]), "medusa_cost"
+        )
     st.caption(sw.get("note", ""))
 costs = sw.get("head_ms", {}) if sweep_path.is_file() else {}
 where = measured_where(sw) if costs else ""
-measured = (f" {where[:1].upper()}{where[1:]}: {costs['draft_vocab']:.1f} ms per drafting call with the slice "
-            f"against {costs['full_vocab']:.1f} ms with the full LM head.") if costs else ""
+measured = (
+    (
+        f" {where[:1].upper()}{where[1:]}: {costs['draft_vocab']:.1f} ms per drafting call with the slice "
+        f"against {costs['full_vocab']:.1f} ms with the full LM head."
+    )
+    if costs
+    else ""
+)
 st.info(
     "**Why the heads project onto a slice of the LM head.** Each head ends in the model's own frozen LM "
     f"head (49,152 × 576, a fifth of the model's weights). The {trained.num_heads} heads share it in ONE "
     f"batched product over only the {trained.draft_vocab:,} most frequent continuation tokens, so drafting "
-    f"stays small next to a forward pass.{measured}")
+    f"stays small next to a forward pass.{measured}"
+)

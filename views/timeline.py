@@ -9,15 +9,21 @@ from specviz.viz.timeline import timeline_animation, timeline_figure, tokens_ove
 from ui.common import download_traces, page_header, replayed, replaying, run_method, settings, show_figure
 from ui.live import same_tokens
 
-page_header("Serial versus parallel", "Each bar is one forward pass of the target model, as long as it really "
-            "took; orange is drafting. Plain decoding commits one token per bar; the others commit several.")
+page_header(
+    "Serial versus parallel",
+    "Each bar is one forward pass of the target model, as long as it really "
+    "took; orange is drafting. Plain decoding commits one token per bar; the others commit several.",
+)
 
 names = [n for n in methods.available() if n != "ar"]
 if replaying():
     names = [n for n in names if replayed(n) is not None]
-chosen = st.multiselect("Methods (plain decoding is always the first lane)", names,
-                        default=[n for n in ("medusa", "eagle", "lookahead", "pld") if n in names] or names[:2],
-                        key="timeline.methods")
+chosen = st.multiselect(
+    "Methods (plain decoding is always the first lane)",
+    names,
+    default=[n for n in ("medusa", "eagle", "lookahead", "pld") if n in names] or names[:2],
+    key="timeline.methods",
+)
 s = settings()
 traces = [t for t in (run_method(n, None, s) for n in ["ar", *chosen]) if t is not None]
 if traces:
@@ -26,8 +32,19 @@ if traces:
     upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
     show_figure(timeline_figure(traces, upto_s=upto / 1000, title=f"All lanes at t = {upto} ms"), "timeline_at")
     show_figure(tokens_over_time_figure(traces), "tokens_over_time")
-    st.dataframe([{"method": t.method, "tokens": t.new_tokens, "forward passes": len(t.steps),
-                   "A": round(t.mean_accepted, 2), "generation ms": round(1000 * measure.generation_s(t)),
-                   "same tokens as ar": same_tokens(traces[0], t)} for t in traces], hide_index=True)
+    st.dataframe(
+        [
+            {
+                "method": t.method,
+                "tokens": t.new_tokens,
+                "forward passes": len(t.steps),
+                "A": round(t.mean_accepted, 2),
+                "generation ms": round(1000 * measure.generation_s(t)),
+                "same tokens as ar": same_tokens(traces[0], t),
+            }
+            for t in traces
+        ],
+        hide_index=True,
+    )
     st.caption("One run of each method: for speedups with their spread over interleaved repeats, see Compare.")
     download_traces(traces, "timeline_runs")

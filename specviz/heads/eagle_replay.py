@@ -48,7 +48,7 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
             grow(dr, tree, cfg, cfg.tree, static_paths(head, cfg) if cfg.tree == "static" else [], base=n)
             took = time.perf_counter() - t
             dr.rollback(pairs)
-            path = matched_path(tree, ids[n + 1: n + 1 + cfg.depth])
+            path = matched_path(tree, ids[n + 1 : n + 1 + cfg.depth])
             key = f"{cfg.tree}/{cfg.depth}/{cfg.top_k}/{cfg.total_tokens}"
             res.setdefault(key, []).append(len(path))
             res.setdefault(key + ":s", []).append(took)
@@ -61,13 +61,21 @@ def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every
     for s in seqs:
         for k, v in replay_sequence(head, lm, s, cfgs, every).items():
             acc.setdefault(k, []).extend(v)
-    return {k: {"A": round(sum(v) / len(v), 4), "draft_ms": round(1000 * statistics.median(acc[k + ":s"]), 2),
-                "steps": len(v)} for k, v in acc.items() if not k.endswith(":s")}
+    return {
+        k: {
+            "A": round(sum(v) / len(v), 4),
+            "draft_ms": round(1000 * statistics.median(acc[k + ":s"]), 2),
+            "steps": len(v),
+        }
+        for k, v in acc.items()
+        if not k.endswith(":s")
+    }
 
 
 @torch.inference_mode()
-def replay_trees(lm: LoadedModel, trace: Trace, step_index: int, config: Config | None = None,
-                 head: EagleHead | None = None) -> dict[str, dict]:
+def replay_trees(
+    lm: LoadedModel, trace: Trace, step_index: int, config: Config | None = None, head: EagleHead | None = None
+) -> dict[str, dict]:
     """Re-grow one step's tree both ways (static and dynamic) from the same context, as plain data.
 
     The context is the prompt plus the tokens committed before the step; both trees are matched
@@ -77,7 +85,7 @@ def replay_trees(lm: LoadedModel, trace: Trace, step_index: int, config: Config 
     head = head or get_head(lm, cfg)
     done = sum(len(s.committed) for s in trace.steps[:step_index])
     ids = list(trace.prompt_ids) + list(trace.output_ids[:done])
-    root, cont = trace.output_ids[done], list(trace.output_ids[done + 1: done + 1 + cfg.depth])
+    root, cont = trace.output_ids[done], list(trace.output_ids[done + 1 : done + 1 + cfg.depth])
     _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
     out = {}
     for kind in TREES:
@@ -130,11 +138,18 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         n = int(key.split("/")[-1])
         row["verify_ms"], row["r"] = cost[n], round((cost[n] + row["draft_ms"]) / cost[1], 3)
         row["speedup"] = round(row["A"] / row["r"], 3)
-    out = {"rows": rows, "ar_ms": cost[1], "verify_ms": cost, "sequences": len(held),
-           "note": "A from offline greedy replay on held-out distilled sequences; r = (draft + verify) / one "
-                   "plain decoding forward, measured on this machine (medians, interleaved)."}
+    out = {
+        "rows": rows,
+        "ar_ms": cost[1],
+        "verify_ms": cost,
+        "sequences": len(held),
+        "note": "A from offline greedy replay on held-out distilled sequences; r = (draft + verify) / one "
+        "plain decoding forward, measured on this machine (medians, interleaved).",
+    }
     (args.head / "sweep.json").write_text(json.dumps(out, indent=1))
     for key, row in sorted(rows.items(), key=lambda kv: -kv[1]["speedup"])[:12]:
-        print(f"{key:22s} A={row['A']:.2f} draft={row['draft_ms']:.1f}ms verify={row['verify_ms']:.0f}ms "
-              f"r={row['r']:.2f} → {row['speedup']:.2f}×")
+        print(
+            f"{key:22s} A={row['A']:.2f} draft={row['draft_ms']:.1f}ms verify={row['verify_ms']:.0f}ms "
+            f"r={row['r']:.2f} → {row['speedup']:.2f}×"
+        )
     return 0

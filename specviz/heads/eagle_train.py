@@ -84,8 +84,8 @@ def collate(seqs: list[Sequence], idx: list[int], max_len: int) -> dict[str, tor
     for r, i in enumerate(idx):
         s = seqs[i]
         n = min(len(s.ids), max_len) - 1
-        feats[r, :n], target[r, :n] = s.hidden[:n].float(), s.hidden[1:n + 1].float()
-        tokens[r, :n], mask[r, :n] = s.ids[1:n + 1], s.mask[1:n + 1]
+        feats[r, :n], target[r, :n] = s.hidden[:n].float(), s.hidden[1 : n + 1].float()
+        tokens[r, :n], mask[r, :n] = s.ids[1 : n + 1], s.mask[1 : n + 1]
     return {"feats": feats, "tokens": tokens, "target": target, "mask": mask}
 
 
@@ -122,8 +122,9 @@ def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: in
     return outs
 
 
-def loss_fn(head: EagleHead, lm, b: dict[str, torch.Tensor], cfg: TrainConfig, feat_std: float,
-            weight: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+def loss_fn(
+    head: EagleHead, lm, b: dict[str, torch.Tensor], cfg: TrainConfig, feat_std: float, weight: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
     """EAGLE's loss on the true pairs; with cfg.unroll > 1 (as in HASS and EAGLE-3), plus unroll_weight ×
     the same loss on each deeper depth's drafts from the head's own features (see `unrolled`)."""
     feats = b["feats"]
@@ -171,8 +172,9 @@ def save_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, meta: d
     (folder / "ckpt.json").write_text(json.dumps(meta, indent=1))
 
 
-def load_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, cfg: TrainConfig,
-              sequences: int) -> dict | None:
+def load_ckpt(
+    folder: Path, head: EagleHead, opt: torch.optim.Optimizer, cfg: TrainConfig, sequences: int
+) -> dict | None:
     """Restore a checkpoint made with the same settings and data; None when there is none to resume."""
     from safetensors.torch import load_file
 
@@ -187,9 +189,11 @@ def load_ckpt(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, cfg: Tr
         for name, prm in head.named_parameters():
             prm.copy_(state[f"w.{name}"])
             if f"exp_avg.{name}" in state:
-                opt.state[prm] = {"step": torch.tensor(float(meta["step"])),
-                                  "exp_avg": state[f"exp_avg.{name}"],
-                                  "exp_avg_sq": state[f"exp_avg_sq.{name}"]}
+                opt.state[prm] = {
+                    "step": torch.tensor(float(meta["step"])),
+                    "exp_avg": state[f"exp_avg.{name}"],
+                    "exp_avg_sq": state[f"exp_avg_sq.{name}"],
+                }
     return meta
 
 
@@ -209,8 +213,9 @@ def depth_mask(T: int, d: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sequence_ranks(head: EagleHead, lm, s: Sequence, weight: torch.Tensor, tok2draft: torch.Tensor,
-                   depths: int) -> list[torch.Tensor]:
+def sequence_ranks(
+    head: EagleHead, lm, s: Sequence, weight: torch.Tensor, tok2draft: torch.Tensor, depths: int
+) -> list[torch.Tensor]:
     """Rank of the target's next token in the draft at each depth, drafting from the head's own features."""
     ids, T = s.ids, len(s.ids) - 1
     emb = lm.hf.get_input_embeddings()(ids[1:]).float()[None]
@@ -225,8 +230,9 @@ def sequence_ranks(head: EagleHead, lm, s: Sequence, weight: torch.Tensor, tok2d
     return out
 
 
-def rank_accuracy(head: EagleHead, lm, seqs: list[Sequence], weight: torch.Tensor, depths: int = 4,
-                  ranks: int = 8) -> list[list[float]]:
+def rank_accuracy(
+    head: EagleHead, lm, seqs: list[Sequence], weight: torch.Tensor, depths: int = 4, ranks: int = 8
+) -> list[list[float]]:
     """acc[d][i] = P(the target's token is rank i of the depth-(d+1) draft), over the given sequences."""
     tok2draft = torch.full((lm.hf.config.vocab_size,), -1, dtype=torch.long)
     tok2draft[head.draft_ids] = torch.arange(head.draft_ids.numel())
@@ -243,8 +249,9 @@ def rank_accuracy(head: EagleHead, lm, seqs: list[Sequence], weight: torch.Tenso
     return acc
 
 
-def fit(lm, train: list[Sequence], cfg: TrainConfig, folder: Path, minutes: float = 0.0,
-        progress=None) -> tuple[EagleHead, torch.Tensor, dict]:
+def fit(
+    lm, train: list[Sequence], cfg: TrainConfig, folder: Path, minutes: float = 0.0, progress=None
+) -> tuple[EagleHead, torch.Tensor, dict]:
     """Train (or resume) a head; stop early at the time budget with a checkpoint. Returns (head, W, stats)."""
     draft_ids, coverage = draft_vocab(train, cfg.draft_vocab, lm.hf.config.vocab_size)
     head = new_head(lm.hf.config, lm.name, draft_ids, cfg.seed).train()
@@ -276,22 +283,41 @@ def fit(lm, train: list[Sequence], cfg: TrainConfig, folder: Path, minutes: floa
             last_save = time.perf_counter()
         if out_of_time:
             break
-    stats = {"steps": meta["step"], "planned_steps": len(plan), "train_seconds": round(meta["seconds"]),
-             "positions": int(sum(int(s.mask.sum()) for s in train)), "sequences": len(train),
-             "draft_vocab_coverage": round(coverage, 4), "feat_std": round(feat_std, 4), **cfg.__dict__}
+    stats = {
+        "steps": meta["step"],
+        "planned_steps": len(plan),
+        "train_seconds": round(meta["seconds"]),
+        "positions": int(sum(int(s.mask.sum()) for s in train)),
+        "sequences": len(train),
+        "draft_vocab_coverage": round(coverage, 4),
+        "feat_std": round(feat_std, 4),
+        **cfg.__dict__,
+    }
     return head, weight, stats
 
 
-def finish(lm, head: EagleHead, weight: torch.Tensor, stats: dict, train: list[Sequence],
-           held: list[Sequence], out_dir: Path, n_eval: int = 64) -> dict:
+def finish(
+    lm,
+    head: EagleHead,
+    weight: torch.Tensor,
+    stats: dict,
+    train: list[Sequence],
+    held: list[Sequence],
+    out_dir: Path,
+    n_eval: int = 64,
+) -> dict:
     """Measure held-out and training rank accuracies, store the calibration, save the head."""
     from dataclasses import replace
 
     held_acc = rank_accuracy(head, lm, held[:n_eval], weight, depths=6)
     train_acc = rank_accuracy(head, lm, train[:n_eval], weight, depths=2)
-    stats = {**stats, "heldout_top1_by_depth": [a[0] for a in held_acc],
-             "heldout_depth1_top3": held_acc[0][:3], "train_depth1_top3": train_acc[0][:3],
-             "heldout_sequences": min(n_eval, len(held))}
+    stats = {
+        **stats,
+        "heldout_top1_by_depth": [a[0] for a in held_acc],
+        "heldout_depth1_top3": held_acc[0][:3],
+        "train_depth1_top3": train_acc[0][:3],
+        "heldout_sequences": min(n_eval, len(held)),
+    }
     head.config = replace(head.config, calibration=held_acc, train=stats)
     save_head(head, out_dir)
     return stats
@@ -314,13 +340,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--batch-tokens", type=int, default=TrainConfig.batch_tokens)
     ap.add_argument("--draft-vocab", type=int, default=TrainConfig.draft_vocab)
-    ap.add_argument("--ce-weight", type=float, default=TrainConfig.ce_weight,
-                    help="weight of the token cross-entropy against the feature loss (EAGLE: 0.1)")
+    ap.add_argument(
+        "--ce-weight",
+        type=float,
+        default=TrainConfig.ce_weight,
+        help="weight of the token cross-entropy against the feature loss (EAGLE: 0.1)",
+    )
     ap.add_argument("--minutes", type=float, default=0.0, help="stop (resumably) after this long")
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
-    ap.add_argument("--unroll", type=int, default=TrainConfig.unroll,
-                    help="also train on drafts from the head's own features, to this depth (1 = EAGLE)")
+    ap.add_argument(
+        "--unroll",
+        type=int,
+        default=TrainConfig.unroll,
+        help="also train on drafts from the head's own features, to this depth (1 = EAGLE)",
+    )
     ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
     args = ap.parse_args(argv)
     if args.ce_weight < 0 or args.epochs <= 0:
@@ -329,12 +363,22 @@ def main(argv: list[str] | None = None) -> int:
     lm = load_model("default", device="cpu", dtype="fp32")
     if args.prompts:
         bar = tqdm(desc="distil", unit="shard")
-        distill.build_dataset(lm, args.prompts, out_dir=args.data_dir,
-                              progress=lambda d, n, _m: (setattr(bar, "total", n), bar.update(d - bar.n)))
+        distill.build_dataset(
+            lm,
+            args.prompts,
+            out_dir=args.data_dir,
+            progress=lambda d, n, _m: (setattr(bar, "total", n), bar.update(d - bar.n)),
+        )
         bar.close()
     train, held = distill.load_dataset(args.data_dir, "train"), distill.load_dataset(args.data_dir, "heldout")
-    cfg = TrainConfig(epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
-                      draft_vocab=args.draft_vocab, unroll=args.unroll, ce_weight=args.ce_weight)
+    cfg = TrainConfig(
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        draft_vocab=args.draft_vocab,
+        unroll=args.unroll,
+        ce_weight=args.ce_weight,
+    )
     folder = args.checkpoint or ckpt_dir()
     if args.fresh:
         (folder / "ckpt.json").unlink(missing_ok=True)

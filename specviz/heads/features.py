@@ -72,7 +72,7 @@ def template_ids(tokenizer, msgs: list[dict], max_tokens: int) -> tuple[list[int
         full = _templated(tokenizer, msgs[:n])
         if full[: len(ids)] != ids:  # the template is not prefix-stable here: stop at what we have
             break
-        new = full[len(ids):]
+        new = full[len(ids) :]
         if msgs[n - 1]["role"] == "assistant":
             # the turn's header ("<|im_start|>assistant\n") is template, not the assistant's writing
             head = len(_templated(tokenizer, msgs[: n - 1], add_generation_prompt=True)) - len(ids)
@@ -88,7 +88,7 @@ def template_ids(tokenizer, msgs: list[dict], max_tokens: int) -> tuple[list[int
 def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[list[int], list[bool]]]:
     """Consecutive windows of at most max_len tokens that hold enough assistant tokens."""
     for start in range(0, len(ids), max_len):
-        w, m = ids[start:start + max_len], mask[start:start + max_len]
+        w, m = ids[start : start + max_len], mask[start : start + max_len]
         if sum(m) >= MIN_ASSISTANT and len(w) > 1:
             yield w, m
 
@@ -122,21 +122,36 @@ def teacher_pass(lm, seqs: list[list[int]], rows: int, width: int) -> list[tuple
     hidden = lm.hf.model(input_ids=ids.to(lm.device), use_cache=False).last_hidden_state  # [B, T, H]
     flat = hidden.reshape(-1, hidden.shape[-1])
     # the LM head in chunks: [B·T, V] logits at once would be 0.4 GB of bf16 and run at half the speed
-    label = torch.cat([lm.hf.lm_head(flat[a:a + 512]).argmax(-1) for a in range(0, len(flat), 512)])
+    label = torch.cat([lm.hf.lm_head(flat[a : a + 512]).argmax(-1) for a in range(0, len(flat), 512)])
     label = label.view(hidden.shape[:2]).to(torch.int32)  # [B, T]
     return [(hidden[r, : len(s)].to("cpu", HIDDEN_DTYPE), label[r, : len(s)].cpu()) for r, s in enumerate(seqs)]
 
 
 def _manifest(lm, split: str, max_len: int, per_conversation: int, batch_tokens: int) -> dict:
-    return {"model": lm.name, "split": split, "dtype": str(lm.dtype).removeprefix("torch."),
-            "max_len": max_len, "per_conversation": per_conversation, "batch_tokens": batch_tokens,
-            "heldout_every": HELDOUT_EVERY, "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
-            "hidden_size": int(lm.hf.config.hidden_size)}
+    return {
+        "model": lm.name,
+        "split": split,
+        "dtype": str(lm.dtype).removeprefix("torch."),
+        "max_len": max_len,
+        "per_conversation": per_conversation,
+        "batch_tokens": batch_tokens,
+        "heldout_every": HELDOUT_EVERY,
+        "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
+        "hidden_size": int(lm.hf.config.hidden_size),
+    }
 
 
-def build(lm, out_dir: Path, split: str = "train", max_positions: int = 3_000_000, max_len: int = 512,
-          per_conversation: int = 4, batch_tokens: int = 4096, shard_windows: int = 64,
-          progress: Progress | None = None) -> dict:
+def build(
+    lm,
+    out_dir: Path,
+    split: str = "train",
+    max_positions: int = 3_000_000,
+    max_len: int = 512,
+    per_conversation: int = 4,
+    batch_tokens: int = 4096,
+    shard_windows: int = 64,
+    progress: Progress | None = None,
+) -> dict:
     """Write shards of fixed-dataset features until max_positions assistant positions; resumable.
 
     A shard holds `shard_windows` windows; on restart the shards already on disk are counted and their
@@ -171,8 +186,12 @@ def build(lm, out_dir: Path, split: str = "train", max_positions: int = 3_000_00
         tmp.rename(out_dir / f"shard_{shard:05d}.safetensors")
         shard += 1
         positions += sum(int(s.mask.sum()) for s in seqs)
-        record.update(shards=shard, positions=positions, tokens=record["tokens"] + sum(len(s.ids) for s in seqs),
-                      seconds=round(time.perf_counter() - t0, 1))
+        record.update(
+            shards=shard,
+            positions=positions,
+            tokens=record["tokens"] + sum(len(s.ids) for s in seqs),
+            seconds=round(time.perf_counter() - t0, 1),
+        )
         record["tokens_per_s"] = round(record["tokens"] / max(1e-9, record["seconds"]), 1)
         mpath.write_text(json.dumps(record, indent=1))
         if progress is not None:
@@ -192,9 +211,8 @@ class LabelledSequence(Sequence):
 def _featurize(lm, pending: list[tuple[list[int], list[bool]]], rows: int, width: int) -> list[LabelledSequence]:
     out: list[LabelledSequence] = []
     for at in range(0, len(pending), rows):
-        part = pending[at:at + rows]
-        for (ids, mask), (hidden, label) in zip(part, teacher_pass(lm, [p[0] for p in part], rows, width),
-                                                strict=True):
+        part = pending[at : at + rows]
+        for (ids, mask), (hidden, label) in zip(part, teacher_pass(lm, [p[0] for p in part], rows, width), strict=True):
             out.append(LabelledSequence(torch.tensor(ids), hidden, torch.tensor(mask), label))
     return out
 
@@ -204,8 +222,10 @@ def read_shard(path: Path) -> list[LabelledSequence]:
     from safetensors.torch import load_file
 
     t = load_file(str(path))
-    return [LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
-            for a, b in itertools.pairwise(t["offsets"].tolist())]
+    return [
+        LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
+        for a, b in itertools.pairwise(t["offsets"].tolist())
+    ]
 
 
 def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:

@@ -22,6 +22,7 @@ import torch
 from specviz.heads import eagle_train
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head, new_head, save_head
 from specviz.heads.features import default_dir, read_shard
+from specviz.paths import MEDUSA_DIR
 
 
 def shard_stream(folder: Path, start: int, wait_s: float, done_when: int) -> Iterator[tuple[int, list]]:
@@ -57,8 +58,16 @@ def start_head(lm, init: Path | None, seed: int) -> EagleHead:
     return new_head(lm.hf.config, lm.name, base.draft_ids, seed).train()
 
 
-def _eagle_shard(head: EagleHead, opt, seqs: list, meta: dict, cfg: eagle_train.TrainConfig,
-                 loss_of: Callable, lr_of: Callable[[int], float], seed: int) -> None:
+def _eagle_shard(
+    head: EagleHead,
+    opt,
+    seqs: list,
+    meta: dict,
+    cfg: eagle_train.TrainConfig,
+    loss_of: Callable,
+    lr_of: Callable[[int], float],
+    seed: int,
+) -> None:
     """One shard's windows in length-grouped batches; updates meta (steps, positions seen, last losses)."""
     for idx in eagle_train.batches(seqs, cfg.batch_tokens, cfg.max_len, seed):
         for g in opt.param_groups:
@@ -75,33 +84,57 @@ def _eagle_shard(head: EagleHead, opt, seqs: list, meta: dict, cfg: eagle_train.
         meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
 
 
-def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainConfig, init: Path | None,
-          shards_total: int, wait_s: float = 240.0) -> tuple[EagleHead, dict]:
+def train(
+    lm,
+    folder: Path,
+    ckpt: Path,
+    positions: int,
+    cfg: eagle_train.TrainConfig,
+    init: Path | None,
+    shards_total: int,
+    wait_s: float = 240.0,
+) -> tuple[EagleHead, dict]:
     """Stream shards (cycling over them) until `positions` training positions were seen; resumable."""
     head = start_head(lm, init, cfg.seed)
     weight = lm.lm_head.weight.detach().float()[head.draft_ids]
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     meta = eagle_train.load_ckpt(ckpt, head, opt, cfg, positions) or {
-        "step": 0, "seconds": 0.0, "config": cfg.__dict__, "sequences": positions, "seen": 0, "shard": 0,
-        "epoch": 0, "init": str(init or ""), "loss": {}}
+        "step": 0,
+        "seconds": 0.0,
+        "config": cfg.__dict__,
+        "sequences": positions,
+        "seen": 0,
+        "shard": 0,
+        "epoch": 0,
+        "init": str(init or ""),
+        "loss": {},
+    }
     feat_std = 0.0
     t0, last_save, sec0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
     while meta["seen"] < positions:
         for index, seqs in shard_stream(folder, meta["shard"], wait_s, shards_total):
             feat_std = feat_std or float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
             std = feat_std
-            _eagle_shard(head, opt, seqs, meta, cfg,
-                         lambda b, std=std: eagle_train.loss_fn(head, lm, b, cfg, std, weight),
-                         lambda seen: lr_at(seen, positions, cfg.lr, cfg.warmup * cfg.batch_tokens),
-                         cfg.seed + index + 1000 * meta["epoch"])
+            _eagle_shard(
+                head,
+                opt,
+                seqs,
+                meta,
+                cfg,
+                lambda b, std=std: eagle_train.loss_fn(head, lm, b, cfg, std, weight),
+                lambda seen: lr_at(seen, positions, cfg.lr, cfg.warmup * cfg.batch_tokens),
+                cfg.seed + index + 1000 * meta["epoch"],
+            )
             meta["shard"] = index + 1
             meta["seconds"] = round(sec0 + time.perf_counter() - t0, 1)
             meta["rate"] = round(meta["seen"] / max(1.0, meta["seconds"]), 1)
             if time.perf_counter() - last_save > 180:
                 eagle_train.save_ckpt(ckpt, head, opt, meta)
                 last_save = time.perf_counter()
-            print(json.dumps({k: meta[k] for k in ("step", "seen", "shard", "epoch", "seconds", "rate", "loss")}),
-                  flush=True)
+            print(
+                json.dumps({k: meta[k] for k in ("step", "seen", "shard", "epoch", "seconds", "rate", "loss")}),
+                flush=True,
+            )
             if meta["seen"] >= positions:
                 break
         else:  # the stream ran dry: start the next pass over the shards
@@ -109,16 +142,23 @@ def train(lm, folder: Path, ckpt: Path, positions: int, cfg: eagle_train.TrainCo
                 raise RuntimeError(f"No feature shards in {folder}.")
             meta["shard"], meta["epoch"] = 0, meta["epoch"] + 1
     eagle_train.save_ckpt(ckpt, head, opt, meta)
-    return head, {"positions_seen": meta["seen"], "steps": meta["step"], "passes": meta["epoch"] + 1,
-                  "train_seconds": meta["seconds"], "feat_std": round(feat_std, 4), "init": meta["init"],
-                  **cfg.__dict__}
+    return head, {
+        "positions_seen": meta["seen"],
+        "steps": meta["step"],
+        "passes": meta["epoch"] + 1,
+        "train_seconds": meta["seconds"],
+        "feat_std": round(feat_std, 4),
+        "init": meta["init"],
+        **cfg.__dict__,
+    }
 
 
 MEDUSA_BATCH = 256  # positions per optimiser step, as the self-distilled recipe
 
 
-def _medusa_shard(heads, opt, seqs: list, to_draft: torch.Tensor, gen: torch.Generator, seen: int,
-                  positions: int, lr: float) -> tuple[int, dict]:
+def _medusa_shard(
+    heads, opt, seqs: list, to_draft: torch.Tensor, gen: torch.Generator, seen: int, positions: int, lr: float
+) -> tuple[int, dict]:
     """One shard's positions in random batches; returns (positions seen, last losses)."""
     from specviz.heads import medusa_train
 
@@ -126,7 +166,7 @@ def _medusa_shard(heads, opt, seqs: list, to_draft: torch.Tensor, gen: torch.Gen
     order = torch.randperm(len(hidden), generator=gen)
     logs: dict = {}
     for at in range(0, len(order) - MEDUSA_BATCH + 1, MEDUSA_BATCH):
-        idx = order[at:at + MEDUSA_BATCH]
+        idx = order[at : at + MEDUSA_BATCH]
         for g in opt.param_groups:
             g["lr"] = lr_at(seen, positions, lr, 20 * MEDUSA_BATCH)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -162,8 +202,15 @@ def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: P
                 break
         else:
             shard, epoch = 0, epoch + 1
-    stats = {"positions_seen": seen, "passes": epoch + 1, "batch": MEDUSA_BATCH, "lr": lr,
-             "train_seconds": round(time.perf_counter() - t0, 1), "init": str(init), "labels": "target argmax"}
+    stats = {
+        "positions_seen": seen,
+        "passes": epoch + 1,
+        "batch": MEDUSA_BATCH,
+        "lr": lr,
+        "train_seconds": round(time.perf_counter() - t0, 1),
+        "init": str(init),
+        "labels": "target argmax",
+    }
     medusa.save_heads(heads.eval(), out, {"fixed_data": stats}, dtype=torch.bfloat16)
     return stats
 
@@ -190,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
     if args.head == "medusa":
         with torch.enable_grad():
-            stats = train_medusa(lm, args.features, args.out, args.positions, args.lr,
-                                 args.init or Path("models/medusa"), args.shards)
+            stats = train_medusa(
+                lm, args.features, args.out, args.positions, args.lr, args.init or MEDUSA_DIR, args.shards
+            )
         print(json.dumps(stats, indent=1))
         return 0
     cfg = eagle_train.TrainConfig(lr=args.lr, unroll=args.unroll, bf16=True, epochs=1.0)

@@ -47,7 +47,7 @@ def heldout_set(lm, n: int = 64, max_new_tokens: int = 128, batch: int = 16) -> 
     prompts = heldout_prompts(n)
     seqs: list[distill.Sequence] = []
     for at in range(0, len(prompts), batch):
-        seqs.extend(distill.distill_batch(lm, prompts[at:at + batch], max_new_tokens))
+        seqs.extend(distill.distill_batch(lm, prompts[at : at + batch], max_new_tokens))
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(distill.pack(seqs), str(path.with_suffix(".partial")), metadata={"format": "pt"})
     path.with_suffix(".partial").rename(path)

@@ -124,8 +124,7 @@ def new_heads(lm, cfg: HeadsConfig, vocab: torch.Tensor) -> MedusaHeads:
     return MedusaHeads(cfg, vocab, lm.lm_head.weight.float())
 
 
-def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None,
-               dtype: torch.dtype | None = None) -> Path:
+def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
     """Write weights (safetensors, cast to dtype if given) and config (JSON) into folder; atomic per file.
 
     Checkpoints keep fp32 so a resumed run is exact; the committed heads are stored in bf16 (half the
@@ -146,8 +145,9 @@ def read_config(folder: Path) -> HeadsConfig:
     """The HeadsConfig stored beside the weights."""
     path = folder / CONFIG_FILE
     if not path.is_file():
-        raise HeadsError(f"No Medusa heads in {folder} ({CONFIG_FILE} missing); "
-                         "train them with: python -m specviz train medusa")
+        raise HeadsError(
+            f"No Medusa heads in {folder} ({CONFIG_FILE} missing); train them with: python -m specviz train medusa"
+        )
     try:
         raw = json.loads(path.read_text())
         fields = HeadsConfig.__dataclass_fields__
@@ -166,8 +166,10 @@ def load_heads(lm, folder: Path | None = None, num_heads: int | None = None) -> 
     folder = Path(folder or models_dir())
     cfg = read_config(folder)
     if cfg.hidden_size != int(lm.hf.config.hidden_size):
-        raise HeadsError(f"The heads in {folder} expect hidden size {cfg.hidden_size}, "
-                         f"but the model has {lm.hf.config.hidden_size}; they belong to {cfg.model}.")
+        raise HeadsError(
+            f"The heads in {folder} expect hidden size {cfg.hidden_size}, "
+            f"but the model has {lm.hf.config.hidden_size}; they belong to {cfg.model}."
+        )
     try:
         state = load_file(str(folder / WEIGHTS_FILE))
     except Exception as exc:  # missing or corrupt file: one clear sentence
@@ -190,8 +192,7 @@ def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: i
     folder = Path(folder or models_dir()).expanduser().resolve()
     weights = folder / WEIGHTS_FILE
     stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
-    return lm.resources.get(("medusa.heads", str(folder), num_heads, stamp),
-                            lambda: load_heads(lm, folder, num_heads))
+    return lm.resources.get(("medusa.heads", str(folder), num_heads, stamp), lambda: load_heads(lm, folder, num_heads))
 
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:

@@ -92,8 +92,9 @@ def draft_map(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return m
 
 
-def head_loss(logits: torch.Tensor, targets: torch.Tensor, teacher: torch.Tensor | None = None,
-              soft: float = 0.0) -> tuple[torch.Tensor, list[float]]:
+def head_loss(
+    logits: torch.Tensor, targets: torch.Tensor, teacher: torch.Tensor | None = None, soft: float = 0.0
+) -> tuple[torch.Tensor, list[float]]:
     """Σ_k DECAY^(k-1) · CE_k over logits [B, K, Vd] and targets [B, K]; also each head's top-1 accuracy.
 
     With `teacher` (the model's own draft-vocabulary probabilities at each target, [B, K, Vd]) and
@@ -118,8 +119,7 @@ def head_loss(logits: torch.Tensor, targets: torch.Tensor, teacher: torch.Tensor
 
 
 @torch.no_grad()
-def teacher_probs(heads: MedusaHeads, hidden: torch.Tensor, targets: torch.Tensor,
-                  idx: torch.Tensor) -> torch.Tensor:
+def teacher_probs(heads: MedusaHeads, hidden: torch.Tensor, targets: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """The model's own distribution over the draft vocabulary for each head's target token, [B, K, Vd].
 
     Row r of `hidden` is h_t; head k's target is token t+1+k, which the model predicts from h_{t+k},
@@ -173,13 +173,17 @@ def resume(folder: Path, lm, heads: MedusaHeads, opt: torch.optim.Optimizer) -> 
     heads.blocks.load_state_dict(load_heads(lm, folder).blocks.state_dict())
     moments = load_file(str(folder / "optimizer.safetensors"))
     for name, p in heads.blocks.named_parameters():
-        opt.state[p] = {"step": torch.tensor(float(step)), "exp_avg": moments[f"{name}.exp_avg"],
-                        "exp_avg_sq": moments[f"{name}.exp_avg_sq"]}
+        opt.state[p] = {
+            "step": torch.tensor(float(step)),
+            "exp_avg": moments[f"{name}.exp_avg"],
+            "exp_avg_sq": moments[f"{name}.exp_avg_sq"],
+        }
     return step
 
 
-def train_heads(lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ckpt: Path,
-                tick: Tick | None = None) -> MedusaHeads:
+def train_heads(
+    lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ckpt: Path, tick: Tick | None = None
+) -> MedusaHeads:
     """Train Medusa-1 heads on frozen hidden states; resumable from `ckpt`."""
     conts = torch.cat([s.ids[s.mask] for s in train])
     vocab = frequent_tokens(conts, cfg.draft_vocab, sorted(lm.eos_ids))
@@ -199,7 +203,7 @@ def train_heads(lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ck
     while step < total:
         order = perms[(step * tc.batch) // len(hidden)]
         at = (step * tc.batch) % len(hidden)
-        idx = order[at:at + tc.batch]
+        idx = order[at : at + tc.batch]
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, tc.lr)
         teacher = teacher_probs(heads, hidden, targets, idx) if tc.soft > 0 else None
@@ -219,8 +223,9 @@ def train_heads(lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ck
 
 
 @torch.inference_mode()
-def rank_accuracy(heads: MedusaHeads, seqs: list[Sequence], ranks: int = 10,
-                  batch: int = 1024) -> tuple[list[list[float]], int]:
+def rank_accuracy(
+    heads: MedusaHeads, seqs: list[Sequence], ranks: int = 10, batch: int = 1024
+) -> tuple[list[list[float]], int]:
     """a_k^(i) = P(the model's true token t+1+k is rank i of head k) on seqs; also the positions used."""
     size = max(max(int(s.ids.max()) for s in seqs), int(heads.vocab.max())) + 1
     to_draft = draft_map(heads.vocab.cpu(), size)
@@ -229,9 +234,9 @@ def rank_accuracy(heads: MedusaHeads, seqs: list[Sequence], ranks: int = 10,
     hits = torch.zeros(k_heads, ranks)
     counted = torch.zeros(k_heads)
     for at in range(0, len(hidden), batch):
-        logits = heads(hidden[at:at + batch].float())  # [B, K, Vd]
+        logits = heads(hidden[at : at + batch].float())  # [B, K, Vd]
         top = logits.topk(ranks, dim=-1).indices  # [B, K, ranks]
-        y = targets[at:at + batch]  # [B, K]; OOV never matches a rank, so it counts as a miss
+        y = targets[at : at + batch]  # [B, K]; OOV never matches a rank, so it counts as a miss
         for k in range(k_heads):
             valid = y[:, k] != IGNORE
             match = (top[:, k] == y[:, k : k + 1]) & valid[:, None]
@@ -245,6 +250,10 @@ def write_calibration(folder: Path, acc: list[list[float]], n_positions: int, no
     """Store the a_k^(i) table as JSON beside the heads."""
     path = folder / CALIBRATION_FILE
     top1 = [row[0] for row in acc]
-    path.write_text(json.dumps({"accuracy": acc, "top1": top1, "positions": n_positions,
-                                "ranks": len(acc[0]) if acc else 0, "note": note}, indent=1))
+    path.write_text(
+        json.dumps(
+            {"accuracy": acc, "top1": top1, "positions": n_positions, "ranks": len(acc[0]) if acc else 0, "note": note},
+            indent=1,
+        )
+    )
     return path

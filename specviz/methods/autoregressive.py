@@ -26,7 +26,13 @@ def step(run: Run, root: int) -> Outcome:
     return Outcome(accepted=[], proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
     """Decode until EOS or max_new_tokens."""
     return Run(lm, prompt_ids, sampling, NAME, config or Config(), prompt, on_step).decode(step)

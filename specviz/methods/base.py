@@ -47,8 +47,16 @@ Step = Callable[["Run", int], Outcome]
 class Run:
     """One generation in progress: cache, generator, committed tokens and step records."""
 
-    def __init__(self, lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, method: str,
-                 config: Any = None, prompt: str = "", on_step: OnStep | None = None) -> None:
+    def __init__(
+        self,
+        lm: LoadedModel,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        method: str,
+        config: Any = None,
+        prompt: str = "",
+        on_step: OnStep | None = None,
+    ) -> None:
         if not prompt_ids:
             raise ValueError("The prompt is empty.")
         self.lm, self.sampling, self.method = lm, sampling, method
@@ -149,17 +157,26 @@ class Run:
             self.stopped = "length"
         return out
 
-    def _record(self, tokens: list[int], out: Outcome | None, wall_s: float, dist_logits: torch.Tensor,
-                root_from: str) -> None:
+    def _record(
+        self, tokens: list[int], out: Outcome | None, wall_s: float, dist_logits: torch.Tensor, root_from: str
+    ) -> None:
         """Commit tokens and record the step; everything here runs after the step's clock stopped."""
         tokens = self.clip(tokens)
         dist = target_probs(dist_logits, self.sampling)
         step = StepTrace(
-            index=len(self.steps), committed=tokens, texts=[self.lm.token_text(t) for t in tokens],
-            proposed=out.proposed if out else 0, forward_tokens=out.forward_tokens if out else 0,
-            draft_s=self.times["draft"], verify_s=self.times["verify"], commit_s=self.times["commit"],
-            wall_s=wall_s, prob=round(float(dist[tokens[0]]), 6), entropy=round(entropy(dist), 6),
-            root_from=root_from, top=top_alts(dist, self.lm.token_text),
+            index=len(self.steps),
+            committed=tokens,
+            texts=[self.lm.token_text(t) for t in tokens],
+            proposed=out.proposed if out else 0,
+            forward_tokens=out.forward_tokens if out else 0,
+            draft_s=self.times["draft"],
+            verify_s=self.times["verify"],
+            commit_s=self.times["commit"],
+            wall_s=wall_s,
+            prob=round(float(dist[tokens[0]]), 6),
+            entropy=round(entropy(dist), 6),
+            root_from=root_from,
+            top=top_alts(dist, self.lm.token_text),
             detail=out.detail() if out and out.detail else None,
         )
         self.output.extend(tokens)
@@ -171,8 +188,16 @@ class Run:
         """The finished run as plain data."""
         cfg = {"sampling": asdict(self.sampling), "method": self.config}
         return Trace(
-            method=self.method, model=self.lm.name, device=self.lm.describe(), prompt=self.prompt,
-            prompt_ids=self.prompt_ids, config=cfg, steps=self.steps, output_ids=self.output,
-            text=self.lm.decode(self.output), total_s=time.perf_counter() - self._t0,
-            prefill_s=self.prefill_s, stopped=self.stopped or "length",
+            method=self.method,
+            model=self.lm.name,
+            device=self.lm.describe(),
+            prompt=self.prompt,
+            prompt_ids=self.prompt_ids,
+            config=cfg,
+            steps=self.steps,
+            output_ids=self.output,
+            text=self.lm.decode(self.output),
+            total_s=time.perf_counter() - self._t0,
+            prefill_s=self.prefill_s,
+            stopped=self.stopped or "length",
         )

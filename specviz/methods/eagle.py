@@ -54,8 +54,6 @@ class Config:
             raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {self.head_dtype!r}.")
 
 
-
-
 def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
     """The head named by the config, loaded once per (model, folder, file time)."""
     if cfg.head == "random":
@@ -102,17 +100,30 @@ class State:
 
         def record() -> EagleStep:
             emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
-            return EagleStep(tree_detail(tree, run.lm.token_text, self.cfg.tree), nodes, spec.parents,
-                             [nodes[i] for i in path], feature_view(f_t, emb, tree.feats[0], hidden[0]),
-                             decisions, nxt)
+            return EagleStep(
+                tree_detail(tree, run.lm.token_text, self.cfg.tree),
+                nodes,
+                spec.parents,
+                [nodes[i] for i in path],
+                feature_view(f_t, emb, tree.feats[0], hidden[0]),
+                decisions,
+                nxt,
+            )
 
-        return Outcome(accepted=[tokens[i] for i in path[1:]], proposed=len(tree.tokens) - 1,
-                       forward_tokens=len(spec), logits=logits[path[-1]], hidden=hidden[path[-1]], next_root=nxt,
-                       detail=record)
+        return Outcome(
+            accepted=[tokens[i] for i in path[1:]],
+            proposed=len(tree.tokens) - 1,
+            forward_tokens=len(spec),
+            logits=logits[path[-1]],
+            hidden=hidden[path[-1]],
+            next_root=nxt,
+            detail=record,
+        )
 
 
-def accept(run: Run, tokens: list[int], spec: TreeSpec,
-           logits: torch.Tensor) -> tuple[list[int], int | None, list[dict] | None]:
+def accept(
+    run: Run, tokens: list[int], spec: TreeSpec, logits: torch.Tensor
+) -> tuple[list[int], int | None, list[dict] | None]:
     """Greedy matching at T = 0, tree speculative sampling at T > 0: (path, residual token, decisions)."""
     if run.sampling.greedy:
         return greedy_path(tokens, spec, logits), None, None
@@ -120,8 +131,15 @@ def accept(run: Run, tokens: list[int], spec: TreeSpec,
     return path, nxt, records
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None, head: EagleHead | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+    head: EagleHead | None = None,
+) -> Trace:
     """Decode with an EAGLE head until EOS or max_new_tokens; raise ConfigError when no head is found."""
     cfg = config or Config()
     try:

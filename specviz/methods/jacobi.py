@@ -35,8 +35,9 @@ class Config:
             raise ConfigError(f"jacobi init must be one of {', '.join(INIT_SOURCES)}, got {self.init!r}.")
 
 
-def jacobi_fixed_point(lm: LoadedModel, prompt_ids: list[int], n: int, init: str = "pad",
-                       seed: int = 0, max_iters: int | None = None) -> list[list[int]]:
+def jacobi_fixed_point(
+    lm: LoadedModel, prompt_ids: list[int], n: int, init: str = "pad", seed: int = 0, max_iters: int | None = None
+) -> list[list[int]]:
     """Pure greedy Jacobi on one block of n tokens after the prompt: every iteration's guess vector.
 
     y_1 = argmax p(. | prompt), y_j = argmax p(. | prompt, y_<j) of the previous vector; iterate until
@@ -80,14 +81,19 @@ class JacobiState:
         preds = torch.argmax(logits, dim=-1).tolist()
         status = _statuses(offset, row, m, self)
         self.prev = {offset + j: tok for j, tok in enumerate(row)}
-        fill = initial_guesses(self.cfg.init, m, run.prompt_ids, pad_id(run.lm), run.lm.hf.config.vocab_size,
-                               run.gen)
+        fill = initial_guesses(self.cfg.init, m, run.prompt_ids, pad_id(run.lm), run.lm.hf.config.vocab_size, run.gen)
         self.guesses = preds[m + 1 :] + fill  # refined guesses for the indices after the next root
         start = offset + m + 2
         self.fresh = set(range(start + len(guesses) - m, start + len(guesses)))
-        return Outcome(accepted=verdict.accepted, proposed=len(guesses), forward_tokens=len(row), logits=logits[m],
-                       hidden=hidden[m], next_root=verdict.forced,
-                       detail=lambda: JacobiStep(offset, row, [run.lm.token_text(x) for x in row], status, preds, m))
+        return Outcome(
+            accepted=verdict.accepted,
+            proposed=len(guesses),
+            forward_tokens=len(row),
+            logits=logits[m],
+            hidden=hidden[m],
+            next_root=verdict.forced,
+            detail=lambda: JacobiStep(offset, row, [run.lm.token_text(x) for x in row], status, preds, m),
+        )
 
 
 def _statuses(offset: int, row: list[int], accepted: int, state: JacobiState) -> list[str]:
@@ -104,16 +110,28 @@ def _statuses(offset: int, row: list[int], accepted: int, state: JacobiState) ->
     return out
 
 
-def start(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, cfg: Config, prompt: str = "",
-          on_step: OnStep | None = None) -> tuple[Run, JacobiState]:
+def start(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    cfg: Config,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> tuple[Run, JacobiState]:
     """A run and its first guesses (drawn before the prefill, from the run's generator)."""
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     first = initial_guesses(cfg.init, cfg.guesses, prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
     return run, JacobiState(cfg, first, fresh=set(range(1, cfg.guesses + 1)))
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
     """Decode until EOS or max_new_tokens, one Jacobi iteration per step."""
     run, state = start(lm, prompt_ids, sampling, config or Config(), prompt, on_step)
     return run.decode(state.step)

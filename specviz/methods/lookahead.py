@@ -40,8 +40,11 @@ class Config:
     window_vocab: int = 0  # > 0: the window's next level is argmax over the first K ids only (cheaper)
 
     def __post_init__(self) -> None:
-        for name, v, lo, hi in [("window", self.window, 1, 32), ("ngram", self.ngram, 2, 8),
-                                ("guesses", self.guesses, 0, 32)]:
+        for name, v, lo, hi in [
+            ("window", self.window, 1, 32),
+            ("ngram", self.ngram, 2, 8),
+            ("guesses", self.guesses, 0, 32),
+        ]:
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ConfigError(f"lookahead {name} must be an integer from {lo} to {hi}, got {v!r}.")
         if self.init not in INIT_SOURCES:
@@ -86,21 +89,43 @@ class LookaheadState:
         window = [list(lv) for lv in self.levels]
         grams, status = _advance_window(self, new, cfg.ngram - 1)
         return Outcome(
-            accepted=verdict.accepted, proposed=sum(map(len, cands)), forward_tokens=lay.size,
+            accepted=verdict.accepted,
+            proposed=sum(map(len, cands)),
+            forward_tokens=lay.size,
             logits=cand_rows[best, m - 1] if m else root_logits,
-            hidden=hidden[lay.cand_slot(best, m - 1) if m else 0], next_root=verdict.forced,
-            detail=lambda: self.record(window, new, grams, status, cands, verdict, lay))
+            hidden=hidden[lay.cand_slot(best, m - 1) if m else 0],
+            next_root=verdict.forced,
+            detail=lambda: self.record(window, new, grams, status, cands, verdict, lay),
+        )
 
-    def record(self, window: list[list[int]], new: list[int], grams: list[list[int]], status: list[str],
-               cands: list[list[int]], verdict: Verdict, lay: Layout) -> LookaheadStep:
+    def record(
+        self,
+        window: list[list[int]],
+        new: list[int],
+        grams: list[list[int]],
+        status: list[str],
+        cands: list[list[int]],
+        verdict: Verdict,
+        lay: Layout,
+    ) -> LookaheadStep:
         """The step as plain data, token texts included (built after the step's clock stopped)."""
         text = self.text
         return LookaheadStep(
-            window=window, window_texts=[[text(x) for x in lv] for lv in window], new_level=new,
-            new_texts=[text(x) for x in new], harvested=grams, harvest_status=status, candidates=cands,
-            candidate_texts=[[text(x) for x in c] for c in cands], matched=verdict.matched, best=verdict.best,
-            accepted_tokens=verdict.accepted, pool_size=len(self.pool), pool_keys=len(self.pool.grams),
-            layout={"levels": lay.levels, "width": lay.width, "cands": lay.cands, "depth": lay.depth})
+            window=window,
+            window_texts=[[text(x) for x in lv] for lv in window],
+            new_level=new,
+            new_texts=[text(x) for x in new],
+            harvested=grams,
+            harvest_status=status,
+            candidates=cands,
+            candidate_texts=[[text(x) for x in c] for c in cands],
+            matched=verdict.matched,
+            best=verdict.best,
+            accepted_tokens=verdict.accepted,
+            pool_size=len(self.pool),
+            pool_keys=len(self.pool.grams),
+            layout={"levels": lay.levels, "width": lay.width, "cands": lay.cands, "depth": lay.depth},
+        )
 
 
 def _rows(lm: LoadedModel, hidden: torch.Tensor, slots: list[int], vocab: int = 0) -> torch.Tensor:
@@ -137,8 +162,15 @@ def _advance_window(state: LookaheadState, new: list[int], full: int) -> tuple[l
     return grams, status
 
 
-def start(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, cfg: Config, prompt: str = "",
-          on_step: OnStep | None = None, pool: NgramPool | None = None) -> tuple[Run, LookaheadState]:
+def start(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    cfg: Config,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+    pool: NgramPool | None = None,
+) -> tuple[Run, LookaheadState]:
     """A run and its window; the pool is seeded from the prompt unless one is given."""
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     if pool is None:
@@ -160,7 +192,13 @@ def finish(run: Run, state: LookaheadState) -> Trace:
     return trace
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
     """Decode until EOS or max_new_tokens with lookahead steps."""
     return finish(*start(lm, prompt_ids, sampling, config or Config(), prompt, on_step))

@@ -10,7 +10,7 @@ import torch
 
 from specviz.acceptance import typical_threshold
 from specviz.details import MedusaStep
-from specviz.heads.medusa import HeadsConfig, MedusaHeads, load_calibration, load_heads, models_dir, new_heads
+from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling, target_probs
@@ -49,16 +49,9 @@ class Config:
             raise ConfigError(f"eps and delta must be in (0, 1], got eps={self.eps}, delta={self.delta}.")
 
 
-_HEADS: dict[tuple[int, str, int], MedusaHeads] = {}
-
-
 def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
-    """Trained heads for this model, loaded once per (model, folder, heads)."""
-    folder = str(Path(cfg.heads_dir).expanduser()) if cfg.heads_dir else str(models_dir())
-    key = (id(lm), folder, cfg.heads)
-    if key not in _HEADS:
-        _HEADS[key] = load_heads(lm, Path(folder), cfg.heads)
-    return _HEADS[key]
+    """Trained heads for this model, loaded once per (folder, heads, file time) and kept with the model."""
+    return cached_heads(lm, cfg.heads_dir or None, cfg.heads)
 
 
 def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:
@@ -79,8 +72,9 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
     return tokens, head_p
 
 
-def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor,
-           probs: torch.Tensor) -> tuple[list[int], int | None, dict[int, str]]:
+def accept(
+    run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor
+) -> tuple[list[int], int | None, dict[int, str]]:
     """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node)."""
     why: dict[int, str] = {}
     if run.sampling.greedy:
@@ -112,8 +106,15 @@ def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: tor
     return longest_path(spec, ok), None, why
 
 
-def node_records(run: Run, spec: TreeSpec, tokens: list[int], head_p: list[float], probs: torch.Tensor,
-                 path: list[int], why: dict[int, str]) -> list[dict[str, Any]]:
+def node_records(
+    run: Run,
+    spec: TreeSpec,
+    tokens: list[int],
+    head_p: list[float],
+    probs: torch.Tensor,
+    path: list[int],
+    why: dict[int, str],
+) -> list[dict[str, Any]]:
     """Plain data per node: token, head, rank, probabilities, status and the reason for a rejection."""
     on_path = set(path)
     out = []
@@ -127,12 +128,18 @@ def node_records(run: Run, spec: TreeSpec, tokens: list[int], head_p: list[float
             status, reason = "passed", "passed, but a longer branch was committed"
         else:
             status, reason = "unreached", "its parent was not accepted"
-        out.append({
-            "token": tok, "text": run.lm.token_text(tok), "head": spec.depths[j],
-            "rank": spec.ranks[j][-1] if j else None, "head_prob": head_p[j - 1] if j else None,
-            "target_prob": round(float(probs[parent, tok]), 6) if j else None,
-            "status": status, "reason": reason,
-        })
+        out.append(
+            {
+                "token": tok,
+                "text": run.lm.token_text(tok),
+                "head": spec.depths[j],
+                "rank": spec.ranks[j][-1] if j else None,
+                "head_prob": head_p[j - 1] if j else None,
+                "target_prob": round(float(probs[parent, tok]), 6) if j else None,
+                "status": status,
+                "reason": reason,
+            }
+        )
     return out
 
 
@@ -172,20 +179,38 @@ class Medusa:
         path, next_root, why = accept(run, self.cfg, tokens, spec, logits, probs)
         with run.phase("verify"):
             if not logits[path[-1]].any():  # ended on a leaf whose logits (the next root's) were skipped
-                logits[path[-1]] = run.lm.lm_head(hidden[path[-1]:path[-1] + 1]).float()[0]
+                logits[path[-1]] = run.lm.lm_head(hidden[path[-1] : path[-1] + 1]).float()[0]
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
         return Outcome(
-            accepted=[tokens[j] for j in path[1:]], proposed=len(drafts), forward_tokens=len(tokens),
-            logits=logits[path[-1]], hidden=hidden[path[-1]], next_root=next_root,
-            detail=lambda: MedusaStep(spec.parents, node_records(run, spec, tokens, head_p, probs, path, why), path,
-                                      round(1 + self.expected, 4), len(path), rule))
+            accepted=[tokens[j] for j in path[1:]],
+            proposed=len(drafts),
+            forward_tokens=len(tokens),
+            logits=logits[path[-1]],
+            hidden=hidden[path[-1]],
+            next_root=next_root,
+            detail=lambda: MedusaStep(
+                spec.parents,
+                node_records(run, spec, tokens, head_p, probs, path, why),
+                path,
+                round(1 + self.expected, 4),
+                len(path),
+                rule,
+            ),
+        )
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None, heads: MedusaHeads | None = None,
-             calibration: list[list[float]] | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+    heads: MedusaHeads | None = None,
+    calibration: list[list[float]] | None = None,
+) -> Trace:
     """Decode with Medusa until EOS or max_new_tokens (heads/calibration default to models/medusa)."""
     cfg = config or Config()
     heads = heads if heads is not None else get_heads(lm, cfg)
@@ -204,8 +229,11 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     The contract test runs every method on a tiny random model through this; no trained heads needed.
     """
     vocab = lm.lm_head.weight.shape[0]
-    heads = new_heads(lm, HeadsConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab,
-                                      model=lm.name), torch.arange(vocab, device=lm.device))
+    heads = new_heads(
+        lm,
+        HeadsConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab, model=lm.name),
+        torch.arange(vocab, device=lm.device),
+    )
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for blk in heads.blocks:

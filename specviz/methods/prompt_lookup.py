@@ -54,7 +54,7 @@ def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int
     for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
         pattern = seq[-n:]
         for i in range(len(seq) - n - 1, -1, -1):  # the continuation seq[i+n] must exist
-            if seq[i:i + n] == pattern:
+            if seq[i : i + n] == pattern:
                 return n, i + n
     return 0, -1
 
@@ -66,7 +66,7 @@ def best_length(a: float, available: int, max_draft: int, cost: Callable[[int], 
     """
     best_k, best_gain, expect = 0, 1.0, 1.0
     for k in range(1, min(available, max_draft) + 1):
-        expect += a ** k
+        expect += a**k
         gain = expect / cost(k + 1)
         if gain > best_gain:
             best_k, best_gain = k, gain
@@ -111,7 +111,7 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
     rate = ev.rate(n)
     k = draft_length(run, rate, available, cfg)
     source = "prompt" if start < len(run.prompt_ids) else "output"
-    return seq[start:start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
+    return seq[start : start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
 
 
 def one_hot_rows(drafts: list[int], like: torch.Tensor) -> torch.Tensor:
@@ -141,13 +141,25 @@ class Lookup:
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
         return Outcome(
-            accepted=drafts[:n], proposed=len(drafts), forward_tokens=1 + len(drafts), logits=logits[n],
-            hidden=hidden[n], next_root=nxt, next_from="bonus" if n == len(drafts) else "residual",
-            detail=lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found))
+            accepted=drafts[:n],
+            proposed=len(drafts),
+            forward_tokens=1 + len(drafts),
+            logits=logits[n],
+            hidden=hidden[n],
+            next_root=nxt,
+            next_from="bonus" if n == len(drafts) else "residual",
+            detail=lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found),
+        )
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
     """Decode with copied drafts until EOS or max_new_tokens."""
     cfg = config or Config()
     return Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step).decode(Lookup(cfg).step)

@@ -44,7 +44,7 @@ class Config:
 
 def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[int], list[torch.Tensor]]:
     """Draft up to γ tokens after root; return them and the draft distributions q [V] they came from."""
-    feed = [*run.context[draft.length:], root]
+    feed = [*run.context[draft.length :], root]
     vocab = run.lm.lm_head.weight.shape[0]
     drafts: list[int] = []
     qs: list[torch.Tensor] = []
@@ -81,13 +81,25 @@ class Speculator:
             crop_to(run.cache, base + 1 + n)
             self.draft.rollback(base + 1 + n)
         return Outcome(
-            accepted=drafts[:n], proposed=len(drafts), forward_tokens=1 + len(drafts), logits=logits[n],
-            hidden=hidden[n], next_root=nxt, next_from="bonus" if n == len(drafts) else "residual",
-            detail=lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text)))
+            accepted=drafts[:n],
+            proposed=len(drafts),
+            forward_tokens=1 + len(drafts),
+            logits=logits[n],
+            hidden=hidden[n],
+            next_root=nxt,
+            next_from="bonus" if n == len(drafts) else "residual",
+            detail=lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text)),
+        )
 
 
-def generate(lm: LoadedModel, prompt_ids: list[int], sampling: Sampling, config: Config | None = None,
-             prompt: str = "", on_step: OnStep | None = None) -> Trace:
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
     """Decode with draft-then-verify steps until EOS or max_new_tokens."""
     cfg = config or Config()
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)

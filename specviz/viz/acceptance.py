@@ -32,16 +32,28 @@ def decisions_figure(step: StepTrace, title: str | None = None) -> go.Figure:
     fig = go.Figure()
     fig.add_bar(x=x, y=[r["p"] for r in recs], name="target p(x)", marker_color=VERIFY)
     fig.add_bar(x=x, y=[r["q"] for r in recs], name="draft q(x)", marker_color=DRAFT)
-    fig.add_scatter(x=x, y=[min(1.0, r["ratio"]) for r in recs], mode="markers", name="min(1, p/q)",
-                    marker={"symbol": "line-ew-open", "size": 34, "line": {"width": 4}, "color": "#111827"})
+    fig.add_scatter(
+        x=x,
+        y=[min(1.0, r["ratio"]) for r in recs],
+        mode="markers",
+        name="min(1, p/q)",
+        marker={"symbol": "line-ew-open", "size": 34, "line": {"width": 4}, "color": "#111827"},
+    )
     if any(r.get("u") is not None for r in recs):
-        fig.add_scatter(x=x, y=[r.get("u") for r in recs], mode="markers", name="draw u",
-                        marker={"symbol": "x", "size": 13, "color": colors})
+        fig.add_scatter(
+            x=x,
+            y=[r.get("u") for r in recs],
+            mode="markers",
+            name="draw u",
+            marker={"symbol": "x", "size": 13, "color": colors},
+        )
     for xi, r, c in zip(x, recs, colors, strict=True):
-        fig.add_annotation(x=xi, y=1.08, text="accept" if r["accepted"] else "reject", showarrow=False,
-                           font={"color": c})
-    fig.update_layout(barmode="group", yaxis={"range": [0, 1.15], "title": "probability"},
-                      xaxis={"title": "proposed token"})
+        fig.add_annotation(
+            x=xi, y=1.08, text="accept" if r["accepted"] else "reject", showarrow=False, font={"color": c}
+        )
+    fig.update_layout(
+        barmode="group", yaxis={"range": [0, 1.15], "title": "probability"}, xaxis={"title": "proposed token"}
+    )
     return apply(fig, title or f"Step {step.index}: the decision for every proposed token", height=380)
 
 
@@ -58,8 +70,12 @@ def rejection_figure(dists: dict[str, Any], title: str | None = None) -> go.Figu
 
 def typical_points(trace: Trace) -> list[dict[str, Any]]:
     """(entropy of p, p(x), text) of every proposed token in a trace, for the typical-acceptance chart."""
-    return [{"entropy": r["entropy"], "p": r["p"], "text": r.get("text", ""), "step": s.index}
-            for s in trace.steps for r in records(s) if "entropy" in r]
+    return [
+        {"entropy": r["entropy"], "p": r["p"], "text": r.get("text", ""), "step": s.index}
+        for s in trace.steps
+        for r in records(s)
+        if "entropy" in r
+    ]
 
 
 def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title: str | None = None) -> go.Figure:
@@ -70,19 +86,40 @@ def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title
     floor = min([1e-4, *(max(pt["p"], 1e-9) / 2 for pt in points)])
     fig = go.Figure()
     fig.add_scatter(x=hs, y=[floor] * len(hs), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
-    fig.add_scatter(x=hs, y=thr, mode="lines", fill="tonexty", fillcolor="rgba(220,38,38,0.12)",
-                    line={"color": "#111827", "width": 3}, name=f"threshold min({eps:g}, {delta:g}·e^(−H))")
-    fig.add_scatter(x=hs, y=[1.0] * len(hs), mode="lines", fill="tonexty", fillcolor="rgba(22,163,74,0.12)",
-                    line={"width": 0}, name="accepted region", hoverinfo="skip")
+    fig.add_scatter(
+        x=hs,
+        y=thr,
+        mode="lines",
+        fill="tonexty",
+        fillcolor="rgba(220,38,38,0.12)",
+        line={"color": "#111827", "width": 3},
+        name=f"threshold min({eps:g}, {delta:g}·e^(−H))",
+    )
+    fig.add_scatter(
+        x=hs,
+        y=[1.0] * len(hs),
+        mode="lines",
+        fill="tonexty",
+        fillcolor="rgba(22,163,74,0.12)",
+        line={"width": 0},
+        name="accepted region",
+        hoverinfo="skip",
+    )
     if points:
         ok = [pt["p"] > min(eps, delta * math.exp(-pt["entropy"])) for pt in points]
-        fig.add_scatter(x=[pt["entropy"] for pt in points], y=[max(pt["p"], floor) for pt in points],
-                        mode="markers", name="proposed tokens", text=[_label(pt["text"]) for pt in points],
-                        hovertemplate="%{text}<br>H=%{x:.2f} nats<br>p(x)=%{y:.4f}<extra></extra>",
-                        marker={"size": 9, "color": [ACCEPT if o else REJECT for o in ok],
-                                "line": {"width": 1, "color": "white"}})
-    fig.update_layout(xaxis={"title": "entropy H of the target distribution (nats)", "range": [0, h_max]},
-                      yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0]})
+        fig.add_scatter(
+            x=[pt["entropy"] for pt in points],
+            y=[max(pt["p"], floor) for pt in points],
+            mode="markers",
+            name="proposed tokens",
+            text=[_label(pt["text"]) for pt in points],
+            hovertemplate="%{text}<br>H=%{x:.2f} nats<br>p(x)=%{y:.4f}<extra></extra>",
+            marker={"size": 9, "color": [ACCEPT if o else REJECT for o in ok], "line": {"width": 1, "color": "white"}},
+        )
+    fig.update_layout(
+        xaxis={"title": "entropy H of the target distribution (nats)", "range": [0, h_max]},
+        yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0]},
+    )
     return apply(fig, title or "Typical acceptance: accepted above the curve, rejected below", height=420)
 
 
@@ -97,15 +134,30 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
     x = [_label(t) for t in lab.get("texts", [str(t) for t in lab["tokens"]])] + ["(other)"]
     target = [*lab["p"], lab["p_other"]]
     for i, r in enumerate(rules, start=1):
-        fig.add_bar(x=x, y=[*r["empirical"], r["other"]], name=f"sampled: {r['rule']}", row=i, col=1,
-                    marker_color=RULE_COLORS.get(r["rule"], NEUTRAL))
-        fig.add_scatter(x=x, y=target, mode="markers", name="target p", showlegend=i == 1, row=i, col=1,
-                        marker={"symbol": "line-ew-open", "size": 22, "line": {"width": 3}, "color": "#111827"})
+        fig.add_bar(
+            x=x,
+            y=[*r["empirical"], r["other"]],
+            name=f"sampled: {r['rule']}",
+            row=i,
+            col=1,
+            marker_color=RULE_COLORS.get(r["rule"], NEUTRAL),
+        )
+        fig.add_scatter(
+            x=x,
+            y=target,
+            mode="markers",
+            name="target p",
+            showlegend=i == 1,
+            row=i,
+            col=1,
+            marker={"symbol": "line-ew-open", "size": 22, "line": {"width": 3}, "color": "#111827"},
+        )
     fig.update_yaxes(title_text="share")
     n = lab["n"]
     apply(fig, title or f"Losslessness lab: {n:,} samples per rule vs the target p", height=220 + 230 * len(rules))
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left", "x": 0},
-                      margin={"t": 90, "b": 110})
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left", "x": 0}, margin={"t": 90, "b": 110}
+    )
     return fig
 
 
@@ -113,10 +165,12 @@ def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
     """Proposed and accepted tokens per step."""
     steps = [s for s in trace.steps if s.detail is not None]
     fig = go.Figure()
-    fig.add_bar(x=[s.index for s in steps], y=[len(s.detail.records) for s in steps], name="proposed",
-                marker_color=NEUTRAL)
-    fig.add_bar(x=[s.index for s in steps], y=[s.detail.n_accepted for s in steps], name="accepted",
-                marker_color=ACCEPT)
+    fig.add_bar(
+        x=[s.index for s in steps], y=[len(s.detail.records) for s in steps], name="proposed", marker_color=NEUTRAL
+    )
+    fig.add_bar(
+        x=[s.index for s in steps], y=[s.detail.n_accepted for s in steps], name="accepted", marker_color=ACCEPT
+    )
     fig.update_layout(barmode="overlay", xaxis={"title": "step"}, yaxis={"title": "tokens"})
     return apply(fig, title or f"Drafts accepted per step (A = {trace.mean_accepted:.2f})", height=320)
 

@@ -31,9 +31,11 @@ def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
     if not work:
         return {}
     best = max(work, key=lambda s: s.accepted)
-    out = {"window": window_figure(best.detail, title=f"Step {best.index}: the Jacobi window"),
-           "verify": verify_figure(best.detail, title=f"Step {best.index}: the verification branch"),
-           "mask": mask_figure(best.detail.layout, title="One forward, two branches: the attention mask")}
+    out = {
+        "window": window_figure(best.detail, title=f"Step {best.index}: the Jacobi window"),
+        "verify": verify_figure(best.detail, title=f"Step {best.index}: the verification branch"),
+        "mask": mask_figure(best.detail.layout, title="One forward, two branches: the attention mask"),
+    }
     if pool := final_pool(trace):
         out["pool"] = pool_figure(pool, title="The n-gram pool at the end")
     return out
@@ -60,13 +62,18 @@ def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
 def figures(traces: dict[str, Trace]) -> dict[str, go.Figure]:
     """The cross-method figures (timeline, speedup, A and r, acceptance) plus each method's own views."""
     ordered = [traces["ar"], *(t for n, t in traces.items() if n != "ar")] if "ar" in traces else list(traces.values())
-    out = {"timeline": timeline_figure(ordered, title="Forward passes on one clock"),
-           "tokens_over_time": tokens_over_time_figure(ordered)}
+    out = {
+        "timeline": timeline_figure(ordered, title="Forward passes on one clock"),
+        "tokens_over_time": tokens_over_time_figure(ordered),
+    }
     if "ar" in traces and len(traces) > 1:
         rows = summarize(traces)
-        out |= {"speedup": cmp.speedup_figure(rows), "a_and_r": cmp.a_r_figure(rows),
-                "accepted_histogram": cmp.accepted_histogram(traces),
-                "acceptance_rate": cmp.acceptance_rate_figure(traces)}
+        out |= {
+            "speedup": cmp.speedup_figure(rows),
+            "a_and_r": cmp.a_r_figure(rows),
+            "accepted_histogram": cmp.accepted_histogram(traces),
+            "acceptance_rate": cmp.acceptance_rate_figure(traces),
+        }
     for name, trace in traces.items():
         views = _views(name)
         if views is not None:

@@ -8,9 +8,13 @@ from specviz.trace import Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply
 
 # status -> (code, colour, legend text)
-STATUS = {"done": (0, "#e5e7eb", "committed earlier"), "init": (1, NEUTRAL, "initial guess"),
-          "changed": (2, DRAFT, "changed since last pass"), "fixed": (3, VERIFY, "same as last pass"),
-          "committed": (4, ACCEPT, "committed this pass")}
+STATUS = {
+    "done": (0, "#e5e7eb", "committed earlier"),
+    "init": (1, NEUTRAL, "initial guess"),
+    "changed": (2, DRAFT, "changed since last pass"),
+    "fixed": (3, VERIFY, "same as last pass"),
+    "committed": (4, ACCEPT, "committed this pass"),
+}
 
 
 def _show(text: str) -> str:
@@ -20,12 +24,21 @@ def _show(text: str) -> str:
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:
     """Plain rows of the grid: per iteration, its offset, token texts and cell statuses."""
     steps = [s for s in trace.steps[: None if upto is None else upto + 1] if s.detail is not None]
-    return [{"step": s.index, "offset": s.detail.offset, "texts": s.detail.texts,
-             "status": s.detail.status, "accepted": s.detail.n_accepted} for s in steps[-last:]]
+    return [
+        {
+            "step": s.index,
+            "offset": s.detail.offset,
+            "texts": s.detail.texts,
+            "status": s.detail.status,
+            "accepted": s.detail.n_accepted,
+        }
+        for s in steps[-last:]
+    ]
 
 
-def jacobi_grid_figure(trace: Trace, upto: int | None = None, last: int = 12, title: str | None = None,
-                       slide: bool = False) -> go.Figure:
+def jacobi_grid_figure(
+    trace: Trace, upto: int | None = None, last: int = 12, title: str | None = None, slide: bool = False
+) -> go.Figure:
     """Each row one pass: its guesses by output position, coloured changed / fixed / committed."""
     rows = grid_rows(trace, upto, last)
     if not rows:
@@ -48,14 +61,36 @@ def jacobi_grid_figure(trace: Trace, upto: int | None = None, last: int = 12, ti
                     ys.append(y)
                     texts.append(_show(t))
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name=label, text=texts,
-                                     textfont={"size": 11}, hovertext=texts, hoverinfo="text+x",
-                                     marker={"symbol": "square", "size": 40, "color": color}))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers+text",
+                    name=label,
+                    text=texts,
+                    textfont={"size": 11},
+                    hovertext=texts,
+                    hoverinfo="text+x",
+                    marker={"symbol": "square", "size": 40, "color": color},
+                )
+            )
     frontier = [r["offset"] + r["accepted"] + 0.5 for r in rows]
-    fig.add_trace(go.Scatter(x=frontier, y=[f"pass {r['step']}" for r in rows], mode="lines+markers",
-                             name="committed frontier", line={"color": "#111827", "width": 2, "shape": "hv"},
-                             marker={"symbol": "line-ns", "size": 40, "line": {"width": 3}}))
-    fig.update_yaxes(autorange="reversed", type="category", title="iteration (one forward pass)",
-                     categoryorder="array", categoryarray=[f"pass {r['step']}" for r in rows])
+    fig.add_trace(
+        go.Scatter(
+            x=frontier,
+            y=[f"pass {r['step']}" for r in rows],
+            mode="lines+markers",
+            name="committed frontier",
+            line={"color": "#111827", "width": 2, "shape": "hv"},
+            marker={"symbol": "line-ns", "size": 40, "line": {"width": 3}},
+        )
+    )
+    fig.update_yaxes(
+        autorange="reversed",
+        type="category",
+        title="iteration (one forward pass)",
+        categoryorder="array",
+        categoryarray=[f"pass {r['step']}" for r in rows],
+    )
     fig.update_xaxes(title="output position", range=[lo - 0.7, hi - 0.3], dtick=1)
     return apply(fig, title, slide, height=140 + 46 * len(rows))

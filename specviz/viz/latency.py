@@ -20,25 +20,57 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rel = curve.relative()
-    fig.add_scatter(x=curve.ks, y=curve.ms, mode="lines+markers", name="latency (ms)",
-                    line={"color": VERIFY, "width": 3}, marker={"size": 9},
-                    error_y={"type": "data", "array": [s / 2 for s in curve.spread_ms], "visible": True,
-                             "thickness": 1}, hovertemplate="k=%{x}: %{y:.1f} ms<extra></extra>")
-    fig.add_scatter(x=curve.ks, y=[float(k) for k in curve.ks], mode="lines", name="if cost grew with k",
-                    line={"color": "#9ca3af", "dash": "dot"}, secondary_y=True, hoverinfo="skip")
-    fig.add_scatter(x=curve.ks, y=rel, mode="lines+markers", name="cost relative to k = 1",
-                    line={"color": "#dc2626", "width": 2}, secondary_y=True,
-                    hovertemplate="k=%{x}: %{y:.2f}× one token<extra></extra>")
+    fig.add_scatter(
+        x=curve.ks,
+        y=curve.ms,
+        mode="lines+markers",
+        name="latency (ms)",
+        line={"color": VERIFY, "width": 3},
+        marker={"size": 9},
+        error_y={"type": "data", "array": [s / 2 for s in curve.spread_ms], "visible": True, "thickness": 1},
+        hovertemplate="k=%{x}: %{y:.1f} ms<extra></extra>",
+    )
+    fig.add_scatter(
+        x=curve.ks,
+        y=[float(k) for k in curve.ks],
+        mode="lines",
+        name="if cost grew with k",
+        line={"color": "#9ca3af", "dash": "dot"},
+        secondary_y=True,
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=curve.ks,
+        y=rel,
+        mode="lines+markers",
+        name="cost relative to k = 1",
+        line={"color": "#dc2626", "width": 2},
+        secondary_y=True,
+        hovertemplate="k=%{x}: %{y:.2f}× one token<extra></extra>",
+    )
     k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
     # annotations on a log axis take log10 of the data coordinate
-    fig.add_annotation(x=math.log10(curve.ks[k16]), y=curve.ms[k16], text=f"{curve.ks[k16]} tokens cost "
-                       f"{rel[k16]:.2f}× one", showarrow=True, arrowhead=2, ax=-70, ay=-60)
+    fig.add_annotation(
+        x=math.log10(curve.ks[k16]),
+        y=curve.ms[k16],
+        text=f"{curve.ks[k16]} tokens cost {rel[k16]:.2f}× one",
+        showarrow=True,
+        arrowhead=2,
+        ax=-70,
+        ay=-60,
+    )
     fig.update_xaxes(title="new tokens in one forward pass (k)", type="log", tickvals=curve.ks)
     fig.update_yaxes(title="latency (ms)", rangemode="tozero", secondary_y=False)
     top = max(max(rel), max(curve.ks))
     ticks = [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256) if v <= 2 * top]
-    fig.update_yaxes(title="relative cost", type="log", secondary_y=True, showgrid=False, tickvals=ticks,
-                     ticktext=[f"{v}×" for v in ticks])
+    fig.update_yaxes(
+        title="relative cost",
+        type="log",
+        secondary_y=True,
+        showgrid=False,
+        tickvals=ticks,
+        ticktext=[f"{v}×" for v in ticks],
+    )
     note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
     fig = apply(fig, f"Cost of one forward pass<br><sup>{curve.device} · {note}</sup>", slide=slide, height=440)
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})

@@ -29,24 +29,46 @@ def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     harvested, seen = len(detail.harvested) > 0, set()
     for col, status in enumerate(detail.harvest_status):
         xs = [col + lv + 1 for lv in range(len(levels))]
-        fig.add_trace(go.Scatter(
-            x=xs, y=names, mode="lines", line={"color": HARVEST_COLORS[status], "width": 26},
-            opacity=0.25, name=f"n-gram {status}", legendgroup=status, hoverinfo="skip",
-            showlegend=status not in seen))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=names,
+                mode="lines",
+                line={"color": HARVEST_COLORS[status], "width": 26},
+                opacity=0.25,
+                name=f"n-gram {status}",
+                legendgroup=status,
+                hoverinfo="skip",
+                showlegend=status not in seen,
+            )
+        )
         seen.add(status)
     for lv, texts in enumerate(levels):
         color = NEW_COLOR if lv == len(levels) - 1 else LEVEL_COLOR
-        fig.add_trace(go.Scatter(
-            x=[i + lv + 1 for i in range(len(texts))], y=[names[lv]] * len(texts), mode="markers+text",
-            text=[_show(t) for t in texts], textfont={"size": 12},
-            marker={"symbol": "square", "size": 44, "color": color, "line": {"color": "#9d174d", "width": 1}},
-            hovertext=[f"{names[lv]}, column {i}: {t!r}" for i, t in enumerate(texts)], hoverinfo="text",
-            showlegend=False))
+        fig.add_trace(
+            go.Scatter(
+                x=[i + lv + 1 for i in range(len(texts))],
+                y=[names[lv]] * len(texts),
+                mode="markers+text",
+                text=[_show(t) for t in texts],
+                textfont={"size": 12},
+                marker={"symbol": "square", "size": 44, "color": color, "line": {"color": "#9d174d", "width": 1}},
+                hovertext=[f"{names[lv]}, column {i}: {t!r}" for i, t in enumerate(texts)],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(title="position after the root (root = 0)", dtick=1)
     if not harvested:
-        fig.add_annotation(text="the window is still filling: no n-grams yet", showarrow=False,
-                           xref="paper", yref="paper", x=0.5, y=-0.25)
+        fig.add_annotation(
+            text="the window is still filling: no n-grams yet",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=-0.25,
+        )
     return apply(fig, title, slide, height=110 + 70 * len(levels))
 
 
@@ -64,8 +86,18 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
             labels.append(f"{_show(entry['text'])} → {' '.join(_show(t) for t in g['texts'])}")
             hits.append(g["hits"])
             colors.append(ACCEPT if g["hits"] else NEUTRAL)
-    fig = go.Figure(go.Bar(x=[h + 0.05 for h in hits], y=labels, orientation="h", marker_color=colors,
-                           text=hits, textposition="outside", hovertext=labels, hoverinfo="text+x"))
+    fig = go.Figure(
+        go.Bar(
+            x=[h + 0.05 for h in hits],
+            y=labels,
+            orientation="h",
+            marker_color=colors,
+            text=hits,
+            textposition="outside",
+            hovertext=labels,
+            hoverinfo="text+x",
+        )
+    )
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="times accepted (bars for 0 are stubs)")
     return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
@@ -79,14 +111,28 @@ def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
         m = matched[c]
         color = [ACCEPT if j < m else REJECT if j == m else NEUTRAL for j in range(len(cand))]
         star = "  ★ accepted" if c == detail.best else ""
-        fig.add_trace(go.Scatter(
-            x=list(range(1, len(cand) + 1)), y=[f"candidate {c + 1} ({m} matched){star}"] * len(cand),
-            mode="markers+text", text=[_show(t) for t in ctext], textfont={"size": 12, "color": "white"},
-            marker={"symbol": "square", "size": 44, "color": color}, showlegend=False,
-            hovertext=[f"{t!r}" for t in ctext], hoverinfo="text"))
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(1, len(cand) + 1)),
+                y=[f"candidate {c + 1} ({m} matched){star}"] * len(cand),
+                mode="markers+text",
+                text=[_show(t) for t in ctext],
+                textfont={"size": 12, "color": "white"},
+                marker={"symbol": "square", "size": 44, "color": color},
+                showlegend=False,
+                hovertext=[f"{t!r}" for t in ctext],
+                hoverinfo="text",
+            )
+        )
     if not cands:
-        fig.add_annotation(text="no pooled n-gram starts with this root: only the window ran", showarrow=False,
-                           xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.add_annotation(
+            text="no pooled n-gram starts with this root: only the window ran",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+        )
     fig.update_yaxes(autorange="reversed")
     depth = max((len(c) for c in cands), default=1)
     fig.update_xaxes(title="position after the root", dtick=1, range=[0.4, depth + 0.6])
@@ -98,12 +144,32 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
     lay = Layout(**layout)
     grid = lay.allowed()
     split = lay.cand_slot(0, 0)
-    z = [[0 if not v else 1 if c == 0 else 2 if r < split else 3 for c, v in enumerate(row)]
-         for r, row in enumerate(grid)]
-    scale = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, NEUTRAL], [0.5, NEUTRAL], [0.5, "#db2777"],
-             [0.75, "#db2777"], [0.75, VERIFY], [1, VERIFY]]
-    fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=3, colorscale=scale, showscale=False, xgap=1, ygap=1,
-                               hovertemplate="query %{y} sees key %{x}<extra></extra>"))
+    z = [
+        [0 if not v else 1 if c == 0 else 2 if r < split else 3 for c, v in enumerate(row)]
+        for r, row in enumerate(grid)
+    ]
+    scale = [
+        [0, "#ffffff"],
+        [0.25, "#ffffff"],
+        [0.25, NEUTRAL],
+        [0.5, NEUTRAL],
+        [0.5, "#db2777"],
+        [0.75, "#db2777"],
+        [0.75, VERIFY],
+        [1, VERIFY],
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            zmin=0,
+            zmax=3,
+            colorscale=scale,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="query %{y} sees key %{x}<extra></extra>",
+        )
+    )
     ticks, labels = [], []
     for seg in lay.segments():
         ticks.append(seg["start"] + (seg["length"] - 1) / 2)
@@ -111,16 +177,25 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
         if seg["start"]:
             for axis in ("x", "y"):
                 edge = seg["start"] - 0.5
-                fig.add_shape(type="line", line={"color": "#334155", "width": 1},
-                              **({"x0": edge, "x1": edge, "y0": -0.5, "y1": lay.size - 0.5} if axis == "x"
-                                 else {"y0": edge, "y1": edge, "x0": -0.5, "x1": lay.size - 0.5}))
+                fig.add_shape(
+                    type="line",
+                    line={"color": "#334155", "width": 1},
+                    **(
+                        {"x0": edge, "x1": edge, "y0": -0.5, "y1": lay.size - 0.5}
+                        if axis == "x"
+                        else {"y0": edge, "y1": edge, "x0": -0.5, "x1": lay.size - 0.5}
+                    ),
+                )
     fig.update_xaxes(tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to)")
     fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query")
-    legend = (f"<span style='color:{NEUTRAL}'>■ root (the last committed token)</span>   "
-              f"<span style='color:#db2777'>■ lookahead branch ({lay.levels}×{lay.width} window)</span>   "
-              f"<span style='color:{VERIFY}'>■ verification branch ({lay.cands} n-grams × {lay.depth})</span>")
-    fig.add_annotation(text=legend, showarrow=False, xref="paper", yref="paper", x=0, y=1.03,
-                       xanchor="left", yanchor="bottom")
+    legend = (
+        f"<span style='color:{NEUTRAL}'>■ root (the last committed token)</span>   "
+        f"<span style='color:#db2777'>■ lookahead branch ({lay.levels}×{lay.width} window)</span>   "
+        f"<span style='color:{VERIFY}'>■ verification branch ({lay.cands} n-grams × {lay.depth})</span>"
+    )
+    fig.add_annotation(
+        text=legend, showarrow=False, xref="paper", yref="paper", x=0, y=1.03, xanchor="left", yanchor="bottom"
+    )
     return apply(fig, title, slide, height=560)
 
 
@@ -134,12 +209,18 @@ def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = 
     for (n, g), rows in sorted(series.items()):
         rows.sort(key=lambda r: r["window"])
         is_chosen = n == chosen.get("ngram") and g == chosen.get("guesses")
-        fig.add_trace(go.Scatter(
-            x=[r["window"] for r in rows], y=[r["speedup"] for r in rows], mode="lines+markers",
-            name=f"N={n}, G={g}" + (" (default)" if is_chosen else ""),
-            line={"width": 4 if is_chosen else 1.5}, customdata=[[r["A"], r["forward_tokens"]] for r in rows],
-            hovertemplate="W=%{x}: %{y:.2f}×, A=%{customdata[0]:.2f}, %{customdata[1]} tokens/forward"
-                          "<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["window"] for r in rows],
+                y=[r["speedup"] for r in rows],
+                mode="lines+markers",
+                name=f"N={n}, G={g}" + (" (default)" if is_chosen else ""),
+                line={"width": 4 if is_chosen else 1.5},
+                customdata=[[r["A"], r["forward_tokens"]] for r in rows],
+                hovertemplate="W=%{x}: %{y:.2f}×, A=%{customdata[0]:.2f}, %{customdata[1]} tokens/forward"
+                "<extra></extra>",
+            )
+        )
     fig.add_hline(y=1.0, line={"dash": "dash", "color": REJECT}, annotation_text="plain decoding")
     fig.update_xaxes(title="W (window columns)", dtick=1)
     fig.update_yaxes(title="speedup over ar (median ratio)")

@@ -6,8 +6,15 @@ import plotly.graph_objects as go
 
 # one colour per method, used by every chart so lanes and bars match across pages
 METHOD_COLORS = {
-    "ar": "#6b7280", "hf": "#9ca3af", "sps": "#d97706", "pld": "#0891b2", "hf-pld": "#67e8f9",
-    "medusa": "#7c3aed", "eagle": "#059669", "jacobi": "#f59e0b", "lookahead": "#db2777",
+    "ar": "#6b7280",
+    "hf": "#9ca3af",
+    "sps": "#d97706",
+    "pld": "#0891b2",
+    "hf-pld": "#67e8f9",
+    "medusa": "#7c3aed",
+    "eagle": "#059669",
+    "jacobi": "#f59e0b",
+    "lookahead": "#db2777",
 }
 ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
 FONT = "Inter, Helvetica Neue, Arial, sans-serif"
@@ -21,7 +28,8 @@ def method_color(name: str) -> str:
 def apply(fig: go.Figure, title: str | None = None, slide: bool = False, height: int | None = None) -> go.Figure:
     """Style a figure in place and return it; `slide` gives a 16:9 white figure with large type."""
     fig.update_layout(
-        template="plotly_white", font={"family": FONT, "size": 22 if slide else 13},
+        template="plotly_white",
+        font={"family": FONT, "size": 22 if slide else 13},
         title={"text": title, "x": 0.01, "xanchor": "left"} if title else None,
         margin={"l": 60, "r": 30, "t": 70 if title else 30, "b": 50},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},

@@ -24,17 +24,29 @@ def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> lis
         bars = _lane_bars(trace, upto_s)
         for part, color, opacity in PARTS:
             rows = [b for b in bars if b["part"] == part]
-            out.append(go.Bar(
-                y=[lane] * len(rows), x=[b["dur"] * 1000 for b in rows], base=[b["start"] * 1000 for b in rows],
-                orientation="h", name=part if part != "verify" else "forward pass", legendgroup=part,
-                marker={"color": color or method_color(trace.method), "opacity": opacity,
-                        "line": {"width": 0.5, "color": "white"}},
-                showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
-                text=[b["label"] for b in rows], textposition="inside", insidetextanchor="middle", textangle=0,
-                customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
-                hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
-                              "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",
-            ))
+            out.append(
+                go.Bar(
+                    y=[lane] * len(rows),
+                    x=[b["dur"] * 1000 for b in rows],
+                    base=[b["start"] * 1000 for b in rows],
+                    orientation="h",
+                    name=part if part != "verify" else "forward pass",
+                    legendgroup=part,
+                    marker={
+                        "color": color or method_color(trace.method),
+                        "opacity": opacity,
+                        "line": {"width": 0.5, "color": "white"},
+                    },
+                    showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
+                    text=[b["label"] for b in rows],
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                    customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
+                    hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
+                    "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",
+                )
+            )
     return out
 
 
@@ -42,8 +54,9 @@ def _lanes(traces: list[Trace]) -> list[str]:
     return [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
 
 
-def timeline_figure(traces: list[Trace], upto_s: float | None = None, title: str | None = None,
-                    slide: bool = False) -> go.Figure:
+def timeline_figure(
+    traces: list[Trace], upto_s: float | None = None, title: str | None = None, slide: bool = False
+) -> go.Figure:
     """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
 
     `upto_s` cuts every lane at the same wall-clock instant, to show the lanes racing together.
@@ -55,23 +68,56 @@ def timeline_figure(traces: list[Trace], upto_s: float | None = None, title: str
     return apply(fig, title, slide=slide, height=150 + 60 * len(traces))
 
 
-def timeline_animation(traces: list[Trace], frames: int = 40, title: str | None = None,
-                       slide: bool = False) -> go.Figure:
+def timeline_animation(
+    traces: list[Trace], frames: int = 40, title: str | None = None, slide: bool = False
+) -> go.Figure:
     """The timeline with a Play button: every lane grows on the same clock, so the fastest ends first."""
     lanes, end = _lanes(traces), _end(traces, None)
     fig = timeline_figure(traces, upto_s=0.0, title=title, slide=slide)
     cuts = [end * (i + 1) / frames for i in range(frames)]
     fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=f"{1000 * c:.0f}") for c in cuts]
     fig.update_layout(
-        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.12, "xanchor": "left",
-                      "direction": "left", "buttons": [
-                          {"label": "▶ Play", "method": "animate", "args": [None, {
-                              "frame": {"duration": 120, "redraw": True}, "fromcurrent": False,
-                              "transition": {"duration": 0}}]},
-                          {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]}]}],
-        sliders=[{"x": 0.12, "len": 0.88, "y": -0.05, "currentvalue": {"prefix": "t = ", "suffix": " ms"},
-                  "steps": [{"label": f.name, "method": "animate", "args": [[f.name], {
-                      "mode": "immediate", "frame": {"duration": 0, "redraw": True}}]} for f in fig.frames]}],
+        updatemenus=[
+            {
+                "type": "buttons",
+                "showactive": False,
+                "x": 0,
+                "y": -0.12,
+                "xanchor": "left",
+                "direction": "left",
+                "buttons": [
+                    {
+                        "label": "▶ Play",
+                        "method": "animate",
+                        "args": [
+                            None,
+                            {
+                                "frame": {"duration": 120, "redraw": True},
+                                "fromcurrent": False,
+                                "transition": {"duration": 0},
+                            },
+                        ],
+                    },
+                    {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]},
+                ],
+            }
+        ],
+        sliders=[
+            {
+                "x": 0.12,
+                "len": 0.88,
+                "y": -0.05,
+                "currentvalue": {"prefix": "t = ", "suffix": " ms"},
+                "steps": [
+                    {
+                        "label": f.name,
+                        "method": "animate",
+                        "args": [[f.name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}],
+                    }
+                    for f in fig.frames
+                ],
+            }
+        ],
     )
     fig.update_layout(height=fig.layout.height + 90, margin={"b": 120})
     return fig
@@ -84,18 +130,35 @@ def _end(traces: list[Trace], upto_s: float | None) -> float:
 
 def _lane_bars(trace: Trace, upto_s: float | None) -> list[dict]:
     """Bars for one trace as plain dicts, clipped at `upto_s`."""
-    bars = [{"part": "prefill", "start": 0.0, "dur": trace.prefill_s, "label": "prompt", "step": "-",
-             "tokens": len(trace.prompt_ids)}]
+    bars = [
+        {
+            "part": "prefill",
+            "start": 0.0,
+            "dur": trace.prefill_s,
+            "label": "prompt",
+            "step": "-",
+            "tokens": len(trace.prompt_ids),
+        }
+    ]
     t = trace.prefill_s
     for s in trace.steps:
         verify = s.verify_s if s.forward_tokens else 0.0
         other = max(0.0, s.wall_s - s.draft_s - verify)  # accept/commit bookkeeping, drawn with verify
         label = _label(s.texts)
         if s.draft_s > 0:
-            bars.append({"part": "draft", "start": t, "dur": s.draft_s, "label": "", "step": s.index,
-                         "tokens": s.accepted})
-        bars.append({"part": "verify", "start": t + s.draft_s, "dur": verify + other, "label": label,
-                     "step": s.index, "tokens": s.accepted})
+            bars.append(
+                {"part": "draft", "start": t, "dur": s.draft_s, "label": "", "step": s.index, "tokens": s.accepted}
+            )
+        bars.append(
+            {
+                "part": "verify",
+                "start": t + s.draft_s,
+                "dur": verify + other,
+                "label": label,
+                "step": s.index,
+                "tokens": s.accepted,
+            }
+        )
         t += s.wall_s
     if upto_s is None:
         return bars
@@ -112,8 +175,13 @@ def tokens_over_time_figure(traces: list[Trace], slide: bool = False) -> go.Figu
             n += s.accepted
             xs.append(t * 1000)
             ys.append(n)
-        fig.add_scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": method_color(trace.method),
-                                                          "width": 3}, name=trace.method)
+        fig.add_scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line={"shape": "hv", "color": method_color(trace.method), "width": 3},
+            name=trace.method,
+        )
     fig.update_xaxes(title="wall-clock time (ms)")
     fig.update_yaxes(title="tokens committed")
     return apply(fig, "Tokens committed over time", slide=slide, height=360)

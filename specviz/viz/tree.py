@@ -44,8 +44,14 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     return {i: (float(x), -float(y)) for i, (x, y) in pos.items()}  # first child on top
 
 
-def tree_figure(parents: list[int], labels: list[str], status: list[str], hover: list[str] | None = None,
-                title: str | None = None, slide: bool = False) -> go.Figure:
+def tree_figure(
+    parents: list[int],
+    labels: list[str],
+    status: list[str],
+    hover: list[str] | None = None,
+    title: str | None = None,
+    slide: bool = False,
+) -> go.Figure:
     """Draw a token tree: nodes coloured by status, edges of the accepted path thick and green."""
     pos = tree_layout(parents)
     fig = go.Figure()
@@ -53,19 +59,33 @@ def tree_figure(parents: list[int], labels: list[str], status: list[str], hover:
         if p < 0:
             continue
         on_path = status[i] == "accepted" and status[p] == "accepted"
-        fig.add_trace(go.Scatter(x=[pos[p][0], pos[i][0]], y=[pos[p][1], pos[i][1]], mode="lines",
-                                 line={"color": ACCEPT if on_path else "#cbd5e1", "width": 5 if on_path else 1.5},
-                                 hoverinfo="skip", showlegend=False))
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[p][0], pos[i][0]],
+                y=[pos[p][1], pos[i][1]],
+                mode="lines",
+                line={"color": ACCEPT if on_path else "#cbd5e1", "width": 5 if on_path else 1.5},
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     for name, color in STATUS_COLORS.items():
         idx = [i for i, s in enumerate(status) if s == name]
         if not idx:
             continue
-        fig.add_trace(go.Scatter(
-            x=[pos[i][0] for i in idx], y=[pos[i][1] for i in idx], mode="markers+text", name=name,
-            text=[labels[i] for i in idx], textposition="middle right",
-            marker={"size": 22 if slide else 16, "color": color, "line": {"color": "white", "width": 1}},
-            hovertext=[(hover or labels)[i] for i in idx], hoverinfo="text",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[i][0] for i in idx],
+                y=[pos[i][1] for i in idx],
+                mode="markers+text",
+                name=name,
+                text=[labels[i] for i in idx],
+                textposition="middle right",
+                marker={"size": 22 if slide else 16, "color": color, "line": {"color": "white", "width": 1}},
+                hovertext=[(hover or labels)[i] for i in idx],
+                hoverinfo="text",
+            )
+        )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return apply(fig, title, slide, height=max(320, 34 * max(_layer_sizes(parents))))
@@ -78,8 +98,9 @@ def _layer_sizes(parents: list[int]) -> list[int]:
     return [depth.count(d) for d in range(max(depth) + 1)]
 
 
-def mask_figure(parents: list[int], labels: list[str], path: list[int], title: str | None = None,
-                slide: bool = False) -> go.Figure:
+def mask_figure(
+    parents: list[int], labels: list[str], path: list[int], title: str | None = None, slide: bool = False
+) -> go.Figure:
     """Tree-attention mask: row i may attend column j (its ancestors and itself); accepted path darker."""
     n = len(parents)
     on_path = set(path)
@@ -91,15 +112,32 @@ def mask_figure(parents: list[int], labels: list[str], path: list[int], title: s
             j = parents[j]
     ticks = [f"{i}:{labels[i]}" for i in range(n)]
     text = [["path" if v == 2 else ("sees" if v else "masked") for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=ticks, y=ticks, zmin=0, zmax=2, showscale=False, xgap=1, ygap=1, text=text,
-        colorscale=[[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"],
-                    [0.67, ACCEPT], [1, ACCEPT]],
-        hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=ticks,
+            y=ticks,
+            zmin=0,
+            zmax=2,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            text=text,
+            colorscale=[
+                [0, "#f1f5f9"],
+                [0.33, "#f1f5f9"],
+                [0.34, "#93c5fd"],
+                [0.66, "#93c5fd"],
+                [0.67, ACCEPT],
+                [1, ACCEPT],
+            ],
+            hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title="query node (row)", tickfont={"size": 10 if n > 24 else 12})
-    fig.update_xaxes(title="key node (column); the prefix is always visible", tickangle=-60,
-                     tickfont={"size": 10 if n > 24 else 12})
+    fig.update_xaxes(
+        title="key node (column); the prefix is always visible", tickangle=-60, tickfont={"size": 10 if n > 24 else 12}
+    )
     return apply(fig, title, slide, height=max(360, 24 * n + 160))
 
 
@@ -112,9 +150,11 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
         if i == 0:
             hover.append(f"root {n['text']!r}: the target's own token")
             continue
-        hover.append(f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}<br>"
-                     f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
-                     f"{n['status']}: {n['reason']}")
+        hover.append(
+            f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}<br>"
+            f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
+            f"{n['status']}: {n['reason']}"
+        )
     return step.detail.parents, labels, [n["status"] for n in nodes], hover
 
 
@@ -133,41 +173,80 @@ def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide
             hovers.append(f"step {st.index}, token {j + 1} of {st.accepted}")
             colors.append(STEP_COLORS[st.index % len(STEP_COLORS)])
             col += 1
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
-                             marker={"symbol": "square", "size": 44 if slide else 34, "color": colors},
-                             textfont={"size": 14 if slide else 11}, showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+text",
+            text=texts,
+            hovertext=hovers,
+            hoverinfo="text",
+            marker={"symbol": "square", "size": 44 if slide else 34, "color": colors},
+            textfont={"size": 14 if slide else 11},
+            showlegend=False,
+        )
+    )
     fig.update_xaxes(visible=False, range=[-0.6, per_line - 0.4])
     fig.update_yaxes(visible=False, range=[-row - 0.6, 0.6])
     return apply(fig, "Tokens coloured by the step that produced them", slide, height=90 + 40 * (row + 1))
 
 
-def steps_figure(trace: Trace, baseline: Trace | None, slide: bool = False, upto: int | None = None,
-                 title: str = "Tokens per step and the running speedup") -> go.Figure:
+def steps_figure(
+    trace: Trace,
+    baseline: Trace | None,
+    slide: bool = False,
+    upto: int | None = None,
+    title: str = "Tokens per step and the running speedup",
+) -> go.Figure:
     """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
     decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only."""
     steps = trace.steps[: None if upto is None else upto + 1]
     idx = [st.index for st in steps]
-    fig = go.Figure(go.Bar(x=idx, y=[st.accepted for st in steps], name="tokens this step (A)",
-                           marker_color=method_color(trace.method)))
+    fig = go.Figure(
+        go.Bar(
+            x=idx, y=[st.accepted for st in steps], name="tokens this step (A)", marker_color=method_color(trace.method)
+        )
+    )
     if baseline is not None:
         speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
-        fig.add_trace(go.Scatter(x=idx, y=speed, name="running speedup vs AR", yaxis="y2",
-                                 mode="lines", line={"color": VERIFY, "width": 3}))
+        fig.add_trace(
+            go.Scatter(
+                x=idx,
+                y=speed,
+                name="running speedup vs AR",
+                yaxis="y2",
+                mode="lines",
+                line={"color": VERIFY, "width": 3},
+            )
+        )
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_xaxes(title="step (one target forward pass)")
     fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
     return apply(fig, title, slide, height=340)
 
 
-def budget_figure(budgets: list[int], predicted: list[float], measured: list[float],
-                  current: int | None = None, slide: bool = False) -> go.Figure:
+def budget_figure(
+    budgets: list[int], predicted: list[float], measured: list[float], current: int | None = None, slide: bool = False
+) -> go.Figure:
     """Predicted 1 + E[L] (from calibration) against measured A, as the tree budget grows."""
-    fig = go.Figure([
-        go.Scatter(x=budgets, y=predicted, name="predicted 1 + E[L]", mode="lines+markers",
-                   line={"dash": "dash", "color": NEUTRAL}),
-        go.Scatter(x=budgets, y=measured, name="measured A", mode="lines+markers",
-                   line={"color": method_color("medusa"), "width": 3}),
-    ])
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=budgets,
+                y=predicted,
+                name="predicted 1 + E[L]",
+                mode="lines+markers",
+                line={"dash": "dash", "color": NEUTRAL},
+            ),
+            go.Scatter(
+                x=budgets,
+                y=measured,
+                name="measured A",
+                mode="lines+markers",
+                line={"color": method_color("medusa"), "width": 3},
+            ),
+        ]
+    )
     if current is not None:
         fig.add_vline(x=current, line={"color": DRAFT, "dash": "dot"}, annotation_text=f"B = {current}")
     fig.update_xaxes(title="tree budget B (drafted nodes)")
@@ -175,18 +254,37 @@ def budget_figure(budgets: list[int], predicted: list[float], measured: list[flo
     return apply(fig, "Predicted vs measured tokens per step", slide, height=340)
 
 
-def cost_figure(sizes: list[int], draft_ms: list[float], verify_ms: list[float], ar_ms: float,
-                speedup: list[float] | None = None, slide: bool = False) -> go.Figure:
+def cost_figure(
+    sizes: list[int],
+    draft_ms: list[float],
+    verify_ms: list[float],
+    ar_ms: float,
+    speedup: list[float] | None = None,
+    slide: bool = False,
+) -> go.Figure:
     """Draft + verify time of one step against tree size, with plain decoding's step as the yardstick."""
-    fig = go.Figure([
-        go.Bar(x=sizes, y=verify_ms, name="verify (tree forward)", marker_color=VERIFY),
-        go.Bar(x=sizes, y=draft_ms, name="draft (heads)", marker_color=DRAFT),
-    ])
-    fig.add_hline(y=ar_ms, line={"color": method_color("ar"), "dash": "dash"},
-                  annotation_text=f"plain decoding step {ar_ms:.0f} ms")
+    fig = go.Figure(
+        [
+            go.Bar(x=sizes, y=verify_ms, name="verify (tree forward)", marker_color=VERIFY),
+            go.Bar(x=sizes, y=draft_ms, name="draft (heads)", marker_color=DRAFT),
+        ]
+    )
+    fig.add_hline(
+        y=ar_ms,
+        line={"color": method_color("ar"), "dash": "dash"},
+        annotation_text=f"plain decoding step {ar_ms:.0f} ms",
+    )
     if speedup:
-        fig.add_trace(go.Scatter(x=sizes, y=speedup, name="speedup A/r", yaxis="y2", mode="lines+markers",
-                                 line={"color": ACCEPT, "width": 3}))
+        fig.add_trace(
+            go.Scatter(
+                x=sizes,
+                y=speedup,
+                name="speedup A/r",
+                yaxis="y2",
+                mode="lines+markers",
+                line={"color": ACCEPT, "width": 3},
+            )
+        )
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="tree budget B (drafted nodes)")
