@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from specviz import methods
+from specviz import measure, methods
 from specviz.compare import install_latency
 from specviz.model import LoadedModel, stock_attention
 from specviz.prompts import PromptItem, prepare
@@ -23,12 +23,19 @@ HF_PLD_TOKENS = 10
 
 @dataclass(frozen=True)
 class RunResult:
-    """One timed generation: output tokens, wall time, and steps (target forward passes)."""
+    """One timed generation, in specviz.measure's terms.
+
+    `seconds` is the generation time (measure.generation_s: the prefill and every step; a peer has no
+    trace, so its whole `generate` call). `forwards` are target passes after the prefill and `produced`
+    the tokens committed by them, so A = produced / forwards (a peer's hook also counts its prefill, which
+    is taken off). `decode_s` is the time in those steps (a peer's: its whole call).
+    """
 
     output_ids: list[int]
     seconds: float
-    steps: int
-    decode_s: float  # time in steps, prefill excluded (peers: whole time)
+    forwards: int
+    produced: int
+    decode_s: float
 
 
 @dataclass
@@ -45,17 +52,17 @@ class BenchResult:
     def summary(self) -> dict[str, dict[str, float | int]]:
         """speedup, tokens_per_s, mean_accepted, step_cost, identical, total per method."""
         base = self.runs["ar"]
-        ar_step = sum(r.decode_s for r in base) / max(1, sum(r.steps for r in base))
+        ar_step = sum(r.decode_s for r in base) / max(1, sum(r.forwards for r in base))
         out = {}
         for name, runs in self.runs.items():
             tokens = sum(len(r.output_ids) for r in runs)
-            steps = sum(r.steps for r in runs)
-            step_s = sum(r.decode_s for r in runs) / max(1, steps)
+            forwards = sum(r.forwards for r in runs)
+            step_s = sum(r.decode_s for r in runs) / max(1, forwards)
             ratios = [b.seconds / r.seconds for b, r in zip(base, runs)]
             out[name] = {
                 "speedup": round(statistics.median(ratios), 4),
                 "tokens_per_s": round(tokens / sum(r.seconds for r in runs), 3),
-                "mean_accepted": round(tokens / max(1, steps), 4),
+                "mean_accepted": round(sum(r.produced for r in runs) / forwards, 4) if forwards else 1.0,
                 "step_cost": round(step_s / ar_step, 4),
                 "identical": sum(b.output_ids == r.output_ids for b, r in zip(base, runs)),
                 "total": len(runs),
@@ -88,10 +95,15 @@ def _method_runner(lm: LoadedModel, name: str, config: Any) -> Callable[[list[in
     mod = methods.get(name)
 
     def run(ids: list[int], s: Sampling) -> RunResult:
-        t = time.perf_counter()
         trace = mod.generate(lm, ids, s, config)
-        seconds = time.perf_counter() - t
-        return RunResult(trace.output_ids, seconds, len(trace.steps), trace.decode_s)
+        steps = [st for st in trace.steps if st.forward_tokens > 0]
+        return RunResult(
+            trace.output_ids,
+            measure.generation_s(trace),
+            len(steps),
+            sum(len(st.committed) for st in steps),
+            trace.decode_s,
+        )
 
     return run
 
@@ -124,7 +136,9 @@ def _peer_runner(lm: LoadedModel, name: str) -> Callable[[list[int], Sampling], 
         finally:
             hook.remove()
         seconds = time.perf_counter() - t
-        return RunResult(out[0, len(ids) :].tolist(), seconds, max(1, calls[0]), seconds)
+        new = out[0, len(ids) :].tolist()
+        # the hook counts the prefill too; each later pass produced one token (prompt lookup: its accepted run)
+        return RunResult(new, seconds, max(1, calls[0] - 1), max(1, len(new) - 1), seconds)
 
     return run
 
