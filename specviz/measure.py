@@ -146,7 +146,7 @@ class Provenance:
         """'measured on this machine on 2026-12-01' or 'measured on <cpu> (2 cores), <device>, on <date>'."""
         day = self.date[:10]
         if here is not None and self.same_machine(here):
-            return f"measured on this machine ({self.device}) on {day}"
+            return f"measured on this machine on {day}"
         return f"measured on {self.machine}, {self.device}, on {day}"
 
     def to_dict(self) -> dict[str, Any]:

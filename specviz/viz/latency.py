@@ -72,6 +72,8 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
         ticktext=[f"{v}×" for v in ticks],
     )
     note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
-    fig = apply(fig, f"Cost of one forward pass<br><sup>{curve.device} · {note}</sup>", slide=slide, height=440)
+    title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
+    fig = apply(fig, title, slide=slide, height=460)
+    fig.update_layout(margin={"t": 110})
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})
     return fig
