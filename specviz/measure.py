@@ -24,20 +24,26 @@ import os
 import platform
 import statistics
 import subprocess
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 
 class TraceLike(Protocol):
-    """What a measurement reads from a trace (specviz.trace.Trace satisfies it)."""
-
-    total_s: float
-    prefill_s: float
-    output_ids: list[int]
+    """What a measurement reads from a trace (specviz.trace.Trace satisfies it); read-only."""
 
     @property
-    def steps(self) -> list[Any]: ...
+    def total_s(self) -> float: ...
+
+    @property
+    def prefill_s(self) -> float: ...
+
+    @property
+    def output_ids(self) -> list[int]: ...
+
+    @property
+    def steps(self) -> Sequence[Any]: ...
 
 
 def forward_steps(trace: TraceLike) -> int:
@@ -50,7 +56,7 @@ def mean_accepted(trace: TraceLike) -> float:
     return pooled_accepted([trace])
 
 
-def pooled_accepted(traces: list[TraceLike]) -> float:
+def pooled_accepted(traces: Sequence[TraceLike]) -> float:
     """A over several runs: tokens committed by the steps that ran a forward, over those steps."""
     steps = [s for t in traces for s in t.steps if getattr(s, "forward_tokens", 1) > 0]
     return sum(len(s.committed) for s in steps) / len(steps) if steps else 1.0
@@ -109,7 +115,7 @@ def spread(values: list[float]) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), len(values))
 
 
-def paired(baselines: list[TraceLike], methods: list[TraceLike]) -> dict[str, Spread]:
+def paired(baselines: Sequence[TraceLike], methods: Sequence[TraceLike]) -> dict[str, Spread]:
     """Speedup, A and r over interleaved pairs (baseline i ran next to method i)."""
     if len(baselines) != len(methods) or not methods:
         raise ValueError("paired() needs as many baseline runs as method runs, at least one.")
