@@ -101,8 +101,8 @@ def test_eagle_page_live():
     assert kept == eagle.Config.total_tokens
     assert len(titled(specs, "Tree-attention mask")["data"][0]["z"]) == eagle.Config.total_tokens
     assert titled(specs, "static vs dynamic") and titled(specs, "What the head consumes")
-    shapes = titled(specs, "Tree shapes measured")  # models/eagle/live_sweep.json, committed
-    assert len(shapes["data"][0]["x"]) == len(eagle.SWEEP_SHAPES)
+    shapes = titled(specs, "Tree shapes, measured")  # models/eagle/live_sweep.json, committed, with provenance
+    assert len(shapes["data"][0]["x"]) == len(sweep.EAGLE_SHAPES)
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception
