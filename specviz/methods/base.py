@@ -41,6 +41,27 @@ class Outcome:
     detail: Callable[[], Detail] | None = None  # the step's record, built once the clock has stopped
 
 
+def chain_outcome(
+    drafts: list[int],
+    n: int,
+    logits: torch.Tensor,
+    hidden: torch.Tensor,
+    next_root: int | None,
+    detail: Callable[[], Detail],
+) -> Outcome:
+    """The outcome of a verified chain whose first `n` drafts were accepted (logits/hidden [len+1, …])."""
+    return Outcome(
+        accepted=drafts[:n],
+        proposed=len(drafts),
+        forward_tokens=1 + len(drafts),
+        logits=logits[n],
+        hidden=hidden[n],
+        next_root=next_root,
+        next_from="bonus" if n == len(drafts) else "residual",
+        detail=detail,
+    )
+
+
 Step = Callable[["Run", int], Outcome]
 
 

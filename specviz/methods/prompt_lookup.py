@@ -11,7 +11,7 @@ import torch
 from specviz.acceptance import annotate, judge_chain
 from specviz.details import PldStep
 from specviz.drafting import verify_latency
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
 from specviz.model import LoadedModel, crop_to
 from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.trace import Trace
@@ -140,15 +140,13 @@ class Lookup:
         self.ev.update(found["ngram"], len(drafts), n)
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
-        return Outcome(
-            accepted=drafts[:n],
-            proposed=len(drafts),
-            forward_tokens=1 + len(drafts),
-            logits=logits[n],
-            hidden=hidden[n],
-            next_root=nxt,
-            next_from="bonus" if n == len(drafts) else "residual",
-            detail=lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found),
+        return chain_outcome(
+            drafts,
+            n,
+            logits,
+            hidden,
+            nxt,
+            lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found),
         )
 
 

@@ -9,7 +9,7 @@ import torch
 from specviz.acceptance import RULES, annotate, judge_chain
 from specviz.details import SpsStep
 from specviz.drafting import LayerDraft, as_full, parse_layers
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
 from specviz.model import LoadedModel, crop_to
 from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.trace import Trace
@@ -80,15 +80,8 @@ class Speculator:
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
             self.draft.rollback(base + 1 + n)
-        return Outcome(
-            accepted=drafts[:n],
-            proposed=len(drafts),
-            forward_tokens=1 + len(drafts),
-            logits=logits[n],
-            hidden=hidden[n],
-            next_root=nxt,
-            next_from="bonus" if n == len(drafts) else "residual",
-            detail=lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text)),
+        return chain_outcome(
+            drafts, n, logits, hidden, nxt, lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text))
         )
 
 
