@@ -5,9 +5,13 @@ from __future__ import annotations
 from specviz.bench import run_bench
 from specviz.prompts import PromptItem
 from specviz.sampling import Sampling
+from tests.conftest import make_tiny
 
 
-def test_bench_reports_measures_a_and_identity_on_the_tiny_model(tiny_lm):
+def test_bench_reports_measures_a_and_identity_on_the_tiny_model(tokenizer, tmp_path, monkeypatch):
+    # its own model and cache: the bench installs a measured latency curve on the model it runs
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    tiny_lm = make_tiny(tokenizer)
     items = [PromptItem("Say hello to the world.", "chat"), PromptItem("Repeat: a b c a b c a b c", "extraction")]
     res = run_bench(tiny_lm, ["ar", "pld", "hf"], items, Sampling(max_new_tokens=8), repeats=1)
     rows = res.summary()
