@@ -64,16 +64,34 @@ def test_summary_against_ar():
 
 
 def test_roofline_model():
-    dev = hardware.Device("d", bandwidth_gbs=100.0, tflops=1.0)
+    model = hardware.ModelShape("m", 1e9, layers=10, kv_values_per_token=1000)
+    dev = hardware.Device("d", bandwidth_gbs=100.0, tflops=1.0, bytes_per_value=2.0)
     # 1e9 params at 2 bytes: 20 ms to stream; 2e9 FLOP per token at 1 TFLOP/s: 2 ms per token
-    assert hardware.step_ms(dev, 1e9, 2, 1) == pytest.approx(20.0)
-    assert hardware.step_ms(dev, 1e9, 2, 40) == pytest.approx(80.0)  # compute-bound past 10 tokens
-    assert hardware.modeled_speedup(dev, 1e9, 2, mean_accepted=2.0, width=5) == pytest.approx(2.0)
-    assert hardware.modeled_speedup(dev, 1e9, 2, mean_accepted=2.0, width=40) == pytest.approx(0.5)
+    assert hardware.step_ms(dev, model, 1) == pytest.approx(20.0)
+    assert hardware.step_ms(dev, model, 40) == pytest.approx(80.0)  # compute-bound past 10 tokens
+    # the KV cache streams too: 1000 values · 2 bytes · 1e6 tokens = 2 GB more, 20 ms more
+    assert hardware.step_ms(dev, model, 1, context=1_000_000) == pytest.approx(40.0)
+    assert hardware.modeled_speedup(dev, model, mean_accepted=2.0, width=5, context=0) == pytest.approx(2.0)
+    assert hardware.modeled_speedup(dev, model, mean_accepted=2.0, width=40, context=0) == pytest.approx(0.5)
     curve = LatencyCurve("m", "cpu", 16, [1, 64], [20.0, 40.0], [0, 0], 1)
-    fitted = hardware.fit_device(curve, 1e9, 2)
-    assert fitted.bandwidth_gbs == pytest.approx(100.0)
-    assert hardware.step_ms(fitted, 1e9, 2, 64) == pytest.approx(40.0, rel=0.02)
+    fitted = hardware.fit_device(curve, model, 2)
+    assert fitted.bandwidth_gbs == pytest.approx(100.0, rel=0.01)
+    assert hardware.step_ms(fitted, model, 64, context=16) == pytest.approx(40.0, rel=0.02)
+
+
+def test_roofline_floor_caps_the_gain_and_the_caption_says_what_is_left_out():
+    """A per-layer floor (launches, Python) makes a small model's step flat in width, so A carries through whole;
+    without it a wide tree would look costly on a GPU that in truth waits on launches."""
+    floored = hardware.step_ms(hardware.A100, hardware.SMALL, 1)
+    assert floored == pytest.approx(30.0, rel=0.05)  # 30 layers · ~1 ms, the weights stream in ~0.1 ms
+    assert hardware.step_ms(hardware.A100, hardware.SMALL, 64) == pytest.approx(floored, rel=0.01)
+    assert hardware.modeled_speedup(hardware.A100, hardware.SMALL, 2.0, 64) == pytest.approx(2.0, rel=0.01)
+    # the 7B model's KV at 8k context in bf16: 2 · 32 · 32 · 128 · 2 B · 8192 = 4.3 GB per step, a third of its weights
+    assert hardware.BIG.kv_bytes(2.0, 8192) == pytest.approx(4.29e9, rel=0.01)
+    speedups = hardware.whatif({"eagle": (2.0, 8.0, 0.2)}, None, hardware.SMALL)
+    assert set(speedups) == {d.name for d in hardware.GPUS}
+    caption = hardware.whatif_caption(None, hardware.SMALL, 512)
+    assert "MODEL" in caption and "Left out" in caption and "floor" in caption
 
 
 def test_probe_and_surface_run_on_tiny(tiny_lm):

@@ -166,26 +166,18 @@ def whatif_section(traces: dict) -> None:
     big = st.radio(
         "Model size for the what-if", ["this model (135M)", "7B (Vicuna-7B class)"], horizontal=True, key="compare.size"
     ).startswith("7B")
+    context = st.select_slider("Context (tokens in the KV cache)", [128, 512, 2048, 8192], 512, key="compare.context")
     lm = None if replaying() else get_model()
-    here, params, nbytes = None, hardware.SMALL_PARAMS, 4.0
+    here, model, nbytes = None, hardware.SMALL, 4.0
     if lm is not None:
         with lm.lock:
             curve = cached_curve(lm)
-        params, nbytes = hardware.param_count(lm), hardware.bytes_per_param(lm)
-        here = hardware.fit_device(curve, params, nbytes)
-    speedups = hardware.whatif(shapes(traces), here, hardware.BIG_PARAMS if big else params, nbytes)
+        model, nbytes = hardware.model_shape(lm), hardware.bytes_per_value(lm)
+        here = hardware.fit_device(curve, model, nbytes)
+    target = hardware.BIG if big else model
+    speedups = hardware.whatif(shapes(traces), here, target, context)
     show_figure(figs.whatif_figure(speedups), "hardware_whatif")
-    fitted = (
-        f"This device, fitted from its latency curve: {here.bandwidth_gbs:.0f} GB/s, {here.tflops:.2f} TFLOP/s. "
-        if here
-        else ""
-    )
-    st.caption(
-        "Roofline MODEL: time = max(weights / bandwidth, 2·params·tokens / FLOP/s). "
-        + fitted
-        + "A100: 2.0 TB/s, 312 TFLOP/s; H100: 3.35 TB/s, 989 TFLOP/s (bf16). Draft time is carried over as "
-        "the share of verify time measured here."
-    )
+    st.caption(hardware.whatif_caption(here, target, context))
     if lm is not None and lm.device.type == "cuda":
         st.caption("A GPU is present: the live runs above are measured on it, not modeled.")
 
