@@ -1,0 +1,37 @@
+"""The served app's config: the file watcher stays off the virtualenv, and the theme uses the figures' colours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specviz.viz import theme
+
+ROOT = Path(__file__).resolve().parents[1]
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+
+
+def test_file_watcher_does_not_walk_the_virtualenv(config):
+    server = config["server"]
+    assert server["fileWatcherType"] in ("none", "poll"), "a recursive inotify watch over .venv overflows"
+    assert ".venv" in server["folderWatchBlacklist"]
+
+
+def test_theme_matches_the_figures(config):
+    t = config["theme"]
+    assert t["chartCategoricalColors"] == list(theme.METHOD_COLORS.values())
+    assert t["font"] == theme.FONT
+    assert (t["greenColor"], t["redColor"], t["blueColor"], t["orangeColor"], t["grayColor"]) == (
+        theme.ACCEPT,
+        theme.REJECT,
+        theme.VERIFY,
+        theme.DRAFT,
+        theme.NEUTRAL,
+    )
+    assert t["primaryColor"] == theme.method_color("medusa")
