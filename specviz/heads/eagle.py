@@ -18,7 +18,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.model import LoadedModel, PackedLinear, can_pack, gqa_attention, growing_cache, pack_module
+from specviz.kernels import PackedLinear, can_pack, gqa_attention, pack_module
+from specviz.kv_cache import growing_cache
+from specviz.model import LoadedModel
 from specviz.paths import EAGLE_DIR
 
 HEAD_FORMAT = "specviz-eagle/1"

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from specviz.heads.distill import Sequence
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, new_head, save_head
-from specviz.model import cache_root
+from specviz.paths import cache_root
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from specviz.heads.distill import HIDDEN_DTYPE, Sequence, sharegpt_conversations, spec_bench_turns
-from specviz.model import cache_root
+from specviz.paths import cache_root
 
 HELDOUT_EVERY = 10
 MIN_ASSISTANT = 16  # a window with fewer assistant tokens teaches too little to pay for its pass

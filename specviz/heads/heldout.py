@@ -16,7 +16,7 @@ import torch
 
 from specviz.heads import distill
 from specviz.heads.features import HELDOUT_EVERY
-from specviz.model import cache_root
+from specviz.paths import cache_root
 
 
 def heldout_prompts(n: int) -> list[str]:

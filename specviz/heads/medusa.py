@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.model import LoadedModel, ModelError, PackedLinear, can_pack
+from specviz.kernels import PackedLinear, can_pack
+from specviz.model import LoadedModel, ModelError
 from specviz.paths import MEDUSA_DIR
 
 WEIGHTS_FILE = "heads.safetensors"
