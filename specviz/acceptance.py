@@ -235,7 +235,7 @@ def judge_chain(
     p: torch.Tensor,
     q: torch.Tensor,
     drafts: list[int],
-    gen: torch.Generator | None,
+    gen: torch.Generator,
     eps: float = 0.09,
     delta: float = 0.3,
 ) -> tuple[int, int | None, list[dict[str, Any]]]:

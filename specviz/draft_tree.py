@@ -17,11 +17,14 @@ from specviz.tree import TreeSpec, sparse_tree
 
 
 class Shape(Protocol):
-    """A tree shape: draft rounds, top-k per round, and nodes verified (root included)."""
+    """A tree shape, read-only (a frozen config fits): draft rounds, top-k per round, nodes verified (root included)."""
 
-    depth: int
-    top_k: int
-    total_tokens: int
+    @property
+    def depth(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def total_tokens(self) -> int: ...
 
 
 @dataclass

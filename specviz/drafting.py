@@ -33,8 +33,8 @@ class LayerDraft:
     def __init__(self, lm: LoadedModel, layers: list[int], vocab: int) -> None:
         self.lm, self.model = lm, lm.hf.model
         self.blocks = [self.model.layers[i] for i in layers]
-        vocab = vocab or lm.lm_head.weight.shape[0]
-        self.head = lm.lm_head.weight[:vocab]  # [Vd, H]; a view, no copy
+        weight = lm.lm_head.get_parameter("weight")  # [V, H]
+        self.head = weight[: vocab or weight.shape[0]]  # [Vd, H]; a view, no copy
         self.cache = growing_cache(lm.hf.config)
         self.length = 0  # tokens held in the draft cache
 

@@ -6,10 +6,12 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from specviz import measure
 from specviz.details import DETAILS, Detail, DetailError
+
+D = TypeVar("D", bound=Detail)
 
 TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
 OLDER_FORMATS = ("specviz-trace/1",)
@@ -61,6 +63,12 @@ class StepTrace:
         """Proposed tokens that were accepted (the root excluded)."""
         return len(self.committed) - 1
 
+    def detail_as(self, kind: type[D]) -> D:
+        """This step's detail as a `kind`; TypeError when it has none or is another method's."""
+        if not isinstance(self.detail, kind):
+            raise TypeError(f"Step {self.index} has no {kind.__name__} detail (it has {type(self.detail).__name__}).")
+        return self.detail
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -83,6 +91,10 @@ class Trace:
     @property
     def new_tokens(self) -> int:
         return len(self.output_ids)
+
+    def detailed(self, kind: type[D]) -> list[tuple[StepTrace, D]]:
+        """(step, its detail) for every step whose detail is a `kind`, in order (steps without one skipped)."""
+        return [(s, s.detail) for s in self.steps if isinstance(s.detail, kind)]
 
     @property
     def mean_accepted(self) -> float:
@@ -189,7 +201,7 @@ def _step_from_dict(d: Any, detail: type[Detail] | None) -> StepTrace:
     if raw is not None and detail is None:
         raise TraceError("A step of the trace has a detail, but its method records none.")
     try:
-        rebuilt = None if raw is None else detail.from_json(raw)
+        rebuilt = None if raw is None or detail is None else detail.from_json(raw)
         return StepTrace(top=top, detail=rebuilt, **{k: d[k] for k in names if k in d})
     except DetailError as exc:
         raise TraceError(f"Step {d.get('index')!r} of the trace: {exc}") from None

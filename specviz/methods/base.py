@@ -11,7 +11,7 @@ phases with `run.phase(...)` and returns an `Outcome`; the run clips, commits, a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
@@ -65,6 +65,15 @@ def chain_outcome(
 Step = Callable[["Run", int], Outcome]
 
 
+def plain_config(config: Any) -> dict[str, Any]:
+    """A method's config as plain data: a dataclass instance's fields, a mapping's items, {} for None."""
+    if config is None or isinstance(config, Mapping):
+        return dict(config or {})
+    if is_dataclass(config) and not isinstance(config, type):
+        return asdict(config)
+    raise TypeError(f"A method config is a dataclass or a mapping, not {type(config).__name__}.")
+
+
 class Run:
     """One generation in progress: cache, generator, committed tokens and step records."""
 
@@ -82,20 +91,34 @@ class Run:
             raise ValueError("The prompt is empty.")
         self.lm, self.sampling, self.method = lm, sampling, method
         self.prompt, self.prompt_ids = prompt, list(prompt_ids)
-        self.config = asdict(config) if is_dataclass(config) else dict(config or {})
+        self.config = plain_config(config)
         self.gen = torch.Generator().manual_seed(sampling.seed)
         self.cache = lm.new_cache()
         self.output: list[int] = []
         self.steps: list[StepTrace] = []
         self.stopped = ""
         self.on_step = on_step
-        self.pending: torch.Tensor | None = None  # logits [V] for the next position
-        self.pending_hidden: torch.Tensor | None = None  # hidden [H] that produced them
+        self._pending: torch.Tensor | None = None  # logits [V] for the next position (set by the prefill)
+        self._pending_hidden: torch.Tensor | None = None  # hidden [H] that produced them
         self.forced: int | None = None  # the next root, drawn by the last step's acceptance rule
         self.forced_from = "target"
         self.prefill_s = 0.0
         self.times: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._t0 = time.perf_counter()
+
+    @property
+    def pending(self) -> torch.Tensor:
+        """The target's logits [V] for the next position."""
+        if self._pending is None:
+            raise RuntimeError("The run has not been prefilled yet.")
+        return self._pending
+
+    @property
+    def pending_hidden(self) -> torch.Tensor:
+        """The hidden state [H] that produced `pending`: what heads and drafters read."""
+        if self._pending_hidden is None:
+            raise RuntimeError("The run has not been prefilled yet.")
+        return self._pending_hidden
 
     @property
     def done(self) -> bool:
@@ -134,13 +157,13 @@ class Run:
         """Run the prompt; keep the last position's logits as `pending`; return (logits, hidden)."""
         t = self.now()
         logits, hidden = self.lm.forward(self.prompt_ids, self.cache, logits_for=slice(-1, None))
-        self.pending, self.pending_hidden = logits[-1], hidden[-1]
+        self._pending, self._pending_hidden = logits[-1], hidden[-1]
         self.prefill_s = self.now() - t
         return logits, hidden
 
     def decode(self, step: Step) -> Trace:
         """The one decode loop: prefill if needed, then step until EOS or max_new_tokens."""
-        if self.pending is None:
+        if self._pending is None:
             self.prefill()
         while not self.done:
             self._step(step)
@@ -158,7 +181,7 @@ class Run:
             self._record([root], None, self.now() - started, dist, root_from)
             return
         out = step(self, root)
-        self.pending, self.pending_hidden = out.logits, out.hidden
+        self._pending, self._pending_hidden = out.logits, out.hidden
         self.forced, self.forced_from = out.next_root, out.next_from
         self._record([root, *out.accepted], out, self.now() - started, dist, root_from)
 

@@ -134,7 +134,7 @@ def _rows(lm: LoadedModel, hidden: torch.Tensor, slots: list[int], vocab: int = 
         h = hidden[slots]
         if vocab <= 0:
             return lm.lm_head(h).float()
-        return (h @ lm.lm_head.weight[:vocab].T).float()
+        return (h @ lm.lm_head.get_parameter("weight")[:vocab].T).float()
 
 
 def _project(lm: LoadedModel, hidden: torch.Tensor, lay: Layout, vocab: int) -> tuple[torch.Tensor, ...]:
@@ -184,11 +184,12 @@ def start(
 def finish(run: Run, state: LookaheadState) -> Trace:
     """Decode to the end; the pool as it ended goes on the last step that ran a forward (for the pool chart)."""
     trace = run.decode(state.step)
-    done = [i for i, s in enumerate(trace.steps) if s.detail is not None]
-    if done:
-        last = trace.steps[done[-1]]
-        top = state.pool.top(POOL_TOP, state.text)
-        trace.steps[done[-1]] = replace(last, detail=replace(last.detail, pool_top=top))
+    for i in reversed(range(len(trace.steps))):
+        last = trace.steps[i]
+        if isinstance(last.detail, LookaheadStep):
+            top = state.pool.top(POOL_TOP, state.text)
+            trace.steps[i] = replace(last, detail=replace(last.detail, pool_top=top))
+            break
     return trace
 
 

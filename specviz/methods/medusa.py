@@ -8,15 +8,14 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import typical_threshold
 from specviz.details import MedusaStep
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.trace import Trace
-from specviz.tree import TreeSpec, commit_path, greedy_accept_path, longest_path, sparse_tree, verify_tree
-from specviz.tree_sampling import sample_path
+from specviz.tree import TreeSpec, commit_path, sparse_tree, verify_tree
+from specviz.tree_fates import Walk, greedy_walk, node_records, sampled_walk, typical_walk
 
 NAME = "medusa"
 LABEL = "Medusa"
@@ -72,75 +71,13 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
     return tokens, head_p
 
 
-def accept(
-    run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor
-) -> tuple[list[int], int | None, dict[int, str]]:
+def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor) -> Walk:
     """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node)."""
-    why: dict[int, str] = {}
     if run.sampling.greedy:
-        choice = logits.argmax(-1).tolist()
-        path = greedy_accept_path(tokens, spec, choice)
-        for j in path:
-            for c in spec.children(j):
-                if c not in path:
-                    why[c] = f"target chose {run.lm.token_text(choice[j])!r}"
-        return path, None, why
+        return greedy_walk(tokens, spec, logits, run.lm.token_text)
     if cfg.acceptance == "exact":  # lossless at T > 0: recursive rejection sampling down the tree
-        path, nxt, records = sample_path(tokens, spec, probs, run.gen)
-        for r in records:
-            if not r["accepted"]:
-                why[r["node"]] = f"rejected: u={r['u']:.3f} ≥ p={r['p']:.3f}"
-        return path, nxt, why
-    thresholds: dict[int, float] = {}
-
-    def ok(c: int) -> bool:
-        parent = spec.parents[c]
-        if parent not in thresholds:
-            thresholds[parent] = typical_threshold(probs[parent], cfg.eps, cfg.delta)
-        p_x = float(probs[parent, tokens[c]])
-        if p_x > thresholds[parent]:
-            return True
-        why[c] = f"p={p_x:.3f} ≤ threshold {thresholds[parent]:.3f}"
-        return False
-
-    return longest_path(spec, ok), None, why
-
-
-def node_records(
-    run: Run,
-    spec: TreeSpec,
-    tokens: list[int],
-    head_p: list[float],
-    probs: torch.Tensor,
-    path: list[int],
-    why: dict[int, str],
-) -> list[dict[str, Any]]:
-    """Plain data per node: token, head, rank, probabilities, status and the reason for a rejection."""
-    on_path = set(path)
-    out = []
-    for j, tok in enumerate(tokens):
-        parent = spec.parents[j]
-        if j in on_path:
-            status, reason = "accepted", "root: the target's own token" if j == 0 else "accepted"
-        elif j in why:
-            status, reason = "rejected", why[j]
-        elif parent in on_path:
-            status, reason = "passed", "passed, but a longer branch was committed"
-        else:
-            status, reason = "unreached", "its parent was not accepted"
-        out.append(
-            {
-                "token": tok,
-                "text": run.lm.token_text(tok),
-                "head": spec.depths[j],
-                "rank": spec.ranks[j][-1] if j else None,
-                "head_prob": head_p[j - 1] if j else None,
-                "target_prob": round(float(probs[parent, tok]), 6) if j else None,
-                "status": status,
-                "reason": reason,
-            }
-        )
-    return out
+        return sampled_walk(tokens, spec, probs, run.gen)
+    return typical_walk(tokens, spec, probs, cfg.eps, cfg.delta)
 
 
 def verify(run: Run, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -192,7 +129,7 @@ class Medusa:
             next_root=next_root,
             detail=lambda: MedusaStep(
                 spec.parents,
-                node_records(run, spec, tokens, head_p, probs, path, why),
+                node_records(spec, tokens, head_p, probs, path, why, run.lm.token_text),
                 path,
                 round(1 + self.expected, 4),
                 len(path),
@@ -228,7 +165,7 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
 
     The contract test runs every method on a tiny random model through this; no trained heads needed.
     """
-    vocab = lm.lm_head.weight.shape[0]
+    vocab = lm.lm_head.get_parameter("weight").shape[0]
     heads = new_heads(
         lm,
         HeadsConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab, model=lm.name),
@@ -236,8 +173,8 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     )
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for blk in heads.blocks:
-            blk[0].linear.weight.normal_(0.0, 0.3, generator=gen)
+        for k in range(len(heads.blocks)):  # the first residual block of each head
+            heads.get_parameter(f"blocks.{k}.0.linear.weight").normal_(0.0, 0.3, generator=gen)
     calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
     heads = heads.to(lm.device).eval().requires_grad_(False)
     return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}

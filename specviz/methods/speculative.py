@@ -45,7 +45,7 @@ class Config:
 def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[int], list[torch.Tensor]]:
     """Draft up to γ tokens after root; return them and the draft distributions q [V] they came from."""
     feed = [*run.context[draft.length :], root]
-    vocab = run.lm.lm_head.weight.shape[0]
+    vocab = run.lm.lm_head.get_parameter("weight").shape[0]
     drafts: list[int] = []
     qs: list[torch.Tensor] = []
     for _ in range(gamma):
