@@ -12,7 +12,8 @@ from typing import Protocol
 
 import torch
 
-from specviz.heads.eagle import Drafter, EagleHead
+from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle_drafter import Drafter
 from specviz.tree import TreeSpec, sparse_tree
 
 

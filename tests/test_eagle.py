@@ -12,7 +12,8 @@ from scipy.stats import chisquare
 from specviz.acceptance import residual
 from specviz.details import EagleStep
 from specviz.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
-from specviz.heads.eagle import Drafter, HeadError, load_head, new_head, save_head
+from specviz.heads.eagle import HeadError, load_head, new_head, save_head
+from specviz.heads.eagle_drafter import Drafter
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle
 from specviz.sampling import ConfigError, Sampling, target_probs

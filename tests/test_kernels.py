@@ -99,7 +99,8 @@ def test_medusa_topk_through_the_packed_projection_matches_the_plain_product(tok
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_eagle_fast_head_is_a_packed_copy_that_drafts_the_same(tokenizer, dtype):
     """The drafter's packed copy gives the head's own outputs; the trained head is left untouched."""
-    from specviz.heads.eagle import EagleHead, fast_head, new_head
+    from specviz.heads.eagle import EagleHead, new_head
+    from specviz.heads.eagle_drafter import fast_head
     from tests.conftest import make_tiny
 
     if not can_pack(torch.device("cpu"), dtype):
@@ -126,7 +127,8 @@ def test_eagle_fast_head_is_a_packed_copy_that_drafts_the_same(tokenizer, dtype)
 
 def test_eagle_fast_head_without_onednn_is_the_head_cast_in_place(tokenizer):
     """Where nothing can be packed (here float64; a GPU alike) the head is cast each time, never cached stale."""
-    from specviz.heads.eagle import fast_head, new_head
+    from specviz.heads.eagle import new_head
+    from specviz.heads.eagle_drafter import fast_head
     from tests.conftest import make_tiny
 
     lm = make_tiny(tokenizer)

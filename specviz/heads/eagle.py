@@ -8,20 +8,22 @@ costs as much as the whole draft on this CPU.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from specviz.kernels import PackedLinear, can_pack, gqa_attention, pack_module
+from specviz.kernels import gqa_attention
 from specviz.kv_cache import growing_cache
 from specviz.model import LoadedModel
 from specviz.paths import EAGLE_DIR
+
+if TYPE_CHECKING:
+    from transformers import Cache, DynamicCache, LlamaConfig
 
 HEAD_FORMAT = "specviz-eagle/1"
 DEFAULT_DIR = EAGLE_DIR
@@ -52,7 +54,8 @@ class HeadConfig:
     format: str = HEAD_FORMAT
 
     @classmethod
-    def from_target(cls, hf_config, target: str = "", draft_vocab: int = 0) -> HeadConfig:
+    def from_target(cls, hf_config: Any, target: str = "", draft_vocab: int = 0) -> HeadConfig:
+        """The head's shape read off the target's transformers config."""
         c = hf_config
         rope = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", getattr(c, "rope_theta", 1e4))
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -69,7 +72,7 @@ class HeadConfig:
             draft_vocab,
         )
 
-    def llama_config(self):
+    def llama_config(self) -> LlamaConfig:
         """A one-layer LlamaConfig with the target's attention and MLP shapes."""
         from transformers import LlamaConfig
 
@@ -110,6 +113,7 @@ class EagleHead(nn.Module):
 
     @property
     def full_vocab(self) -> bool:
+        """Whether the head drafts over the whole vocabulary (no reduced draft vocabulary)."""
         return self.draft_ids.numel() == self.config.vocab_size
 
     def forward(
@@ -117,7 +121,7 @@ class EagleHead(nn.Module):
         feats: torch.Tensor,
         embeds: torch.Tensor,
         positions: torch.Tensor,
-        cache=None,
+        cache: Cache | None = None,
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """feats, embeds [B, T, h]; positions [B, T]; additive mask [B|1, 1, T, past+T] → [B, T, h]."""
@@ -132,7 +136,8 @@ class EagleHead(nn.Module):
             position_embeddings=rope,
         )
 
-    def new_cache(self):
+    def new_cache(self) -> DynamicCache:
+        """An empty KV cache for the head's one layer."""
         return growing_cache(self.config.llama_config())
 
 
@@ -142,7 +147,7 @@ def draft_weight(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tor
     return w.to(dtype) if head.full_vocab else w.index_select(0, head.draft_ids.to(w.device)).to(dtype)
 
 
-def new_head(hf_config, target: str = "", draft_ids: torch.Tensor | None = None, seed: int = 0) -> EagleHead:
+def new_head(hf_config: Any, target: str = "", draft_ids: torch.Tensor | None = None, seed: int = 0) -> EagleHead:
     """A freshly initialised head for a target model (the starting point of training)."""
     n = 0 if draft_ids is None else int(draft_ids.numel())
     head = EagleHead(HeadConfig.from_target(hf_config, target, n), draft_ids)
@@ -189,7 +194,7 @@ def read_config(folder: str | Path) -> HeadConfig:
         raise HeadError(f"{path} is corrupt ({exc}); retrain with: python -m specviz train eagle") from None
 
 
-def load_head(folder: str | Path = DEFAULT_DIR, hf_config=None, dtype: torch.dtype = torch.float32) -> EagleHead:
+def load_head(folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: torch.dtype = torch.float32) -> EagleHead:
     """Load a saved head; check it fits `hf_config` when given; raise HeadError with one clear sentence."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -232,114 +237,3 @@ def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
     return lm.resources.get(
         ("eagle.head", str(folder), stamp, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
     )
-
-
-# head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
-# long as the head and the LM head it was made from (a new model never finds an old model's projection)
-_FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[EagleHead, nn.Module]:
-    """The head in `dtype` for drafting, and its draft-vocabulary projection.
-
-    On a CPU with oneDNN the head is copied once per dtype and the copy's linear layers and the
-    projection are prepacked (PackedLinear), which takes a depth-2 draft from about 6.0 to 4.5 ms per
-    step in bf16 on 2 cores; the trained head itself is left as it is, so it can still be read, saved
-    or trained. Elsewhere (a GPU) the head is cast in place and the projection is a plain linear.
-    """
-
-    def projection() -> nn.Linear:
-        weight = draft_weight(head, lm_head, dtype)  # [Vd, h]
-        proj = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=dtype)
-        proj.weight = nn.Parameter(weight, requires_grad=False)
-        return proj
-
-    device = lm_head.get_parameter("weight").device
-    if not can_pack(device, dtype):
-        return head.to(device=device, dtype=dtype), projection()  # the head beside the embedding and LM head
-    per_dtype = _FAST.setdefault(head, weakref.WeakKeyDictionary()).setdefault(lm_head, {})
-    if dtype not in per_dtype:
-        fast = copy.deepcopy(head).to(dtype).eval().requires_grad_(False)
-        pack_module(fast)
-        per_dtype[dtype] = (fast, PackedLinear(projection(), keep_weight=False))
-    return per_dtype[dtype]
-
-
-class Drafter:
-    """The head at inference: its own KV cache over (f_j, x_{j+1}) pairs, plus a queue of pairs not yet run.
-
-    Head position j holds the pair (f_j, x_{j+1}) and predicts f_{j+1}, whose LM-head row scores x_{j+2}.
-    """
-
-    def __init__(self, head: EagleHead, lm, dtype: torch.dtype | None = None) -> None:
-        self.lm, self.device = lm, lm.device
-        self.dtype = dtype or next(head.parameters()).dtype
-        self.head, self.project = fast_head(head, lm.lm_head, self.dtype)
-        self.embed = lm.hf.get_input_embeddings()
-        self.cache = head.new_cache()
-        self.queue_feats: list[torch.Tensor] = []  # true features not yet run through the head, each [m, h]
-        self.queue_tokens: list[int] = []
-
-    @property
-    def length(self) -> int:
-        """Pairs held in the head's cache."""
-        return self.cache.get_seq_length()
-
-    def reset(self, prompt_ids: list[int], prompt_hidden: torch.Tensor) -> None:
-        """Start a generation: run the prompt's pairs (f_j, x_{j+1}); prompt_hidden [n, h]."""
-        self.cache = self.head.new_cache()
-        self.queue_feats, self.queue_tokens = [prompt_hidden[:-1]], list(prompt_ids[1:])
-        if self.queue_tokens:
-            self.flush()
-
-    def push(self, feats: torch.Tensor, tokens: list[int]) -> None:
-        """Queue verified pairs: feats [m, h] are the target's true features, tokens the next tokens."""
-        if tokens:
-            self.queue_feats.append(feats[: len(tokens)])
-            self.queue_tokens.extend(tokens)
-
-    @torch.inference_mode()
-    def run(
-        self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run pairs on top of the cache; see [q, cached+q] bool says what each may attend.
-
-        Returns (predicted features [q, h], draft log-probs [q, Vd]).
-        """
-        dev = self.device
-        ids = torch.as_tensor(tokens, dtype=torch.long, device=dev)
-        emb = self.embed(ids).to(self.dtype)
-        see = see.to(dev)
-        mask = torch.zeros(see.shape, dtype=self.dtype, device=dev).masked_fill_(~see, torch.finfo(self.dtype).min)
-        out = self.head(
-            feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache, mask[None, None]
-        )[0]
-        logp = torch.log_softmax(self.project(out).float(), dim=-1)
-        return out, logp
-
-    def flush(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run every queued pair causally on top of the cache; return the last row's (feature, log-probs)."""
-        feats = torch.cat([f.to(self.dtype) for f in self.queue_feats])
-        tokens, past = self.queue_tokens, self.length
-        q = len(tokens)
-        dev = self.device
-        see = torch.ones(q, past + q, dtype=torch.bool, device=dev)
-        see[:, past:] = torch.ones(q, q, dtype=torch.bool, device=dev).tril()
-        out, logp = self.run(feats, tokens, torch.arange(past, past + q, device=dev), see)
-        self.queue_feats, self.queue_tokens = [], []
-        return out[-1], logp[-1]
-
-    def catch_up(self, root_feat: torch.Tensor, root: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the queued verified pairs plus (f_{N-1}, root); return (predicted f_N [h], log-probs [Vd])."""
-        self.push(root_feat[None], [root])
-        return self.flush()
-
-    def to_token(self, draft_index: torch.Tensor) -> list[int]:
-        """Draft-vocabulary indices → token ids."""
-        return self.head.draft_ids[draft_index].tolist()
-
-    def rollback(self, length: int) -> None:
-        """Forget drafted tree nodes: keep the first `length` pairs."""
-        extra = self.length - length
-        if extra > 0:
-            self.cache.crop(-extra)

@@ -19,7 +19,8 @@ import torch
 from specviz.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
 from specviz.heads import distill
 from specviz.heads.distill import Sequence
-from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, load_head
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
+from specviz.heads.eagle_drafter import Drafter
 from specviz.methods.eagle import TREES, Config, get_head, head_dtype
 from specviz.model import LoadedModel, crop_to, load_model
 from specviz.trace import Trace

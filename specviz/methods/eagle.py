@@ -9,7 +9,8 @@ import torch
 
 from specviz.details import EagleStep
 from specviz.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.heads.eagle import DEFAULT_DIR, Drafter, EagleHead, HeadError, cached_head, new_head
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, new_head
+from specviz.heads.eagle_drafter import Drafter
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling, target_probs
