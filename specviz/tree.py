@@ -1,7 +1,7 @@
 """The candidate tree as data: parents → depths, mask, positions, paths; the sparse tree; tree verification.
 
 Node 0 is the root: the pending token the target itself chose. A rank path such as (0, 1) means
-"rank 0 of head 1, then rank 1 of head 2" (0-based ranks; the seed documents count from 1).
+"rank 0 of head 1, then rank 1 of head 2" (0-based ranks, as in the Medusa reference's medusa_choices).
 """
 
 from __future__ import annotations
