@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from specviz.paths import cache_root
+
 HEADS = ("medusa", "eagle")
 
 
@@ -123,7 +125,7 @@ def train_medusa(argv: list[str]) -> int:
         model=lm.name,
     )
     tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes, soft=a.soft)
-    ckpt = a.checkpoint or (distill.cache_root() / "medusa-checkpoint")
+    ckpt = a.checkpoint or (cache_root() / "medusa-checkpoint")
     tbar = tqdm(unit="step", desc="train")
 
     def tick(step: int, total: int, loss: float) -> None:

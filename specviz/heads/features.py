@@ -15,15 +15,20 @@ i % HELDOUT_EVERY == HELDOUT_EVERY - 1; Spec-Bench turns are never used.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from specviz.heads.distill import HIDDEN_DTYPE, Sequence, sharegpt_conversations, spec_bench_turns
+from specviz.heads.distill import sharegpt_conversations, spec_bench_turns
+from specviz.heads.shards import HIDDEN_DTYPE, Sequence, pack
+from specviz.model import LoadedModel, load_model
 from specviz.paths import cache_root
 
 HELDOUT_EVERY = 10
@@ -34,6 +39,7 @@ Progress = Callable[[int, int, dict], None]
 
 
 def default_dir() -> Path:
+    """Where feature folders live by default (under the cache root)."""
     return cache_root() / "features"
 
 
@@ -57,14 +63,14 @@ def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
     return msgs
 
 
-def _templated(tokenizer, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
+def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
     out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
     if isinstance(out, dict) or hasattr(out, "input_ids"):
         out = out["input_ids"]
     return [int(t) for t in out]
 
 
-def template_ids(tokenizer, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
+def template_ids(tokenizer: Any, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
     """Token ids of the templated conversation and a mask that is True on assistant-written tokens."""
     ids: list[int] = []
     mask: list[bool] = []
@@ -93,7 +99,9 @@ def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[li
             yield w, m
 
 
-def split_windows(tokenizer, split: str, max_len: int, per_conversation: int) -> Iterator[tuple[int, list, list]]:
+def split_windows(
+    tokenizer: Any, split: str, max_len: int, per_conversation: int
+) -> Iterator[tuple[int, list[int], list[bool]]]:
     """(conversation index, ids, mask) for every window of one split, in file order."""
     banned = spec_bench_turns()
     for i, record in enumerate(sharegpt_conversations()):
@@ -109,7 +117,9 @@ def split_windows(tokenizer, split: str, max_len: int, per_conversation: int) ->
 
 
 @torch.inference_mode()
-def teacher_pass(lm, seqs: list[list[int]], rows: int, width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def teacher_pass(
+    lm: LoadedModel, seqs: list[list[int]], rows: int, width: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(post-norm hidden [L, H] fp16, argmax next token [L] int32) for each sequence, in one batch.
 
     Every batch has the same shape [rows, width] (right padding, extra rows of padding): oneDNN builds
@@ -127,75 +137,91 @@ def teacher_pass(lm, seqs: list[list[int]], rows: int, width: int) -> list[tuple
     return [(hidden[r, : len(s)].to("cpu", HIDDEN_DTYPE), label[r, : len(s)].cpu()) for r, s in enumerate(seqs)]
 
 
-def _manifest(lm, split: str, max_len: int, per_conversation: int, batch_tokens: int) -> dict:
+@dataclass(frozen=True)
+class FeatureConfig:
+    """What one feature build makes: the split, how many positions, and the window and batch shapes."""
+
+    split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
+    max_positions: int = 3_000_000  # assistant positions to make in all
+    max_len: int = 512  # tokens per window (and per row of the teacher pass)
+    per_conversation: int = 4  # windows per conversation at most
+    batch_tokens: int = 4096  # rows × max_len of one teacher pass
+    shard_windows: int = 64  # windows per shard
+
+
+def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
+    """The settings a folder's shards were made with (a resumed build must match them)."""
     return {
         "model": lm.name,
-        "split": split,
+        "split": cfg.split,
         "dtype": str(lm.dtype).removeprefix("torch."),
-        "max_len": max_len,
-        "per_conversation": per_conversation,
-        "batch_tokens": batch_tokens,
+        "max_len": cfg.max_len,
+        "per_conversation": cfg.per_conversation,
+        "batch_tokens": cfg.batch_tokens,
         "heldout_every": HELDOUT_EVERY,
         "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
         "hidden_size": int(lm.hf.config.hidden_size),
     }
 
 
-def build(
-    lm,
-    out_dir: Path,
-    split: str = "train",
-    max_positions: int = 3_000_000,
-    max_len: int = 512,
-    per_conversation: int = 4,
-    batch_tokens: int = 4096,
-    shard_windows: int = 64,
-    progress: Progress | None = None,
-) -> dict:
-    """Write shards of fixed-dataset features until max_positions assistant positions; resumable.
+def _resume(out_dir: Path, manifest: dict) -> dict:
+    """The progress record to continue from, the shards already on disk counted; refuse other settings."""
+    from safetensors.torch import load_file
 
-    A shard holds `shard_windows` windows; on restart the shards already on disk are counted and their
-    windows skipped, so a killed build continues where it stopped. Returns the progress record.
-    """
-    from safetensors.torch import load_file, save_file
-
-    from specviz.heads.distill import pack
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(lm, split, max_len, per_conversation, batch_tokens)
     mpath = out_dir / "manifest.json"
     if mpath.is_file() and {k: v for k, v in json.loads(mpath.read_text()).items() if k in manifest} != manifest:
         raise RuntimeError(f"{out_dir} holds features made with other settings; use another folder.")
     done = sorted(out_dir.glob("shard_*.safetensors"))
     positions = sum(int(load_file(str(p))["mask"].sum()) for p in done)
-    skip, shard = len(done) * shard_windows, len(done)
-    record = {**manifest, "shards": shard, "positions": positions, "tokens": 0, "seconds": 0.0}
+    return {**manifest, "shards": len(done), "positions": positions, "tokens": 0, "seconds": 0.0}
+
+
+def _write_shard(out_dir: Path, index: int, seqs: list[LabelledSequence]) -> None:
+    """One shard, written atomically: the distill layout plus `label`."""
+    from safetensors.torch import save_file
+
+    tmp = out_dir / f"shard_{index:05d}.partial"
+    save_file(pack(seqs) | {"label": torch.cat([s.label for s in seqs])}, str(tmp), metadata={"format": "pt"})
+    tmp.rename(out_dir / f"shard_{index:05d}.safetensors")
+
+
+def _count(record: dict, seqs: list[LabelledSequence], seconds: float) -> None:
+    """Add a written shard to the progress record."""
+    record.update(
+        shards=record["shards"] + 1,
+        positions=record["positions"] + sum(int(s.mask.sum()) for s in seqs),
+        tokens=record["tokens"] + sum(len(s.ids) for s in seqs),
+        seconds=round(seconds, 1),
+    )
+    record["tokens_per_s"] = round(record["tokens"] / max(1e-9, record["seconds"]), 1)
+
+
+def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, progress: Progress | None = None) -> dict:
+    """Write shards of fixed-dataset features until cfg.max_positions assistant positions; resumable.
+
+    A shard holds `cfg.shard_windows` windows; on restart the shards already on disk are counted and their
+    windows skipped, so a killed build continues where it stopped. Returns the progress record.
+    """
+    cfg = cfg or FeatureConfig()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = _resume(out_dir, _manifest(lm, cfg))
+    skip = record["shards"] * cfg.shard_windows
     t0 = time.perf_counter()
     pending: list[tuple[list[int], list[bool]]] = []
-    for n, (_conv, w, m) in enumerate(split_windows(lm.tokenizer, split, max_len, per_conversation)):
+    for n, (_conv, w, m) in enumerate(split_windows(lm.tokenizer, cfg.split, cfg.max_len, cfg.per_conversation)):
         if n < skip:
             continue
         pending.append((w, m))
-        if len(pending) < shard_windows:
+        if len(pending) < cfg.shard_windows:
             continue
-        if positions >= max_positions:
+        if record["positions"] >= cfg.max_positions:
             break
-        seqs = _featurize(lm, pending, max(1, batch_tokens // max_len), max_len)
-        tmp = out_dir / f"shard_{shard:05d}.partial"
-        save_file(pack(seqs) | {"label": torch.cat([s.label for s in seqs])}, str(tmp), metadata={"format": "pt"})
-        tmp.rename(out_dir / f"shard_{shard:05d}.safetensors")
-        shard += 1
-        positions += sum(int(s.mask.sum()) for s in seqs)
-        record.update(
-            shards=shard,
-            positions=positions,
-            tokens=record["tokens"] + sum(len(s.ids) for s in seqs),
-            seconds=round(time.perf_counter() - t0, 1),
-        )
-        record["tokens_per_s"] = round(record["tokens"] / max(1e-9, record["seconds"]), 1)
-        mpath.write_text(json.dumps(record, indent=1))
+        seqs = _featurize(lm, pending, max(1, cfg.batch_tokens // cfg.max_len), cfg.max_len)
+        _write_shard(out_dir, record["shards"], seqs)
+        _count(record, seqs, time.perf_counter() - t0)
+        (out_dir / "manifest.json").write_text(json.dumps(record, indent=1))
         if progress is not None:
-            progress(positions, max_positions, record)
+            progress(record["positions"], cfg.max_positions, record)
         pending = []
     return record
 
@@ -203,12 +229,14 @@ def build(
 class LabelledSequence(Sequence):
     """A Sequence plus the target's argmax at each position (label[j] predicts ids[j + 1])."""
 
-    def __init__(self, ids: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, label: torch.Tensor):
+    def __init__(self, ids: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, label: torch.Tensor) -> None:
         super().__init__(ids=ids, hidden=hidden, mask=mask)
         self.label = label
 
 
-def _featurize(lm, pending: list[tuple[list[int], list[bool]]], rows: int, width: int) -> list[LabelledSequence]:
+def _featurize(
+    lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], rows: int, width: int
+) -> list[LabelledSequence]:
     out: list[LabelledSequence] = []
     for at in range(0, len(pending), rows):
         part = pending[at : at + rows]
@@ -242,10 +270,6 @@ def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequ
 
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.heads.features: teacher-forced ShareGPT features for head training (resumable)."""
-    import argparse
-
-    from specviz.model import load_model
-
     ap = argparse.ArgumentParser(prog="python -m specviz.heads.features", description=main.__doc__)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--split", choices=["train", "heldout"], default="train")
@@ -264,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             last[0] = time.perf_counter()
             print(f"{done}/{total} positions, {rec['tokens_per_s']} tokens/s, {rec['seconds']} s", flush=True)
 
-    print(json.dumps(build(lm, out, args.split, args.positions, args.max_len, progress=tick), indent=1))
+    cfg = FeatureConfig(split=args.split, max_positions=args.positions, max_len=args.max_len)
+    print(json.dumps(build(lm, out, cfg, tick), indent=1))
     return 0
 
 

@@ -16,6 +16,7 @@ import torch
 
 from specviz.heads import distill
 from specviz.heads.features import HELDOUT_EVERY
+from specviz.heads.shards import unpack
 from specviz.paths import cache_root
 
 
@@ -43,7 +44,7 @@ def heldout_set(lm, n: int = 64, max_new_tokens: int = 128, batch: int = 16) -> 
 
     path = cache_root() / "heldout" / f"distilled-{n}-{max_new_tokens}.safetensors"
     if path.is_file():
-        return distill.unpack(load_file(str(path)))
+        return unpack(load_file(str(path)))
     prompts = heldout_prompts(n)
     seqs: list[distill.Sequence] = []
     for at in range(0, len(prompts), batch):

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from specviz.heads.distill import Sequence
 from specviz.heads.medusa import (
     CALIBRATION_FILE,
     HeadsConfig,
@@ -26,6 +26,7 @@ from specviz.heads.medusa import (
     new_heads,
     save_heads,
 )
+from specviz.heads.shards import Sequence
 
 DECAY = 0.8  # head k's loss weight is DECAY**(k-1), as in Medusa
 IGNORE = -100  # no target: the sequence ended before token t+1+k
@@ -62,7 +63,9 @@ def target_tokens(s: Sequence) -> torch.Tensor:
     return torch.cat([s.ids[:1], label[:-1].long()])
 
 
-def positions(seqs: list[Sequence], num_heads: int, to_draft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def positions(
+    seqs: abc.Sequence[Sequence], num_heads: int, to_draft: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack training positions: hidden [N, H] (fp16) and draft-vocab targets [N, K].
 
     Position t is used when token t+1 (the root) is a continuation token; head k's target is the
