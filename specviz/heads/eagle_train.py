@@ -1,150 +1,39 @@
-"""Train an EAGLE head on self-distilled features: SmoothL1 on the next feature + 0.1 × CE on its tokens.
+"""Train an EAGLE head on self-distilled features (`python -m specviz train eagle`): fit, checkpoint, evaluate.
 
 Data are the target's own greedy continuations of ShareGPT prompts (specviz.heads.distill), with the
-final post-norm hidden state at every position. The head sees the pair (f_j, x_{j+1}) at position j
-and is trained to output f_{j+1}; the loss counts continuation positions only. Checkpoints are
-safetensors (weights + Adam moments) plus a JSON of the step, so a killed run resumes where it stopped.
+final post-norm hidden state at every position; the objective is in specviz.heads.eagle_loss.
+Checkpoints are safetensors (weights + Adam moments) plus a JSON of the step, so a killed run resumes
+where it stopped.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import math
-import random
 import time
-from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from tqdm import tqdm
 
-from specviz.heads.distill import Sequence
+from specviz.heads import distill
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, new_head, save_head
+from specviz.heads.eagle_loss import TrainConfig, batches, collate, draft_vocab, loss_fn, rank_accuracy
+from specviz.heads.eagle_loss import unrolled as unrolled  # the objective, as callers reach it
+from specviz.heads.shards import Sequence, load_dataset
+from specviz.model import LoadedModel, load_model
 from specviz.paths import cache_root
 
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Settings of one training run (all of them go into the checkpoint, so resuming is exact)."""
-
-    # The defaults made the committed head (models/eagle): 6,912 training sequences, 47 min on 1 core.
-    epochs: float = 2.0  # passes over the training split (more data beats more epochs here)
-    batch_tokens: int = 2048  # padded tokens per optimiser step
-    lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
-    warmup: int = 30  # warm-up steps
-    # EAGLE: L = SmoothL1(features) + 0.1 × CE(tokens). A 1-epoch ablation on 1,728 sequences gave held-out
-    # top-1 by depth 0.293/0.246/0.224 at 0.1, 0.302/0.262/0.225 at 1.0 and 0.302/0.260/0.224 at 3.0.
-    ce_weight: float = 0.1
-    noise: float = 0.2  # EAGLE: uniform noise U(-a/2, a/2) on input features, in units of their std
-    draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = full vocabulary)
-    max_len: int = 512  # longer sequences are cut
-    seed: int = 0
-    unroll: int = 2  # > 1: also train depth-2… drafts made from the head's own features (see unrolled)
-    unroll_weight: float = 0.5  # weight of each unrolled depth's loss
-    # bf16 autocast (AMX units): the head's matmuls run about 4× faster; the weights and Adam stay fp32
-    bf16: bool = False
-
-
-def draft_vocab(seqs: list[Sequence], size: int, vocab: int) -> tuple[torch.Tensor | None, float]:
-    """The `size` most frequent continuation tokens (sorted ids) and the share of continuations they cover."""
-    counts = Counter(int(t) for s in seqs for t in s.ids[s.mask].tolist())
-    total = sum(counts.values())
-    if size <= 0 or size >= vocab:
-        return None, 1.0
-    top = [t for t, _ in counts.most_common(size)]
-    top += [t for t in range(vocab) if t not in counts][: size - len(top)]  # pad a tiny corpus
-    return torch.tensor(sorted(top)), sum(counts[t] for t in top) / max(1, total)
-
-
-def batches(seqs: list[Sequence], batch_tokens: int, max_len: int, seed: int) -> list[list[int]]:
-    """Group sequences of similar length so padding stays small; the order is shuffled by seed."""
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))
-    out, cur, width = [], [], 0
-    for i in order:
-        w = min(len(seqs[i].ids), max_len)
-        if cur and max(width, w) * (len(cur) + 1) > batch_tokens:
-            out.append(cur)
-            cur, width = [], 0
-        cur.append(i)
-        width = max(width, w)
-    if cur:
-        out.append(cur)
-    random.Random(seed).shuffle(out)
-    return out
-
-
-def collate(seqs: list[Sequence], idx: list[int], max_len: int) -> dict[str, torch.Tensor]:
-    """Right-padded pairs: feats f_j, tokens x_{j+1}, target f_{j+1}, loss mask on continuation targets."""
-    width = min(max(len(seqs[i].ids) for i in idx), max_len) - 1
-    h = seqs[idx[0]].hidden.shape[1]
-    feats, target = torch.zeros(len(idx), width, h), torch.zeros(len(idx), width, h)
-    tokens = torch.zeros(len(idx), width, dtype=torch.long)
-    mask = torch.zeros(len(idx), width, dtype=torch.bool)
-    for r, i in enumerate(idx):
-        s = seqs[i]
-        n = min(len(s.ids), max_len) - 1
-        feats[r, :n], target[r, :n] = s.hidden[:n].float(), s.hidden[1 : n + 1].float()
-        tokens[r, :n], mask[r, :n] = s.ids[1 : n + 1], s.mask[1 : n + 1]
-    return {"feats": feats, "tokens": tokens, "target": target, "mask": mask}
-
-
-def _depth_loss(out: torch.Tensor, tgt: torch.Tensor, weight: torch.Tensor, ce_weight: float):
-    """SmoothL1 on predicted features + ce_weight × soft cross-entropy over the draft vocabulary."""
-    reg = F.smooth_l1_loss(out, tgt)
-    with torch.no_grad():
-        p = torch.softmax(tgt @ weight.T, dim=-1)
-    logq = torch.log_softmax(out @ weight.T, dim=-1)
-    ce = -(p * logq).sum(-1).mean()
-    acc = float((logq.argmax(-1) == p.argmax(-1)).float().mean())
-    return reg + ce_weight * ce, reg, ce, acc
-
-
-def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: int) -> list[torch.Tensor]:
-    """Head outputs [B, T, h] at depth 1 (true features) … depth `depths` (features the head drafted).
-
-    At inference a depth-d draft row sees its true context plus its own earlier drafts, and its input
-    feature is the head's previous prediction, not the target's. Depth d here reuses depth d-1's
-    outputs, shifted one row, under the exact inference mask (`depth_mask`), so row i at depth d
-    depends on true features at rows ≤ i-(d-1) only (tested).
-    """
-    from transformers import DynamicCache  # the stock cache: its appends are autograd-safe
-
-    B, T = feats.shape[:2]
-    pos = torch.arange(T).expand(B, -1)
-    cache = DynamicCache(config=head.config.llama_config())
-    outs: list[torch.Tensor] = []
-    for d in range(1, depths + 1):
-        if outs:  # row i's input is row i-1's prediction one depth up
-            feats = torch.cat([torch.zeros_like(outs[-1][:, :1]), outs[-1][:, :-1]], dim=1)
-        # a boolean mask (True = may attend) is valid whatever dtype autocast picks for the queries
-        outs.append(head(feats, emb, pos, cache, depth_mask(T, d)[None, None]))
-    return outs
-
-
-def loss_fn(
-    head: EagleHead, lm, b: dict[str, torch.Tensor], cfg: TrainConfig, feat_std: float, weight: torch.Tensor
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """EAGLE's loss on the true pairs; with cfg.unroll > 1 (as in HASS and EAGLE-3), plus unroll_weight ×
-    the same loss on each deeper depth's drafts from the head's own features (see `unrolled`)."""
-    feats = b["feats"]
-    if cfg.noise > 0:
-        feats = feats + (torch.rand_like(feats) - 0.5) * cfg.noise * feat_std
-    with torch.no_grad():
-        emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
-    total, logs = None, {}
-    for d, out in enumerate(unrolled(head, feats, emb, max(1, cfg.unroll)), start=1):
-        rows = b["mask"].clone()
-        rows[:, : d - 1] = False  # the first d-1 rows have no drafted input yet
-        part, reg, ce, acc = _depth_loss(out[rows], b["target"][rows], weight, cfg.ce_weight)
-        if d == 1:
-            total, logs = part, {"l1": float(reg.detach()), "ce": float(ce.detach()), "acc": acc}
-        else:
-            total, logs[f"acc{d}"] = total + cfg.unroll_weight * part, acc
-    return total, logs
+LossOf = Callable[[], tuple[torch.Tensor, dict[str, float]]]  # a batch's (loss, logged numbers)
+Progress = Callable[[int, int, dict[str, float]], None]  # (step, total steps, logs)
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over cfg.warmup steps, cosine decay to 5% of the peak at the last step."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     frac = (step - cfg.warmup) / max(1, total - cfg.warmup)
@@ -152,6 +41,7 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 
 
 def ckpt_dir() -> Path:
+    """The default checkpoint folder (under the cache root)."""
     return cache_root() / "eagle_train"
 
 
@@ -197,83 +87,67 @@ def load_ckpt(
     return meta
 
 
-def depth_mask(T: int, d: int) -> torch.Tensor:
-    """Keys [true pairs | depth-2 … depth-d drafts] a depth-d draft row may see, bool [T, d·T].
-
-    Row i drafts from its own features: it sees true pairs j ≤ i-(d-1), its depth-e ancestors at
-    row i-(d-e), and itself, exactly as at inference.
-    """
-    see = torch.zeros(T, d * T, dtype=torch.bool)
-    i = torch.arange(T)
-    see[:, :T] = i[None, :] <= (i[:, None] - (d - 1))
-    for e in range(2, d + 1):
-        rows = i[i - (d - e) >= 0]
-        see[rows, (e - 1) * T + rows - (d - e)] = True
-    return see
-
-
-@torch.no_grad()
-def sequence_ranks(
-    head: EagleHead, lm, s: Sequence, weight: torch.Tensor, tok2draft: torch.Tensor, depths: int
-) -> list[torch.Tensor]:
-    """Rank of the target's next token in the draft at each depth, drafting from the head's own features."""
-    ids, T = s.ids, len(s.ids) - 1
-    emb = lm.hf.get_input_embeddings()(ids[1:]).float()[None]
-    start, out = int(s.mask.float().argmax()), []
-    for d, o in enumerate(unrolled(head, s.hidden[:-1].float()[None], emb, depths), start=1):
-        logits = o[0] @ weight.T  # [T, Vd]
-        rows = torch.arange(max(0, start + d - 2), T - 1)  # root N = i-d+2 is a continuation token
-        tgt = tok2draft[ids[rows + 2]]
-        hit = logits[rows].gather(1, tgt.clamp_min(0)[:, None])[:, 0]
-        rank = (logits[rows] > hit[:, None]).sum(-1)
-        out.append(torch.where(tgt >= 0, rank, torch.full_like(rank, 10**6)))
-    return out
+def optimiser_step(
+    head: EagleHead, opt: torch.optim.Optimizer, loss_of: LossOf, lr: float, bf16: bool
+) -> dict[str, float]:
+    """One AdamW step at `lr` on `loss_of()` (under bf16 autocast when asked), gradients clipped to norm 0.5."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss, logs = loss_of()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+    opt.step()
+    return logs
 
 
-def rank_accuracy(
-    head: EagleHead, lm, seqs: list[Sequence], weight: torch.Tensor, depths: int = 4, ranks: int = 8
-) -> list[list[float]]:
-    """acc[d][i] = P(the target's token is rank i of the depth-(d+1) draft), over the given sequences."""
-    tok2draft = torch.full((lm.hf.config.vocab_size,), -1, dtype=torch.long)
-    tok2draft[head.draft_ids] = torch.arange(head.draft_ids.numel())
-    per_depth: list[list[torch.Tensor]] = [[] for _ in range(depths)]
-    head.eval()
-    for s in seqs:
-        for d, r in enumerate(sequence_ranks(head, lm, s, weight, tok2draft, depths)):
-            per_depth[d].append(r)
-    head.train()
-    acc = []
-    for rs in per_depth:
-        r = torch.cat(rs) if rs else torch.zeros(0, dtype=torch.long)
-        acc.append([round(float((r == i).float().mean()), 4) if len(r) else 0.0 for i in range(ranks)])
-    return acc
+def step_plan(train: list[Sequence], cfg: TrainConfig) -> list[list[int]]:
+    """Every optimiser step's batch of sequence indices: whole epochs reshuffled, cut to cfg.epochs."""
+    epochs = max(1, math.ceil(cfg.epochs))
+    plan = [b for e in range(epochs) for b in batches(train, cfg.batch_tokens, cfg.max_len, cfg.seed + e)]
+    return plan[: max(1, round(len(plan) * cfg.epochs / epochs))]
+
+
+def fit_stats(
+    meta: dict, planned: int, train: list[Sequence], coverage: float, feat_std: float, cfg: TrainConfig
+) -> dict:
+    """What a fit did and on what, stored in the head's config."""
+    return {
+        "steps": meta["step"],
+        "planned_steps": planned,
+        "train_seconds": round(meta["seconds"]),
+        "positions": int(sum(int(s.mask.sum()) for s in train)),
+        "sequences": len(train),
+        "draft_vocab_coverage": round(coverage, 4),
+        "feat_std": round(feat_std, 4),
+        **cfg.__dict__,
+    }
 
 
 def fit(
-    lm, train: list[Sequence], cfg: TrainConfig, folder: Path, minutes: float = 0.0, progress=None
+    lm: LoadedModel,
+    train: list[Sequence],
+    cfg: TrainConfig,
+    folder: Path,
+    minutes: float = 0.0,
+    progress: Progress | None = None,
 ) -> tuple[EagleHead, torch.Tensor, dict]:
     """Train (or resume) a head; stop early at the time budget with a checkpoint. Returns (head, W, stats)."""
     draft_ids, coverage = draft_vocab(train, cfg.draft_vocab, lm.hf.config.vocab_size)
     head = new_head(lm.hf.config, lm.name, draft_ids, cfg.seed).train()
-    w = lm.lm_head.weight.detach().float()
+    w = lm.lm_head.get_parameter("weight").detach().float()
     weight = w if draft_ids is None else w[draft_ids]  # [Vd, h], frozen
     feat_std = float(torch.cat([s.hidden[:64].float() for s in train[:200]]).std())
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    epochs = max(1, math.ceil(cfg.epochs))
-    plan = [b for e in range(epochs) for b in batches(train, cfg.batch_tokens, cfg.max_len, cfg.seed + e)]
-    plan = plan[: max(1, round(len(plan) * cfg.epochs / epochs))]
+    plan = step_plan(train, cfg)
     meta = load_ckpt(folder, head, opt, cfg, len(train))
     meta = meta or {"step": 0, "seconds": 0.0, "config": cfg.__dict__, "sequences": len(train)}
     t0, last_save, seconds0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
     for step in range(meta["step"], len(plan)):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, len(plan), cfg)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, logs = loss_fn(head, lm, collate(train, plan[step], cfg.max_len), cfg, feat_std, weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
-        opt.step()
+        batch = collate(train, plan[step], cfg.max_len)
+        loss_of = functools.partial(loss_fn, head, lm, batch, cfg, feat_std, weight)
+        logs = optimiser_step(head, opt, loss_of, lr_at(step, len(plan), cfg), cfg.bf16)
         meta.update(step=step + 1, seconds=seconds0 + time.perf_counter() - t0)
         if progress is not None:
             progress(step + 1, len(plan), logs)
@@ -283,21 +157,11 @@ def fit(
             last_save = time.perf_counter()
         if out_of_time:
             break
-    stats = {
-        "steps": meta["step"],
-        "planned_steps": len(plan),
-        "train_seconds": round(meta["seconds"]),
-        "positions": int(sum(int(s.mask.sum()) for s in train)),
-        "sequences": len(train),
-        "draft_vocab_coverage": round(coverage, 4),
-        "feat_std": round(feat_std, 4),
-        **cfg.__dict__,
-    }
-    return head, weight, stats
+    return head, weight, fit_stats(meta, len(plan), train, coverage, feat_std, cfg)
 
 
 def finish(
-    lm,
+    lm: LoadedModel,
     head: EagleHead,
     weight: torch.Tensor,
     stats: dict,
@@ -307,8 +171,6 @@ def finish(
     n_eval: int = 64,
 ) -> dict:
     """Measure held-out and training rank accuracies, store the calibration, save the head."""
-    from dataclasses import replace
-
     held_acc = rank_accuracy(head, lm, held[:n_eval], weight, depths=6)
     train_acc = rank_accuracy(head, lm, train[:n_eval], weight, depths=2)
     stats = {
@@ -323,15 +185,8 @@ def finish(
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m specviz train eagle: build/extend the distilled data, train, evaluate, save the head."""
-    import argparse
-
-    from tqdm import tqdm
-
-    from specviz.heads import distill
-    from specviz.model import load_model
-
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """`train eagle`'s options, checked (ValueError with one sentence when unusable)."""
     ap = argparse.ArgumentParser(prog="python -m specviz train eagle", description=main.__doc__)
     ap.add_argument("--prompts", type=int, default=0, help="distil this many prompts first (0: use the data)")
     ap.add_argument("--data-dir", type=Path, default=None)
@@ -359,18 +214,29 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.ce_weight < 0 or args.epochs <= 0:
         raise ValueError(f"--ce-weight must be >= 0 and --epochs > 0, got {args.ce_weight} and {args.epochs}.")
+    return args
+
+
+def distil_first(lm: LoadedModel, prompts: int, data_dir: Path | None) -> None:
+    """Build (or extend) the distillation set to `prompts` prompts, with a progress bar."""
+    bar = tqdm(desc="distil", unit="shard")
+
+    def tick(done: int, total: int, _name: str) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    distill.build_dataset(lm, prompts, out_dir=data_dir, progress=tick)
+    bar.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m specviz train eagle: build/extend the distilled data, train, evaluate, save the head."""
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32")
     if args.prompts:
-        bar = tqdm(desc="distil", unit="shard")
-        distill.build_dataset(
-            lm,
-            args.prompts,
-            out_dir=args.data_dir,
-            progress=lambda d, n, _m: (setattr(bar, "total", n), bar.update(d - bar.n)),
-        )
-        bar.close()
-    train, held = distill.load_dataset(args.data_dir, "train"), distill.load_dataset(args.data_dir, "heldout")
+        distil_first(lm, args.prompts, args.data_dir)
+    train, held = load_dataset(args.data_dir, "train"), load_dataset(args.data_dir, "heldout")
     cfg = TrainConfig(
         epochs=args.epochs,
         lr=args.lr,
@@ -384,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         (folder / "ckpt.json").unlink(missing_ok=True)
     bar = tqdm(desc="train eagle", unit="step")
 
-    def tick(step: int, total: int, logs: dict) -> None:
+    def tick(step: int, total: int, logs: dict[str, float]) -> None:
         bar.total = total
         bar.update(step - bar.n)
         bar.set_postfix({k: f"{v:.3f}" for k, v in logs.items()})

@@ -10,22 +10,30 @@ killed run resume where it stopped. Progress goes to `progress.json` beside the 
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, replace
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from specviz.heads import eagle_train
+from specviz.heads import medusa, medusa_train
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head, new_head, save_head
-from specviz.heads.features import default_dir, read_shard
+from specviz.heads.eagle_loss import TrainConfig, batches, collate, loss_fn
+from specviz.heads.eagle_train import load_ckpt, optimiser_step, save_ckpt
+from specviz.heads.features import LabelledSequence, default_dir, read_shard
+from specviz.heads.medusa import MedusaHeads
+from specviz.model import LoadedModel, load_model
 from specviz.paths import MEDUSA_DIR
 
 
-def shard_stream(folder: Path, start: int, wait_s: float, done_when: int) -> Iterator[tuple[int, list]]:
+def shard_stream(
+    folder: Path, start: int, wait_s: float, done_when: int
+) -> Iterator[tuple[int, list[LabelledSequence]]]:
     """(shard index, its windows) from `start` on; waits for shards still being written, up to wait_s idle."""
     i, idle = start, 0.0
     while True:
@@ -48,7 +56,7 @@ def lr_at(seen: int, total: int, peak: float, warm: int) -> float:
     return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def start_head(lm, init: Path | None, seed: int) -> EagleHead:
+def start_head(lm: LoadedModel, init: Path | None, seed: int) -> EagleHead:
     """The head to train: a copy of a saved head (warm start, its draft vocabulary kept) or a fresh one."""
     if init is not None:
         head = load_head(init, lm.hf.config)
@@ -58,47 +66,9 @@ def start_head(lm, init: Path | None, seed: int) -> EagleHead:
     return new_head(lm.hf.config, lm.name, base.draft_ids, seed).train()
 
 
-def _eagle_shard(
-    head: EagleHead,
-    opt,
-    seqs: list,
-    meta: dict,
-    cfg: eagle_train.TrainConfig,
-    loss_of: Callable,
-    lr_of: Callable[[int], float],
-    seed: int,
-) -> None:
-    """One shard's windows in length-grouped batches; updates meta (steps, positions seen, last losses)."""
-    for idx in eagle_train.batches(seqs, cfg.batch_tokens, cfg.max_len, seed):
-        for g in opt.param_groups:
-            g["lr"] = lr_of(meta["seen"])
-        batch = eagle_train.collate(seqs, idx, cfg.max_len)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, logs = loss_of(batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
-        opt.step()
-        meta["step"] += 1
-        meta["seen"] += int(batch["mask"].sum())
-        meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
-
-
-def train(
-    lm,
-    folder: Path,
-    ckpt: Path,
-    positions: int,
-    cfg: eagle_train.TrainConfig,
-    init: Path | None,
-    shards_total: int,
-    wait_s: float = 240.0,
-) -> tuple[EagleHead, dict]:
-    """Stream shards (cycling over them) until `positions` training positions were seen; resumable."""
-    head = start_head(lm, init, cfg.seed)
-    weight = lm.lm_head.weight.detach().float()[head.draft_ids]
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    meta = eagle_train.load_ckpt(ckpt, head, opt, cfg, positions) or {
+def fresh_meta(cfg: TrainConfig, positions: int, init: Path | None) -> dict:
+    """The progress record of a run that starts from scratch (a checkpoint's record resumes one)."""
+    return {
         "step": 0,
         "seconds": 0.0,
         "config": cfg.__dict__,
@@ -109,59 +79,107 @@ def train(
         "init": str(init or ""),
         "loss": {},
     }
-    feat_std = 0.0
-    t0, last_save, sec0 = time.perf_counter(), time.perf_counter(), meta["seconds"]
+
+
+@dataclass
+class EagleRun:
+    """One streamed EAGLE training run: the head, its optimiser and frozen projection, and its progress record."""
+
+    lm: LoadedModel
+    head: EagleHead
+    opt: torch.optim.Optimizer
+    weight: torch.Tensor  # [Vd, h], the LM-head rows of the draft vocabulary, frozen
+    cfg: TrainConfig
+    positions: int  # training positions to see in all
+    ckpt: Path
+    meta: dict  # the progress record (step, seen, shard, epoch, seconds, loss), checkpointed
+    feat_std: float = 0.0  # measured on the first shard this process reads
+    t0: float = field(default_factory=time.perf_counter)
+    last_save: float = field(default_factory=time.perf_counter)
+    sec0: float = field(init=False)  # seconds of training before this process (a resumed run's)
+
+    def __post_init__(self) -> None:
+        self.sec0 = self.meta["seconds"]
+
+    def shard(self, index: int, seqs: list[LabelledSequence]) -> None:
+        """One shard's windows in length-grouped batches; then the record is updated, printed, checkpointed."""
+        meta, cfg = self.meta, self.cfg
+        self.feat_std = self.feat_std or float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
+        for idx in batches(seqs, cfg.batch_tokens, cfg.max_len, cfg.seed + index + 1000 * meta["epoch"]):
+            lr = lr_at(meta["seen"], self.positions, cfg.lr, cfg.warmup * cfg.batch_tokens)
+            batch = collate(seqs, idx, cfg.max_len)
+            loss_of = functools.partial(loss_fn, self.head, self.lm, batch, cfg, self.feat_std, self.weight)
+            logs = optimiser_step(self.head, self.opt, loss_of, lr, cfg.bf16)
+            meta["step"] += 1
+            meta["seen"] += int(batch["mask"].sum())
+            meta["loss"] = {k: round(v, 4) for k, v in logs.items()}
+        meta["shard"] = index + 1
+        meta["seconds"] = round(self.sec0 + time.perf_counter() - self.t0, 1)
+        meta["rate"] = round(meta["seen"] / max(1.0, meta["seconds"]), 1)
+        if time.perf_counter() - self.last_save > 180:
+            save_ckpt(self.ckpt, self.head, self.opt, meta)
+            self.last_save = time.perf_counter()
+        print(
+            json.dumps({k: meta[k] for k in ("step", "seen", "shard", "epoch", "seconds", "rate", "loss")}), flush=True
+        )
+
+    def stats(self) -> dict:
+        """What the run did, stored in the head's config under train.fixed_data."""
+        meta = self.meta
+        return {
+            "positions_seen": meta["seen"],
+            "steps": meta["step"],
+            "passes": meta["epoch"] + 1,
+            "train_seconds": meta["seconds"],
+            "feat_std": round(self.feat_std, 4),
+            "init": meta["init"],
+            **self.cfg.__dict__,
+        }
+
+
+def train(
+    lm: LoadedModel,
+    folder: Path,
+    ckpt: Path,
+    positions: int,
+    cfg: TrainConfig,
+    init: Path | None,
+    shards_total: int,
+    wait_s: float = 240.0,
+) -> tuple[EagleHead, dict]:
+    """Stream shards (cycling over them) until `positions` training positions were seen; resumable."""
+    head = start_head(lm, init, cfg.seed)
+    weight = lm.lm_head.get_parameter("weight").detach().float()[head.draft_ids]
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    meta = load_ckpt(ckpt, head, opt, cfg, positions) or fresh_meta(cfg, positions, init)
+    run = EagleRun(lm, head, opt, weight, cfg, positions, ckpt, meta)
     while meta["seen"] < positions:
         for index, seqs in shard_stream(folder, meta["shard"], wait_s, shards_total):
-            feat_std = feat_std or float(torch.cat([s.hidden[:64].float() for s in seqs]).std())
-            std = feat_std
-            _eagle_shard(
-                head,
-                opt,
-                seqs,
-                meta,
-                cfg,
-                lambda b, std=std: eagle_train.loss_fn(head, lm, b, cfg, std, weight),
-                lambda seen: lr_at(seen, positions, cfg.lr, cfg.warmup * cfg.batch_tokens),
-                cfg.seed + index + 1000 * meta["epoch"],
-            )
-            meta["shard"] = index + 1
-            meta["seconds"] = round(sec0 + time.perf_counter() - t0, 1)
-            meta["rate"] = round(meta["seen"] / max(1.0, meta["seconds"]), 1)
-            if time.perf_counter() - last_save > 180:
-                eagle_train.save_ckpt(ckpt, head, opt, meta)
-                last_save = time.perf_counter()
-            print(
-                json.dumps({k: meta[k] for k in ("step", "seen", "shard", "epoch", "seconds", "rate", "loss")}),
-                flush=True,
-            )
+            run.shard(index, seqs)
             if meta["seen"] >= positions:
                 break
         else:  # the stream ran dry: start the next pass over the shards
             if meta["shard"] == 0:
                 raise RuntimeError(f"No feature shards in {folder}.")
             meta["shard"], meta["epoch"] = 0, meta["epoch"] + 1
-    eagle_train.save_ckpt(ckpt, head, opt, meta)
-    return head, {
-        "positions_seen": meta["seen"],
-        "steps": meta["step"],
-        "passes": meta["epoch"] + 1,
-        "train_seconds": meta["seconds"],
-        "feat_std": round(feat_std, 4),
-        "init": meta["init"],
-        **cfg.__dict__,
-    }
+    save_ckpt(ckpt, head, opt, meta)
+    return head, run.stats()
 
 
 MEDUSA_BATCH = 256  # positions per optimiser step, as the self-distilled recipe
 
 
 def _medusa_shard(
-    heads, opt, seqs: list, to_draft: torch.Tensor, gen: torch.Generator, seen: int, positions: int, lr: float
+    heads: MedusaHeads,
+    opt: torch.optim.Optimizer,
+    seqs: list[LabelledSequence],
+    to_draft: torch.Tensor,
+    gen: torch.Generator,
+    seen: int,
+    positions: int,
+    lr: float,
 ) -> tuple[int, dict]:
     """One shard's positions in random batches; returns (positions seen, last losses)."""
-    from specviz.heads import medusa_train
-
     hidden, targets = medusa_train.positions(seqs, heads.cfg.num_heads, to_draft)
     order = torch.randperm(len(hidden), generator=gen)
     logs: dict = {}
@@ -179,10 +197,10 @@ def _medusa_shard(
     return seen, logs
 
 
-def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: Path, shards_total: int) -> dict:
+def train_medusa(
+    lm: LoadedModel, folder: Path, out: Path, positions: int, lr: float, init: Path, shards_total: int
+) -> dict:
     """Medusa heads warm-started from `init`, trained on the stream with the target's argmax as labels."""
-    from specviz.heads import medusa, medusa_train
-
     heads = medusa.load_heads(lm, init).train()
     heads.blocks.requires_grad_(True)
     opt = torch.optim.AdamW(heads.blocks.parameters(), lr=lr, weight_decay=0.0)
@@ -217,10 +235,6 @@ def train_medusa(lm, folder: Path, out: Path, positions: int, lr: float, init: P
 
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.heads.fixed_train: EAGLE head on fixed-dataset features, streamed and resumable."""
-    import argparse
-
-    from specviz.model import load_model
-
     ap = argparse.ArgumentParser(prog="python -m specviz.heads.fixed_train", description=main.__doc__)
     ap.add_argument("--head", choices=["eagle", "medusa"], default="eagle")
     ap.add_argument("--features", type=Path, default=default_dir() / "train-bf16")
@@ -229,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init", type=Path, default=None, help="warm-start from this head folder")
     ap.add_argument("--out", type=Path, default=Path("/tmp/eagle-fixed"))
     ap.add_argument("--checkpoint", type=Path, default=None)
-    ap.add_argument("--lr", type=float, default=eagle_train.TrainConfig.lr)
-    ap.add_argument("--unroll", type=int, default=eagle_train.TrainConfig.unroll)
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
+    ap.add_argument("--unroll", type=int, default=TrainConfig.unroll)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -242,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(json.dumps(stats, indent=1))
         return 0
-    cfg = eagle_train.TrainConfig(lr=args.lr, unroll=args.unroll, bf16=True, epochs=1.0)
+    cfg = TrainConfig(lr=args.lr, unroll=args.unroll, bf16=True, epochs=1.0)
     ckpt = args.checkpoint or args.out / "checkpoint"
     with torch.enable_grad():
         head, stats = train(lm, args.features, ckpt, args.positions, cfg, args.init, args.shards)

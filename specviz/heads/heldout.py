@@ -9,14 +9,18 @@ features). Spec-Bench turns are excluded as everywhere.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import torch
 
-from specviz.heads import distill
+from specviz.heads import distill, medusa, medusa_train
+from specviz.heads.eagle import load_head
+from specviz.heads.eagle_loss import rank_accuracy
 from specviz.heads.features import HELDOUT_EVERY
-from specviz.heads.shards import unpack
+from specviz.heads.shards import Sequence, pack, unpack
+from specviz.model import LoadedModel, load_model
 from specviz.paths import cache_root
 
 
@@ -38,7 +42,7 @@ def heldout_prompts(n: int) -> list[str]:
     return out
 
 
-def heldout_set(lm, n: int = 64, max_new_tokens: int = 128, batch: int = 16) -> list[distill.Sequence]:
+def heldout_set(lm: LoadedModel, n: int = 64, max_new_tokens: int = 128, batch: int = 16) -> list[Sequence]:
     """The held-out sequences (cached under the cache root once built)."""
     from safetensors.torch import load_file, save_file
 
@@ -46,39 +50,30 @@ def heldout_set(lm, n: int = 64, max_new_tokens: int = 128, batch: int = 16) -> 
     if path.is_file():
         return unpack(load_file(str(path)))
     prompts = heldout_prompts(n)
-    seqs: list[distill.Sequence] = []
+    seqs: list[Sequence] = []
     for at in range(0, len(prompts), batch):
         seqs.extend(distill.distill_batch(lm, prompts[at : at + batch], max_new_tokens))
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(distill.pack(seqs), str(path.with_suffix(".partial")), metadata={"format": "pt"})
+    save_file(pack(seqs), str(path.with_suffix(".partial")), metadata={"format": "pt"})
     path.with_suffix(".partial").rename(path)
     return seqs
 
 
-def eagle_accuracy(lm, folder: Path, seqs: list[distill.Sequence], depths: int = 6) -> list[float]:
+def eagle_accuracy(lm: LoadedModel, folder: Path, seqs: list[Sequence], depths: int = 6) -> list[float]:
     """Held-out top-1 by draft depth of the EAGLE head in `folder`, drafting from its own features."""
-    from specviz.heads import eagle_train
-    from specviz.heads.eagle import load_head
-
     head = load_head(folder, lm.hf.config)
-    weight = lm.lm_head.weight.detach().float()[head.draft_ids]
-    return [row[0] for row in eagle_train.rank_accuracy(head, lm, seqs, weight, depths=depths)]
+    weight = lm.lm_head.get_parameter("weight").detach().float()[head.draft_ids]
+    return [row[0] for row in rank_accuracy(head, lm, seqs, weight, depths=depths)]
 
 
-def medusa_accuracy(lm, folder: Path, seqs: list[distill.Sequence]) -> list[float]:
+def medusa_accuracy(lm: LoadedModel, folder: Path, seqs: list[Sequence]) -> list[float]:
     """Held-out top-1 of each Medusa head in `folder`."""
-    from specviz.heads import medusa, medusa_train
-
     acc, _n = medusa_train.rank_accuracy(medusa.load_heads(lm, folder), seqs, ranks=1)
     return [row[0] for row in acc]
 
 
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.heads.heldout --eagle DIR … --medusa DIR …: held-out top-1 by depth / head."""
-    import argparse
-
-    from specviz.model import load_model
-
     ap = argparse.ArgumentParser(prog="python -m specviz.heads.heldout", description=main.__doc__)
     ap.add_argument("--eagle", type=Path, nargs="*", default=[])
     ap.add_argument("--medusa", type=Path, nargs="*", default=[])
@@ -88,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
     seqs = heldout_set(lm, args.prompts)
-    out = {"heldout_sequences": len(seqs), "positions": int(sum(int(s.mask.sum()) for s in seqs))}
+    out: dict[str, int | list[float]] = {
+        "heldout_sequences": len(seqs),
+        "positions": int(sum(int(s.mask.sum()) for s in seqs)),
+    }
     for f in args.eagle:
         out[f"eagle:{f}"] = [round(a, 4) for a in eagle_accuracy(lm, f, seqs)]
     for f in args.medusa:
