@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 from specviz.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
-from specviz.heads import distill
-from specviz.heads.distill import Sequence
+from specviz.heads.args import Parser  # raises on bad input: the CLI prints one line and exits 2
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
 from specviz.heads.eagle_drafter import Drafter
+from specviz.heads.shards import Sequence, load_dataset
 from specviz.methods.eagle import TREES, Config, get_head, head_dtype
 from specviz.model import LoadedModel, crop_to, load_model
 from specviz.trace import Trace
@@ -28,7 +28,9 @@ from specviz.tree import TreeSpec
 
 
 @torch.inference_mode()
-def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4) -> dict[str, list[float]]:
+def replay_sequence(
+    head: EagleHead, lm: LoadedModel, s: Sequence, cfgs: list[Config], every: int = 4
+) -> dict[str, list[float]]:
     """Offline EAGLE steps on one stored sequence: per config, tokens per step (A) and draft seconds.
 
     The head runs once over the true pairs; a tree rooted at x_N only sees pairs < N (the mask hides
@@ -56,7 +58,9 @@ def replay_sequence(head: EagleHead, lm, s: Sequence, cfgs: list, every: int = 4
     return res
 
 
-def replay_accepted(head: EagleHead, lm, seqs: list[Sequence], cfgs: list, every: int = 4) -> dict[str, dict]:
+def replay_accepted(
+    head: EagleHead, lm: LoadedModel, seqs: list[Sequence], cfgs: list[Config], every: int = 4
+) -> dict[str, dict]:
     """Mean offline A and median draft ms per tree config, over stored (held-out) sequences."""
     acc: dict[str, list[float]] = {}
     for s in seqs:
@@ -100,7 +104,7 @@ def replay_trees(
 
 
 @torch.inference_mode()
-def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dict[int, float]:
+def verify_ms(lm: LoadedModel, sizes: list[int], repeats: int = 7, context: int = 160) -> dict[int, float]:
     """Median ms of one target forward over n tree nodes on a `context`-token cache, sizes interleaved."""
     cache = lm.new_cache()
     lm.forward(list(range(1000, 1000 + context)), cache)
@@ -118,9 +122,7 @@ def verify_ms(lm, sizes: list[int], repeats: int = 7, context: int = 160) -> dic
 
 def calibrate_main(argv: list[str] | None = None) -> int:
     """python -m specviz calibrate eagle: replay tree configs offline, time the verify pass, write sweep.json."""
-    from specviz.heads.cli import _Parser  # raises on bad input, so the CLI prints one line and exits 2
-
-    ap = _Parser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
+    ap = Parser(prog="python -m specviz calibrate eagle", description=calibrate_main.__doc__)
     ap.add_argument("--head", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--sequences", type=int, default=24)
     ap.add_argument("--depths", default="4,5,6")
@@ -129,7 +131,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lm = load_model("default", device="cpu", dtype="fp32")
     head = load_head(args.head, lm.hf.config, torch.bfloat16)
-    held = distill.load_dataset(None, "heldout")[: args.sequences]
+    held = load_dataset(None, "heldout")[: args.sequences]
     ints = [[int(x) for x in a.split(",")] for a in (args.depths, args.top_ks, args.totals)]
     cfgs = [Config(depth=d, top_k=k, total_tokens=n) for d, k, n in itertools.product(*ints)]
     cfgs += [Config(depth=d, top_k=8, total_tokens=n, tree="static") for d, n in itertools.product(ints[0], ints[2])]
