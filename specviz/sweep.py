@@ -49,6 +49,42 @@ class Measured:
     traces: list[Trace] = field(default_factory=list)
 
 
+def _one_prompt(
+    lm: LoadedModel,
+    ids: list[int],
+    s: Sampling,
+    configs: list[Any],
+    generate: Generate,
+    progress: Callable[[str], None],
+    describe: Callable[[Any], str],
+) -> list[tuple[float, Trace]]:
+    """Plain decoding, then every config, on one prompt: (generation seconds, trace) for each, plain first."""
+    plain = autoregressive.generate(lm, ids, s)
+    runs = [(generation_s(plain), plain)]
+    for cfg in configs:
+        trace = generate(lm, ids, s, cfg)
+        runs.append((generation_s(trace), trace))
+        progress(f"  {describe(cfg)}: A={trace.mean_accepted:.2f}, {runs[0][0] / runs[-1][0]:.2f}x")
+    return runs
+
+
+def _summarise(secs: list[list[list[float]]], traces: list[list[Trace]]) -> list[Measured]:
+    """Per config: the median over prompts of plain / config median seconds, pooled A, outputs equal to plain's."""
+    med = [[statistics.median(x) for x in row] for row in secs]
+    out = []
+    for i in range(1, len(secs)):
+        runs = traces[i]
+        out.append(
+            Measured(
+                speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i], strict=True)), 4),
+                A=round(pooled_accepted(runs), 4),
+                identical=sum(t.output_ids == w.output_ids for t, w in zip(runs, traces[0], strict=True)),
+                traces=runs,
+            )
+        )
+    return out
+
+
 def interleaved(
     lm: LoadedModel,
     prompts: list[str],
@@ -62,34 +98,17 @@ def interleaved(
     """Time every config against plain decoding on every prompt; return per-config results and the plain traces."""
     s = Sampling(max_new_tokens=max_new_tokens)
     encoded = [lm.encode_prompt(p) for p in prompts]
-    secs = [[[] for _ in encoded] for _ in range(len(configs) + 1)]  # [setting][prompt] -> seconds; 0 = plain
-    traces: list[list[Trace]] = [[] for _ in range(len(configs) + 1)]
+    # secs[setting][prompt]: generation seconds of every repeat, setting 0 = plain decoding
+    secs: list[list[list[float]]] = [[[] for _ in encoded] for _ in range(len(configs) + 1)]
+    traces: list[list[Trace]] = [[] for _ in range(len(configs) + 1)]  # the first repeat's
     for rep in range(repeats):
         for p, ids in enumerate(encoded):
             progress(f"repeat {rep + 1}/{repeats}, prompt {p + 1}/{len(encoded)}")
-            plain = autoregressive.generate(lm, ids, s)
-            secs[0][p].append(generation_s(plain))
-            if rep == 0:
-                traces[0].append(plain)
-            for i, cfg in enumerate(configs):
-                trace = generate(lm, ids, s, cfg)
-                secs[i + 1][p].append(generation_s(trace))
+            for i, (sec, trace) in enumerate(_one_prompt(lm, ids, s, configs, generate, progress, describe)):
+                secs[i][p].append(sec)
                 if rep == 0:
-                    traces[i + 1].append(trace)
-                progress(f"  {describe(cfg)}: A={trace.mean_accepted:.2f}, {secs[0][p][-1] / secs[i + 1][p][-1]:.2f}x")
-    med = [[statistics.median(x) for x in row] for row in secs]
-    out = []
-    for i in range(len(configs)):
-        runs = traces[i + 1]
-        out.append(
-            Measured(
-                speedup=round(statistics.median(a / b for a, b in zip(med[0], med[i + 1], strict=True)), 4),
-                A=round(pooled_accepted(runs), 4),
-                identical=sum(t.output_ids == w.output_ids for t, w in zip(runs, traces[0], strict=True)),
-                traces=runs,
-            )
-        )
-    return out, traces[0]
+                    traces[i].append(trace)
+    return _summarise(secs, traces), traces[0]
 
 
 def header(
@@ -110,12 +129,27 @@ def header(
 
 
 def _median(xs: list[float]) -> float:
+    """The median rounded to 0.01, 0 for no values."""
     return round(statistics.median(xs), 2) if xs else 0.0
 
 
 def _unseen_prompts(n: int) -> list[str]:
     """The last n of 8000 shuffled ShareGPT first turns: far beyond any prompt the heads were distilled on."""
     return training_prompts(8000)[-n:]
+
+
+def _lookahead_row(c: lookahead.Config, m: Measured, prompts: int) -> dict[str, Any]:
+    """One lookahead setting's row of the sweep file."""
+    return {
+        "window": c.window,
+        "ngram": c.ngram,
+        "guesses": c.guesses,
+        "forward_tokens": c.forward_tokens,
+        "speedup": m.speedup,
+        "A": m.A,
+        "identical": m.identical,
+        "prompts": prompts,
+    }
 
 
 def measure_lookahead(
@@ -125,7 +159,7 @@ def measure_lookahead(
     shapes: tuple[tuple[int, int], ...] = ((2, 2), (2, 3), (3, 2)),
     max_new_tokens: int = 48,
     repeats: int = 1,
-    progress=print,
+    progress: Callable[[str], None] = print,
 ) -> dict:
     """Greedy speedup over `ar` and A for every lookahead W × (N, G), each setting interleaved with ar."""
     cfgs = [lookahead.Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
@@ -139,19 +173,7 @@ def measure_lookahead(
         progress,
         lambda c: f"W={c.window} N={c.ngram} G={c.guesses}",
     )
-    rows = [
-        {
-            "window": c.window,
-            "ngram": c.ngram,
-            "guesses": c.guesses,
-            "forward_tokens": c.forward_tokens,
-            "speedup": m.speedup,
-            "A": m.A,
-            "identical": m.identical,
-            "prompts": len(prompts),
-        }
-        for c, m in zip(cfgs, measured, strict=True)
-    ]
+    rows = [_lookahead_row(c, m, len(prompts)) for c, m in zip(cfgs, measured, strict=True)]
     d = lookahead.Config()
     return {
         **header(lm, LOOKAHEAD_COMMAND, "specviz.sweep.measure_lookahead", max_new_tokens, repeats, prompts),
@@ -161,7 +183,7 @@ def measure_lookahead(
     }
 
 
-def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw) -> dict:
+def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw: Any) -> dict:
     """Re-measure the lookahead sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
     prompts = _unseen_prompts(n_prompts)
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
@@ -176,6 +198,26 @@ def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw)
     return out
 
 
+def _per_step_ms(m: Measured, key: str) -> float:
+    """Median over the drafting steps of the first repeat of one phase's seconds (`draft_s`, `verify_s`), in ms."""
+    return _median([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
+
+
+def _eagle_row(c: eagle.Config, m: Measured, prompts: int) -> dict[str, Any]:
+    """One EAGLE tree shape's row of the sweep file."""
+    return {
+        "depth": c.depth,
+        "top_k": c.top_k,
+        "total_tokens": c.total_tokens,
+        "speedup": m.speedup,
+        "A": m.A,
+        "draft_ms": _per_step_ms(m, "draft_s"),
+        "verify_ms": _per_step_ms(m, "verify_s"),
+        "identical": m.identical,
+        "prompts": prompts,
+    }
+
+
 def measure_eagle(
     lm: LoadedModel,
     prompts: list[str],
@@ -183,7 +225,7 @@ def measure_eagle(
     max_new_tokens: int = 48,
     repeats: int = 2,
     head: str = "",
-    progress=print,
+    progress: Callable[[str], None] = print,
 ) -> dict:
     """Greedy speedup over `ar`, A, and draft / verify ms per step for each EAGLE depth/top_k/total_tokens."""
     cfgs = [eagle.Config(depth=d, top_k=k, total_tokens=n, head=head) for d, k, n in shapes]
@@ -197,24 +239,7 @@ def measure_eagle(
         progress,
         lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}",
     )
-
-    def per_step(m: Measured, key: str) -> float:  # median over drafting steps of the first repeat, in ms
-        return _median([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
-
-    rows = [
-        {
-            "depth": c.depth,
-            "top_k": c.top_k,
-            "total_tokens": c.total_tokens,
-            "speedup": m.speedup,
-            "A": m.A,
-            "draft_ms": per_step(m, "draft_s"),
-            "verify_ms": per_step(m, "verify_s"),
-            "identical": m.identical,
-            "prompts": len(prompts),
-        }
-        for c, m in zip(cfgs, measured, strict=True)
-    ]
+    rows = [_eagle_row(c, m, len(prompts)) for c, m in zip(cfgs, measured, strict=True)]
     d = eagle.Config()
     return {
         **header(lm, EAGLE_COMMAND, "specviz.sweep.measure_eagle", max_new_tokens, repeats, prompts),
@@ -225,7 +250,9 @@ def measure_eagle(
     }
 
 
-def write_eagle(path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress=print, **kw) -> dict:
+def write_eagle(
+    path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress: Callable[[str], None] = print, **kw: Any
+) -> dict:
     """Re-measure the EAGLE sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
     prompts = _unseen_prompts(n_prompts)
     lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
