@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -124,6 +125,22 @@ def run_rule(
     }
 
 
+def _shown(r: dict[str, Any], ids: list[int]) -> dict[str, Any]:
+    """One rule's result as plain data over the shown tokens `ids` (the rest pooled as `other`)."""
+    return {
+        "rule": r["rule"],
+        "label": RULE_LABELS[r["rule"]],
+        "empirical": _on(r["empirical"], ids),
+        "exact": _on(r["exact"], ids),
+        "other": round(1 - float(r["empirical"][ids].sum()), 6),
+    } | {k: _finite(r[k]) for k in ("n", "accept_rate", "tv", "tv_exact", "chi2", "dof", "p_value")}
+
+
+def _on(v: torch.Tensor, ids: list[int]) -> list[float]:
+    """The entries of v [V] at ids, rounded."""
+    return [round(float(v[i]), 6) for i in ids]
+
+
 def lab_from_dists(
     p: torch.Tensor,
     q: torch.Tensor,
@@ -136,28 +153,11 @@ def lab_from_dists(
 ) -> dict[str, Any]:
     """Every rule's lab result over the most likely tokens of p and q, as plain data."""
     ids = top_union([p, q], top_k)[: top_k + 4]
-
-    def on(v: torch.Tensor) -> list[float]:
-        return [round(float(v[i]), 6) for i in ids]
-
-    out = []
-    for i, rule in enumerate(rules):
-        r = run_rule(rule, p, q, n, seed + i, eps, delta)
-        shown = float(r["empirical"][ids].sum())
-        out.append(
-            {
-                "rule": rule,
-                "label": RULE_LABELS[rule],
-                "empirical": on(r["empirical"]),
-                "exact": on(r["exact"]),
-                "other": round(1 - shown, 6),
-            }
-            | {k: _finite(r[k]) for k in ("n", "accept_rate", "tv", "tv_exact", "chi2", "dof", "p_value")}
-        )
+    out = [_shown(run_rule(rule, p, q, n, seed + i, eps, delta), ids) for i, rule in enumerate(rules)]
     return {
         "tokens": ids,
-        "p": on(p),
-        "q": on(q),
+        "p": _on(p, ids),
+        "q": _on(q, ids),
         "p_other": round(1 - float(p[ids].sum()), 6),
         "q_other": round(1 - float(q[ids].sum()), 6),
         "n": n,
@@ -174,22 +174,25 @@ def _finite(v: float | int) -> float | int | None:
     return round(v, 6) if math.isfinite(v) else None
 
 
-def lab(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    temperature: float,
-    n: int = 20000,
-    seed: int = 0,
-    eps: float = 0.09,
-    delta: float = 0.3,
-    layers: str = "0-3",
-    top_k: int = 12,
-    draft: str = "perturbed",
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LabConfig:
+    """One run of the lab: the context's temperature, the trials per rule, the typical rule's ε and δ, the draft."""
+
+    temperature: float = 0.0  # of the target's p; 0 is replaced by LAB_TEMPERATURE (the lab needs a distribution)
+    n: int = 20000  # draft-and-decide trials per rule
+    seed: int = 0  # rule i draws from seed + i
+    eps: float = 0.09  # typical acceptance: keep x when p(x) > min(eps, delta · exp(-H(p)))
+    delta: float = 0.3
+    layers: str = "0-3"  # the `layers` draft: these first layers of the target, as speculative sampling drafts
+    top_k: int = 12  # tokens shown: the union of p's and q's top k (the rest pooled)
+    draft: str = "perturbed"  # where q comes from, one of DRAFTS
+
+
+def lab(lm: LoadedModel, prompt_ids: list[int], cfg: LabConfig) -> dict[str, Any]:
     """The losslessness lab on the real context: the target p vs each rule's committed-token distribution."""
-    p, q = context_dists(lm, prompt_ids, temperature, layers, draft=draft, seed=seed)
-    result = lab_from_dists(p, q, n, seed, eps, delta, top_k)
+    p, q = context_dists(lm, prompt_ids, cfg.temperature, cfg.layers, draft=cfg.draft, seed=cfg.seed)
+    result = lab_from_dists(p, q, cfg.n, cfg.seed, cfg.eps, cfg.delta, cfg.top_k)
     result["texts"] = [lm.token_text(t) for t in result["tokens"]]
-    result["temperature"] = temperature or LAB_TEMPERATURE
-    result["layers"], result["draft"] = layers, draft
+    result["temperature"] = cfg.temperature or LAB_TEMPERATURE
+    result["layers"], result["draft"] = cfg.layers, cfg.draft
     return result

@@ -56,7 +56,8 @@ def test_lab_is_plain_json() -> None:
 
 def test_lab_on_a_model_context(tiny_lm) -> None:
     for draft in lossless.DRAFTS:
-        res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 0.0, n=2000, layers="0", draft=draft)
+        cfg = lossless.LabConfig(temperature=0.0, n=2000, layers="0", draft=draft)
+        res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), cfg)
         assert res["temperature"] == lossless.LAB_TEMPERATURE and res["draft"] == draft
     with pytest.raises(ValueError):
         lossless.context_dists(tiny_lm, [5, 6], 1.0, draft="oracle")

@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from specviz.acceptance import RULE_LABELS, RULES
-from specviz.lossless import DRAFTS, lab
+from specviz.lossless import DRAFTS, LabConfig, lab
 from specviz.methods import speculative
 from specviz.prompts import PromptError, prepare
 from specviz.viz.acceptance import (
@@ -39,7 +39,7 @@ def _lab(
 ) -> dict:
     lm = get_model()
     with lm.lock:
-        return lab(lm, prepare(lm, prompt), temperature, n, seed, eps, delta, layers, draft=draft)
+        return lab(lm, prepare(lm, prompt), LabConfig(temperature, n, seed, eps, delta, layers, draft=draft))
 
 
 def step_slider(count: int, key: str) -> int:
