@@ -103,6 +103,10 @@ def cmd_bench(a: argparse.Namespace) -> int:
     items = select(read_prompts(a.prompts), a.limit, a.per_category)
     sampling = _sampling(a)
     lm = _load(a)
+    if a.batch:  # B prompts decoded together: throughput, latency and speedup per batch size
+        from specviz.batched.bench import cli_bench
+
+        return cli_bench(lm, names, configs, items, sampling, a)
     bar = tqdm(total=len(items) * a.repeats * len(set(names) | {"ar"}), file=sys.stderr, unit="run")
 
     def tick(done: int, total: int, name: str) -> None:
@@ -184,6 +188,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--per-category", type=int, help="use the first K prompts of each category")
     b.add_argument("--opt", action="append", default=[], metavar="METHOD.KEY=VALUE")
     b.add_argument("--json", metavar="OUT.json")
+    b.add_argument("--batch", help="batch sizes, e.g. 1,4,16: decode that many prompts together (ar, pld, eagle)")
     _sampling_args(b, 128)
     _model_args(b)
     pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")

@@ -1,0 +1,174 @@
+"""Batched decoding measured: throughput, per-request latency and speedup against batched plain decoding.
+
+At each batch size B the same B prompts (the prompt set's first B, cycled when it has fewer) are decoded
+together by every method, after a short warm-up at that B, `repeats` times, interleaved (ar, then each
+method, then ar again…). In specviz.measure's terms, per repeat: speedup = batched ar's generation time
+over the method's (the prefill and every step, the whole batch); A = tokens committed per row-forward
+after the prefill, pooled over the rows; r = the method's mean step time over ar's at the same B;
+throughput = every request's new tokens over the batch's generation time; latency = each request's own
+end-to-end time (the prefill to its last token). Each is reported as the median over repeats with its
+range; every run is kept as plain numbers beside it, so a figure can be drawn from the file later.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from specviz import measure
+from specviz.batched.methods import NAMES, generate
+from specviz.batched.record import BatchTrace
+from specviz.compare import install_latency
+from specviz.model import LoadedModel
+from specviz.prompts import PromptItem, prepare
+from specviz.sampling import ConfigError, Sampling
+
+Progress = Callable[[int, int, str], None]
+
+
+def parse_batches(text: str) -> list[int]:
+    """'1,4,16' -> [1, 4, 16]; ConfigError unless every size is a positive integer."""
+    try:
+        sizes = [int(p) for p in str(text).split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"--batch takes sizes like 1,4,16, got {text!r}.") from None
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(f"--batch takes positive sizes like 1,4,16, got {text!r}.")
+    return sizes
+
+
+def order(names: list[str]) -> list[str]:
+    """ar first (every ratio is against it), then the other batched methods asked for."""
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise ConfigError(f"No batched {', '.join(unknown)}; batched decoding has {', '.join(NAMES)}.")
+    return ["ar"] + [n for n in dict.fromkeys(names) if n != "ar"]
+
+
+def run_summary(trace: BatchTrace, base: BatchTrace) -> dict[str, Any]:
+    """One repeat of one method at one batch size, as plain numbers."""
+    lat = trace.latencies()
+    return {
+        "generation_s": round(trace.generation_s, 5),
+        "prefill_s": round(trace.prefill_s, 5),
+        "new_tokens": trace.new_tokens,
+        "tokens_per_s": round(trace.tokens_per_s, 3),
+        "forwards": trace.forwards,
+        "step_s": round(trace.step_s, 6),
+        "A": round(trace.mean_accepted, 4),
+        "speedup": round(base.generation_s / max(trace.generation_s, 1e-12), 4),
+        "r": round(trace.step_s / max(base.step_s, 1e-12), 4),
+        "latency_median_s": round(statistics.median(lat), 5),
+        "latency_max_s": round(max(lat), 5),
+        "identical": sum(a == b for a, b in zip(trace.outputs, base.outputs, strict=True)),
+        "stopped_eos": trace.stopped.count("eos"),
+    }
+
+
+def point(name: str, batch: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The medians with their range over repeats, for one method at one batch size, and the runs behind them."""
+    keys = ("speedup", "tokens_per_s", "latency_median_s", "latency_max_s", "A", "r", "step_s")
+    out: dict[str, Any] = {"method": name, "batch": batch, "repeats": len(runs)}
+    for key in keys:
+        out[key] = asdict(measure.spread([float(r[key]) for r in runs]))
+    out["identical"] = min(r["identical"] for r in runs)
+    out["runs"] = runs
+    return out
+
+
+def measure_batch(
+    lm: LoadedModel, names: list[str], prompts: list[list[int]], sampling: Sampling, repeats: int, configs: dict
+) -> list[dict[str, Any]]:
+    """Every method at one batch size (len(prompts)), interleaved with ar, `repeats` times."""
+    warm = Sampling(max_new_tokens=4)
+    for name in names:  # first calls at a new shape pay one-off allocation costs
+        generate(lm, prompts, warm, name, configs.get(name))
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for _ in range(repeats):
+        traces = {}
+        for name in names:
+            with lm.lock:
+                traces[name] = generate(lm, prompts, sampling, name, configs.get(name))
+        for name in names:
+            runs[name].append(run_summary(traces[name], traces["ar"]))
+    return [point(n, len(prompts), runs[n]) for n in names]
+
+
+def run(
+    lm: LoadedModel,
+    names: list[str],
+    prompts: list[list[int]],
+    batches: list[int],
+    sampling: Sampling,
+    repeats: int = 3,
+    configs: dict | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Every batch size in turn: the points, with the provenance taken when the first batch started."""
+    if repeats < 1 or not prompts:
+        raise ConfigError("The batched bench needs at least one prompt and one repeat.")
+    names = order(names)
+    prov = measure.provenance(lm.describe())
+    points = []
+    for i, b in enumerate(batches):
+        batch = [prompts[j % len(prompts)] for j in range(b)]  # cycled when the set has fewer than b
+        points += measure_batch(lm, names, batch, sampling, repeats, configs or {})
+        if progress:
+            progress(i + 1, len(batches), f"batch {b}")
+    return {
+        "what": "batched greedy decoding: speedup against batched ar at the same batch, throughput, latency",
+        "model": lm.name,
+        "device": lm.describe(),
+        "max_new_tokens": sampling.max_new_tokens,
+        "prompts": len(prompts),
+        "prompt_tokens": [len(p) for p in prompts],
+        "batches": batches,
+        "repeats": repeats,
+        "provenance": prov.to_dict(),
+        "load_after": measure.load_average(),
+        "points": points,
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The points as an aligned text table: medians, with the speedup's range."""
+    cols = f"{'speedup':>20} {'tok/s':>8} {'lat med s':>9} {'lat max s':>9} {'A':>5} {'r':>5} {'same':>6}"
+    head = f"{'B':>3} {'method':<7} {cols}"
+    lines = [
+        f"{result['device']}; {result['max_new_tokens']} new tokens, {result['repeats']} repeats, load "
+        f"{result['provenance']['load']} before, {result['load_after']} after",
+        head,
+        "-" * len(head),
+    ]
+    for p in result["points"]:
+        s = p["speedup"]
+        sp = f"{s['median']:.3f}x ({s['low']:.2f}-{s['high']:.2f})"
+        lines.append(
+            f"{p['batch']:>3} {p['method']:<7} {sp:>20} {p['tokens_per_s']['median']:>8.1f} "
+            f"{p['latency_median_s']['median']:>9.2f} {p['latency_max_s']['median']:>9.2f} {p['A']['median']:>5.2f} "
+            f"{p['r']['median']:>5.2f} {p['identical']:>3}/{p['batch']:<2}"
+        )
+    return "\n".join(lines)
+
+
+def cli_bench(lm: LoadedModel, names: list[str], configs: dict, items: list[PromptItem], sampling: Sampling, a) -> int:
+    """`python -m specviz bench --batch 1,4,16`: print the table, write the JSON when --json is given."""
+    import sys
+
+    install_latency(lm)  # prompt lookup's draft length follows this device's measured latency curve
+    prompts = [prepare(lm, it.text) for it in items]
+
+    def tick(done: int, total: int, what: str) -> None:
+        print(f"{what} done ({done}/{total})", file=sys.stderr)
+
+    result = run(lm, names, prompts, parse_batches(a.batch), sampling, a.repeats, configs, tick)
+    result["command"] = "python -m specviz " + " ".join(sys.argv[1:])
+    print(format_table(result))
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"results written to {a.json}", file=sys.stderr)
+    return 0
