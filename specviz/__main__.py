@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -117,7 +118,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
     bar.close()
     print(bench.format_table(result))
     if a.json:
-        Path(a.json).write_text(json.dumps(result.to_dict(), indent=1))
+        command = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else ""
+        data = result.to_dict() | {"prompt_file": str(a.prompts), **({"command": command} if command else {})}
+        Path(a.json).write_text(json.dumps(data, indent=1))
         print(f"results written to {a.json}", file=sys.stderr)
     return 0
 
@@ -133,32 +136,30 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from specviz import methods
-    from specviz.export import write_figure
-    from specviz.prompts import prepare
-    from specviz.trace import bundle_json, load_traces
-    from specviz.viz.gallery import figures
+    from specviz import publish
 
-    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
-    if a.traces:
-        traces = {t.method: t for t in load_traces(Path(a.traces).read_bytes())}
+    names = tuple(n.strip() for n in a.methods.split(",") if n.strip())
+    req = publish.Request(
+        out=Path(a.out) if a.out else None,
+        pptx=Path(a.pptx) if a.pptx else None,
+        formats=tuple(f.strip() for f in a.formats.split(",") if f.strip()),
+        names=names,
+        every=a.all,
+        prompt=a.prompt or "",
+        preset=a.preset or "",
+        traces=Path(a.traces) if a.traces else None,
+    )
+    req.check()
+    lm = None
+    if req.traces is not None:
+        traces, source = publish.load(req), f"saved traces {req.traces}"
     else:
-        if not a.prompt:
-            raise ConfigError("Give --prompt (to run the methods) or --traces (to draw saved runs).")
-        names = ["ar"] + [n.strip() for n in a.methods.split(",") if n.strip() and n.strip() != "ar"]
-        mods = {n: methods.get(n) for n in names}
+        source = publish.prompt_text(req)[1]
         lm = _load(a)
-        ids = prepare(lm, a.prompt)
-        sampling = _sampling(a)
-        traces = {n: m.generate(lm, ids, sampling, methods.make_config(n), prompt=a.prompt) for n, m in mods.items()}
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "traces.json").write_text(bundle_json(list(traces.values())))
-    figs = figures(traces)
-    for name, fig in figs.items():
-        for fmt in formats:
-            write_figure(fig, out / f"{name}.{fmt}", slide=True)
-    print(f"wrote {len(figs) * len(formats)} images and traces.json to {out}")
+        traces = publish.run_traces(lm, req, _sampling(a))
+    figs = publish.figures(traces, lm, req.every)
+    for line in publish.write(req, traces, figs, publish.notes(traces, lm, source)):
+        print(line)
     return 0
 
 
@@ -193,11 +194,14 @@ def parser() -> argparse.ArgumentParser:
     _model_args(b)
     pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")
     _model_args(pr)
-    e = sub.add_parser("export", help="write slide-ready figures (PNG, SVG) for some methods on one prompt")
+    e = sub.add_parser("export", help="write slide-ready figures (PNG, SVG, a .pptx deck) for methods on one prompt")
     e.add_argument("--methods", default="ar,medusa,eagle,lookahead")
+    e.add_argument("--all", action="store_true", help="every method, and the figures of the stored measurements")
     e.add_argument("--prompt", help="run the methods on this prompt")
+    e.add_argument("--preset", help="or on a shipped prompt, by id (specviz/data/prompts.jsonl; default code-hints)")
     e.add_argument("--traces", help="or draw a saved trace / bundle instead of running")
-    e.add_argument("--out", required=True, help="folder to write into")
+    e.add_argument("--out", help="folder to write the images, traces.json and index.html into")
+    e.add_argument("--pptx", metavar="DECK.pptx", help="write the figures as a slide deck, provenance in the notes")
     e.add_argument("--formats", default="png,svg")
     _sampling_args(e, 64)
     _model_args(e)

@@ -48,6 +48,7 @@ class BenchResult:
     repeats: int
     items: list[PromptItem]
     runs: dict[str, list[RunResult]] = field(default_factory=dict)  # method -> median run per prompt
+    provenance: dict[str, Any] = field(default_factory=dict)  # measure.Provenance of the run, as a dict
 
     def summary(self) -> dict[str, dict[str, float | int]]:
         """speedup, tokens_per_s, mean_accepted, step_cost, identical, total per method."""
@@ -88,6 +89,7 @@ class BenchResult:
             "repeats": self.repeats,
             "methods": self.summary(),
             "categories": self.by_category(),
+            **({"provenance": self.provenance} if self.provenance else {}),
         }
 
 
@@ -172,10 +174,11 @@ def run_bench(
     table = runners(lm, names, configs or {})
     install_latency(lm)  # PLD's draft length follows this device's measured latency curve
     encoded = [prepare(lm, it.text) for it in items]
+    where = measure.provenance(lm.describe()).to_dict()  # before the runs: the load average is other work's
     warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)
     for fn in table.values():  # first calls pay one-off allocation costs; keep them out of the timings
         fn(encoded[0], warm)
-    result = BenchResult(lm.name, lm.describe(), sampling, repeats, items, {n: [] for n in table})
+    result = BenchResult(lm.name, lm.describe(), sampling, repeats, items, {n: [] for n in table}, where)
     total, done = len(items) * repeats * len(table), 0
     for ids in encoded:
         samples: dict[str, list[RunResult]] = defaultdict(list)

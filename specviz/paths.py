@@ -11,6 +11,11 @@ MEDUSA_DIR = MODELS / "medusa"
 EAGLE_DIR = MODELS / "eagle"
 LOOKAHEAD_SWEEP = MODELS / "lookahead_sweep.json"
 SCREENSHOTS = REPO / "docs" / "screenshots"
+BENCH_DIR = REPO / "docs" / "bench"  # committed bench results (python -m specviz bench --json), with provenance
+PROMPT_KINDS_BENCH = BENCH_DIR / "prompt-kinds.json"  # the shipped prompts by kind, every method: Compare's figure
+DATA = Path(__file__).resolve().parent / "data"  # shipped inside the package
+PROMPT_PRESETS = DATA / "prompts.jsonl"  # prompts by kind: demonstration and evaluation only, never training
+PROMPT_KINDS = DATA / "prompt_kinds.json"  # each kind's label and which methods tend to win on it
 
 
 def cache_root() -> Path:

@@ -1,4 +1,5 @@
-"""Prompts: checking one from the user, and reading prompt sets (plain or MT-bench / Spec-Bench JSONL)."""
+"""Prompts: checking one from the user, reading prompt sets (plain or MT-bench / Spec-Bench JSONL), and the
+prompt presets shipped with the app (by kind, each kind with a hint of which methods tend to win on it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.model import LoadedModel
+from specviz.paths import PROMPT_KINDS, PROMPT_PRESETS
 
 MAX_PROMPT_TOKENS = 2048  # a CPU prefill of more takes seconds per run and says nothing new
 
@@ -23,6 +25,7 @@ class PromptItem:
     text: str
     category: str = "prompt"
     id: str = ""
+    title: str = ""
 
 
 def prepare(lm: LoadedModel, text: str, chat: bool = True) -> list[int]:
@@ -37,7 +40,8 @@ def prepare(lm: LoadedModel, text: str, chat: bool = True) -> list[int]:
 
 def _item(obj: object, line_no: int) -> PromptItem:
     if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
-        return PromptItem(obj["prompt"], str(obj.get("category", "prompt")), str(obj.get("id", line_no)))
+        cat, pid = str(obj.get("category", "prompt")), str(obj.get("id", line_no))
+        return PromptItem(obj["prompt"], cat, pid, str(obj.get("title", "")))
     if isinstance(obj, dict) and isinstance(obj.get("turns"), list) and obj["turns"]:
         qid = str(obj.get("question_id", line_no))
         return PromptItem(str(obj["turns"][0]), str(obj.get("category", "prompt")), qid)
@@ -82,3 +86,26 @@ def select(items: list[PromptItem], limit: int | None = None, per_category: int 
                 kept.append(it)
         items = kept
     return items[:limit] if limit else items
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of prompt shipped with the app, and which methods tend to win on it and why."""
+
+    name: str
+    label: str
+    hint: str
+
+
+def preset_prompts() -> list[PromptItem]:
+    """The prompts shipped with the app (specviz/data/prompts.jsonl), in file order; never for training heads."""
+    return read_prompts(PROMPT_PRESETS)
+
+
+def prompt_kinds() -> dict[str, Kind]:
+    """Each shipped kind of prompt by name, in display order, with its one-line hint."""
+    try:
+        raw = json.loads(PROMPT_KINDS.read_text(encoding="utf-8"))["kinds"]
+        return {name: Kind(name, str(k["label"]), str(k["hint"])) for name, k in raw.items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PromptError(f"The prompt kinds file {PROMPT_KINDS} could not be read ({exc}).") from None

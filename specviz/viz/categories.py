@@ -1,0 +1,88 @@
+"""Where each method wins: the measured speedup by kind of prompt (from a bench result), each kind's winner marked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.viz.theme import apply
+
+# below 1× orange, 1× white, above 1× purple: a diverging scale that reads under the common colour-vision deficiencies
+SCALE = [[0.0, "#e66101"], [0.5, "#f7f7f7"], [1.0, "#5e3c99"]]
+
+
+def method_order(bench: dict[str, Any]) -> list[str]:
+    """The methods of a bench result other than plain decoding, fastest overall first."""
+    summary = bench.get("methods", {})
+    names = [m for m in summary if m != "ar"]
+    return sorted(names, key=lambda m: -float(summary[m].get("speedup", 0.0)))
+
+
+def winners(bench: dict[str, Any]) -> dict[str, tuple[str, float]]:
+    """Per category, the method with the highest measured speedup and that speedup."""
+    out = {}
+    for cat, speeds in bench.get("categories", {}).items():
+        ranked = sorted(((v, m) for m, v in speeds.items() if m != "ar"), reverse=True)
+        if ranked:
+            out[cat] = (ranked[0][1], float(ranked[0][0]))
+    return out
+
+
+def _subtitle(bench: dict[str, Any], where: str) -> str:
+    per = bench.get("prompts", 0) / max(1, len(bench.get("categories", {})))
+    repeats = bench.get("repeats", 1)
+    runs = f"median of {repeats} interleaved runs" if repeats > 1 else "one run each"
+    setting = (
+        f"{bench.get('prompts', '?')} prompts (about {per:.0f} per kind), {bench.get('max_new_tokens', '?')} new "
+        f"tokens, T = {bench.get('temperature', 0)}, {runs}"
+    )
+    return f"{setting}; {where}" if where else setting
+
+
+def wins_figure(
+    bench: dict[str, Any], where: str = "", labels: dict[str, str] | None = None, slide: bool = False
+) -> go.Figure:
+    """Heatmap of speedup over plain decoding, kinds of prompt × methods; ★ marks each kind's fastest method.
+
+    `bench` is a bench result (`python -m specviz bench --json`: "methods", "categories", settings); `labels`
+    maps category names to display names and, when given, sets the row order; `where` says where and when.
+    """
+    cats = [c for c in (labels or {}) if c in bench["categories"]] or list(bench["categories"])
+    names = method_order(bench)
+    best = winners(bench)
+    z = [[bench["categories"][c].get(m) for m in names] for c in cats]
+    text = [
+        [
+            "" if v is None else ("★ " if best.get(c, ("",))[0] == m else "") + f"{v:.2f}×"
+            for m, v in zip(names, row, strict=True)
+        ]
+        for c, row in zip(cats, z, strict=True)
+    ]
+    rows = [(labels or {}).get(c, c) for c in cats]
+    top = max([abs(v - 1) for row in z for v in row if v is not None] + [0.1])
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=names,
+            y=rows,
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": 20 if slide else 13},
+            colorscale=SCALE,
+            zmid=1.0,
+            zmin=1 - top,
+            zmax=1 + top,
+            xgap=2,
+            ygap=2,
+            colorbar={"title": {"text": "speedup (×)"}, "ticksuffix": "×"},
+            hovertemplate="%{x} on %{y}: %{z:.2f}× plain decoding<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", title=None)
+    fig.update_xaxes(side="top", title=None)
+    head = "Where each method wins: speedup over plain decoding by kind of prompt"
+    title = f"{head}<br><sup>{_subtitle(bench, where)}</sup>"
+    fig = apply(fig, title, slide=slide, height=80 + 46 * len(cats) + 90)
+    fig.update_layout(margin={"t": 130 if slide else 110})
+    return fig

@@ -1,0 +1,47 @@
+"""The 'where each method wins' figure on plain bench data, and the stored measurement it is drawn from."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.measure import Provenance
+from specviz.paths import PROMPT_KINDS_BENCH
+from specviz.prompts import prompt_kinds
+from specviz.viz.categories import method_order, winners, wins_figure
+
+BENCH = {
+    "max_new_tokens": 64,
+    "temperature": 0.0,
+    "prompts": 4,
+    "repeats": 1,
+    "methods": {"ar": {"speedup": 1.0}, "pld": {"speedup": 1.3}, "eagle": {"speedup": 1.4}},
+    "categories": {
+        "code": {"ar": 1.0, "pld": 1.6, "eagle": 1.2},
+        "chat": {"ar": 1.0, "pld": 0.9, "eagle": 1.25},
+    },
+}
+
+
+def test_winners_and_order():
+    assert method_order(BENCH) == ["eagle", "pld"]  # fastest overall first, plain decoding left out
+    assert winners(BENCH) == {"code": ("pld", 1.6), "chat": ("eagle", 1.25)}
+
+
+def test_heatmap_marks_each_kinds_winner():
+    fig = wins_figure(BENCH, where="measured on this machine on 2026-12-01", labels={"chat": "Chat", "code": "Code"})
+    hm = fig.data[0]
+    assert list(hm.y) == ["Chat", "Code"] and list(hm.x) == ["eagle", "pld"]  # the labels' order
+    assert [list(r) for r in hm.text] == [["★ 1.25×", "0.90×"], ["1.20×", "★ 1.60×"]]
+    assert hm.zmid == 1.0
+    assert "measured on this machine" in fig.layout.title.text and "64 new tokens" in fig.layout.title.text
+
+
+def test_stored_prompt_kinds_bench_is_complete():
+    if not PROMPT_KINDS_BENCH.is_file():
+        pytest.skip("no stored prompt-kinds bench")
+    data = json.loads(PROMPT_KINDS_BENCH.read_text())
+    assert set(data["categories"]) == set(prompt_kinds())  # every shipped kind was measured
+    Provenance.from_dict(data["provenance"])  # where and when it was measured
+    assert data["temperature"] == 0 and all(m["identical"] == m["total"] for m in data["methods"].values())
