@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.common import sidebar
+from ui.deck import deck_button
 
 ROOT = Path(__file__).parent
 # (file, title, icon); a page appears once its file exists. The folder is views/, not pages/: a pages/
@@ -29,3 +30,4 @@ nav = st.navigation(
 with st.sidebar:
     sidebar()
 nav.run()
+deck_button(nav.title)  # after the page: it holds every figure the page drew

@@ -14,6 +14,8 @@ from specviz.model import LoadedModel, ModelError, load_model
 from specviz.prompts import PromptError, prepare
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace, TraceError, bundle_json, load_traces
+from ui import deck, presentation
+from ui.prompt_picker import picker
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
@@ -53,20 +55,28 @@ def get_model() -> LoadedModel | None:
 
 
 def sidebar() -> Settings | None:
-    """Draw the shared sidebar and return its settings (None when a value is unusable)."""
+    """Draw the shared sidebar and return its settings (None when a value is unusable).
+
+    While presenting, every setting but the prompt preset folds into a closed "Settings" expander.
+    """
     sb = st.sidebar
-    sb.text_input(
+    deck.reset()
+    on = presentation.toggle(sb)
+    st.session_state.setdefault("sidebar.prompt", DEFAULT_PROMPT)
+    picker(sb, DEFAULT_PROMPT)
+    box = sb.expander("Settings", expanded=False) if on else sb
+    box.text_input(
         "Model",
         "default",
         key="sidebar.model",
         help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id.",
     )
-    sb.text_area("Prompt", DEFAULT_PROMPT, key="sidebar.prompt", height=110)
-    sb.number_input("Max new tokens", 1, MAX_TOKENS_LIMIT, 64, step=16, key="sidebar.max_new_tokens")
-    sb.slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="sidebar.temperature", help="0 = greedy")
-    sb.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="sidebar.top_p")
-    sb.number_input("Seed", 0, 2**31 - 1, 0, key="sidebar.seed")
-    sb.toggle("Slide export buttons", False, key="sidebar.export", help="PNG/SVG downloads in the slide theme")
+    box.text_area("Prompt", key="sidebar.prompt", height=110)  # its value starts as the default, set above
+    box.number_input("Max new tokens", 1, MAX_TOKENS_LIMIT, 64, step=16, key="sidebar.max_new_tokens")
+    box.slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="sidebar.temperature", help="0 = greedy")
+    box.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="sidebar.top_p")
+    box.number_input("Seed", 0, 2**31 - 1, 0, key="sidebar.seed")
+    box.toggle("Slide export buttons", False, key="sidebar.export", help="PNG/SVG downloads in the slide theme")
     replay_controls(sb)
     if not replaying():
         lm = get_model()
@@ -146,6 +156,8 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
         trace = replayed(name)
         if trace is None:
             st.info(f"The loaded traces hold no {name!r} run; remove them in the sidebar to run live.")
+        else:
+            deck.note_traces([trace])
         return trace
     if s is None or get_model() is None:
         return None
@@ -153,7 +165,9 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     cfg_json = json.dumps({f.name: getattr(cfg, f.name) for f in fields(cfg)}, sort_keys=True)
     try:
         with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
-            return _run_cached(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+            trace = _run_cached(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+        deck.note_traces([trace])
+        return trace
     except (PromptError, ConfigError, ModelError) as exc:
         st.warning(str(exc))
     return None
@@ -162,7 +176,9 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
 def show_figure(fig, name: str) -> None:
     """Render a plotly figure; the toolbar's camera saves PNG at 2x, and buttons give slide images."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2, "filename": name}}
-    st.plotly_chart(fig, config=config, key=f"fig.{name}")
+    deck.note_figure(name, fig)
+    shown = presentation.figure_font(fig) if presentation.presenting() else fig
+    st.plotly_chart(shown, config=config, key=f"fig.{name}")
     if st.session_state.get("sidebar.export", False):
         from specviz.export import figure_bytes
 

@@ -13,6 +13,7 @@ from specviz.model import ModelError
 from specviz.prompts import PromptError, prepare
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
+from ui import deck
 from ui.common import Settings, _load, get_model, replayed, replaying
 
 DEFAULT_REPEATS = 3
@@ -61,7 +62,9 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
     cfg = json.dumps({n: _config_json(n, c) for n, c in configs.items() if n != "ar"}, sort_keys=True)
     try:
         with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
-            return _paired_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
+            runs = _paired_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
+        deck.note_traces([ts[0] for ts in runs.values() if ts])
+        return runs
     except (PromptError, ConfigError, ModelError) as exc:
         st.warning(str(exc))
     return {}

@@ -19,6 +19,7 @@ from specviz.viz.acceptance import (
     typical_points,
 )
 from ui.common import Settings, download_traces, get_model, page_header, replaying, run_method, settings, show_figure
+from ui.presentation import stepper
 
 DEF = speculative.Config()
 SAMPLES = [1000, 5000, 20000, 100000]
@@ -48,7 +49,8 @@ def step_slider(count: int, key: str) -> int:
         return 0
     if st.session_state.get(key, 0) > count - 1:
         st.session_state[key] = count - 1
-    return st.slider("Step", 0, count - 1, 0, key=key)
+    stepper(key, count)  # while presenting: ◀ / ▶ and their keys
+    return st.slider("Step", 0, count - 1, key=key)
 
 
 def decision_rows(records: list[dict]) -> list[dict]:

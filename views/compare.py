@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
 from specviz import bench, compare, hardware, methods
+from specviz.paths import PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.probe import cached_curve
-from specviz.prompts import PromptError, parse_prompt_lines, prepare, select
+from specviz.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.viz import compare as figs
+from specviz.viz.categories import winners, wins_figure
 from ui.common import (
     config_controls,
     download_traces,
@@ -21,7 +24,7 @@ from ui.common import (
     settings,
     show_figure,
 )
-from ui.live import repeats_control, run_paired
+from ui.live import measured_where, repeats_control, run_paired
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
 DEFAULT_ON = ("medusa", "eagle", "lookahead")
@@ -120,7 +123,37 @@ def prompt_set_section(configs: dict[str, object]) -> None:
             [{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})} for m, v in res["methods"].items()],
             hide_index=True,
         )
-        show_figure(figs.category_figure(res["categories"]), "speedup_by_category")
+        show_figure(wins_figure(res, where="measured on this machine just now"), "speedup_by_category")
+
+
+def kinds_section() -> None:
+    """Where each method wins: the prompts shipped with the app, by kind, every method, as measured and stored."""
+    if not PROMPT_KINDS_BENCH.is_file():
+        st.info(f"No measurement of the prompt kinds is stored ({PROMPT_KINDS_BENCH.relative_to(REPO)}).")
+        return
+    try:
+        data = json.loads(PROMPT_KINDS_BENCH.read_text(encoding="utf-8"))
+        kinds = prompt_kinds()
+        fig = wins_figure(data, where=measured_where(data), labels={k: v.label for k, v in kinds.items()})
+    except (ValueError, KeyError, TypeError, PromptError) as exc:
+        st.warning(f"{PROMPT_KINDS_BENCH.name} could not be read ({exc}).")
+        return
+    show_figure(fig, "where_methods_win")
+    best = winners(data)
+    st.dataframe(
+        [
+            {"kind": k.label, "fastest here": best[k.name][0], "speedup": f"{best[k.name][1]:.2f}×", "why": k.hint}
+            for k in kinds.values()
+            if k.name in best
+        ],
+        hide_index=True,
+    )
+    rel = PROMPT_PRESETS.relative_to(REPO)
+    st.caption(
+        f"The prompts are the sidebar's presets ({rel}), every method at its fastest setting on this device. "
+        f"Stored in {PROMPT_KINDS_BENCH.relative_to(REPO)}; re-measure with "
+        f"`{data.get('command') or f'python -m specviz bench --prompts {rel} --json {PROMPT_KINDS_BENCH.name}'}`."
+    )
 
 
 def length_section(configs: dict[str, object]) -> None:
@@ -188,11 +221,13 @@ page_header(
     "(cost per pass), on this machine and, as a model, on others.",
 )
 configs = method_toggles()
-tab_live, tab_set, tab_len, tab_batch, tab_hw = st.tabs(
-    ["Live on the prompt", "Prompt set", "Output length", "Batch size", "Hardware what-if"]
+tab_live, tab_kinds, tab_set, tab_len, tab_batch, tab_hw = st.tabs(
+    ["Live on the prompt", "Where each method wins", "Prompt set", "Output length", "Batch size", "Hardware what-if"]
 )
 with tab_live:
     live = live_section(configs)
+with tab_kinds:
+    kinds_section()
 with tab_set:
     prompt_set_section(configs)
 with tab_len:

@@ -24,6 +24,8 @@ from specviz.viz.eagle import (
 from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.presentation import controls, stepper
+from ui.presets import preset_control, preset_costs
 
 page_header(
     "EAGLE-2: draft features, grow the tree where the draft is confident",
@@ -39,14 +41,14 @@ except HeadError as exc:
     st.stop()
 
 s = settings()
-c1, c2, c3 = st.columns(3)
-depth = c1.slider("depth (draft rounds)", 1, 8, Config.depth, key="eagle.depth")
-top_k = c1.slider("top_k (expanded per round)", 1, 16, Config.top_k, key="eagle.top_k")
+preset_control("eagle", "eagle")  # sets the shape sliders' and the tree's values
+c1, c2, c3 = controls().columns(3)
+depth = c1.slider("depth (draft rounds)", 1, 8, key="eagle.depth")
+top_k = c1.slider("top_k (expanded per round)", 1, 16, key="eagle.top_k")
 total = c2.slider(
     "total_tokens (verified nodes, root included)",
     2,
     80,
-    Config.total_tokens,
     key="eagle.total_tokens",
     help="The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win.",
 )
@@ -115,7 +117,8 @@ def _replay(key: str, step_index: int, _trace: Trace, _cfg: Config) -> dict:
 
 
 if drafted:
-    i = st.slider("Step", 0, len(drafted) - 1, 0, key="eagle.step") if len(drafted) > 1 else 0
+    stepper("eagle.step", len(drafted))
+    i = st.slider("Step", 0, len(drafted) - 1, key="eagle.step") if len(drafted) > 1 else 0
     step = drafted[i]
     d = step.detail
     st.caption(
@@ -144,6 +147,7 @@ if drafted:
         show_figure(compare_figure(_replay(key, step.index, trace, cfg)), "eagle_static_vs_dynamic")
     show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
 show_figure(draft_verify_figure(trace), "eagle_costs")
+preset_costs("eagle", "eagle", cfg, s, repeats)
 if SWEEP_PATH.is_file():
     try:
         sweep = json.loads(SWEEP_PATH.read_text(encoding="utf-8"))

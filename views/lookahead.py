@@ -14,6 +14,8 @@ from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, sweep_fi
 from specviz.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.presentation import controls, stepper
+from ui.presets import preset_control, preset_costs
 
 
 def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
@@ -22,7 +24,8 @@ def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
         return 0
     if st.session_state.get(key, 0) > count - 1:
         st.session_state[key] = count - 1
-    return st.slider(label, 0, count - 1, min(default, count - 1), key=key)
+    # no default when it is the first step (the slider's own): the presentation stepper sets the value then
+    return st.slider(label, 0, count - 1, min(default, count - 1) or None, key=key)
 
 
 SWEEP = Path(__file__).resolve().parents[1] / "models" / "lookahead_sweep.json"
@@ -34,13 +37,15 @@ page_header(
     "own Jacobi iterations: guess ahead, refine in parallel, keep the n-grams the trajectory leaves.",
 )
 
-c1, c2, c3, c4 = st.columns(4)
-w = c1.slider("W: window columns", 1, 12, DEF.window, key="lookahead.window")
-n = c2.slider("N: n-gram length", 2, 6, DEF.ngram, key="lookahead.ngram")
-g = c3.slider("G: n-grams verified", 0, 8, DEF.guesses, key="lookahead.guesses")
+preset_control("lookahead", "lookahead")  # sets W, N and G
+box = controls()
+c1, c2, c3, c4 = box.columns(4)
+w = c1.slider("W: window columns", 1, 12, key="lookahead.window")
+n = c2.slider("N: n-gram length", 2, 6, key="lookahead.ngram")
+g = c3.slider("G: n-grams verified", 0, 8, key="lookahead.guesses")
 init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init), key="lookahead.init")
-seed = st.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
-repeats = repeats_control("lookahead")
+seed = box.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
+repeats = repeats_control("lookahead", box)
 cfg = lookahead.Config(window=w, ngram=n, guesses=g, init=init, seed_prompt=seed)
 st.caption(f"One forward feeds 1 + (N−1)·W + G·(N−1) = **{cfg.forward_tokens} tokens** once the window is full.")
 
@@ -60,6 +65,7 @@ if "ar" in runs and "lookahead" in runs:
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
+    stepper("lookahead.step", len(work))
     k = step_slider("Step", len(work), "lookahead.step")
     if work:
         d = la.steps[work[k]].detail
@@ -78,6 +84,7 @@ if "ar" in runs and "lookahead" in runs:
         if pool:
             show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"), "lookahead_pool")
     download_traces([ar, la], "lookahead_runs")
+preset_costs("lookahead", "lookahead", cfg, s, repeats)
 
 st.subheader("Plain Jacobi iteration")
 j1, j2 = st.columns(2)

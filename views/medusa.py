@@ -21,6 +21,8 @@ from specviz.viz.tree import (
 )
 from ui.common import page_header, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.presentation import controls, stepper
+from ui.presets import preset_control, preset_costs
 
 page_header(
     "Medusa: a tree of guesses, checked in one pass",
@@ -36,9 +38,10 @@ except HeadsError as exc:
     st.stop()
 
 s = settings()
-c1, c2, c3 = st.columns(3)
-budget = c1.slider("Tree budget B (drafted nodes)", 0, 64, Config.budget, key="medusa.budget")
-heads = c1.slider("Heads", 1, trained.num_heads, min(Config.heads, trained.num_heads), key="medusa.heads")
+preset_control("medusa", "medusa", clamp={"heads": (1, trained.num_heads)})  # sets the two sliders' values
+c1, c2, c3 = controls().columns(3)
+budget = c1.slider("Tree budget B (drafted nodes)", 0, 64, key="medusa.budget")
+heads = c1.slider("Heads", 1, trained.num_heads, key="medusa.heads")
 acceptance = c2.radio(
     "Acceptance",
     ["exact", "typical"],
@@ -89,7 +92,8 @@ if ar is not None:
 
 steps = [st_ for st_ in trace.steps if st_.detail is not None]
 if steps:
-    i = st.slider("Step", 0, len(steps) - 1, 0, key="medusa.step") if len(steps) > 1 else 0
+    stepper("medusa.step", len(steps))
+    i = st.slider("Step", 0, len(steps) - 1, key="medusa.step") if len(steps) > 1 else 0
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail
@@ -116,6 +120,7 @@ if steps:
             hide_index=True,
         )
 show_figure(steps_figure(trace, ar), "medusa_steps")
+preset_costs("medusa", "medusa", cfg, s, repeats)
 
 sweep_path = models_dir() / "sweep.json"
 if sweep_path.is_file():

@@ -1,0 +1,74 @@
+"""The page's slide deck: every figure the page drew in this run, as a .pptx with the provenance in the notes."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from specviz.measure import provenance
+from specviz.trace import Trace
+
+FIGURES, TRACES = "deck.figures", "deck.traces"  # this run's figures (name, figure) and traces (method -> trace)
+
+
+def reset() -> None:
+    """Forget the last run's figures and traces (the sidebar calls this first, every run)."""
+    st.session_state[FIGURES] = []
+    st.session_state[TRACES] = {}
+
+
+def note_figure(name: str, fig: go.Figure) -> None:
+    st.session_state.setdefault(FIGURES, []).append((name, fig))
+
+
+def note_traces(traces: list[Trace]) -> None:
+    st.session_state.setdefault(TRACES, {}).update({t.method: t for t in traces})
+
+
+def _settings(traces: dict[str, Trace]) -> dict[str, Any]:
+    """The notes' settings: the prompt, then each method's settings as its trace recorded them."""
+    out: dict[str, Any] = {}
+    if traces:
+        first = next(iter(traces.values()))
+        out["Prompt"] = first.prompt if len(first.prompt) <= 300 else first.prompt[:300] + "…"
+    for name, t in traces.items():
+        out[f"Settings ({name})"] = json.dumps(t.config, sort_keys=True)
+    return out
+
+
+def _deck(page: str, figures: list[tuple[str, go.Figure]], traces: dict[str, Trace], model: str, device: str):
+    from specviz.deck import deck_bytes, notes_text, slides_of
+
+    notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)})
+    return deck_bytes(slides_of(dict(figures), notes))
+
+
+def deck_button(page: str, model: str = "", device: str = "") -> None:
+    """A sidebar button that builds the deck when pressed (rendering the figures takes a second or two each)."""
+    figures = list(st.session_state.get(FIGURES, []))
+    if not figures:
+        return
+    traces = dict(st.session_state.get(TRACES, {}))
+    first = next(iter(traces.values()), None)
+    if first is not None:
+        model, device = model or first.model, device or first.device
+    elif not (model and device):
+        from ui.common import get_model, replaying  # at call time: ui.common imports this module
+
+        lm = None if replaying() else get_model()
+        model, device = (lm.name, lm.describe()) if lm is not None else ("unknown model", "unknown device")
+    slug = re.sub(r"[^a-z0-9]+", "_", page.lower()).strip("_") or "page"
+    st.sidebar.download_button(
+        f"Slide deck of this page ({len(figures)} slides, .pptx)",
+        lambda: _deck(page, figures, traces, model, device),
+        file_name=f"specviz_{slug}.pptx",
+        mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        key="deck.download",
+        on_click="ignore",
+        help="Every figure on this page, one per slide in the slide theme, with the model, device, settings "
+        "and date in the speaker notes.",
+    )
