@@ -19,6 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from specviz import measure
 from specviz.batched.methods import NAMES, generate
 from specviz.batched.record import BatchTrace
@@ -116,13 +118,15 @@ def run(
     points = []
     for i, b in enumerate(batches):
         batch = [prompts[j % len(prompts)] for j in range(b)]  # cycled when the set has fewer than b
-        points += measure_batch(lm, names, batch, sampling, repeats, configs or {})
+        measured = measure_batch(lm, names, batch, sampling, repeats, configs or {})
+        points += [p | {"load_after": measure.load_average()} for p in measured]  # other work on the cores shows here
         if progress:
             progress(i + 1, len(batches), f"batch {b}")
     return {
         "what": "batched greedy decoding: speedup against batched ar at the same batch, throughput, latency",
         "model": lm.name,
         "device": lm.describe(),
+        "threads": torch.get_num_threads(),
         "max_new_tokens": sampling.max_new_tokens,
         "prompts": len(prompts),
         "prompt_tokens": [len(p) for p in prompts],
@@ -139,7 +143,8 @@ def format_table(result: dict[str, Any]) -> str:
     cols = f"{'speedup':>20} {'tok/s':>8} {'lat med s':>9} {'lat max s':>9} {'A':>5} {'r':>5} {'same':>6}"
     head = f"{'B':>3} {'method':<7} {cols}"
     lines = [
-        f"{result['device']}; {result['max_new_tokens']} new tokens, {result['repeats']} repeats, load "
+        f"{result['device']}, {result['threads']} threads; {result['max_new_tokens']} new tokens, "
+        f"{result['repeats']} repeats, load "
         f"{result['provenance']['load']} before, {result['load_after']} after",
         head,
         "-" * len(head),
