@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.details import ChainStep
 from specviz.trace import StepTrace, Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
 
@@ -21,7 +22,7 @@ def _label(text: str) -> str:
 
 def records(step: StepTrace) -> list[dict[str, Any]]:
     """A chain step's decision records (sps, pld); none for a step that drafted nothing."""
-    return step.detail.records if step.detail is not None else []
+    return step.detail.records if isinstance(step.detail, ChainStep) else []
 
 
 def decisions_figure(step: StepTrace, title: str | None = None) -> go.Figure:
@@ -85,26 +86,7 @@ def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title
     thr = [min(eps, delta * math.exp(-h)) for h in hs]
     floor = min([1e-4, *(max(pt["p"], 1e-9) / 2 for pt in points)])
     fig = go.Figure()
-    fig.add_scatter(x=hs, y=[floor] * len(hs), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
-    fig.add_scatter(
-        x=hs,
-        y=thr,
-        mode="lines",
-        fill="tonexty",
-        fillcolor="rgba(220,38,38,0.12)",
-        line={"color": "#111827", "width": 3},
-        name=f"threshold min({eps:g}, {delta:g}·e^(−H))",
-    )
-    fig.add_scatter(
-        x=hs,
-        y=[1.0] * len(hs),
-        mode="lines",
-        fill="tonexty",
-        fillcolor="rgba(22,163,74,0.12)",
-        line={"width": 0},
-        name="accepted region",
-        hoverinfo="skip",
-    )
+    _add_regions(fig, hs, thr, floor, f"threshold min({eps:g}, {delta:g}·e^(−H))")
     if points:
         ok = [pt["p"] > min(eps, delta * math.exp(-pt["entropy"])) for pt in points]
         fig.add_scatter(
@@ -121,6 +103,30 @@ def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title
         yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0]},
     )
     return apply(fig, title or "Typical acceptance: accepted above the curve, rejected below", height=420)
+
+
+def _add_regions(fig: go.Figure, hs: list[float], thr: list[float], floor: float, name: str) -> None:
+    """The rejected band (floor to the threshold curve `name`) and the accepted band above it, up to 1."""
+    fig.add_scatter(x=hs, y=[floor] * len(hs), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
+    fig.add_scatter(
+        x=hs,
+        y=thr,
+        mode="lines",
+        fill="tonexty",
+        fillcolor="rgba(220,38,38,0.12)",
+        line={"color": "#111827", "width": 3},
+        name=name,
+    )
+    fig.add_scatter(
+        x=hs,
+        y=[1.0] * len(hs),
+        mode="lines",
+        fill="tonexty",
+        fillcolor="rgba(22,163,74,0.12)",
+        line={"width": 0},
+        name="accepted region",
+        hoverinfo="skip",
+    )
 
 
 def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
@@ -163,14 +169,11 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
 
 def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
     """Proposed and accepted tokens per step."""
-    steps = [s for s in trace.steps if s.detail is not None]
+    steps = trace.detailed(ChainStep)
+    index = [s.index for s, _ in steps]
     fig = go.Figure()
-    fig.add_bar(
-        x=[s.index for s in steps], y=[len(s.detail.records) for s in steps], name="proposed", marker_color=NEUTRAL
-    )
-    fig.add_bar(
-        x=[s.index for s in steps], y=[s.detail.n_accepted for s in steps], name="accepted", marker_color=ACCEPT
-    )
+    fig.add_bar(x=index, y=[len(d.records) for _, d in steps], name="proposed", marker_color=NEUTRAL)
+    fig.add_bar(x=index, y=[d.n_accepted for _, d in steps], name="accepted", marker_color=ACCEPT)
     fig.update_layout(barmode="overlay", xaxis={"title": "step"}, yaxis={"title": "tokens"})
     return apply(fig, title or f"Drafts accepted per step (A = {trace.mean_accepted:.2f})", height=320)
 

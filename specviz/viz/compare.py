@@ -160,7 +160,8 @@ def batch_figure(surface: Surface, modeled: dict[str, list[float]], slide: bool 
             row=1,
             col=2,
         )
-    fig.add_hline(y=1, line_dash="dot", line_color="#6b7280", row=1, col=2)
+    # plotly's add_hline is unannotated, so its row/col ("all" by default) read as str; it takes subplot ints
+    fig.add_hline(y=1, line_dash="dot", line_color="#6b7280", row=1, col=2)  # pyright: ignore[reportArgumentType]
     fig.update_xaxes(title="new tokens per sequence", row=1, col=1)
     fig.update_yaxes(title="batch size", row=1, col=1)
     fig.update_xaxes(title="batch size", type="log", tickvals=surface.batches, row=1, col=2)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 
 from specviz.compare import summarize
+from specviz.details import LookaheadStep
 from specviz.trace import Trace
 from specviz.viz import compare as cmp
 from specviz.viz.timeline import timeline_figure, tokens_over_time_figure
@@ -27,14 +28,14 @@ def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
     """The window, verification branch and mask of the step that accepted most, and the final pool."""
     from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, verify_figure, window_figure
 
-    work = [s for s in trace.steps if s.detail is not None]
+    work = trace.detailed(LookaheadStep)
     if not work:
         return {}
-    best = max(work, key=lambda s: s.accepted)
+    best, detail = max(work, key=lambda sd: sd[0].accepted)
     out = {
-        "window": window_figure(best.detail, title=f"Step {best.index}: the Jacobi window"),
-        "verify": verify_figure(best.detail, title=f"Step {best.index}: the verification branch"),
-        "mask": mask_figure(best.detail.layout, title="One forward, two branches: the attention mask"),
+        "window": window_figure(detail, title=f"Step {best.index}: the Jacobi window"),
+        "verify": verify_figure(detail, title=f"Step {best.index}: the verification branch"),
+        "mask": mask_figure(detail.layout, title="One forward, two branches: the attention mask"),
     }
     if pool := final_pool(trace):
         out["pool"] = pool_figure(pool, title="The n-gram pool at the end")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.details import JacobiStep
 from specviz.trace import Trace
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply
 
@@ -23,17 +24,43 @@ def _show(text: str) -> str:
 
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:
     """Plain rows of the grid: per iteration, its offset, token texts and cell statuses."""
-    steps = [s for s in trace.steps[: None if upto is None else upto + 1] if s.detail is not None]
+    steps = trace.steps[: None if upto is None else upto + 1]
+    passes = [(s, s.detail) for s in steps if isinstance(s.detail, JacobiStep)]
     return [
-        {
-            "step": s.index,
-            "offset": s.detail.offset,
-            "texts": s.detail.texts,
-            "status": s.detail.status,
-            "accepted": s.detail.n_accepted,
-        }
-        for s in steps[-last:]
+        {"step": s.index, "offset": d.offset, "texts": d.texts, "status": d.status, "accepted": d.n_accepted}
+        for s, d in passes[-last:]
     ]
+
+
+def _cells(rows: list[dict], name: str, lo: int, out: list[str]) -> tuple[list[int], list[str], list[str]]:
+    """(x, y, text) of every cell with status `name`; "done" cells are earlier commits left of a row's offset."""
+    xs: list[int] = []
+    ys: list[str] = []
+    texts: list[str] = []
+    for r in rows:
+        y = f"pass {r['step']}"
+        if name == "done":  # tokens committed by earlier passes, left of this row's frontier
+            idx = list(range(lo, r["offset"]))
+            xs, ys, texts = xs + idx, ys + [y] * len(idx), texts + [_show(out[i]) for i in idx]
+            continue
+        for j, (t, st) in enumerate(zip(r["texts"], r["status"])):
+            if st == name:
+                xs.append(r["offset"] + j)
+                ys.append(y)
+                texts.append(_show(t))
+    return xs, ys, texts
+
+
+def _frontier(rows: list[dict]) -> go.Scatter:
+    """The committed frontier: a step line just right of each pass's last accepted cell."""
+    return go.Scatter(
+        x=[r["offset"] + r["accepted"] + 0.5 for r in rows],
+        y=[f"pass {r['step']}" for r in rows],
+        mode="lines+markers",
+        name="committed frontier",
+        line={"color": "#111827", "width": 2, "shape": "hv"},
+        marker={"symbol": "line-ns", "size": 40, "line": {"width": 3}},
+    )
 
 
 def jacobi_grid_figure(
@@ -48,18 +75,7 @@ def jacobi_grid_figure(
     out = [t for s in trace.steps for t in s.texts]  # output token texts by position
     fig = go.Figure()
     for name, (_code, color, label) in STATUS.items():
-        xs, ys, texts = [], [], []
-        for r in rows:
-            y = f"pass {r['step']}"
-            if name == "done":  # tokens committed by earlier passes, left of this row's frontier
-                idx = list(range(lo, r["offset"]))
-                xs, ys, texts = xs + idx, ys + [y] * len(idx), texts + [_show(out[i]) for i in idx]
-                continue
-            for j, (t, st) in enumerate(zip(r["texts"], r["status"])):
-                if st == name:
-                    xs.append(r["offset"] + j)
-                    ys.append(y)
-                    texts.append(_show(t))
+        xs, ys, texts = _cells(rows, name, lo, out)
         if xs:
             fig.add_trace(
                 go.Scatter(
@@ -74,17 +90,7 @@ def jacobi_grid_figure(
                     marker={"symbol": "square", "size": 40, "color": color},
                 )
             )
-    frontier = [r["offset"] + r["accepted"] + 0.5 for r in rows]
-    fig.add_trace(
-        go.Scatter(
-            x=frontier,
-            y=[f"pass {r['step']}" for r in rows],
-            mode="lines+markers",
-            name="committed frontier",
-            line={"color": "#111827", "width": 2, "shape": "hv"},
-            marker={"symbol": "line-ns", "size": 40, "line": {"width": 3}},
-        )
-    )
+    fig.add_trace(_frontier(rows))
     fig.update_yaxes(
         autorange="reversed",
         type="category",

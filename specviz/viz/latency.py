@@ -20,6 +20,29 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rel = curve.relative()
+    _add_curves(fig, curve, rel)
+    k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
+    # annotations on a log axis take log10 of the data coordinate
+    fig.add_annotation(
+        x=math.log10(curve.ks[k16]),
+        y=curve.ms[k16],
+        text=f"{curve.ks[k16]} tokens cost {rel[k16]:.2f}× one",
+        showarrow=True,
+        arrowhead=2,
+        ax=-70,
+        ay=-60,
+    )
+    _style_axes(fig, curve.ks, rel)
+    note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
+    title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
+    fig = apply(fig, title, slide=slide, height=460)
+    fig.update_layout(margin={"t": 110})
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})
+    return fig
+
+
+def _add_curves(fig: go.Figure, curve: LatencyCurve, rel: list[float]) -> None:
+    """The measured latency (left axis) and, on the right, its cost relative to k = 1 against linear growth."""
     fig.add_scatter(
         x=curve.ks,
         y=curve.ms,
@@ -48,20 +71,13 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
         secondary_y=True,
         hovertemplate="k=%{x}: %{y:.2f}× one token<extra></extra>",
     )
-    k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
-    # annotations on a log axis take log10 of the data coordinate
-    fig.add_annotation(
-        x=math.log10(curve.ks[k16]),
-        y=curve.ms[k16],
-        text=f"{curve.ks[k16]} tokens cost {rel[k16]:.2f}× one",
-        showarrow=True,
-        arrowhead=2,
-        ax=-70,
-        ay=-60,
-    )
-    fig.update_xaxes(title="new tokens in one forward pass (k)", type="log", tickvals=curve.ks)
+
+
+def _style_axes(fig: go.Figure, ks: list[int], rel: list[float]) -> None:
+    """Log k across; latency from zero on the left, relative cost on a log scale with × ticks on the right."""
+    fig.update_xaxes(title="new tokens in one forward pass (k)", type="log", tickvals=ks)
     fig.update_yaxes(title="latency (ms)", rangemode="tozero", secondary_y=False)
-    top = max(max(rel), max(curve.ks))
+    top = max(max(rel), max(ks))
     ticks = [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256) if v <= 2 * top]
     fig.update_yaxes(
         title="relative cost",
@@ -71,9 +87,3 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
         tickvals=ticks,
         ticktext=[f"{v}×" for v in ticks],
     )
-    note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
-    title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
-    fig = apply(fig, title, slide=slide, height=460)
-    fig.update_layout(margin={"t": 110})
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})
-    return fig

@@ -26,41 +26,12 @@ def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     fig = go.Figure()
     levels = [*detail.window_texts, detail.new_texts]
     names = [f"level {i}" for i in range(len(levels) - 1)] + ["new (this pass)"]
-    harvested, seen = len(detail.harvested) > 0, set()
-    for col, status in enumerate(detail.harvest_status):
-        xs = [col + lv + 1 for lv in range(len(levels))]
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=names,
-                mode="lines",
-                line={"color": HARVEST_COLORS[status], "width": 26},
-                opacity=0.25,
-                name=f"n-gram {status}",
-                legendgroup=status,
-                hoverinfo="skip",
-                showlegend=status not in seen,
-            )
-        )
-        seen.add(status)
+    _add_harvest(fig, detail.harvest_status, names)
     for lv, texts in enumerate(levels):
-        color = NEW_COLOR if lv == len(levels) - 1 else LEVEL_COLOR
-        fig.add_trace(
-            go.Scatter(
-                x=[i + lv + 1 for i in range(len(texts))],
-                y=[names[lv]] * len(texts),
-                mode="markers+text",
-                text=[_show(t) for t in texts],
-                textfont={"size": 12},
-                marker={"symbol": "square", "size": 44, "color": color, "line": {"color": "#9d174d", "width": 1}},
-                hovertext=[f"{names[lv]}, column {i}: {t!r}" for i, t in enumerate(texts)],
-                hoverinfo="text",
-                showlegend=False,
-            )
-        )
+        fig.add_trace(_level_cells(texts, lv, names[lv], new=lv == len(levels) - 1))
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(title="position after the root (root = 0)", dtick=1)
-    if not harvested:
+    if not detail.harvested:
         fig.add_annotation(
             text="the window is still filling: no n-grams yet",
             showarrow=False,
@@ -72,10 +43,50 @@ def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     return apply(fig, title, slide, height=110 + 70 * len(levels))
 
 
+def _add_harvest(fig: go.Figure, harvest_status: list[str], names: list[str]) -> None:
+    """One shaded band down each harvested column, coloured by what the pool did with its n-gram."""
+    seen: set[str] = set()
+    for col, status in enumerate(harvest_status):
+        fig.add_trace(
+            go.Scatter(
+                x=[col + lv + 1 for lv in range(len(names))],
+                y=names,
+                mode="lines",
+                line={"color": HARVEST_COLORS[status], "width": 26},
+                opacity=0.25,
+                name=f"n-gram {status}",
+                legendgroup=status,
+                hoverinfo="skip",
+                showlegend=status not in seen,
+            )
+        )
+        seen.add(status)
+
+
+def _level_cells(texts: list[str], lv: int, name: str, new: bool) -> go.Scatter:
+    """One window level as a row of token cells, shifted right by its level."""
+    return go.Scatter(
+        x=[i + lv + 1 for i in range(len(texts))],
+        y=[name] * len(texts),
+        mode="markers+text",
+        text=[_show(t) for t in texts],
+        textfont={"size": 12},
+        marker={
+            "symbol": "square",
+            "size": 44,
+            "color": NEW_COLOR if new else LEVEL_COLOR,
+            "line": {"color": "#9d174d", "width": 1},
+        },
+        hovertext=[f"{name}, column {i}: {t!r}" for i, t in enumerate(texts)],
+        hoverinfo="text",
+        showlegend=False,
+    )
+
+
 def final_pool(trace: Trace) -> list[dict] | None:
     """The n-gram pool as the run ended (recorded on its last step that ran a forward)."""
-    done = [s.detail for s in trace.steps if s.detail is not None]
-    return done[-1].pool_top if done else None
+    done = trace.detailed(LookaheadStep)
+    return done[-1][1].pool_top if done else None
 
 
 def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = False) -> go.Figure:
@@ -139,53 +150,40 @@ def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     return apply(fig, title, slide, height=120 + 60 * max(1, len(cands)))
 
 
+# mask cell codes 0..3: masked, the root, the lookahead branch, the verification branch
+MASK_SCALE = [
+    [0, "#ffffff"],
+    [0.25, "#ffffff"],
+    [0.25, NEUTRAL],
+    [0.5, NEUTRAL],
+    [0.5, "#db2777"],
+    [0.75, "#db2777"],
+    [0.75, VERIFY],
+    [1, VERIFY],
+]
+
+
 def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = False) -> go.Figure:
     """The combined attention mask over one forward's new tokens, branches labelled and shaded apart."""
     lay = Layout(**layout)
-    grid = lay.allowed()
     split = lay.cand_slot(0, 0)
     z = [
         [0 if not v else 1 if c == 0 else 2 if r < split else 3 for c, v in enumerate(row)]
-        for r, row in enumerate(grid)
-    ]
-    scale = [
-        [0, "#ffffff"],
-        [0.25, "#ffffff"],
-        [0.25, NEUTRAL],
-        [0.5, NEUTRAL],
-        [0.5, "#db2777"],
-        [0.75, "#db2777"],
-        [0.75, VERIFY],
-        [1, VERIFY],
+        for r, row in enumerate(lay.allowed())
     ]
     fig = go.Figure(
         go.Heatmap(
             z=z,
             zmin=0,
             zmax=3,
-            colorscale=scale,
+            colorscale=MASK_SCALE,
             showscale=False,
             xgap=1,
             ygap=1,
             hovertemplate="query %{y} sees key %{x}<extra></extra>",
         )
     )
-    ticks, labels = [], []
-    for seg in lay.segments():
-        ticks.append(seg["start"] + (seg["length"] - 1) / 2)
-        labels.append(seg["label"])
-        if seg["start"]:
-            for axis in ("x", "y"):
-                edge = seg["start"] - 0.5
-                fig.add_shape(
-                    type="line",
-                    line={"color": "#334155", "width": 1},
-                    **(
-                        {"x0": edge, "x1": edge, "y0": -0.5, "y1": lay.size - 0.5}
-                        if axis == "x"
-                        else {"y0": edge, "y1": edge, "x0": -0.5, "x1": lay.size - 0.5}
-                    ),
-                )
+    ticks, labels = _segments(fig, lay)
     fig.update_xaxes(tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to)")
     fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query")
     legend = (
@@ -197,6 +195,27 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
         text=legend, showarrow=False, xref="paper", yref="paper", x=0, y=1.03, xanchor="left", yanchor="bottom"
     )
     return apply(fig, title, slide, height=560)
+
+
+def _segments(fig: go.Figure, lay: Layout) -> tuple[list[float], list[str]]:
+    """Rule a line across and down at each segment's start; return the segments' tick positions and labels."""
+    ticks, labels = [], []
+    for seg in lay.segments():
+        ticks.append(seg["start"] + (seg["length"] - 1) / 2)
+        labels.append(seg["label"])
+        if seg["start"]:
+            edge = seg["start"] - 0.5
+            for axis in ("x", "y"):
+                fig.add_shape(
+                    type="line",
+                    line={"color": "#334155", "width": 1},
+                    **(
+                        {"x0": edge, "x1": edge, "y0": -0.5, "y1": lay.size - 0.5}
+                        if axis == "x"
+                        else {"y0": edge, "y1": edge, "x0": -0.5, "x1": lay.size - 0.5}
+                    ),
+                )
+    return ticks, labels
 
 
 def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
 from specviz import measure
 from specviz.trace import Trace
-from specviz.viz.theme import DRAFT, NEUTRAL, apply, method_color
+from specviz.viz.theme import DRAFT, NEUTRAL, SLIDE_SIZE, apply, method_color
 
 
 def _label(texts: list[str], limit: int = 14) -> str:
@@ -65,7 +67,12 @@ def timeline_figure(
     fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": 8, "mode": "hide"})
     fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, None) * 1000 * 1.02])
     fig.update_yaxes(autorange="reversed")
-    return apply(fig, title, slide=slide, height=150 + 60 * len(traces))
+    return apply(fig, title, slide=slide, height=_height(traces))
+
+
+def _height(traces: list[Trace]) -> int:
+    """A timeline's height off the slides: room for every lane."""
+    return 150 + 60 * len(traces)
 
 
 def timeline_animation(
@@ -75,52 +82,41 @@ def timeline_animation(
     lanes, end = _lanes(traces), _end(traces, None)
     fig = timeline_figure(traces, upto_s=0.0, title=title, slide=slide)
     cuts = [end * (i + 1) / frames for i in range(frames)]
-    fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=f"{1000 * c:.0f}") for c in cuts]
-    fig.update_layout(
-        updatemenus=[
-            {
-                "type": "buttons",
-                "showactive": False,
-                "x": 0,
-                "y": -0.12,
-                "xanchor": "left",
-                "direction": "left",
-                "buttons": [
-                    {
-                        "label": "▶ Play",
-                        "method": "animate",
-                        "args": [
-                            None,
-                            {
-                                "frame": {"duration": 120, "redraw": True},
-                                "fromcurrent": False,
-                                "transition": {"duration": 0},
-                            },
-                        ],
-                    },
-                    {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]},
-                ],
-            }
-        ],
-        sliders=[
-            {
-                "x": 0.12,
-                "len": 0.88,
-                "y": -0.05,
-                "currentvalue": {"prefix": "t = ", "suffix": " ms"},
-                "steps": [
-                    {
-                        "label": f.name,
-                        "method": "animate",
-                        "args": [[f.name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}],
-                    }
-                    for f in fig.frames
-                ],
-            }
-        ],
-    )
-    fig.update_layout(height=fig.layout.height + 90, margin={"b": 120})
+    names = [f"{1000 * c:.0f}" for c in cuts]  # each frame is named by its cut, in ms
+    fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=n) for c, n in zip(cuts, names)]
+    fig.update_layout(updatemenus=[_play_buttons()], sliders=[_slider(names)])
+    height = SLIDE_SIZE[1] if slide else _height(traces)  # what timeline_figure gave it
+    fig.update_layout(height=height + 90, margin={"b": 120})  # room for the controls
     return fig
+
+
+def _play_buttons() -> dict[str, Any]:
+    """Play from the start, and pause."""
+    play = {"frame": {"duration": 120, "redraw": True}, "fromcurrent": False, "transition": {"duration": 0}}
+    return {
+        "type": "buttons",
+        "showactive": False,
+        "x": 0,
+        "y": -0.12,
+        "xanchor": "left",
+        "direction": "left",
+        "buttons": [
+            {"label": "▶ Play", "method": "animate", "args": [None, play]},
+            {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]},
+        ],
+    }
+
+
+def _slider(names: list[str]) -> dict[str, Any]:
+    """A time slider with one stop per frame (named by its cut in ms)."""
+    jump = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}
+    return {
+        "x": 0.12,
+        "len": 0.88,
+        "y": -0.05,
+        "currentvalue": {"prefix": "t = ", "suffix": " ms"},
+        "steps": [{"label": n, "method": "animate", "args": [[n], jump]} for n in names],
+    }
 
 
 def _end(traces: list[Trace], upto_s: float | None) -> float:

@@ -1,6 +1,7 @@
-"""Tree figures: the candidate tree (networkx layout), the tree-attention mask, tokens by step, budget and cost.
+"""Tree figures: the candidate tree (networkx layout), the tree-attention mask, Medusa's tree budget and cost.
 
 `tree_figure` and `mask_figure` take plain parents + per-node labels/status, so any tree method can use them.
+The per-step views (token strip, tokens per step) live in viz.steps and are re-exported here.
 """
 
 from __future__ import annotations
@@ -10,15 +11,30 @@ from typing import Any
 import networkx as nx
 import plotly.graph_objects as go
 
-from specviz.compare import running_speedup
+from specviz.details import MedusaStep
 from specviz.trace import StepTrace, Trace
+from specviz.viz.steps import steps_figure, token_strip
 from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
 
+__all__ = [
+    "budget_figure",
+    "cost_figure",
+    "dfs_order",
+    "gallery",
+    "mask_figure",
+    "step_tree_data",
+    "steps_figure",
+    "token_strip",
+    "tree_figure",
+    "tree_layout",
+]
+
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
-STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
+# mask cell codes 0..2: masked, visible, visible on the accepted path
+MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"], [0.67, ACCEPT], [1, ACCEPT]]
 
 
-def _dfs_order(parents: list[int]) -> list[int]:
+def dfs_order(parents: list[int]) -> list[int]:
     """Nodes in depth-first preorder, so each layer of the layout is ordered without crossing edges."""
     kids: list[list[int]] = [[] for _ in parents]
     for i, p in enumerate(parents[1:], start=1):
@@ -35,7 +51,7 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     """networkx multipartite layout: one column per depth, root on the left."""
     depth = [0] * len(parents)
     g = nx.DiGraph()
-    for i in _dfs_order(parents):
+    for i in dfs_order(parents):
         if i:
             depth[i] = depth[parents[i]] + 1
         g.add_node(i, depth=depth[i])
@@ -54,21 +70,7 @@ def tree_figure(
 ) -> go.Figure:
     """Draw a token tree: nodes coloured by status, edges of the accepted path thick and green."""
     pos = tree_layout(parents)
-    fig = go.Figure()
-    for i, p in enumerate(parents):
-        if p < 0:
-            continue
-        on_path = status[i] == "accepted" and status[p] == "accepted"
-        fig.add_trace(
-            go.Scatter(
-                x=[pos[p][0], pos[i][0]],
-                y=[pos[p][1], pos[i][1]],
-                mode="lines",
-                line={"color": ACCEPT if on_path else "#cbd5e1", "width": 5 if on_path else 1.5},
-                hoverinfo="skip",
-                showlegend=False,
-            )
-        )
+    fig = go.Figure(_edge_traces(parents, status, pos))
     for name, color in STATUS_COLORS.items():
         idx = [i for i, s in enumerate(status) if s == name]
         if not idx:
@@ -91,6 +93,26 @@ def tree_figure(
     return apply(fig, title, slide, height=max(320, 34 * max(_layer_sizes(parents))))
 
 
+def _edge_traces(parents: list[int], status: list[str], pos: dict[int, tuple[float, float]]) -> list[go.Scatter]:
+    """One line per edge; thick and green where both ends were accepted."""
+    out = []
+    for i, p in enumerate(parents):
+        if p < 0:
+            continue
+        on_path = status[i] == "accepted" and status[p] == "accepted"
+        out.append(
+            go.Scatter(
+                x=[pos[p][0], pos[i][0]],
+                y=[pos[p][1], pos[i][1]],
+                mode="lines",
+                line={"color": ACCEPT if on_path else "#cbd5e1", "width": 5 if on_path else 1.5},
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
+    return out
+
+
 def _layer_sizes(parents: list[int]) -> list[int]:
     depth = [0] * len(parents)
     for i in range(1, len(parents)):
@@ -103,13 +125,7 @@ def mask_figure(
 ) -> go.Figure:
     """Tree-attention mask: row i may attend column j (its ancestors and itself); accepted path darker."""
     n = len(parents)
-    on_path = set(path)
-    z = [[0] * n for _ in range(n)]
-    for i in range(n):
-        j = i
-        while j >= 0:
-            z[i][j] = 2 if i in on_path and j in on_path else 1
-            j = parents[j]
+    z = _ancestor_grid(parents, path)
     ticks = [f"{i}:{labels[i]}" for i in range(n)]
     text = [["path" if v == 2 else ("sees" if v else "masked") for v in row] for row in z]
     fig = go.Figure(
@@ -123,14 +139,7 @@ def mask_figure(
             xgap=1,
             ygap=1,
             text=text,
-            colorscale=[
-                [0, "#f1f5f9"],
-                [0.33, "#f1f5f9"],
-                [0.34, "#93c5fd"],
-                [0.66, "#93c5fd"],
-                [0.67, ACCEPT],
-                [1, ACCEPT],
-            ],
+            colorscale=MASK_SCALE,
             hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
         )
     )
@@ -141,9 +150,23 @@ def mask_figure(
     return apply(fig, title, slide, height=max(360, 24 * n + 160))
 
 
+def _ancestor_grid(parents: list[int], path: list[int]) -> list[list[int]]:
+    """z[i][j]: 1 where node j is node i or an ancestor of it, 2 where both are on the accepted path, else 0."""
+    n = len(parents)
+    on_path = set(path)
+    z = [[0] * n for _ in range(n)]
+    for i in range(n):
+        j = i
+        while j >= 0:
+            z[i][j] = 2 if i in on_path and j in on_path else 1
+            j = parents[j]
+    return z
+
+
 def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
     """(parents, labels, status, hover) of a Medusa step's tree."""
-    nodes: list[dict[str, Any]] = step.detail.nodes
+    detail = step.detail_as(MedusaStep)
+    nodes: list[dict[str, Any]] = detail.nodes
     labels = [repr(n["text"])[1:-1] or "␣" for n in nodes]
     hover = []
     for i, n in enumerate(nodes):
@@ -155,74 +178,7 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
             f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
             f"{n['status']}: {n['reason']}"
         )
-    return step.detail.parents, labels, [n["status"] for n in nodes], hover
-
-
-def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide: bool = False) -> go.Figure:
-    """The output tokens, each boxed in the colour of the step (forward pass) that committed it."""
-    fig = go.Figure()
-    col = row = 0
-    xs, ys, texts, hovers, colors = [], [], [], [], []
-    for st in trace.steps if upto is None else trace.steps[: upto + 1]:
-        for j, text in enumerate(st.texts):
-            if col == per_line or (text.startswith("\n") and col):
-                col, row = 0, row + 1
-            xs.append(col)
-            ys.append(-row)
-            texts.append(repr(text)[1:-1][:10] or "␣")
-            hovers.append(f"step {st.index}, token {j + 1} of {st.accepted}")
-            colors.append(STEP_COLORS[st.index % len(STEP_COLORS)])
-            col += 1
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=texts,
-            hovertext=hovers,
-            hoverinfo="text",
-            marker={"symbol": "square", "size": 44 if slide else 34, "color": colors},
-            textfont={"size": 14 if slide else 11},
-            showlegend=False,
-        )
-    )
-    fig.update_xaxes(visible=False, range=[-0.6, per_line - 0.4])
-    fig.update_yaxes(visible=False, range=[-row - 0.6, 0.6])
-    return apply(fig, "Tokens coloured by the step that produced them", slide, height=90 + 40 * (row + 1))
-
-
-def steps_figure(
-    trace: Trace,
-    baseline: Trace | None,
-    slide: bool = False,
-    upto: int | None = None,
-    title: str = "Tokens per step and the running speedup",
-) -> go.Figure:
-    """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
-    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only."""
-    steps = trace.steps[: None if upto is None else upto + 1]
-    idx = [st.index for st in steps]
-    fig = go.Figure(
-        go.Bar(
-            x=idx, y=[st.accepted for st in steps], name="tokens this step (A)", marker_color=method_color(trace.method)
-        )
-    )
-    if baseline is not None:
-        speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
-        fig.add_trace(
-            go.Scatter(
-                x=idx,
-                y=speed,
-                name="running speedup vs AR",
-                yaxis="y2",
-                mode="lines",
-                line={"color": VERIFY, "width": 3},
-            )
-        )
-        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
-    fig.update_xaxes(title="step (one target forward pass)")
-    fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
-    return apply(fig, title, slide, height=340)
+    return detail.parents, labels, [n["status"] for n in nodes], hover
 
 
 def budget_figure(
@@ -294,11 +250,11 @@ def cost_figure(
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """A Medusa trace's own figures, for export: the busiest step's tree and mask, and the token strip."""
-    steps = [st for st in trace.steps if st.detail is not None]
+    steps = trace.detailed(MedusaStep)
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
-        best = max(steps, key=lambda st: (st.accepted, -st.index))
+        best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
         parents, labels, status, hover = step_tree_data(best)
         out["tree"] = tree_figure(parents, labels, status, hover, f"Candidate tree, step {best.index}", slide=True)
-        out["mask"] = mask_figure(parents, labels, best.detail.path, "Tree-attention mask", slide=True)
+        out["mask"] = mask_figure(parents, labels, detail.path, "Tree-attention mask", slide=True)
     return out

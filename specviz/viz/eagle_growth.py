@@ -1,0 +1,178 @@
+"""EAGLE's draft tree as it grows, round by round, the rerank's verdict, and static (EAGLE-1) vs dynamic (EAGLE-2)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply
+from specviz.viz.tree import dfs_order
+
+# node styles of the growing tree: colour says the rerank's verdict, a diamond says "ran through the head"
+GROW_COLORS = {"root": "#111827", "drafted": DRAFT, "kept": VERIFY, "pruned": NEUTRAL, "accepted": ACCEPT}
+
+
+def label(text: str) -> str:
+    return repr(text)[1:-1][:12] or "␣"
+
+
+def grow_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
+    """One column per depth; within a column, depth-first order, so every subtree stays contiguous."""
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    columns: dict[int, list[int]] = {}
+    for i in dfs_order(parents):
+        columns.setdefault(depth[i], []).append(i)
+    return {i: (float(d), (len(col) - 1) / 2 - r) for d, col in columns.items() for r, i in enumerate(col)}
+
+
+def node_state(tree: dict[str, Any], i: int, stage: int, accepted: set[int]) -> str:
+    """A node's colour at a stage: rounds 1..depth draw, stage depth+1 reranks, accepted shows the verdict."""
+    if i == 0:
+        return "root"
+    if i in accepted:
+        return "accepted"
+    if stage <= max(tree["depth"]):
+        return "drafted"
+    return "kept" if tree["kept"][i] else "pruned"
+
+
+def node_hover(tree: dict[str, Any], i: int) -> str:
+    if i == 0:
+        return f"root {tree['texts'][0]!r}: the target's own next token"
+    rnd = tree["expanded"][i]
+    return (
+        f"{tree['texts'][i]!r} · depth {tree['depth'][i]}<br>draft p given parent = {tree['conf'][i]:.3f}"
+        f"<br>path confidence = {math.exp(tree['score'][i]):.4f}<br>"
+        f"{'expanded in round ' + str(rnd) if rnd > 0 else 'not expanded'} · "
+        f"{'kept for verification' if tree['kept'][i] else 'pruned by the rerank'}"
+    )
+
+
+def _edges(fig: go.Figure, tree: dict[str, Any], pos, shown: list[int], accepted: set[int], **where) -> None:
+    for i in shown:
+        p = tree["parents"][i]
+        if p < 0:
+            continue
+        on_path = i in accepted and (p in accepted or p == 0)
+        style = (
+            {"color": ACCEPT, "width": 5}
+            if on_path
+            else {"color": "#cbd5e1", "width": 1.2, "dash": "solid" if tree["kept"][i] else "dot"}
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[p][0], pos[i][0]],
+                y=[pos[p][1], pos[i][1]],
+                mode="lines",
+                line=style,
+                hoverinfo="skip",
+                showlegend=False,
+            ),
+            **where,
+        )
+
+
+def _nodes(
+    fig: go.Figure,
+    tree: dict[str, Any],
+    pos,
+    shown: list[int],
+    states: dict[int, str],
+    legend: bool,
+    slide: bool,
+    **where,
+) -> None:
+    for state, color in GROW_COLORS.items():
+        for expanded in (True, False):
+            idx = [i for i in shown if states[i] == state and (tree["expanded"][i] > 0) == expanded]
+            if not idx:
+                continue
+            big = state in ("root", "accepted", "kept")
+            fig.add_trace(
+                go.Scatter(
+                    x=[pos[i][0] for i in idx],
+                    y=[pos[i][1] for i in idx],
+                    mode="markers+text",
+                    text=[label(tree["texts"][i]) if state != "pruned" else "" for i in idx],
+                    textposition="middle right",
+                    textfont={"size": 15 if slide else 10},
+                    marker={
+                        "size": (16 if big else 9) * (1.3 if slide else 1),
+                        "color": color,
+                        "symbol": "diamond" if expanded else "circle",
+                        "line": {"color": "white", "width": 1},
+                    },
+                    name=f"{state}{' (expanded)' if expanded else ''}",
+                    legendgroup=f"{state}{expanded}",
+                    showlegend=legend,
+                    hovertext=[node_hover(tree, i) for i in idx],
+                    hoverinfo="text",
+                ),
+                **where,
+            )
+
+
+def growth_figure(
+    tree: dict[str, Any],
+    stage: int | None = None,
+    accepted: list[int] | None = None,
+    title: str | None = None,
+    slide: bool = False,
+) -> go.Figure:
+    """The drafted tree after `stage` rounds (depth + 1 = after the rerank); diamonds ran through the head."""
+    depth = max(tree["depth"])
+    at = depth + 1 if stage is None else stage  # the rounds shown
+    acc = set(accepted or []) if at > depth else set()
+    pos = grow_layout(tree["parents"])
+    shown = [i for i in range(len(tree["parents"])) if tree["depth"][i] <= at]
+    states = {i: node_state(tree, i, at, acc) for i in shown}
+    fig = go.Figure()
+    _edges(fig, tree, pos, shown, acc)
+    _nodes(fig, tree, pos, shown, states, True, slide)
+    fig.update_xaxes(visible=False, range=[-0.3, depth + 0.8])
+    fig.update_yaxes(visible=False)
+    widest = max(tree["depth"].count(d) for d in range(depth + 1))
+    if title is None:
+        title = (
+            f"Round {at} of {depth}: the head drafts depth {at}"
+            if at <= depth
+            else f"After the rerank: {sum(tree['kept'])} of {len(shown)} drafted nodes go to verification"
+        )
+    return apply(fig, title, slide, height=min(1400, max(380, 14 * widest + 120)))
+
+
+def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go.Figure:
+    """EAGLE-1's static tree next to EAGLE-2's dynamic tree, grown from the same context and root."""
+    kinds = [k for k in ("static", "dynamic") if k in replay]
+    titles = [
+        f"{'EAGLE-1 static' if k == 'static' else 'EAGLE-2 dynamic'}: "
+        f"{len(replay[k]['accepted']) - 1} accepted of {sum(replay[k]['kept']) - 1}"
+        for k in kinds
+    ]
+    fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=titles, horizontal_spacing=0.04)
+    height = 380
+    for c, k in enumerate(kinds, start=1):
+        tree = replay[k]
+        kept = [i for i, keep in enumerate(tree["kept"]) if keep]
+        sub = {
+            key: [tree[key][i] for i in kept]
+            for key in ("tokens", "texts", "depth", "score", "conf", "expanded", "kept")
+        }
+        sub["parents"] = [-1] + [kept.index(tree["parents"][i]) for i in kept[1:]]
+        acc = {kept.index(i) for i in tree["accepted"]}
+        pos = grow_layout(sub["parents"])
+        shown = list(range(len(kept)))
+        states = {i: node_state(sub, i, max(sub["depth"]) + 1, acc) for i in shown}
+        _edges(fig, sub, pos, shown, acc, row=1, col=c)
+        _nodes(fig, sub, pos, shown, states, c == 1, slide, row=1, col=c)
+        height = max(height, 24 * max(sub["depth"].count(d) for d in set(sub["depth"])) + 140)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return apply(
+        fig, "Same step, same head: static vs dynamic tree (green = accepted path)", slide, height=min(900, height)
+    )
