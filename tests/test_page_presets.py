@@ -25,9 +25,14 @@ def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
     assert at.selectbox(key="sidebar.preset").value == "own" and not problems(at)
 
 
+# Medusa in the fast tier, the other two pages in the full one (each runs the page five times)
 @pytest.mark.parametrize(
     "page, method",
-    [("views/medusa.py", "medusa"), ("views/eagle.py", "eagle"), ("views/lookahead.py", "lookahead")],
+    [
+        ("views/medusa.py", "medusa"),
+        pytest.param("views/eagle.py", "eagle", marks=pytest.mark.full),
+        pytest.param("views/lookahead.py", "lookahead", marks=pytest.mark.full),
+    ],
 )
 def test_presets_fill_the_sliders(tiny_app, page, method):
     at = app_on(page, max_new_tokens=6)
@@ -46,6 +51,7 @@ def test_presets_fill_the_sliders(tiny_app, page, method):
     assert at.slider(key=f"{method}.{name}").value == presets.values(method, presets.get(method, "fastest"))[name]
 
 
+@pytest.mark.full
 def test_both_presets_are_measured_on_request(tiny_app):
     at = app_on("views/eagle.py", max_new_tokens=6)
     at.button(key="eagle.measure_presets").click().run()
@@ -79,6 +85,7 @@ def test_every_page_offers_its_slide_deck(tiny_app):
     assert f"{len(chart_specs(at))} slides" in button.proto.label
 
 
+@pytest.mark.full
 def test_compare_shows_where_each_method_wins(tiny_app):
     from specviz.paths import PROMPT_KINDS_BENCH
 

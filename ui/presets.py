@@ -102,6 +102,9 @@ def preset_costs(page: str, method: str, config: Any, s: Settings | None, repeat
     if config is None or s is None:
         return
     st.subheader("What each preset costs here")
+    if replaying():
+        st.caption("Measuring the presets runs the model; remove the loaded traces in the sidebar to measure.")
+        return
     stamp = json.dumps([s.prompt, asdict(s.sampling), s.model_spec, repeats, asdict(config)], sort_keys=True)
     flag = f"{page}.presets_measured"
     if st.button("Measure both presets on this prompt", key=f"{page}.measure_presets"):
