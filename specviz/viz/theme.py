@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import textwrap
+from typing import Any
+
 import plotly.graph_objects as go
 
 # one colour per method, used by every chart so lanes and bars match across pages
@@ -25,16 +28,75 @@ def method_color(name: str) -> str:
     return METHOD_COLORS.get(name, "#334155")
 
 
+def token_text(text: str, limit: int | None = 12) -> str:
+    """A token's text as every figure shows it: space as '␣', newline as '⏎', tab as '⇥', other control
+    characters escaped, empty as '∅', and cut to `limit` characters with an ellipsis (hover keeps the full text)."""
+    shown = "".join(
+        "␣" if c == " " else "⏎" if c == "\n" else "⇥" if c == "\t" else c if c.isprintable() else repr(c)[1:-1]
+        for c in text
+    )
+    if not shown:
+        return "∅"
+    return shown if limit is None or len(shown) <= limit else shown[: max(1, limit - 1)] + "…"
+
+
+# every legend sits below the figure (in the bottom margin, which plotly grows to fit it): never over a title,
+# a subplot's title, a right-hand axis or the data
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "xanchor": "left", "x": 0}
+# characters of a title line that fit: a page figure is at least ~560 px wide (half of a 1500 px page),
+# a slide 1600 px with larger type
+TITLE_CHARS, SUBTITLE_CHARS = {False: 62, True: 84}, {False: 96, True: 120}
+
+
+def fit_title(title: str, slide: bool = False) -> str:
+    """Wrap a title (and its <sup> subtitle lines) at word breaks so every line fits the figure's width."""
+    head, sep, rest = title.partition("<br><sup>")
+    main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), TITLE_CHARS[slide])) or head
+    if not sep:
+        return main
+    sub = rest.removesuffix("</sup>")
+    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, SUBTITLE_CHARS[slide]) or [""]]
+    return main + "<br><sup>" + "<br>".join(lines) + "</sup>"
+
+
+def _title_room(text: str, size: int) -> int:
+    """Top margin (px) for a title's lines: plotly draws the title at 1.4× the font, a <sup> line smaller."""
+    head, _, sub = text.partition("<br><sup>")
+    lines = 1.4 * size * 1.35 * (head.count("<br>") + 1) + size * 1.6 * (sub.count("<br>") + 1 if sub else 0)
+    return int(30 + lines)
+
+
 def apply(fig: go.Figure, title: str | None = None, slide: bool = False, height: int | None = None) -> go.Figure:
-    """Style a figure in place and return it; `slide` gives a 16:9 white figure with large type."""
+    """Style a figure in place and return it; `slide` gives a 16:9 white figure with large type.
+
+    Applied again (as export.slide_version does), it keeps a figure's own legend placement and any larger
+    margins it asked for; the title is wrapped to fit and pushes the top margin as far as its lines need."""
+    layout: Any = fig["layout"]
+    own_legend = layout.legend.orientation is not None or layout.legend.y is not None
+    size = 22 if slide else 13
+    text = fit_title(title, slide) if title else None
+    old = layout.margin
+    # subplot titles (annotations at the top of the plot area) need a line of their own under the title
+    above = any((a.y or 0) >= 1 and a.yref == "paper" for a in layout.annotations)
+    room = int(1.6 * size) if above else 8  # the title sits this far above the plot area
+    top = (_title_room(text, size) if text else 30) + room
+    margin = {"l": 60, "r": 30, "t": top, "b": 50}
+    margin = {k: max(v, getattr(old, k) or 0) for k, v in margin.items()}
+    tall = SLIDE_SIZE[1] if slide else height or layout.height or 450
+    # the title block centred in the room above the plot (plotly anchors a multi-line title's top or bottom by
+    # its first line, its middle by the whole block)
+    title_y = 1 - (top - room) / 2 / tall
     fig.update_layout(
         template="plotly_white",
-        font={"family": FONT, "size": 22 if slide else 13},
-        title={"text": title, "x": 0.01, "xanchor": "left"} if title else None,
-        margin={"l": 60, "r": 30, "t": 70 if title else 30, "b": 50},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        font={"family": FONT, "size": size},
+        title={"text": text, "x": 0.01, "xanchor": "left", "yref": "container", "y": title_y, "yanchor": "middle"}
+        if text
+        else None,
+        margin=margin,
         hoverlabel={"font": {"family": FONT}},
     )
+    if not own_legend:
+        fig.update_layout(legend=LEGEND_BELOW)
     if slide:
         fig.update_layout(width=SLIDE_SIZE[0], height=SLIDE_SIZE[1], paper_bgcolor="white", plot_bgcolor="white")
     elif height:
