@@ -10,14 +10,14 @@ from plotly.subplots import make_subplots
 
 from specviz.details import ChainStep
 from specviz.trace import StepTrace, Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
 
 RULE_COLORS = {"speculative": ACCEPT, "typical": DRAFT, "flawed": REJECT}
 
 
 def _label(text: str) -> str:
     """A token's text made visible on an axis (spaces and newlines shown)."""
-    return repr(text)[1:-1].replace(" ", "␣") or "∅"
+    return token_text(text)
 
 
 def records(step: StepTrace) -> list[dict[str, Any]]:

@@ -82,11 +82,16 @@ def accepted_histogram(traces: dict[str, Trace], slide: bool = False) -> go.Figu
     fig = go.Figure()
     for name, t in traces.items():
         fig.add_histogram(
-            x=[s.accepted for s in t.steps], name=name, marker_color=method_color(name), opacity=0.75, xbins={"size": 1}
+            x=[s.accepted for s in t.steps],
+            name=name,
+            marker_color=method_color(name),
+            xbins={"start": 0.5, "size": 1},
+            histnorm="percent",
         )
-    fig.update_layout(barmode="overlay")
+    # grouped, one bar per method at each length, as a share of that method's steps: every distribution reads
+    fig.update_layout(barmode="group", bargap=0.15, bargroupgap=0.05)
     fig.update_xaxes(title="tokens committed in one step", dtick=1)
-    fig.update_yaxes(title="steps")
+    fig.update_yaxes(title="share of the method's steps (%)")
     return apply(fig, "Accepted length per step", slide=slide, height=340)
 
 

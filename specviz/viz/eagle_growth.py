@@ -8,26 +8,22 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply
-from specviz.viz.tree import dfs_order
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, token_text
+from specviz.viz.tree import label_positions, tree_layout, tree_sizes
 
 # node styles of the growing tree: colour says the rerank's verdict, a diamond says "ran through the head"
 GROW_COLORS = {"root": "#111827", "drafted": DRAFT, "kept": VERIFY, "pruned": NEUTRAL, "accepted": ACCEPT}
+# the legend reads accepted path first, then what was kept, drafted, pruned, and the root
+LEGEND_RANK = {"accepted": 1, "kept": 2, "drafted": 3, "pruned": 4, "root": 5}
 
 
 def label(text: str) -> str:
-    return repr(text)[1:-1][:12] or "␣"
+    return token_text(text)
 
 
 def grow_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
-    """One column per depth; within a column, depth-first order, so every subtree stays contiguous."""
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
-    columns: dict[int, list[int]] = {}
-    for i in dfs_order(parents):
-        columns.setdefault(depth[i], []).append(i)
-    return {i: (float(d), (len(col) - 1) / 2 - r) for d, col in columns.items() for r, i in enumerate(col)}
+    """viz.tree's tidy tree: depth on x, leaves evenly spaced, each parent centred over its children."""
+    return tree_layout(parents)
 
 
 def node_state(tree: dict[str, Any], i: int, stage: int, accepted: set[int]) -> str:
@@ -87,6 +83,8 @@ def _nodes(
     slide: bool,
     **where,
 ) -> None:
+    spots = label_positions(tree["parents"])
+    _, font, _ = tree_sizes(tree["parents"], slide)
     for state, color in GROW_COLORS.items():
         for expanded in (True, False):
             idx = [i for i in shown if states[i] == state and (tree["expanded"][i] > 0) == expanded]
@@ -98,9 +96,13 @@ def _nodes(
                     x=[pos[i][0] for i in idx],
                     y=[pos[i][1] for i in idx],
                     mode="markers+text",
-                    text=[label(tree["texts"][i]) if state != "pruned" else "" for i in idx],
-                    textposition="middle right",
-                    textfont={"size": 15 if slide else 10},
+                    text=[label(tree["texts"][i]) for i in idx],
+                    textposition=[spots[i] for i in idx],
+                    textfont={
+                        "size": font if slide else 11,
+                        "color": "#64748b" if state == "pruned" else "#0f172a",
+                        "shadow": "auto",
+                    },
                     marker={
                         "size": (16 if big else 9) * (1.3 if slide else 1),
                         "color": color,
@@ -109,6 +111,7 @@ def _nodes(
                     },
                     name=f"{state}{' (expanded)' if expanded else ''}",
                     legendgroup=f"{state}{expanded}",
+                    legendrank=LEGEND_RANK[state] * 2 + (0 if expanded else 1),
                     showlegend=legend,
                     hovertext=[node_hover(tree, i) for i in idx],
                     hoverinfo="text",
@@ -134,16 +137,16 @@ def growth_figure(
     fig = go.Figure()
     _edges(fig, tree, pos, shown, acc)
     _nodes(fig, tree, pos, shown, states, True, slide)
-    fig.update_xaxes(visible=False, range=[-0.3, depth + 0.8])
-    fig.update_yaxes(visible=False)
-    widest = max(tree["depth"].count(d) for d in range(depth + 1))
+    ys = [y for _, y in pos.values()]
+    fig.update_xaxes(visible=False, range=[-0.45, depth + 0.75])  # room for the root's label and the leaves'
+    fig.update_yaxes(visible=False, range=[min(ys) - 0.7, max(ys) + 0.9])
     if title is None:
         title = (
             f"Round {at} of {depth}: the head drafts depth {at}"
             if at <= depth
             else f"After the rerank: {sum(tree['kept'])} of {len(shown)} drafted nodes go to verification"
         )
-    return apply(fig, title, slide, height=min(1400, max(380, 14 * widest + 120)))
+    return apply(fig, title, slide, height=max(380, tree_sizes(tree["parents"], slide)[0]))
 
 
 def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go.Figure:
@@ -170,9 +173,13 @@ def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go
         states = {i: node_state(sub, i, max(sub["depth"]) + 1, acc) for i in shown}
         _edges(fig, sub, pos, shown, acc, row=1, col=c)
         _nodes(fig, sub, pos, shown, states, c == 1, slide, row=1, col=c)
-        height = max(height, 24 * max(sub["depth"].count(d) for d in set(sub["depth"])) + 140)
+        height = max(height, tree_sizes(sub["parents"], slide)[0] + 60)
+        ys = [y for _, y in pos.values()]
+        fig.update_xaxes(range=[-0.45, max(sub["depth"]) + 0.75], row=1, col=c)
+        fig.update_yaxes(range=[min(ys) - 0.7, max(ys) + 0.9], row=1, col=c)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return apply(
-        fig, "Same step, same head: static vs dynamic tree (green = accepted path)", slide, height=min(900, height)
-    )
+    fig = apply(fig, "Same step and head: static vs dynamic tree", slide, height=min(1400, height))
+    # the legend below both trees, clear of the subplot titles
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0})
+    return fig

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from specviz.details import JacobiStep
 from specviz.trace import Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, token_text
 
 # status -> (code, colour, legend text)
 STATUS = {
@@ -19,7 +19,7 @@ STATUS = {
 
 
 def _show(text: str) -> str:
-    return text.replace("\n", "⏎").replace(" ", "·") or "∅"
+    return token_text(text, 8)
 
 
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:

@@ -22,23 +22,25 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
     rel = curve.relative()
     _add_curves(fig, curve, rel)
     k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
-    # annotations on a log axis take log10 of the data coordinate
+    # annotations on a log axis take log10 of the data coordinate; the label sits in the empty upper left
+    # (above the "if cost grew with k" diagonal), in data coordinates so it stays there at every size
     fig.add_annotation(
         x=math.log10(curve.ks[k16]),
         y=curve.ms[k16],
         text=f"{curve.ks[k16]} tokens cost {rel[k16]:.2f}× one",
         showarrow=True,
         arrowhead=2,
-        ax=-70,
-        ay=-60,
+        axref="x",
+        ayref="y",
+        ax=math.log10(curve.ks[min(1, len(curve.ks) - 1)]),
+        ay=0.9 * max(curve.ms),
+        xanchor="center",
+        bgcolor="rgba(255,255,255,0.85)",
     )
     _style_axes(fig, curve.ks, rel)
     note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
     title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
-    fig = apply(fig, title, slide=slide, height=460)
-    fig.update_layout(margin={"t": 110})
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "xanchor": "left"})
-    return fig
+    return apply(fig, title, slide=slide, height=460)
 
 
 def _add_curves(fig: go.Figure, curve: LatencyCurve, rel: list[float]) -> None:

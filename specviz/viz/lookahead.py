@@ -10,15 +10,15 @@ import plotly.graph_objects as go
 from specviz.details import LookaheadStep
 from specviz.ngram_pool import Layout
 from specviz.trace import Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
 
 HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
 LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
 
 
 def _show(text: str) -> str:
-    """Token text made visible in a cell: spaces as ·, newlines as ⏎."""
-    return text.replace("\n", "⏎").replace(" ", "·") or "∅"
+    """Token text made visible in a cell (theme.token_text)."""
+    return token_text(text, 8)
 
 
 def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
@@ -186,14 +186,15 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
     ticks, labels = _segments(fig, lay)
     fig.update_xaxes(tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to)")
     fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query")
-    legend = (
-        f"<span style='color:{NEUTRAL}'>■ root (the last committed token)</span>   "
-        f"<span style='color:#db2777'>■ lookahead branch ({lay.levels}×{lay.width} window)</span>   "
-        f"<span style='color:{VERIFY}'>■ verification branch ({lay.cands} n-grams × {lay.depth})</span>"
-    )
-    fig.add_annotation(
-        text=legend, showarrow=False, xref="paper", yref="paper", x=0, y=1.03, xanchor="left", yanchor="bottom"
-    )
+    # the three branches as legend entries, so they sit in the legend below the plot
+    for name, color in (
+        ("root (the last committed token)", NEUTRAL),
+        (f"lookahead branch ({lay.levels}×{lay.width} window)", "#db2777"),
+        (f"verification branch ({lay.cands} n-grams × {lay.depth})", VERIFY),
+    ):
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 14, "color": color}
+        )
     return apply(fig, title, slide, height=560)
 
 

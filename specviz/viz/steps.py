@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from specviz.compare import running_speedup
 from specviz.trace import Trace
-from specviz.viz.theme import VERIFY, apply, method_color
+from specviz.viz.theme import VERIFY, apply, method_color, token_text
 
 STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
 
@@ -23,7 +23,7 @@ def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide
                 col, row = 0, row + 1
             xs.append(col)
             ys.append(-row)
-            texts.append(repr(text)[1:-1][:10] or "␣")
+            texts.append(token_text(text, 8))
             hovers.append(f"step {st.index}, token {j + 1} of {st.accepted}")
             colors.append(STEP_COLORS[st.index % len(STEP_COLORS)])
             col += 1
@@ -74,6 +74,8 @@ def steps_figure(
             )
         )
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
-    fig.update_xaxes(title="step (one target forward pass)")
+    # at least ten steps' room, so the first few steps are bars, not one bar stretched across the axis
+    lo = idx[0] if idx else 0
+    fig.update_xaxes(title="step (one target forward pass)", range=[lo - 0.5, max(idx[-1] if idx else 0, lo + 9) + 0.5])
     fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
     return apply(fig, title, slide, height=340)

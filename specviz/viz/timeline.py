@@ -8,12 +8,11 @@ import plotly.graph_objects as go
 
 from specviz import measure
 from specviz.trace import Trace
-from specviz.viz.theme import DRAFT, NEUTRAL, SLIDE_SIZE, apply, method_color
+from specviz.viz.theme import DRAFT, NEUTRAL, SLIDE_SIZE, apply, method_color, token_text
 
 
 def _label(texts: list[str], limit: int = 14) -> str:
-    joined = "".join(texts).replace("\n", "⏎")
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+    return token_text("".join(texts), limit)
 
 
 PARTS = (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9), ("verify", None, 0.95))
@@ -63,10 +62,15 @@ def timeline_figure(
 
     `upto_s` cuts every lane at the same wall-clock instant, to show the lanes racing together.
     """
-    fig = go.Figure(_bars_at(traces, _lanes(traces), upto_s))
-    fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": 8, "mode": "hide"})
+    lanes = _lanes(traces)
+    fig = go.Figure(_bars_at(traces, lanes, upto_s))
+    # a bar's tokens show inside it only at full size (where they fit); the others keep them on hover
+    size = 18 if slide else 12
+    fig.update_traces(textfont={"size": size}, selector={"type": "bar"})
+    fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": size, "mode": "hide"})
     fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, None) * 1000 * 1.02])
-    fig.update_yaxes(autorange="reversed")
+    # the lanes are named from t = 0, before any bar exists (top to bottom in the order given)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes, range=[len(lanes) - 0.5, -0.5])
     return apply(fig, title, slide=slide, height=_height(traces))
 
 

@@ -1,4 +1,4 @@
-"""Tree figures: the candidate tree (networkx layout), the tree-attention mask, Medusa's tree budget and cost.
+"""Tree figures: the candidate tree (a tidy tree), the tree-attention mask, Medusa's tree budget and cost.
 
 `tree_figure` and `mask_figure` take plain parents + per-node labels/status, so any tree method can use them.
 The per-step views (token strip, tokens per step) live in viz.steps and are re-exported here.
@@ -8,25 +8,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import networkx as nx
 import plotly.graph_objects as go
 
 from specviz.details import MedusaStep
 from specviz.trace import StepTrace, Trace
 from specviz.viz.steps import steps_figure, token_strip
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, SLIDE_SIZE, VERIFY, apply, method_color, token_text
 
 __all__ = [
     "budget_figure",
     "cost_figure",
     "dfs_order",
     "gallery",
+    "label_positions",
+    "leaf_count",
     "mask_figure",
     "step_tree_data",
     "steps_figure",
     "token_strip",
     "tree_figure",
     "tree_layout",
+    "tree_sizes",
 ]
 
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
@@ -48,16 +50,47 @@ def dfs_order(parents: list[int]) -> list[int]:
 
 
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
-    """networkx multipartite layout: one column per depth, root on the left."""
+    """A tidy tree: depth on x (root on the left), leaves one unit apart in depth-first order (first child on
+    top), each parent centred over its first and last child, so no edges cross and subtrees stay together."""
+    kids: list[list[int]] = [[] for _ in parents]
+    for i, p in enumerate(parents[1:], start=1):
+        kids[p].append(i)
     depth = [0] * len(parents)
-    g = nx.DiGraph()
+    y: dict[int, float] = {}
+    leaf = 0
     for i in dfs_order(parents):
         if i:
             depth[i] = depth[parents[i]] + 1
-        g.add_node(i, depth=depth[i])
-    g.add_edges_from((p, i) for i, p in enumerate(parents) if p >= 0)
-    pos = nx.multipartite_layout(g, subset_key="depth", align="vertical", scale=1.0)
-    return {i: (float(x), -float(y)) for i, (x, y) in pos.items()}  # first child on top
+        if not kids[i]:
+            y[i] = -float(leaf)
+            leaf += 1
+    for i in reversed(dfs_order(parents)):  # children before their parent
+        if kids[i]:
+            y[i] = (y[kids[i][0]] + y[kids[i][-1]]) / 2
+    top = (leaf - 1) / 2  # centre the tree on y = 0
+    return {i: (float(depth[i]), y[i] + top) for i in range(len(parents))}
+
+
+def leaf_count(parents: list[int]) -> int:
+    has_kids = {p for p in parents if p >= 0}
+    return sum(1 for i in range(len(parents)) if i not in has_kids)
+
+
+def label_positions(parents: list[int]) -> list[str]:
+    """Where each node's label goes: the root's left of it (its children are to its right), a leaf's right
+    of it (nothing is there), an inner node's above it (between the subtrees)."""
+    has_kids = {p for p in parents if p >= 0}
+    return ["middle left" if i == 0 else "top center" if i in has_kids else "middle right" for i in range(len(parents))]
+
+
+def tree_sizes(parents: list[int], slide: bool) -> tuple[int, int, int]:
+    """(figure height, label font size, marker size): a row of height for every leaf, so labels never overlap;
+    on a slide the height is fixed, so the type shrinks with the number of leaves instead."""
+    leaves = max(1, leaf_count(parents))
+    if slide:
+        row = (SLIDE_SIZE[1] - 150) / leaves
+        return SLIDE_SIZE[1], int(max(9, min(20, 0.7 * row))), int(max(8, min(22, 0.8 * row)))
+    return min(1600, max(320, 24 * leaves + 130)), 13, 14
 
 
 def tree_figure(
@@ -68,10 +101,13 @@ def tree_figure(
     title: str | None = None,
     slide: bool = False,
 ) -> go.Figure:
-    """Draw a token tree: nodes coloured by status, edges of the accepted path thick and green."""
+    """Draw a token tree as a tidy tree: nodes coloured by status (accepted first in the legend), every node
+    labelled with its token (cut with an ellipsis, the full text on hover), the accepted path thick and green."""
     pos = tree_layout(parents)
+    height, font, marker = tree_sizes(parents, slide)
+    where = label_positions(parents)
     fig = go.Figure(_edge_traces(parents, status, pos))
-    for name, color in STATUS_COLORS.items():
+    for rank, (name, color) in enumerate(STATUS_COLORS.items()):
         idx = [i for i, s in enumerate(status) if s == name]
         if not idx:
             continue
@@ -81,16 +117,24 @@ def tree_figure(
                 y=[pos[i][1] for i in idx],
                 mode="markers+text",
                 name=name,
-                text=[labels[i] for i in idx],
-                textposition="middle right",
-                marker={"size": 22 if slide else 16, "color": color, "line": {"color": "white", "width": 1}},
+                legendrank=rank + 1,
+                text=[_cut(labels[i]) for i in idx],
+                textposition=[where[i] for i in idx],
+                textfont={"size": font, "color": "#0f172a" if name != "unreached" else "#64748b", "shadow": "auto"},
+                marker={"size": marker, "color": color, "line": {"color": "white", "width": 1}},
                 hovertext=[(hover or labels)[i] for i in idx],
                 hoverinfo="text",
             )
         )
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return apply(fig, title, slide, height=max(320, 34 * max(_layer_sizes(parents))))
+    depth = max(x for x, _ in pos.values())
+    ys = [y for _, y in pos.values()]
+    fig.update_xaxes(visible=False, range=[-0.45, depth + 0.75])  # room for the root's label and the leaves'
+    fig.update_yaxes(visible=False, range=[min(ys) - 0.7, max(ys) + 0.9])
+    return apply(fig, title, slide, height=height)
+
+
+def _cut(label: str, limit: int = 12) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _edge_traces(parents: list[int], status: list[str], pos: dict[int, tuple[float, float]]) -> list[go.Scatter]:
@@ -113,20 +157,13 @@ def _edge_traces(parents: list[int], status: list[str], pos: dict[int, tuple[flo
     return out
 
 
-def _layer_sizes(parents: list[int]) -> list[int]:
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
-    return [depth.count(d) for d in range(max(depth) + 1)]
-
-
 def mask_figure(
     parents: list[int], labels: list[str], path: list[int], title: str | None = None, slide: bool = False
 ) -> go.Figure:
     """Tree-attention mask: row i may attend column j (its ancestors and itself); accepted path darker."""
     n = len(parents)
     z = _ancestor_grid(parents, path)
-    ticks = [f"{i}:{labels[i]}" for i in range(n)]
+    ticks = [f"{i}:{_cut(labels[i], 10)}" for i in range(n)]
     text = [["path" if v == 2 else ("sees" if v else "masked") for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
@@ -167,7 +204,7 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
     """(parents, labels, status, hover) of a Medusa step's tree."""
     detail = step.detail_as(MedusaStep)
     nodes: list[dict[str, Any]] = detail.nodes
-    labels = [repr(n["text"])[1:-1] or "␣" for n in nodes]
+    labels = [token_text(n["text"]) for n in nodes]
     hover = []
     for i, n in enumerate(nodes):
         if i == 0:
