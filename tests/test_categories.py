@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 
 import pytest
 
@@ -10,6 +10,7 @@ from specviz.measure import Provenance
 from specviz.paths import PROMPT_KINDS_BENCH
 from specviz.prompts import prompt_kinds
 from specviz.viz.categories import method_order, winners, wins_figure
+from specviz.viz.stored import category_bench, category_labels, kind_of
 
 BENCH = {
     "max_new_tokens": 64,
@@ -34,14 +35,21 @@ def test_heatmap_marks_each_kinds_winner():
     hm = fig.data[0]
     assert list(hm.y) == ["Chat", "Code"] and list(hm.x) == ["eagle", "pld"]  # the labels' order
     assert [list(r) for r in hm.text] == [["★ 1.25×", "0.90×"], ["1.20×", "★ 1.60×"]]
-    assert hm.zmid == 1.0
+    assert hm.zmid == 0.0 and hm.z[1][1] == pytest.approx(math.log2(1.6))  # colour is log2(speedup)
     assert "measured on this machine" in fig.layout.title.text and "64 new tokens" in fig.layout.title.text
 
 
-def test_stored_prompt_kinds_bench_is_complete():
-    if not PROMPT_KINDS_BENCH.is_file():
-        pytest.skip("no stored prompt-kinds bench")
-    data = json.loads(PROMPT_KINDS_BENCH.read_text())
-    assert set(data["categories"]) == set(prompt_kinds())  # every shipped kind was measured
+def test_stored_category_bench_has_provenance_and_a_hint_per_category():
+    """The Compare tab draws the prompt kinds' bench when stored, else the newest Spec-Bench result."""
+    found = category_bench()
+    if found is None:
+        pytest.skip("no stored bench result with categories")
+    path, data = found
     Provenance.from_dict(data["provenance"])  # where and when it was measured
+    kinds = list(prompt_kinds())
+    assert all(kind_of(c, kinds) for c in data["categories"])  # each category has a kind, so a hint
+    if path == PROMPT_KINDS_BENCH:
+        assert set(data["categories"]) == set(kinds)  # every shipped kind was measured
+    labels = category_labels(data, {k: k.title() for k in kinds})
+    assert set(labels) == set(data["categories"])
     assert data["temperature"] == 0 and all(m["identical"] == m["total"] for m in data["methods"].values())

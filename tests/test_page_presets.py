@@ -87,10 +87,10 @@ def test_every_page_offers_its_slide_deck(tiny_app):
 
 @pytest.mark.full
 def test_compare_shows_where_each_method_wins(tiny_app):
-    from specviz.paths import PROMPT_KINDS_BENCH
+    from specviz.viz.stored import category_bench
 
-    if not PROMPT_KINDS_BENCH.is_file():
-        pytest.skip("no stored prompt-kinds bench in this checkout")
+    if category_bench() is None:
+        pytest.skip("no stored bench result with categories in this checkout")
     at = app_on("views/compare.py", max_new_tokens=6)
     assert not problems(at)
     fig = next(s for s in chart_specs(at) if "Where each method wins" in chart_title(s))

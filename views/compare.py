@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
 from specviz import bench, compare, hardware, methods
-from specviz.paths import PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
+from specviz.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.probe import cached_curve
 from specviz.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.viz import compare as figs
 from specviz.viz.categories import winners, wins_figure
+from specviz.viz.stored import category_bench, category_labels, kind_of
 from ui.common import (
     config_controls,
     download_traces,
@@ -127,32 +127,34 @@ def prompt_set_section(configs: dict[str, object]) -> None:
 
 
 def kinds_section() -> None:
-    """Where each method wins: the prompts shipped with the app, by kind, every method, as measured and stored."""
-    if not PROMPT_KINDS_BENCH.is_file():
-        st.info(f"No measurement of the prompt kinds is stored ({PROMPT_KINDS_BENCH.relative_to(REPO)}).")
+    """Where each method wins: speedup by kind of prompt, every method, from a stored (measured) bench result."""
+    found = category_bench()
+    if found is None:
+        st.info(f"No bench result with categories is stored in {BENCH_DIR.relative_to(REPO)}.")
         return
+    path, data = found
     try:
-        data = json.loads(PROMPT_KINDS_BENCH.read_text(encoding="utf-8"))
         kinds = prompt_kinds()
-        fig = wins_figure(data, where=measured_where(data), labels={k: v.label for k, v in kinds.items()})
+        labels = category_labels(data, {k: v.label for k, v in kinds.items()})
+        fig = wins_figure(data, where=measured_where(data), labels=labels)
     except (ValueError, KeyError, TypeError, PromptError) as exc:
-        st.warning(f"{PROMPT_KINDS_BENCH.name} could not be read ({exc}).")
+        st.warning(f"{path.name} could not be read ({exc}).")
         return
     show_figure(fig, "where_methods_win")
     best = winners(data)
-    st.dataframe(
-        [
-            {"kind": k.label, "fastest here": best[k.name][0], "speedup": f"{best[k.name][1]:.2f}×", "why": k.hint}
-            for k in kinds.values()
-            if k.name in best
-        ],
-        hide_index=True,
-    )
-    rel = PROMPT_PRESETS.relative_to(REPO)
+    rows = []
+    for cat, label in labels.items():
+        kind = kinds.get(kind_of(cat, list(kinds)))
+        why = kind.hint if kind else ""
+        speed = f"{best[cat][1]:.2f}×"
+        rows.append({"kind": label, "fastest": best[cat][0], "speedup": speed, "tends to win, and why": why})
+    st.dataframe(rows, hide_index=True)
+    source = "the sidebar's prompt presets" if path == PROMPT_KINDS_BENCH else "Spec-Bench's questions"
     st.caption(
-        f"The prompts are the sidebar's presets ({rel}), every method at its fastest setting on this device. "
-        f"Stored in {PROMPT_KINDS_BENCH.relative_to(REPO)}; re-measure with "
-        f"`{data.get('command') or f'python -m specviz bench --prompts {rel} --json {PROMPT_KINDS_BENCH.name}'}`."
+        f"Measured on {source}, every method at its default (fastest here) setting, stored in "
+        f"{path.relative_to(REPO)}. {data.get('note', '')} Re-measure with `{data.get('command', '')}`; the presets "
+        f"by kind: `python -m specviz bench --prompts {PROMPT_PRESETS.relative_to(REPO)} --json "
+        f"{PROMPT_KINDS_BENCH.relative_to(REPO)}`."
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -30,6 +31,7 @@ def winners(bench: dict[str, Any]) -> dict[str, tuple[str, float]]:
 
 
 def _subtitle(bench: dict[str, Any], where: str) -> str:
+    """Two lines: what was run, then where and when."""
     per = bench.get("prompts", 0) / max(1, len(bench.get("categories", {})))
     repeats = bench.get("repeats", 1)
     runs = f"median of {repeats} interleaved runs" if repeats > 1 else "one run each"
@@ -37,7 +39,10 @@ def _subtitle(bench: dict[str, Any], where: str) -> str:
         f"{bench.get('prompts', '?')} prompts (about {per:.0f} per kind), {bench.get('max_new_tokens', '?')} new "
         f"tokens, T = {bench.get('temperature', 0)}, {runs}"
     )
-    return f"{setting}; {where}" if where else setting
+    return f"{setting}<br>{where}" if where else setting
+
+
+TICKS = [0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8]
 
 
 def wins_figure(
@@ -47,42 +52,48 @@ def wins_figure(
 
     `bench` is a bench result (`python -m specviz bench --json`: "methods", "categories", settings); `labels`
     maps category names to display names and, when given, sets the row order; `where` says where and when.
+    Colour is log2(speedup), so 2× and 0.5× are equally far from 1×.
     """
     cats = [c for c in (labels or {}) if c in bench["categories"]] or list(bench["categories"])
     names = method_order(bench)
     best = winners(bench)
-    z = [[bench["categories"][c].get(m) for m in names] for c in cats]
+    speed = [[bench["categories"][c].get(m) for m in names] for c in cats]
     text = [
         [
             "" if v is None else ("★ " if best.get(c, ("",))[0] == m else "") + f"{v:.2f}×"
             for m, v in zip(names, row, strict=True)
         ]
-        for c, row in zip(cats, z, strict=True)
+        for c, row in zip(cats, speed, strict=True)
     ]
-    rows = [(labels or {}).get(c, c) for c in cats]
-    top = max([abs(v - 1) for row in z for v in row if v is not None] + [0.1])
+    z = [[None if v is None else math.log2(max(v, 1e-3)) for v in row] for row in speed]
+    top = max([abs(v) for row in z for v in row if v is not None] + [math.log2(1.25)])
+    ticks = [t for t in TICKS if abs(math.log2(t)) <= top + 1e-9]
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=names,
-            y=rows,
+            y=[(labels or {}).get(c, c) for c in cats],
             text=text,
+            customdata=speed,
             texttemplate="%{text}",
-            textfont={"size": 20 if slide else 13},
+            textfont={"size": 15},
             colorscale=SCALE,
-            zmid=1.0,
-            zmin=1 - top,
-            zmax=1 + top,
+            zmid=0.0,
+            zmin=-top,
+            zmax=top,
             xgap=2,
             ygap=2,
-            colorbar={"title": {"text": "speedup (×)"}, "ticksuffix": "×"},
-            hovertemplate="%{x} on %{y}: %{z:.2f}× plain decoding<extra></extra>",
+            colorbar={
+                "title": {"text": "speedup"},
+                "tickvals": [math.log2(t) for t in ticks],
+                "ticktext": [f"{t:g}×" for t in ticks],
+            },
+            hovertemplate="%{x} on %{y}: %{customdata:.2f}× plain decoding<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", title=None)
-    fig.update_xaxes(side="top", title=None)
-    head = "Where each method wins: speedup over plain decoding by kind of prompt"
-    title = f"{head}<br><sup>{_subtitle(bench, where)}</sup>"
-    fig = apply(fig, title, slide=slide, height=80 + 46 * len(cats) + 90)
-    fig.update_layout(margin={"t": 130 if slide else 110})
+    fig.update_xaxes(title="method (fastest overall on the left)")
+    title = f"Where each method wins: speedup by kind of prompt<br><sup>{_subtitle(bench, where)}</sup>"
+    fig = apply(fig, title, slide=slide, height=140 + 44 * len(cats) + 60)
+    fig.update_layout(margin={"t": 150 if slide else 110})
     return fig

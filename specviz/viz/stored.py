@@ -49,29 +49,83 @@ def _lookahead(sw: dict[str, Any], here: Provenance | None) -> dict[str, go.Figu
     return {"lookahead_sweep": sweep_figure(sw, title=f"Where a wider window stops paying ({_where(sw, here)})")}
 
 
+# Spec-Bench's categories by the kind of prompt shipped with the app that they resemble (for the hints)
+SPEC_BENCH_KIND = {
+    "writing": "chat",
+    "roleplay": "chat",
+    "reasoning": "chat",
+    "humanities": "chat",
+    "stem": "chat",
+    "qa": "chat",
+    "coding": "code",
+    "extraction": "extraction",
+    "summarization": "summarisation",
+    "translation": "translation",
+    "math": "maths",
+    "math_reasoning": "maths",
+    "rag": "long document",
+}
+
+
+def category_bench() -> tuple[Path, dict[str, Any]] | None:
+    """The stored bench result that 'where each method wins' draws: the shipped prompt kinds' when it has
+    been measured, else the newest stored Spec-Bench result (docs/bench/specbench-*.json)."""
+    newest = sorted(paths.BENCH_DIR.glob("specbench-*.json"), reverse=True)
+    for path in [paths.PROMPT_KINDS_BENCH, *newest]:
+        data = _read(path)
+        if data and data.get("categories") and data.get("methods"):
+            return path, data
+    return None
+
+
+def kind_of(category: str, kinds: list[str]) -> str:
+    """The shipped kind a bench category is (or resembles); '' when none."""
+    return category if category in kinds else SPEC_BENCH_KIND.get(category, "")
+
+
+def category_labels(data: dict[str, Any], kinds: dict[str, str]) -> dict[str, str]:
+    """Display names of a bench result's categories (kind name -> label), grouped in the kinds' order."""
+    order = list(kinds)
+
+    def rank(cat: str) -> tuple[int, str]:
+        k = kind_of(cat, order)
+        return (order.index(k) if k else len(order), cat)
+
+    named = {"qa": "QA", "stem": "STEM", "rag": "RAG"}
+    cats = sorted(data["categories"], key=rank)
+    return {c: kinds.get(c) or named.get(c) or c.replace("_", " ").capitalize() for c in cats}
+
+
 def _kinds(data: dict[str, Any], here: Provenance | None) -> dict[str, go.Figure]:
     from specviz.prompts import PromptError, prompt_kinds
     from specviz.viz.categories import wins_figure
 
     try:
-        labels = {k: v.label for k, v in prompt_kinds().items()}
+        kinds = {k: v.label for k, v in prompt_kinds().items()}
     except PromptError:
-        labels = None
-    return {"where_methods_win": wins_figure(data, where=_where(data, here), labels=labels)}
+        kinds = {}
+    return {"where_methods_win": wins_figure(data, _where(data, here), category_labels(data, kinds))}
 
 
-SOURCES: list[tuple[Path, Callable[[dict[str, Any], Provenance | None], dict[str, go.Figure]]]] = [
-    (paths.MEDUSA_DIR / "sweep.json", _medusa),
-    (paths.EAGLE_DIR / "live_sweep.json", _eagle),
-    (paths.LOOKAHEAD_SWEEP, _lookahead),
-    (paths.PROMPT_KINDS_BENCH, _kinds),
-]
+def _category_source() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], dict[str, go.Figure]]]]:
+    found = category_bench()
+    return [(found[0], _kinds)] if found else []
+
+
+def sources() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], dict[str, go.Figure]]]]:
+    """The stored files the pages draw from, each with its figure builder."""
+    return [
+        (paths.MEDUSA_DIR / "sweep.json", _medusa),
+        (paths.EAGLE_DIR / "live_sweep.json", _eagle),
+        (paths.LOOKAHEAD_SWEEP, _lookahead),
+        *_category_source(),
+    ]
 
 
 def stored_figures(here: Provenance | None = None) -> dict[str, go.Figure]:
     """Every figure the pages draw from a stored file that exists here (a file that cannot be drawn is skipped)."""
     out: dict[str, go.Figure] = {}
-    for path, draw in SOURCES:
+    for path, draw in sources():
         data = _read(path)
         if data is None:
             continue
