@@ -34,4 +34,4 @@ def test_theme_matches_the_figures(config):
         theme.DRAFT,
         theme.NEUTRAL,
     )
-    assert t["primaryColor"] == theme.method_color("medusa")
+    assert t["primaryColor"] == t["violetColor"] == theme.ACCENT

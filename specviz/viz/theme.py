@@ -7,19 +7,21 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-# one colour per method, used by every chart so lanes and bars match across pages
+# one colour per method, used by every chart so lanes and bars match across pages; colour-blind-safe
+# (Okabe-Ito, with Tol's olive for jacobi), so no two methods differ by hue alone in the red-green range
 METHOD_COLORS = {
     "ar": "#6b7280",
-    "hf": "#9ca3af",
-    "sps": "#d97706",
-    "pld": "#0891b2",
-    "hf-pld": "#67e8f9",
-    "medusa": "#7c3aed",
-    "eagle": "#059669",
-    "jacobi": "#f59e0b",
-    "lookahead": "#db2777",
+    "hf": "#b0b7c3",
+    "sps": "#e69f00",
+    "pld": "#56b4e9",
+    "hf-pld": "#0072b2",
+    "medusa": "#cc79a7",
+    "eagle": "#009e73",
+    "jacobi": "#999933",
+    "lookahead": "#d55e00",
 }
 ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
+ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's
 FONT = "Inter, Helvetica Neue, Arial, sans-serif"
 SLIDE_SIZE = (1600, 900)
 
