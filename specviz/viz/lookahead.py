@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from specviz.details import LookaheadStep
 from specviz.ngram_pool import Layout
 from specviz.trace import Trace
-from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
+from specviz.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
 
 HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
 LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
@@ -150,14 +150,15 @@ def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     return apply(fig, title, slide, height=120 + 60 * max(1, len(cands)))
 
 
-# mask cell codes 0..3: masked, the root, the lookahead branch, the verification branch
+# mask cell codes 0..3: masked, the root, the lookahead branch (in the method's colour), the verification branch
+BRANCH = method_color("lookahead")
 MASK_SCALE = [
     [0, "#ffffff"],
     [0.25, "#ffffff"],
     [0.25, NEUTRAL],
     [0.5, NEUTRAL],
-    [0.5, "#db2777"],
-    [0.75, "#db2777"],
+    [0.5, BRANCH],
+    [0.75, BRANCH],
     [0.75, VERIFY],
     [1, VERIFY],
 ]
@@ -189,7 +190,7 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
     # the three branches as legend entries, so they sit in the legend below the plot
     for name, color in (
         ("root (the last committed token)", NEUTRAL),
-        (f"lookahead branch ({lay.levels}×{lay.width} window)", "#db2777"),
+        (f"lookahead branch ({lay.levels}×{lay.width} window)", BRANCH),
         (f"verification branch ({lay.cands} n-grams × {lay.depth})", VERIFY),
     ):
         fig.add_scatter(
