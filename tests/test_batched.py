@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
 from specviz.batched import slots
 from specviz.batched.bench import format_table, parse_batches
 from specviz.batched.bench import run as run_bench
+from specviz.batched.chain import forward_cost, shared_width
 from specviz.batched.eagle import BatchEagle
 from specviz.batched.methods import generate
+from specviz.drafting import VerifyLatency
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
 from specviz.sampling import ConfigError, Sampling
@@ -110,6 +114,18 @@ def test_each_eagle_row_drafts_the_one_row_trees(case, monkeypatch):
         one = eagle.generate(lm, prompts[i], sampling, res["config"], head=res["head"])
         trees = [(s.detail.tree["tokens"], s.detail.tree["kept"]) for s in one.steps if s.detail is not None]
         assert grown[i] == trees
+
+
+def test_the_batch_draft_width_is_the_one_row_length_at_one_row_and_shrinks_with_the_batch():
+    curve = VerifyLatency()
+    curve.set([1, 2, 4, 8, 16, 32, 64], [40.0, 41.0, 42.0, 45.0, 52.0, 70.0, 110.0])
+    cost = partial(forward_cost, curve)
+    assert cost(128) == pytest.approx(2 * cost(64))  # past the last measured point: proportional to tokens
+    for a, avail in [(0.3, 10), (0.7, 10), (0.9, 3), (0.95, 16)]:
+        assert shared_width([a], [avail], 10, cost) == prompt_lookup.best_length(a, avail, 10, curve.relative)
+    one = shared_width([0.8], [10], 10, cost)
+    assert 0 < shared_width([0.8] * 16, [10] * 16, 10, cost) < one  # sixteen rows pay 16 slots per draft token
+    assert shared_width([0.8] + [0.0] * 15, [10] + [0] * 15, 10, cost) < one  # and one match makes everyone pay
 
 
 def test_the_slot_cache_packs_accepted_paths_and_compacts(tiny_lm):

@@ -3,19 +3,46 @@
 A step verifies, per row, the root followed by that row's drafts: one forward over a block as wide as the
 longest chain, the shorter rows padded (masked). Greedy acceptance is the one-row rule, per row:
 the drafts up to the first one the target disagrees with (acceptance.greedy_match), then the target's
-own pick as the next root. Prompt lookup's match (find_match), its running acceptance evidence and its
-length rule (best_length) are the single-row method's own functions, one Evidence per request.
+own pick as the next root. Prompt lookup's match (find_match) and its running acceptance evidence are the
+single-row method's own, one Evidence per request. Its length rule becomes a batch decision
+(shared_width): every row pays for the widest row's block, so one width is chosen for the batch from
+every row's evidence and the measured cost of B·(w+1) new tokens; at B = 1 it is the one-row rule.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
 from specviz.acceptance import greedy_match
 from specviz.batched.loop import PAD, BatchRun, Row, RowOut
-from specviz.drafting import verify_latency
+from specviz.drafting import VerifyLatency, verify_latency
 from specviz.methods import prompt_lookup
-from specviz.methods.prompt_lookup import Evidence, best_length, find_match
+from specviz.methods.prompt_lookup import Evidence, find_match
+
+
+def forward_cost(curve: VerifyLatency, n: int) -> float:
+    """A forward over n new tokens relative to one: the measured curve, and proportional to n past its last point."""
+    last = curve.ks[-1]
+    return curve.relative(n) if n <= last else curve.relative(last) * n / last
+
+
+def shared_width(rates: list[float], available: list[int], max_draft: int, cost: Callable[[int], float]) -> int:
+    """The draft width w maximising the rows' expected tokens per step over the step's cost(B·(w+1)) / cost(B).
+
+    Every row pays for the widest row's block, so the length is the batch's choice; a row drafts
+    min(w, what it can copy) and one with no match (0) still commits its root. At B = 1 this is
+    prompt_lookup.best_length's choice (1 + a + … + a^k over cost(k+1)).
+    """
+    b = len(rates)
+    best_w, best_gain = 0, 1.0  # w = 0: a plain step, one token per row
+    for w in range(1, min(max(available, default=0), max_draft) + 1):
+        expect = sum(sum(a**i for i in range(min(w, n) + 1)) for a, n in zip(rates, available, strict=True)) / b
+        gain = expect / (cost(b * (w + 1)) / cost(b))
+        if gain > best_gain:
+            best_w, best_gain = w, gain
+    return best_w
 
 
 class Chain:
@@ -33,8 +60,8 @@ class Chain:
     def select(self, keep: list[int]) -> None:
         """Nothing per batch position to drop (the evidence is keyed by request)."""
 
-    def propose(self, run: BatchRun, row: Row) -> tuple[list[int], int]:
-        """The row's copied draft after its root and the n-gram length that found it (([], 0): no match)."""
+    def match(self, row: Row) -> tuple[list[int], int]:
+        """The row's copyable continuation after its root (at most its budget) and the n-gram length that found it."""
         cfg = self.pld
         if cfg is None:
             return [], 0
@@ -42,21 +69,25 @@ class Chain:
         n, start = find_match(seq, cfg.max_ngram, cfg.min_ngram)
         if not n:
             return [], 0
-        available = min(len(seq) - start, row.remaining - 1)
+        return seq[start : start + min(len(seq) - start, row.remaining - 1)], n
+
+    def propose(self, run: BatchRun) -> tuple[list[list[int]], list[int]]:
+        """Every row's copied draft and n-gram length; one draft width for the batch, from the measured costs."""
+        found = [self.match(row) for row in run.active]
+        cfg, ngrams = self.pld, [n for _, n in found]
+        if cfg is None:
+            return [[] for _ in found], ngrams
         curve = verify_latency(run.lm) if cfg.adaptive else None
         if curve is None:
-            k = min(available, cfg.max_draft)
-        else:  # m tokens in each of B rows: the measured cost of B·m new tokens over B of them
-            b = len(run.active)
-            rate = self.evidence[row.index].rate(n)
-            k = best_length(rate, available, cfg.max_draft, lambda m: curve.relative(b * m) / curve.relative(b))
-        return seq[start : start + k], n
+            return [c[: cfg.max_draft] for c, _ in found], ngrams
+        rates = [self.evidence[r.index].rate(n) if n else 0.0 for r, n in zip(run.active, ngrams, strict=True)]
+        w = shared_width(rates, [len(c) for c, _ in found], cfg.max_draft, lambda m: forward_cost(curve, m))
+        return [c[:w] for c, _ in found], ngrams
 
     def step(self, run: BatchRun) -> list[RowOut]:
         """propose (per row) → verify (one forward, the block as wide as the longest chain) → accept → commit."""
         rows = run.active
-        found = [self.propose(run, row) for row in rows]
-        drafts = [d for d, _ in found]
+        drafts, ngrams = self.propose(run)
         width = 1 + max(len(d) for d in drafts)
         ids = [[row.root, *d] + [PAD] * (width - 1 - len(d)) for row, d in zip(rows, drafts, strict=True)]
         sizes = torch.tensor([1 + len(d) for d in drafts])
@@ -67,7 +98,7 @@ class Chain:
         picks, hidden = run.verify(ids, positions, see, live)
         picked = picks.tolist()  # [B, width]
         outs, paths = [], []
-        for b, (row, (d, ngram)) in enumerate(zip(rows, found, strict=True)):
+        for b, (row, d, ngram) in enumerate(zip(rows, drafts, ngrams, strict=True)):
             n = greedy_match(d, picked[b][: len(d)])
             if self.pld is not None:  # every step, as the one-row method: the evidence decays even without a match
                 self.evidence[row.index].update(ngram, len(d), n)

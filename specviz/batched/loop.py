@@ -76,6 +76,7 @@ class BatchRun:
         if not prompts or any(not p for p in prompts):
             raise ConfigError("Batched decoding needs at least one prompt, none of them empty.")
         self.lm, self.sampling, self.method, self.config = lm, sampling, method, dict(config or {})
+        self.eos = lm.eos_ids  # read once: the property rebuilds the set on every call
         self.rows = [Row(i, list(p), sampling.max_new_tokens) for i, p in enumerate(prompts)]
         self.active = list(self.rows)  # batch order, which is the caches' row order
         self.cache = SlotCache(lm.new_cache(), len(prompts), lm.device)
@@ -138,7 +139,7 @@ class BatchRun:
     def _finish_roots(self, method: Method) -> None:
         """Commit the roots that end their request (EOS, or the budget's last token) without a forward."""
         started = self.now()
-        final = [r for r in self.active if r.root in self.lm.eos_ids or r.remaining <= 1]
+        final = [r for r in self.active if r.root in self.eos or r.remaining <= 1]
         if not final:
             return
         committed = [self._commit(r, [r.root]) for r in final]
@@ -173,7 +174,7 @@ class BatchRun:
         out: list[int] = []
         for tok in tokens[: row.remaining]:
             out.append(tok)
-            if tok in self.lm.eos_ids:
+            if tok in self.eos:
                 row.stopped = "eos"
                 break
         row.output.extend(out)
