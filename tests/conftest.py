@@ -9,6 +9,26 @@ from specviz.kernels import gqa_attention
 from specviz.model import LoadedModel, load_model
 from specviz.model_files import convert_default
 
+THREADS = torch.get_num_threads()  # torch's own choice, for the real model
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_from_the_start():
+    """One intra-op thread for the session's fixtures too (they are set up before one_torch_thread runs)."""
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(THREADS)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread(request):
+    """One intra-op thread, except for tests on the real model. The tiny models' tensors gain nothing from a
+    second thread, and on a shared 2-core machine the two spin-wait for each other on every op (at a load
+    average of 9 the fast tier took 397 s of CPU with two threads, 137 s with one)."""
+    want = THREADS if request.node.get_closest_marker("real_model") else 1
+    if torch.get_num_threads() != want:
+        torch.set_num_threads(want)
+
 
 @pytest.fixture(scope="session")
 def tokenizer():
@@ -65,9 +85,18 @@ def app_lm(tokenizer) -> LoadedModel:
 
 
 @pytest.fixture(scope="session")
-def app_cache(tmp_path_factory):
-    """One cache folder for every AppTest of the session: the latency probe is measured once, not per test."""
-    return tmp_path_factory.mktemp("specviz-cache")
+def app_cache(tmp_path_factory, app_lm):
+    """One cache folder for every AppTest of the session, its latency probe for app_lm measured once here with
+    2 repeats instead of 5 (a real curve, as the pages store it; the pages draw it, not test its precision)."""
+    from functools import partial
+
+    from specviz import probe
+
+    folder = tmp_path_factory.mktemp("specviz-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECVIZ_CACHE", str(folder))
+        probe.cached_curve(app_lm, measure=partial(probe.probe_latency, repeats=2))
+    return folder
 
 
 @pytest.fixture
