@@ -40,10 +40,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
     ],
 )
-def test_bad_input_is_one_line(args, reason, capsys):
-    """In process (a subprocess each would cost seconds of imports): exit status 2 and one line."""
+def test_bad_input_is_one_line(args, reason, capsys, monkeypatch, tiny_lm):
+    """In process (a subprocess each would cost seconds of imports): exit status 2 and one line. The built-in
+    model is the tiny one here (an empty prompt is found by its tokenizer); other --model values load for real."""
+    import specviz.__main__ as cli_main
     from specviz.__main__ import main
 
+    real_load = cli_main._load
+    monkeypatch.setattr(cli_main, "_load", lambda a: tiny_lm if a.model == "default" else real_load(a))
     try:
         code = main(list(args))
     except SystemExit as exc:  # argparse's own errors
@@ -53,8 +57,22 @@ def test_bad_input_is_one_line(args, reason, capsys):
     assert code == 2 and len(lines) == 1 and reason in lines[0] and "Traceback" not in err
 
 
+def test_main_runs_from_any_directory(tmp_path, monkeypatch, capsys):
+    """In process, from a directory that is not the checkout: models/ is found through specviz.paths and the
+    command line answers (the `python -m specviz` entry point itself: the full-tier test below)."""
+    from specviz import paths
+    from specviz.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    assert paths.MEDUSA_DIR.is_dir() and paths.EAGLE_DIR.is_dir(), paths.MODELS
+    assert main(["generate", "--prompt", "hi", "--max-new-tokens", "0"]) == 2
+    assert "max_new_tokens" in capsys.readouterr().err
+
+
+@pytest.mark.full
 def test_python_dash_m_specviz_runs_from_any_directory(tmp_path):
-    """The module entry point itself, as a user runs it, from a directory that is not the checkout."""
+    """The module entry point itself, as a user runs it, from a directory that is not the checkout.
+    Full tier: a fresh Python importing torch costs seconds; the in-process test above covers the arguments."""
     code = (
         "import runpy, sys; from specviz import paths; "
         "assert paths.MEDUSA_DIR.is_dir() and paths.EAGLE_DIR.is_dir(), paths.MODELS; "
