@@ -24,15 +24,6 @@ from specviz.tree_sampling import drop, sample_path
 from .conftest import PROMPTS
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors gain nothing from threads, and on a shared 2-core box threads spin-wait for each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny_head(tiny_lm):
     return new_head(tiny_lm.hf.config, "tiny", seed=1).to(torch.float64).eval().requires_grad_(False)
@@ -138,20 +129,26 @@ def test_tree_drafting_matches_sequential_drafting(tiny_lm, tiny_head):
     assert torch.allclose(feat, tree.feats[leaf], atol=1e-9)
 
 
+STATIC = eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model")
+WIDE = eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model")
+
+
 @pytest.mark.parametrize(
-    "cfg",
-    [  # near-default shapes: tests/test_contract.py
-        eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model"),
-        eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model"),
+    "cfg, prompt",
+    [  # near-default shapes: tests/test_contract.py; the wide tree's second prompt (seconds) in the full tier
+        (STATIC, "Hello there"),
+        (STATIC, "Tell me about cats"),
+        (WIDE, "Hello there"),
+        pytest.param(WIDE, "Tell me about cats", marks=pytest.mark.full),
     ],
+    ids=["static-hello", "static-cats", "wide-hello", "wide-cats"],
 )
-def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg):
-    for prompt in ("Hello there", "Tell me about cats"):
-        ids = tiny_lm.encode_prompt(prompt)
-        s = Sampling(max_new_tokens=16)
-        t = eagle.generate(tiny_lm, ids, s, cfg, head=tiny_head)
-        assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
-        assert all(st.forward_tokens in (0, cfg.total_tokens) for st in t.steps)
+def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg, prompt):
+    ids = tiny_lm.encode_prompt(prompt)
+    s = Sampling(max_new_tokens=16)
+    t = eagle.generate(tiny_lm, ids, s, cfg, head=tiny_head)
+    assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
+    assert all(st.forward_tokens in (0, cfg.total_tokens) for st in t.steps)
 
 
 def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
@@ -210,9 +207,30 @@ def chi2_pvalue(samples: list[int], p: torch.Tensor, bins: int = 10) -> float:
     return float(chisquare(counts, expected).pvalue)
 
 
-def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head):
-    """Chi-square: the first token after the root, and the next one, are distributed as the target's p."""
+def on_support(tokens: list[int], probs: torch.Tensor, k: int) -> tuple[list[int], torch.Tensor]:
+    """The same tree over a smaller vocabulary: the tree's tokens and each node's top k, p renormalised there
+    (the sampler only ever sees a token list and [n, V] distributions, so V changes nothing but the cost)."""
+    support = sorted(set(tokens) | set(probs.topk(k, dim=-1).indices.flatten().tolist()))
+    index = {t: i for i, t in enumerate(support)}
+    sub = probs[:, support]
+    return [index[t] for t in tokens], sub / sub.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    "vocab",
+    [  # each draw copies and renormalises a [V] distribution: 5000 of them over 49k tokens take ~10 s
+        pytest.param(256, id="top256"),
+        pytest.param(None, id="full-vocab", marks=pytest.mark.full),
+    ],
+)
+def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head, vocab):
+    """Chi-square: the first token after the root, and the next one, are distributed as the target's p.
+
+    The fast tier samples the same tree with p restricted to the tree's tokens and each node's top 256 (same
+    sample size and thresholds); the whole 49k vocabulary runs in the full tier."""
     tokens, spec, probs, kid = fixed_tree_case(tiny_lm, tiny_head)
+    if vocab is not None:
+        tokens, probs = on_support(tokens, probs, vocab)
     gen = torch.Generator().manual_seed(1234)
     first, second = [], []
     for _ in range(5000):
