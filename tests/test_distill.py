@@ -16,6 +16,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def pool() -> list[str]:
+    """Every usable training prompt in its seeded order, read once (each pass over ShareGPT takes seconds);
+    training_prompts(n) is its first n."""
+    return distill.training_prompts(10**9)
+
+
 def test_reader_survives_the_truncated_file() -> None:
     records = list(distill.sharegpt_conversations(limit=50))
     assert len(records) == 50
@@ -36,15 +43,20 @@ def test_prompts_exclude_spec_bench(monkeypatch) -> None:
     assert distill.training_prompts(20) == prompts[:20]  # prefix-stable, so a build can grow
 
 
-def test_real_spec_bench_turns_are_never_training_prompts() -> None:
+def test_real_spec_bench_turns_are_never_training_prompts(pool) -> None:
     if distill.spec_bench_file() is None:
         pytest.skip("Spec-Bench file not beside this checkout")
     banned = distill.spec_bench_turns()
-    assert len(banned) > 400
-    assert not {" ".join(p.split()) for p in distill.training_prompts(2000)} & banned
+    assert len(banned) > 400 and len(pool) > 2000
+    assert not {" ".join(p.split()) for p in pool} & banned  # every prompt, not only the first 2000
 
 
-def test_build_resume_and_load(tiny_lm, tmp_path) -> None:
+def test_build_resume_and_load(tiny_lm, tmp_path, pool, monkeypatch) -> None:
+    def first(n: int, seed: int = 0) -> list[str]:  # training_prompts without a pass over ShareGPT per call
+        assert seed == 0
+        return pool[:n]
+
+    monkeypatch.setattr(distill, "training_prompts", first)
     ticks: list[tuple[int, int]] = []
     out = distill.build_dataset(
         tiny_lm,
