@@ -14,7 +14,9 @@ def problems(at) -> list[str]:
 
 
 def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
-    at = app_on("views/timeline.py", max_new_tokens=6)
+    """On the home page: the selector is in the shared sidebar, and home decodes only on its button (the
+    timeline page ran every method on each of the three changes)."""
+    at = app_on("views/home.py", max_new_tokens=6)
     assert at.selectbox(key="sidebar.preset").value == "chat-sky"  # the default prompt is a shipped one
     item = next(p for p in preset_prompts() if p.category == "extraction")
     at.selectbox(key="sidebar.preset").set_value(item.id).run()
