@@ -192,6 +192,7 @@ def shard_prompts(prompts: list[str], batch_size: int) -> list[list[str]]:
 
 
 def _manifest(lm: LoadedModel, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
+    """The settings a folder's shards were made with (a build that extends it must match them)."""
     return {
         "model": lm.name,
         "layout": f"sorted-blocks-{BLOCK}",

@@ -64,6 +64,7 @@ def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
 
 
 def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
+    """Token ids of the chat-templated messages."""
     out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
     if isinstance(out, dict) or hasattr(out, "input_ids"):
         out = out["input_ids"]
@@ -237,6 +238,7 @@ class LabelledSequence(Sequence):
 def _featurize(
     lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], rows: int, width: int
 ) -> list[LabelledSequence]:
+    """The pending windows through the teacher pass, `rows` at a time, as labelled sequences."""
     out: list[LabelledSequence] = []
     for at in range(0, len(pending), rows):
         part = pending[at : at + rows]

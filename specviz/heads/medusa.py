@@ -58,6 +58,7 @@ class ResBlock(nn.Module):
         nn.init.zeros_(self.linear.bias)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """h [..., H] → h + SiLU(W h + b)."""
         return h + nn.functional.silu(self.linear(h))
 
 
@@ -120,9 +121,9 @@ def frequent_tokens(ids: torch.Tensor, size: int, always: list[int]) -> torch.Te
     return order.sort().values
 
 
-def new_heads(lm, cfg: HeadsConfig, vocab: torch.Tensor) -> MedusaHeads:
+def new_heads(lm: LoadedModel, cfg: HeadsConfig, vocab: torch.Tensor) -> MedusaHeads:
     """Fresh heads (W1 = 0: each head predicts the next token) over the model's frozen LM head."""
-    return MedusaHeads(cfg, vocab, lm.lm_head.weight.float())
+    return MedusaHeads(cfg, vocab, lm.lm_head.get_parameter("weight").float())
 
 
 def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
@@ -160,7 +161,7 @@ def read_config(folder: Path) -> HeadsConfig:
     return cfg
 
 
-def load_heads(lm, folder: Path | None = None, num_heads: int | None = None) -> MedusaHeads:
+def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | None = None) -> MedusaHeads:
     """Load trained heads for `lm` (optionally only the first num_heads); HeadsError when unusable."""
     from safetensors.torch import load_file
 
@@ -176,7 +177,7 @@ def load_heads(lm, folder: Path | None = None, num_heads: int | None = None) -> 
     except Exception as exc:  # missing or corrupt file: one clear sentence
         raise HeadsError(f"Cannot read {folder / WEIGHTS_FILE} ({exc}); retrain or restore it from git.") from exc
     vocab = state.pop("vocab").long()
-    heads = MedusaHeads(cfg, vocab, lm.lm_head.weight.float())
+    heads = MedusaHeads(cfg, vocab, lm.lm_head.get_parameter("weight").float())
     try:
         heads.blocks.load_state_dict(state)  # copies into the fp32 parameters, whatever the stored dtype
     except RuntimeError as exc:

@@ -27,6 +27,7 @@ from specviz.heads.medusa import (
     save_heads,
 )
 from specviz.heads.shards import Sequence
+from specviz.model import LoadedModel
 
 DECAY = 0.8  # head k's loss weight is DECAY**(k-1), as in Medusa
 IGNORE = -100  # no target: the sequence ended before token t+1+k
@@ -146,6 +147,7 @@ def lr_at(step: int, total: int, peak: float) -> float:
 
 
 def _opt_state(opt: torch.optim.Optimizer, heads: MedusaHeads) -> dict[str, torch.Tensor]:
+    """AdamW's moments of every block parameter, keyed for safetensors."""
     names = {id(p): n for n, p in heads.blocks.named_parameters()}
     out = {}
     for p, st in opt.state.items():
@@ -165,7 +167,7 @@ def save_checkpoint(folder: Path, heads: MedusaHeads, opt: torch.optim.Optimizer
     (folder / "progress.json").write_text(json.dumps({"step": step, **meta}))
 
 
-def resume(folder: Path, lm, heads: MedusaHeads, opt: torch.optim.Optimizer) -> int:
+def resume(folder: Path, lm: LoadedModel, heads: MedusaHeads, opt: torch.optim.Optimizer) -> int:
     """Load a checkpoint into heads and optimizer; return the step to continue from (0 if none)."""
     from safetensors.torch import load_file
 
@@ -185,7 +187,7 @@ def resume(folder: Path, lm, heads: MedusaHeads, opt: torch.optim.Optimizer) -> 
 
 
 def train_heads(
-    lm, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ckpt: Path, tick: Tick | None = None
+    lm: LoadedModel, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ckpt: Path, tick: Tick | None = None
 ) -> MedusaHeads:
     """Train Medusa-1 heads on frozen hidden states; resumable from `ckpt`."""
     conts = torch.cat([s.ids[s.mask] for s in train])
