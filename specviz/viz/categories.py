@@ -45,6 +45,43 @@ def _subtitle(bench: dict[str, Any], where: str) -> str:
 TICKS = [0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8]
 
 
+def _heatmap(
+    speed: list[list[float | None]], cats: list[str], names: list[str], best: dict, labels: dict[str, str]
+) -> go.Heatmap:
+    """The speedup cells, coloured by log2(speedup) and marked ★ where a method is its row's fastest."""
+    text = [
+        [
+            "" if v is None else ("★ " if best.get(c, ("",))[0] == m else "") + f"{v:.2f}×"
+            for m, v in zip(names, row, strict=True)
+        ]
+        for c, row in zip(cats, speed, strict=True)
+    ]
+    z = [[None if v is None else math.log2(max(v, 1e-3)) for v in row] for row in speed]
+    top = max([abs(v) for row in z for v in row if v is not None] + [math.log2(1.25)])
+    ticks = [t for t in TICKS if abs(math.log2(t)) <= top + 1e-9]
+    return go.Heatmap(
+        z=z,
+        x=names,
+        y=[labels.get(c, c) for c in cats],
+        text=text,
+        customdata=speed,
+        texttemplate="%{text}",
+        textfont={"size": 15},
+        colorscale=SCALE,
+        zmid=0.0,
+        zmin=-top,
+        zmax=top,
+        xgap=2,
+        ygap=2,
+        colorbar={
+            "title": {"text": "speedup"},
+            "tickvals": [math.log2(t) for t in ticks],
+            "ticktext": [f"{t:g}×" for t in ticks],
+        },
+        hovertemplate="%{x} on %{y}: %{customdata:.2f}× plain decoding<extra></extra>",
+    )
+
+
 def wins_figure(
     bench: dict[str, Any], where: str = "", labels: dict[str, str] | None = None, slide: bool = False
 ) -> go.Figure:
@@ -56,41 +93,8 @@ def wins_figure(
     """
     cats = [c for c in (labels or {}) if c in bench["categories"]] or list(bench["categories"])
     names = method_order(bench)
-    best = winners(bench)
     speed = [[bench["categories"][c].get(m) for m in names] for c in cats]
-    text = [
-        [
-            "" if v is None else ("★ " if best.get(c, ("",))[0] == m else "") + f"{v:.2f}×"
-            for m, v in zip(names, row, strict=True)
-        ]
-        for c, row in zip(cats, speed, strict=True)
-    ]
-    z = [[None if v is None else math.log2(max(v, 1e-3)) for v in row] for row in speed]
-    top = max([abs(v) for row in z for v in row if v is not None] + [math.log2(1.25)])
-    ticks = [t for t in TICKS if abs(math.log2(t)) <= top + 1e-9]
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=names,
-            y=[(labels or {}).get(c, c) for c in cats],
-            text=text,
-            customdata=speed,
-            texttemplate="%{text}",
-            textfont={"size": 15},
-            colorscale=SCALE,
-            zmid=0.0,
-            zmin=-top,
-            zmax=top,
-            xgap=2,
-            ygap=2,
-            colorbar={
-                "title": {"text": "speedup"},
-                "tickvals": [math.log2(t) for t in ticks],
-                "ticktext": [f"{t:g}×" for t in ticks],
-            },
-            hovertemplate="%{x} on %{y}: %{customdata:.2f}× plain decoding<extra></extra>",
-        )
-    )
+    fig = go.Figure(_heatmap(speed, cats, names, winners(bench), labels or {}))
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(title="method (fastest overall on the left)")
     title = f"Where each method wins: speedup by kind of prompt<br><sup>{_subtitle(bench, where)}</sup>"
