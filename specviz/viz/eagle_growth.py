@@ -73,6 +73,38 @@ def _edges(fig: go.Figure, tree: dict[str, Any], pos, shown: list[int], accepted
         )
 
 
+def _group(
+    tree: dict[str, Any], pos, idx: list[int], state: str, expanded: bool, labels: tuple, legend: bool, slide: bool
+) -> go.Scatter:
+    """One legend group of nodes (a state, expanded or not): markers, their token labels and hovers."""
+    spots, font = labels
+    big = state in ("root", "accepted", "kept")
+    return go.Scatter(
+        x=[pos[i][0] for i in idx],
+        y=[pos[i][1] for i in idx],
+        mode="markers+text",
+        text=[label(tree["texts"][i]) for i in idx],
+        textposition=[spots[i] for i in idx],
+        textfont={
+            "size": font if slide else 11,
+            "color": "#64748b" if state == "pruned" else "#0f172a",
+            "shadow": "auto",
+        },
+        marker={
+            "size": (16 if big else 9) * (1.3 if slide else 1),
+            "color": GROW_COLORS[state],
+            "symbol": "diamond" if expanded else "circle",
+            "line": {"color": "white", "width": 1},
+        },
+        name=f"{state}{' (expanded)' if expanded else ''}",
+        legendgroup=f"{state}{expanded}",
+        legendrank=LEGEND_RANK[state] * 2 + (0 if expanded else 1),
+        showlegend=legend,
+        hovertext=[node_hover(tree, i) for i in idx],
+        hoverinfo="text",
+    )
+
+
 def _nodes(
     fig: go.Figure,
     tree: dict[str, Any],
@@ -85,39 +117,12 @@ def _nodes(
 ) -> None:
     spots = label_positions(tree["parents"])
     _, font, _ = tree_sizes(tree["parents"], slide)
-    for state, color in GROW_COLORS.items():
+    for state in GROW_COLORS:
         for expanded in (True, False):
             idx = [i for i in shown if states[i] == state and (tree["expanded"][i] > 0) == expanded]
             if not idx:
                 continue
-            big = state in ("root", "accepted", "kept")
-            fig.add_trace(
-                go.Scatter(
-                    x=[pos[i][0] for i in idx],
-                    y=[pos[i][1] for i in idx],
-                    mode="markers+text",
-                    text=[label(tree["texts"][i]) for i in idx],
-                    textposition=[spots[i] for i in idx],
-                    textfont={
-                        "size": font if slide else 11,
-                        "color": "#64748b" if state == "pruned" else "#0f172a",
-                        "shadow": "auto",
-                    },
-                    marker={
-                        "size": (16 if big else 9) * (1.3 if slide else 1),
-                        "color": color,
-                        "symbol": "diamond" if expanded else "circle",
-                        "line": {"color": "white", "width": 1},
-                    },
-                    name=f"{state}{' (expanded)' if expanded else ''}",
-                    legendgroup=f"{state}{expanded}",
-                    legendrank=LEGEND_RANK[state] * 2 + (0 if expanded else 1),
-                    showlegend=legend,
-                    hovertext=[node_hover(tree, i) for i in idx],
-                    hoverinfo="text",
-                ),
-                **where,
-            )
+            fig.add_trace(_group(tree, pos, idx, state, expanded, (spots, font), legend, slide), **where)
 
 
 def growth_figure(
