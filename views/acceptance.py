@@ -27,20 +27,11 @@ DRAFT_LABELS = {"perturbed": "perturbed p (a plausible weaker model)", "layers":
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _lab(
-    model_spec: str,
-    prompt: str,
-    temperature: float,
-    n: int,
-    seed: int,
-    eps: float,
-    delta: float,
-    layers: str,
-    draft: str,
-) -> dict:
+def _lab(model_spec: str, prompt: str, cfg: LabConfig) -> dict:
+    """The lab's result, cached per model, prompt and (frozen, hashable) lab settings."""
     lm = get_model()
     with lm.lock:
-        return lab(lm, prepare(lm, prompt), LabConfig(temperature, n, seed, eps, delta, layers, draft=draft))
+        return lab(lm, prepare(lm, prompt), cfg)
 
 
 def step_slider(count: int, key: str) -> int:
@@ -133,7 +124,8 @@ if replaying():
 elif s is not None and get_model() is not None:
     try:
         with st.spinner(f"Sampling {n:,} times per rule…"):
-            res = _lab(s.model_spec, s.prompt, temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", lab_draft)
+            cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
+            res = _lab(s.model_spec, s.prompt, cfg)
         show_figure(lab_figure(res), "acceptance_lab")
         st.dataframe(
             [
