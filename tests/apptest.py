@@ -24,8 +24,11 @@ def app_on(page: str, repeats: int = 1, **sidebar) -> AppTest:
         at.session_state[f"sidebar.{key}"] = value
     for name in LIVE_PAGES:
         at.session_state[f"{name}.repeats"] = repeats
-    at.run()
+    # straight to the page (a first run of the home page cost every test half a second); before any run
+    # AppTest finds a page by its file name, so check that st.navigation registered that very file
     at.switch_page(page).run()
+    ran = at._registered_pages.get(at._page_hash, {}).get("script_path")
+    assert ran and Path(ran).resolve() == (Path(APP).parent / page).resolve(), (page, ran)
     return at
 
 
