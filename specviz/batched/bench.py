@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -51,10 +52,17 @@ def order(names: list[str]) -> list[str]:
     return ["ar"] + [n for n in dict.fromkeys(names) if n != "ar"]
 
 
-def run_summary(trace: BatchTrace, base: BatchTrace) -> dict[str, Any]:
-    """One repeat of one method at one batch size, as plain numbers."""
+def run_summary(trace: BatchTrace, base: BatchTrace, cpu_s: float, base_cpu_s: float) -> dict[str, Any]:
+    """One repeat of one method at one batch size, as plain numbers.
+
+    Beside the wall-time figures, the run's process CPU time: with one thread, the work it did, which other
+    processes on the cores do not stretch the way they stretch wall time; `cpu_ratio` is ar's over the
+    method's. It is a check on a contended measurement, not a second speedup.
+    """
     lat = trace.latencies()
     return {
+        "cpu_s": round(cpu_s, 4),
+        "cpu_ratio": round(base_cpu_s / max(cpu_s, 1e-12), 4),
         "generation_s": round(trace.generation_s, 5),
         "prefill_s": round(trace.prefill_s, 5),
         "new_tokens": trace.new_tokens,
@@ -73,7 +81,7 @@ def run_summary(trace: BatchTrace, base: BatchTrace) -> dict[str, Any]:
 
 def point(name: str, batch: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The medians with their range over repeats, for one method at one batch size, and the runs behind them."""
-    keys = ("speedup", "tokens_per_s", "latency_median_s", "latency_max_s", "A", "r", "step_s")
+    keys = ("speedup", "tokens_per_s", "latency_median_s", "latency_max_s", "A", "r", "step_s", "cpu_ratio")
     out: dict[str, Any] = {"method": name, "batch": batch, "repeats": len(runs)}
     for key in keys:
         out[key] = asdict(measure.spread([float(r[key]) for r in runs]))
@@ -91,12 +99,14 @@ def measure_batch(
         generate(lm, prompts, warm, name, configs.get(name))
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for _ in range(repeats):
-        traces = {}
+        traces, cpu = {}, {}
         for name in names:
             with lm.lock:
+                t = time.process_time()
                 traces[name] = generate(lm, prompts, sampling, name, configs.get(name))
+                cpu[name] = time.process_time() - t
         for name in names:
-            runs[name].append(run_summary(traces[name], traces["ar"]))
+            runs[name].append(run_summary(traces[name], traces["ar"], cpu[name], cpu["ar"]))
     return [point(n, len(prompts), runs[n]) for n in names]
 
 
@@ -140,7 +150,7 @@ def run(
 
 def format_table(result: dict[str, Any]) -> str:
     """The points as an aligned text table: medians, with the speedup's range."""
-    cols = f"{'speedup':>20} {'tok/s':>8} {'lat med s':>9} {'lat max s':>9} {'A':>5} {'r':>5} {'same':>6}"
+    cols = f"{'speedup':>20} {'tok/s':>8} {'lat med s':>9} {'lat max s':>9} {'A':>5} {'r':>5} {'cpu':>5} {'same':>6}"
     head = f"{'B':>3} {'method':<7} {cols}"
     lines = [
         f"{result['device']}, {result['threads']} threads; {result['max_new_tokens']} new tokens, "
@@ -155,7 +165,7 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(
             f"{p['batch']:>3} {p['method']:<7} {sp:>20} {p['tokens_per_s']['median']:>8.1f} "
             f"{p['latency_median_s']['median']:>9.2f} {p['latency_max_s']['median']:>9.2f} {p['A']['median']:>5.2f} "
-            f"{p['r']['median']:>5.2f} {p['identical']:>3}/{p['batch']:<2}"
+            f"{p['r']['median']:>5.2f} {p['cpu_ratio']['median']:>5.2f} {p['identical']:>3}/{p['batch']:<2}"
         )
     return "\n".join(lines)
 
