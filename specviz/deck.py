@@ -58,14 +58,18 @@ def render_png(fig: go.Figure) -> bytes:
     return figure_bytes(untitled(fig), "png", slide=True, scale=SCALE)
 
 
-def notes_text(where: Provenance, model: str, settings: dict[str, Any]) -> str:
-    """Speaker notes: the model, the device and machine, the date and commit, then each setting on a line."""
-    lines = [
-        f"Model: {model}",
-        f"Device: {where.device}",
-        f"Machine: {where.machine}",
-        f"Measured: {where.date} (commit {where.commit}, torch {where.torch}, load average {where.load})",
-    ]
+def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bool = True) -> str:
+    """Speaker notes: the model, the device and machine, the date and commit, then each setting on a line.
+
+    `live`: the runs were measured here and now; otherwise they are saved traces, drawn (not measured) here.
+    """
+    stamp = f"{where.date} (commit {where.commit}, torch {where.torch}, load average {where.load})"
+    lines = [f"Model: {model}", f"Device: {where.device}"]
+    if live:
+        lines += [f"Machine: {where.machine}", f"Measured: {stamp}"]
+    else:
+        lines += ["Measured: when the traces were saved (they do not record where or when)"]
+        lines += [f"Drawn on: {where.machine}, {stamp}"]
     return "\n".join(lines + [f"{k}: {v}" for k, v in settings.items()])
 
 

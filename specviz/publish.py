@@ -104,7 +104,7 @@ def notes(traces: dict[str, Trace], lm: LoadedModel | None, source: str) -> str:
         "Prompt": first.prompt[:300] + ("…" if len(first.prompt) > 300 else ""),
     }
     settings |= {f"Settings ({n})": json.dumps(t.config, sort_keys=True) for n, t in traces.items()}
-    return notes_text(provenance(device), lm.name if lm is not None else first.model, settings)
+    return notes_text(provenance(device), lm.name if lm is not None else first.model, settings, live=lm is not None)
 
 
 def index_html(names: list[str], title: str) -> str:

@@ -103,6 +103,7 @@ def test_cli_writes_a_deck_from_saved_traces(bundle_file, tmp_path, monkeypatch,
     slides = read_back(out.read_bytes())
     assert len(slides) >= 4 and "slides" in capsys.readouterr().out
     assert all("Model: tiny-random" in s["notes"] and "Settings (medusa)" in s["notes"] for s in slides)
+    assert all("when the traces were saved" in s["notes"] and "Drawn on:" in s["notes"] for s in slides)
 
 
 def test_cli_gallery_of_every_figure(bundle_file, tmp_path, monkeypatch):
@@ -142,3 +143,13 @@ def test_cli_bad_export_is_one_line(args, reason, capsys):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and reason in lines[-1] and "Traceback" not in err
     assert len(lines) == 1 or lines[0].startswith("usage:")  # argparse prints its usage line first
+
+
+def test_page_deck_button_builds_a_deck(monkeypatch):
+    """What a page's 'Slide deck' button returns when pressed: the page's figures, its settings in the notes."""
+    from ui.deck import _deck
+
+    monkeypatch.setattr(deck, "render_png", fake_png)
+    data = _deck("Medusa", list(figs().items()), {}, ("smollm2-135m", "cpu · float32 · onednn", True))
+    slides = read_back(data)
+    assert len(slides) == 2 and all("Page: Medusa" in s["notes"] and "Measured:" in s["notes"] for s in slides)

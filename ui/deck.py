@@ -40,10 +40,12 @@ def _settings(traces: dict[str, Trace]) -> dict[str, Any]:
     return out
 
 
-def _deck(page: str, figures: list[tuple[str, go.Figure]], traces: dict[str, Trace], model: str, device: str):
+def _deck(page: str, figures: list[tuple[str, go.Figure]], traces: dict[str, Trace], where: tuple[str, str, bool]):
+    """The deck's bytes (run when the button is pressed, outside the script: it reads no session state)."""
     from specviz.deck import deck_bytes, notes_text, slides_of
 
-    notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)})
+    model, device, live = where
+    notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)}, live=live)
     return deck_bytes(slides_of(dict(figures), notes))
 
 
@@ -52,19 +54,20 @@ def deck_button(page: str, model: str = "", device: str = "") -> None:
     figures = list(st.session_state.get(FIGURES, []))
     if not figures:
         return
+    from ui.common import get_model, replaying  # at call time: ui.common imports this module
+
     traces = dict(st.session_state.get(TRACES, {}))
     first = next(iter(traces.values()), None)
+    replaying_now = replaying()
     if first is not None:
         model, device = model or first.model, device or first.device
     elif not (model and device):
-        from ui.common import get_model, replaying  # at call time: ui.common imports this module
-
-        lm = None if replaying() else get_model()
+        lm = None if replaying_now else get_model()
         model, device = (lm.name, lm.describe()) if lm is not None else ("unknown model", "unknown device")
     slug = re.sub(r"[^a-z0-9]+", "_", page.lower()).strip("_") or "page"
     st.sidebar.download_button(
         f"Slide deck of this page ({len(figures)} slides, .pptx)",
-        lambda: _deck(page, figures, traces, model, device),
+        lambda: _deck(page, figures, traces, (model, device, not replaying_now)),
         file_name=f"specviz_{slug}.pptx",
         mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
         key="deck.download",
