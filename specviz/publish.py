@@ -62,13 +62,18 @@ def prompt_text(req: Request) -> tuple[str, str]:
 
 
 def run_traces(lm: LoadedModel, req: Request, sampling: Sampling) -> dict[str, Trace]:
-    """Every requested method (plain decoding first) on the prompt, with its default settings."""
+    """Every requested method (plain decoding first) on the prompt, with its default settings, after a warm-up.
+
+    One run each: the figures show the runs; for speedups with their spread, the pages or `bench`."""
     names = ["ar", *(methods.available() if req.every else [n for n in req.names if n != "ar"])]
     from specviz.compare import install_latency
 
     install_latency(lm)  # PLD's draft length follows this device's measured latency curve
     text, _ = prompt_text(req)
     ids = prepare(lm, text)
+    warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)
+    for n in names:  # first calls pay one-off costs (kernel selection, allocation); keep them out of the figures
+        methods.get(n).generate(lm, ids, warm, methods.make_config(n), prompt=text)
     return {n: methods.get(n).generate(lm, ids, sampling, methods.make_config(n), prompt=text) for n in names}
 
 
