@@ -13,6 +13,7 @@ from specviz.batched.bench import run as run_bench
 from specviz.batched.chain import forward_cost, shared_width
 from specviz.batched.eagle import BatchEagle
 from specviz.batched.methods import generate
+from specviz.details import EagleStep
 from specviz.drafting import VerifyLatency
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
@@ -112,7 +113,7 @@ def test_each_eagle_row_drafts_the_one_row_trees(case, monkeypatch):
     generate(lm, prompts, sampling, "eagle", **res)
     for i in (0, 1):  # the shortest prompt (it ends first, at EOS) and the longest
         one = eagle.generate(lm, prompts[i], sampling, res["config"], head=res["head"])
-        trees = [(s.detail.tree["tokens"], s.detail.tree["kept"]) for s in one.steps if s.detail is not None]
+        trees = [(d.tree["tokens"], d.tree["kept"]) for _, d in one.detailed(EagleStep)]
         assert grown[i] == trees
 
 

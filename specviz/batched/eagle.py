@@ -99,7 +99,7 @@ class BatchEagle:
 
     def catch_up(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor]:
         """Run each row's queued pairs plus (f, root) → its predicted next feature [B, h] and log-probs [B, Vd]."""
-        feats = [torch.cat([f, row.hidden[None].to(f.dtype)]) for (f, _), row in zip(self.queue, rows, strict=True)]
+        feats = [torch.cat([f, row.feature[None].to(f.dtype)]) for (f, _), row in zip(self.queue, rows, strict=True)]
         toks = [[*t, row.root] for (_, t), row in zip(self.queue, rows, strict=True)]
         sizes = torch.tensor([len(t) for t in toks])
         m = int(sizes.max())
@@ -111,7 +111,7 @@ class BatchEagle:
         pos = self.slots.lengths().cpu()[:, None] + torch.arange(m)[None, :]
         causal = torch.ones(m, m, dtype=torch.bool).tril().expand(len(rows), m, m)
         out = self.run_head(block, ids, pos, causal, live)
-        last = out[torch.arange(len(rows)), (sizes - 1).to(out.device)]  # [B, h]
+        last = out[torch.arange(len(rows), device=out.device), (sizes - 1).to(out.device)]  # [B, h]
         self.queue = [(f[:0], []) for f, _ in self.queue]
         return last, self.logp(last)
 

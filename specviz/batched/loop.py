@@ -37,6 +37,13 @@ class Row:
     hidden: torch.Tensor | None = None  # [H] the final hidden state that produced it (what a draft head reads)
 
     @property
+    def feature(self) -> torch.Tensor:
+        """The hidden state [H] behind the root (set by the prefill, then by every step)."""
+        if self.hidden is None:
+            raise RuntimeError("The batch has not been prefilled yet.")
+        return self.hidden
+
+    @property
     def context(self) -> list[int]:
         return self.prompt_ids + self.output
 
