@@ -103,11 +103,11 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise ConfigError("--limit must be at least 1.")
     items = select(read_prompts(a.prompts), a.limit, a.per_category)
     sampling = _sampling(a)
-    lm = _load(a)
     if a.batch:  # B prompts decoded together: throughput, latency and speedup per batch size
         from specviz.batched.bench import cli_bench
 
-        return cli_bench(lm, names, configs, items, sampling, a)
+        return cli_bench(lambda: _load(a), names, configs, items, sampling, a)
+    lm = _load(a)
     bar = tqdm(total=len(items) * a.repeats * len(set(names) | {"ar"}), file=sys.stderr, unit="run")
 
     def tick(done: int, total: int, name: str) -> None:

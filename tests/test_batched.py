@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +32,7 @@ LONG = (
 )
 TEXTS = ["Hi", LONG, PROMPTS[0], "1 2 3 4 1 2 3 4 1 2"]  # about 10 to 90 tokens of prompt, chat template included
 TOKENS = 16
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -237,3 +242,43 @@ def _real_alone(lm, prompts: list[list[int]]) -> list[list[int]]:
     if key not in _ALONE:
         _ALONE[key] = solo(lm, prompts, 64)
     return _ALONE[key]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "specviz", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_bench_refuses_a_bad_batch_size_before_loading_the_model(tmp_path, capsys, monkeypatch):
+    import specviz.__main__ as cli_main
+
+    monkeypatch.setattr(cli_main, "_load", lambda a: pytest.fail("the model was loaded"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Say hello."}\n')
+    assert cli_main.main(["bench", "--batch", "4,0", "--methods", "ar", "--prompts", str(prompts)]) == 2
+    assert "positive sizes" in capsys.readouterr().err
+
+
+@pytest.mark.real_model
+def test_bench_batch_json(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Say hello."}\n{"prompt": "Name two fruits, then two more fruits."}\n')
+    res = tmp_path / "r.json"
+    out = cli(
+        "bench",
+        "--batch",
+        "1,2",
+        "--methods",
+        "pld",
+        "--prompts",
+        str(prompts),
+        "--max-new-tokens",
+        "8",
+        "--json",
+        str(res),
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(res.read_text())
+    assert [(p["batch"], p["method"]) for p in data["points"]] == [(1, "ar"), (1, "pld"), (2, "ar"), (2, "pld")]
+    assert all(p["identical"] == p["batch"] for p in data["points"])
+    assert data["provenance"]["commit"] and data["command"].startswith("python -m specviz bench --batch 1,2")

@@ -170,17 +170,21 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cli_bench(lm: LoadedModel, names: list[str], configs: dict, items: list[PromptItem], sampling: Sampling, a) -> int:
+def cli_bench(
+    load: Callable[[], LoadedModel], names: list[str], configs: dict, items: list[PromptItem], sampling: Sampling, a
+) -> int:
     """`python -m specviz bench --batch 1,4,16`: print the table, write the JSON when --json is given."""
     import sys
 
+    batches, names = parse_batches(a.batch), order(names)  # bad sizes or methods fail before the model loads
+    lm = load()
     install_latency(lm)  # prompt lookup's draft length follows this device's measured latency curve
     prompts = [prepare(lm, it.text) for it in items]
 
     def tick(done: int, total: int, what: str) -> None:
         print(f"{what} done ({done}/{total})", file=sys.stderr)
 
-    result = run(lm, names, prompts, parse_batches(a.batch), sampling, a.repeats, configs, tick)
+    result = run(lm, names, prompts, batches, sampling, a.repeats, configs, tick)
     result["command"] = "python -m specviz " + " ".join(sys.argv[1:])
     print(format_table(result))
     if a.json:
