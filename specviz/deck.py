@@ -37,7 +37,7 @@ class Slide:
 
 def split_title(fig: go.Figure, fallback: str) -> tuple[str, str]:
     """(title, subtitle) from a figure's title 'Main<br><sup>sub</sup>', tags removed; `fallback` if none."""
-    text = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
+    text = fig.to_dict()["layout"].get("title", {}).get("text") or ""
     head, _, rest = text.partition("<br>")
 
     def plain(s: str) -> str:
@@ -119,7 +119,8 @@ def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | N
         _title(slide, s)
         image = io.BytesIO(render(s.figure))
         slide.shapes.add_picture(image, Inches((SLIDE_IN[0] - width) / 2), Inches(top), Inches(width), Inches(height))
-        slide.notes_slide.notes_text_frame.text = s.notes
+        if (frame := slide.notes_slide.notes_text_frame) is not None:
+            frame.text = s.notes
     buf = io.BytesIO()
     prs.save(buf)
     return buf.getvalue()

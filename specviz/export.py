@@ -35,7 +35,7 @@ def _ensure_server() -> None:
 def slide_version(fig: go.Figure) -> go.Figure:
     """A copy of the figure in the slide theme: white, large fonts, 16:9."""
     out = go.Figure(copy.deepcopy(fig.to_dict()))
-    title = out.layout.title.text if out.layout.title and out.layout.title.text else None
+    title = out.to_dict()["layout"].get("title", {}).get("text") or None
     return apply(out, title=title, slide=True)
 
 
