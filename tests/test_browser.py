@@ -1,7 +1,12 @@
 """A real browser: serve the app, visit every page through the sidebar, move a slider, check nothing crashed.
 
 Screenshots go to a temporary folder; `bash scripts/screenshots.sh` runs this test with SPECVIZ_SCREENSHOTS
-pointing at docs/screenshots/ to refresh the README's pictures on purpose."""
+pointing at docs/screenshots/ to refresh the README's pictures on purpose.
+
+The live pages (Compare, Medusa, EAGLE, Lookahead) time each method against plain decoding 3 times by default
+(ui.live.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
+default is set to one run for this test (the server process sets it before Streamlit starts; the app's files
+are not touched). A screenshot run keeps the app's default, so the README shows what a user sees."""
 
 from __future__ import annotations
 
@@ -21,6 +26,16 @@ CHROMIUM = "/usr/bin/chromium"
 MAIN = '[data-testid="stMain"]'
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
+
+# the live pages' runs per method: one for the test, the app's own default for the README's screenshots
+REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
+# `streamlit run` in this process, after setting the live pages' default number of runs (None: the app's)
+SERVE = (
+    "import sys; import ui.live as live; from streamlit.web import cli; "
+    "assert isinstance(live.DEFAULT_REPEATS, int), 'ui.live.DEFAULT_REPEATS moved: update tests/test_browser.py'; "
+    "live.DEFAULT_REPEATS = {repeats} or live.DEFAULT_REPEATS; "
+    "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"
+)
 
 
 def free_port() -> int:
@@ -44,22 +59,11 @@ def server():
             pytest.fail("chromium is missing; .ci/run should install it")
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     port = free_port()
+    args = ["run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port)]
+    # no file watcher: a module edited under the running server is not reloaded (with the default put back)
+    args += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-        ],
+        [sys.executable, "-c", SERVE.format(repeats=REPEATS), *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -140,6 +144,7 @@ def test_every_page_renders(page, shots):
     links = page.locator('[data-testid="stSidebarNav"] a')
     titles = [links.nth(i).inner_text().strip().splitlines()[-1] for i in range(links.count())]
     assert len(titles) >= 3
+    live = []  # the pages that showed their Repeats input
     for i, title in enumerate(titles[1:], 1):
         links.nth(i).click()
         settle(page)
@@ -150,5 +155,10 @@ def test_every_page_renders(page, shots):
                 settle(page)
         nudge_first_slider(page)
         no_exception(page)
+        repeats = page.get_by_label(re.compile(r"^Repeats"))
+        if REPEATS and repeats.count():  # a live page: it ran once per method
+            assert repeats.first.input_value() == str(REPEATS), title
+            live.append(title)
         assert page.locator(".js-plotly-plot").count() >= 1, f"no figure on {title}"
         page.screenshot(path=str(shots / f"{slug(title)}.png"), full_page=True)
+    assert live or not REPEATS, "no live page showed its Repeats input"
