@@ -37,7 +37,7 @@ def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
     ],
 )
 def test_presets_fill_the_sliders(tiny_app, page, method):
-    at = app_on(page, max_new_tokens=6)
+    at = app_on(page, max_new_tokens=3)
     assert at.radio(key=f"{method}.preset").value == "fastest"
     at.radio(key=f"{method}.preset").set_value("paper").run()
     assert not problems(at), problems(at)
@@ -65,7 +65,7 @@ def test_both_presets_are_measured_on_request(tiny_app):
 
 
 def test_presentation_mode_folds_settings_and_steps_with_buttons(tiny_app):
-    at = app_on("views/medusa.py", max_new_tokens=12)
+    at = app_on("views/medusa.py", max_new_tokens=6)
     assert not [b for b in at.button if b.key == "present_next"]
     at.toggle(key="sidebar.present").set_value(True).run()
     assert not problems(at)
