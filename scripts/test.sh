@@ -9,4 +9,4 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   exec .venv/bin/python -m pytest "$@"
 fi
-exec .venv/bin/python -m pytest -m "" "$@"
+exec .venv/bin/python -m pytest -m "" -n 0 "$@"
