@@ -103,7 +103,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise ConfigError("--limit must be at least 1.")
     items = select(read_prompts(a.prompts), a.limit, a.per_category)
     sampling = _sampling(a)
-    if a.batch:  # B prompts decoded together: throughput, latency and speedup per batch size
+    if a.batch or a.context:  # B prompts decoded together: throughput, latency and speedup per batch size
         from specviz.batched.bench import cli_bench
 
         return cli_bench(lambda: _load(a), names, configs, items, sampling, a)
@@ -190,6 +190,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--opt", action="append", default=[], metavar="METHOD.KEY=VALUE")
     b.add_argument("--json", metavar="OUT.json")
     b.add_argument("--batch", help="batch sizes, e.g. 1,4,16: decode that many prompts together (ar, pld, eagle)")
+    b.add_argument("--context", help="context lengths, e.g. 128,2048: long-document prompts of that many tokens")
     _sampling_args(b, 128)
     _model_args(b)
     pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")

@@ -16,6 +16,7 @@ PROMPT_KINDS_BENCH = BENCH_DIR / "prompt-kinds.json"  # the shipped prompts by k
 DATA = Path(__file__).resolve().parent / "data"  # shipped inside the package
 PROMPT_PRESETS = DATA / "prompts.jsonl"  # prompts by kind: demonstration and evaluation only, never training
 PROMPT_KINDS = DATA / "prompt_kinds.json"  # each kind's label and which methods tend to win on it
+LONG_DOCUMENT = DATA / "long_document.txt"  # real long text (two licenses, verbatim) for long-context prompts
 
 
 def cache_root() -> Path:

@@ -12,8 +12,9 @@ from specviz.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.probe import cached_curve
 from specviz.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.viz import compare as figs
+from specviz.viz import scaling
 from specviz.viz.categories import winners, wins_figure
-from specviz.viz.stored import category_bench, category_labels, kind_of
+from specviz.viz.stored import category_bench, category_labels, kind_of, scaling_results
 from ui.common import (
     config_controls,
     download_traces,
@@ -177,14 +178,45 @@ def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
     return {n: compare.method_shape(t) for n, t in traces.items() if n != "ar"}
 
 
-def batch_section(traces: dict) -> None:
+def scaling_section() -> None:
+    """Measured batch and context curves and the region where speculation pays, from the stored batched benches."""
+    found = scaling_results()
+    if not found:
+        st.info(
+            f"No batched bench result is stored in {BENCH_DIR.relative_to(REPO)} "
+            "(`python -m specviz bench --batch 1,4,16 --methods ar,pld,eagle …`)."
+        )
+        return
+    points = scaling.merge(d for _, d in found)
+    try:
+        show_figure(scaling.curve_figure(points, "batch", {"context": None}), "speedup_vs_batch")
+        show_figure(scaling.curve_figure(points, "context", {"batch": 1}), "speedup_vs_context")
+        show_figure(scaling.region_figure(points), "speculation_region")
+        stops = scaling.where_it_stops(points, "batch", {"context": None})
+    except (KeyError, TypeError, ValueError) as exc:
+        st.warning(f"A stored batched bench could not be read ({exc}).")
+        return
+    said = [f"{m} from batch {b}" if b else f"{m} at no batch measured" for m, b in stops.items()]
     st.caption(
-        "Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
-        "that each method's measured A and forward width would give at each batch size."
+        "Each point: every method decoding the same B prompts together, interleaved with batched plain decoding "
+        "at the same B, the median over repeats and its range (error bars); A and r as defined on the Home page. "
+        f"Speculation stops paying (median below 1×): {'; '.join(said) or 'not measured'}."
     )
-    if st.button("Measure the latency surface (once, about a minute)", key="compare.surface") or st.session_state.get(
-        "compare.surface_on"
-    ):
+    for path, data in found:
+        st.caption(f"{path.name}: {measured_where(data)}. `{data.get('command', '')}`")
+
+
+def batch_section(traces: dict) -> None:
+    scaling_section()
+    with st.expander("MODEL, not a measurement: the speedup the latency surface predicts per batch size"):
+        st.caption(
+            "Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
+            "that each method's measured A and forward width would give at each batch size."
+        )
+        if not st.button("Measure the latency surface (once, about a minute)", key="compare.surface") and (
+            not st.session_state.get("compare.surface_on")
+        ):
+            return
         st.session_state["compare.surface_on"] = True
         lm = get_model()
         if lm is None:
@@ -223,9 +255,8 @@ page_header(
     "(cost per pass), on this machine and, as a model, on others.",
 )
 configs = method_toggles()
-tab_live, tab_kinds, tab_set, tab_len, tab_batch, tab_hw = st.tabs(
-    ["Live on the prompt", "Where each method wins", "Prompt set", "Output length", "Batch size", "Hardware what-if"]
-)
+TABS = ["Live on the prompt", "Where each method wins", "Prompt set", "Output length", "Batch and context", "What-if"]
+tab_live, tab_kinds, tab_set, tab_len, tab_batch, tab_hw = st.tabs(TABS)
 with tab_live:
     live = live_section(configs)
 with tab_kinds:

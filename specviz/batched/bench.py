@@ -16,13 +16,14 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from specviz import measure
+from specviz.batched import contexts
 from specviz.batched.methods import NAMES, generate
 from specviz.batched.record import BatchTrace
 from specviz.compare import install_latency
@@ -31,6 +32,7 @@ from specviz.prompts import PromptItem, prepare
 from specviz.sampling import ConfigError, Sampling
 
 Progress = Callable[[int, int, str], None]
+WARM_PROMPT = 128  # tokens of each prompt (its end) that the warm-up decodes from
 
 
 def parse_batches(text: str) -> list[int]:
@@ -95,8 +97,9 @@ def measure_batch(
 ) -> list[dict[str, Any]]:
     """Every method at one batch size (len(prompts)), interleaved with ar, `repeats` times."""
     warm = Sampling(max_new_tokens=4)
-    for name in names:  # first calls at a new shape pay one-off allocation costs
-        generate(lm, prompts, warm, name, configs.get(name))
+    short = [p[-WARM_PROMPT:] for p in prompts]  # a long context's prefill would warm nothing more, for minutes
+    for name in names:  # first calls at a new batch size pay one-off allocation costs
+        generate(lm, short, warm, name, configs.get(name))
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for _ in range(repeats):
         traces, cpu = {}, {}
@@ -110,30 +113,64 @@ def measure_batch(
     return [point(n, len(prompts), runs[n]) for n in names]
 
 
+def parse_contexts(text: str | None) -> list[int | None]:
+    """'128,2048' -> [128, 2048]; None -> [None] (the prompt set's own prompts). ConfigError on bad lengths."""
+    if not text:
+        return [None]
+    try:
+        lengths = [int(p) for p in str(text).split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"--context takes lengths like 128,512,2048, got {text!r}.") from None
+    contexts.check(lengths)
+    return list(lengths)
+
+
+def batch_prompts(lm: LoadedModel, prompts: list[list[int]], batch: int, context: int | None) -> list[list[int]]:
+    """The batch's prompts: the set's first `batch` (cycled), or `batch` different `context`-token prompts."""
+    if context is None:
+        return [prompts[j % len(prompts)] for j in range(batch)]
+    return contexts.context_prompts(lm, context, batch)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What to measure: every batch size at every context length in tokens (long-document prompts,
+    specviz.batched.contexts); None as a context means the prompt set's own prompts."""
+
+    batches: tuple[int, ...]
+    contexts: tuple[int | None, ...] = (None,)
+
+
 def run(
     lm: LoadedModel,
     names: list[str],
     prompts: list[list[int]],
-    batches: list[int],
+    grid: Grid | list[int],
     sampling: Sampling,
     repeats: int = 3,
     configs: dict | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Every batch size in turn: the points, with the provenance taken when the first batch started."""
+    """Every (context, batch size) in turn: the points, with the provenance taken when the first one started.
+    Each point records its `context` and its prompts' median length."""
     if repeats < 1 or not prompts:
         raise ConfigError("The batched bench needs at least one prompt and one repeat.")
-    names = order(names)
+    grid = grid if isinstance(grid, Grid) else Grid(tuple(grid))
+    names, batches, lengths = order(names), list(grid.batches), list(grid.contexts)
+    if real := [n for n in lengths if n is not None]:
+        contexts.check(real, lm, sampling.max_new_tokens)
     prov = measure.provenance(lm.describe())
-    points = []
-    for i, b in enumerate(batches):
-        batch = [prompts[j % len(prompts)] for j in range(b)]  # cycled when the set has fewer than b
+    points, cells = [], [(n, b) for n in lengths for b in batches]
+    for i, (n, b) in enumerate(cells):
+        batch = batch_prompts(lm, prompts, b, n)
         measured = measure_batch(lm, names, batch, sampling, repeats, configs or {})
-        points += [p | {"load_after": measure.load_average()} for p in measured]  # other work on the cores shows here
+        extra = {"context": n, "prompt_tokens": int(statistics.median(len(p) for p in batch))}
+        points += [p | extra | {"load_after": measure.load_average()} for p in measured]  # contention shows here
         if progress:
-            progress(i + 1, len(batches), f"batch {b}")
+            progress(i + 1, len(cells), f"batch {b}" + (f", context {n}" if n else ""))
     return {
         "what": "batched greedy decoding: speedup against batched ar at the same batch, throughput, latency",
+        "contexts": lengths,
         "model": lm.name,
         "device": lm.describe(),
         "threads": torch.get_num_threads(),
@@ -151,7 +188,7 @@ def run(
 def format_table(result: dict[str, Any]) -> str:
     """The points as an aligned text table: medians, with the speedup's range."""
     cols = f"{'speedup':>20} {'tok/s':>8} {'lat med s':>9} {'lat max s':>9} {'A':>5} {'r':>5} {'cpu':>5} {'same':>6}"
-    head = f"{'B':>3} {'method':<7} {cols}"
+    head = f"{'B':>3} {'ctx':>5} {'method':<7} {cols}"
     lines = [
         f"{result['device']}, {result['threads']} threads; {result['max_new_tokens']} new tokens, "
         f"{result['repeats']} repeats, load "
@@ -163,7 +200,8 @@ def format_table(result: dict[str, Any]) -> str:
         s = p["speedup"]
         sp = f"{s['median']:.3f}x ({s['low']:.2f}-{s['high']:.2f})"
         lines.append(
-            f"{p['batch']:>3} {p['method']:<7} {sp:>20} {p['tokens_per_s']['median']:>8.1f} "
+            f"{p['batch']:>3} {p.get('context') or 'set':>5} {p['method']:<7} {sp:>20} "
+            f"{p['tokens_per_s']['median']:>8.1f} "
             f"{p['latency_median_s']['median']:>9.2f} {p['latency_max_s']['median']:>9.2f} {p['A']['median']:>5.2f} "
             f"{p['r']['median']:>5.2f} {p['cpu_ratio']['median']:>5.2f} {p['identical']:>3}/{p['batch']:<2}"
         )
@@ -176,7 +214,8 @@ def cli_bench(
     """`python -m specviz bench --batch 1,4,16`: print the table, write the JSON when --json is given."""
     import sys
 
-    batches, names = parse_batches(a.batch), order(names)  # bad sizes or methods fail before the model loads
+    batches, names = parse_batches(a.batch or "1"), order(names)  # bad input fails before the model loads
+    lengths = parse_contexts(getattr(a, "context", None))
     lm = load()
     install_latency(lm)  # prompt lookup's draft length follows this device's measured latency curve
     prompts = [prepare(lm, it.text) for it in items]
@@ -184,7 +223,7 @@ def cli_bench(
     def tick(done: int, total: int, what: str) -> None:
         print(f"{what} done ({done}/{total})", file=sys.stderr)
 
-    result = run(lm, names, prompts, batches, sampling, a.repeats, configs, tick)
+    result = run(lm, names, prompts, Grid(tuple(batches), tuple(lengths)), sampling, a.repeats, configs, tick)
     result["command"] = "python -m specviz " + " ".join(sys.argv[1:])
     print(format_table(result))
     if a.json:

@@ -22,6 +22,7 @@ from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling
 
 PAD = 0  # the token id written into a pad slot (never attended, so any id will do)
+PREFILL_CHUNK = 512  # prompt slots per prefill forward
 
 
 @dataclass
@@ -118,14 +119,26 @@ class BatchRun:
         return self.lm.lm_head(rows).float().argmax(dim=-1), hidden  # float(), as the one-row loop picks
 
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every prompt in one forward, left-padded to the longest → (ids [B, P], hidden [B, P, H], live [B, P])."""
+        """Every prompt, left-padded to the longest, in chunks of PREFILL_CHUNK slots → (ids [B, P],
+        hidden [B, P, H], live [B, P]).
+
+        Chunks keep the explicit mask and the attention scores at [B, ·, chunk, S] instead of [B, ·, P, P]
+        (about 2.3 GB of scores for one 8k-token prompt): each chunk attends the slots its row already holds
+        plus its own causal block, which is the one-forward prefill's attention, in a different order of sums.
+        """
         lens = torch.tensor([len(r.prompt_ids) for r in self.rows])
         width = int(lens.max())
         ids = [[PAD] * (width - len(r.prompt_ids)) + r.prompt_ids for r in self.rows]
         live = torch.arange(width)[None, :] >= (width - lens)[:, None]
         positions = (torch.arange(width)[None, :] - (width - lens)[:, None]).clamp_min(0)
-        causal = torch.ones(width, width, dtype=torch.bool).tril().expand(len(self.rows), width, width)
-        picks, hidden = self.verify(ids, positions, causal, live, last=True)
+        hiddens, picks = [], torch.empty(0)
+        for lo in range(0, width, PREFILL_CHUNK):
+            hi = min(width, lo + PREFILL_CHUNK)
+            causal = torch.ones(hi - lo, hi - lo, dtype=torch.bool).tril().expand(len(self.rows), hi - lo, hi - lo)
+            chunk = [row[lo:hi] for row in ids]
+            picks, hidden = self.verify(chunk, positions[:, lo:hi], causal, live[:, lo:hi], last=hi == width)
+            hiddens.append(hidden)
+        hidden = torch.cat(hiddens, dim=1)
         for b, row in enumerate(self.rows):
             row.root, row.hidden = int(picks[b, -1]), hidden[b, -1]
         return torch.tensor(ids), hidden, live

@@ -107,6 +107,29 @@ def _kinds(data: dict[str, Any], here: Provenance | None) -> dict[str, go.Figure
     return {"where_methods_win": wins_figure(data, _where(data, here), category_labels(data, kinds))}
 
 
+def scaling_results() -> list[tuple[Path, dict[str, Any]]]:
+    """The stored batched bench results (docs/bench/batched-*.json) that can be read, in name order (a later
+    file's point replaces an earlier one's when scaling.merge combines them)."""
+    found = [(p, _read(p)) for p in sorted(paths.BENCH_DIR.glob("batched-*.json"))]
+    return [(p, d) for p, d in found if d and isinstance(d.get("points"), list)]
+
+
+def _scaling(_data: dict[str, Any], here: Provenance | None) -> dict[str, go.Figure]:
+    from specviz.viz import scaling
+
+    points = scaling.merge(d for _, d in scaling_results())
+    return {
+        "speedup_vs_batch": scaling.curve_figure(points, "batch", {"context": None}),
+        "speedup_vs_context": scaling.curve_figure(points, "context", {"batch": 1}),
+        "speculation_region": scaling.region_figure(points),
+    }
+
+
+def _scaling_source() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], dict[str, go.Figure]]]]:
+    found = scaling_results()
+    return [(found[-1][0], _scaling)] if found else []
+
+
 def _category_source() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], dict[str, go.Figure]]]]:
     found = category_bench()
     return [(found[0], _kinds)] if found else []
@@ -119,6 +142,7 @@ def sources() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], 
         (paths.EAGLE_DIR / "live_sweep.json", _eagle),
         (paths.LOOKAHEAD_SWEEP, _lookahead),
         *_category_source(),
+        *_scaling_source(),
     ]
 
 
