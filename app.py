@@ -21,6 +21,7 @@ PAGES = [
     ("views/lookahead.py", "Lookahead & Jacobi", ":material/grid_on:"),
     ("views/acceptance.py", "Acceptance decisions", ":material/rule:"),
     ("views/compare.py", "Compare methods", ":material/leaderboard:"),
+    ("views/lineage.py", "Lineage", ":material/history_edu:"),
 ]
 
 st.set_page_config(page_title="specviz", page_icon=":material/speed:", layout="wide")

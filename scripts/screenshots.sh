@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Refresh docs/screenshots/ (the README's pictures): serve the app, visit every page in headless chromium on
-# the real model, and save one full-page PNG per page. The test suite's browser run saves to a temporary folder.
+# Refresh docs/screenshots/ (the README's pictures): serve the app on the real model and take the lecture tour
+# in headless chromium with presets only: a code prompt from the sidebar's presets, the "as in the paper"
+# preset on Medusa, EAGLE and Lookahead, each page at full length (1600 px wide) and at the 1600 x 900 slide
+# size. The test suite's browser run saves its screenshots to a temporary folder instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-SPECVIZ_SCREENSHOTS="$PWD/docs/screenshots" exec .venv/bin/python -m pytest -m browser -q -p no:cacheprovider \
-  tests/test_browser.py "$@"
+exec .venv/bin/python scripts/lecture_shots.py "$@"

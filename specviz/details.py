@@ -154,6 +154,15 @@ class LookaheadStep(Detail):
     pool_top: list[dict] | None = None  # the pool's busiest keys (recorded on the last step)
 
 
+@dataclass(frozen=True)
+class HybridStep(EagleStep):
+    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
+
+    METHOD: ClassVar[str] = "hybrid"
+    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
+    candidates: list[list[int]]  # the n-gram candidates looked up for this root
+
+
 DETAILS: dict[str, type[Detail]] = {
-    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, JacobiStep, LookaheadStep)
+    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, HybridStep, JacobiStep, LookaheadStep)
 }

@@ -25,6 +25,7 @@ MODULES: dict[str, str] = {
     "eagle": "specviz.methods.eagle",
     "jacobi": "specviz.methods.jacobi",
     "lookahead": "specviz.methods.lookahead",
+    "hybrid": "specviz.methods.hybrid",
 }
 
 

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-import torch
 
 from specviz.details import EagleStep
-from specviz.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, new_head
-from specviz.heads.eagle_drafter import Drafter
+from specviz.eagle_tree import TreeStepper, load_head
+from specviz.heads.eagle import EagleHead, HeadError, new_head
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
-from specviz.tree import TreeSpec, commit_path, verify_tree
-from specviz.tree_sampling import greedy_path, sample_path
 
 NAME = "eagle"
 LABEL = "EAGLE-2"
@@ -57,79 +51,28 @@ class Config:
 
 def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
     """The head named by the config, loaded once per (model, folder, file time)."""
-    if cfg.head == "random":
-        return new_head(lm.hf.config, lm.name, seed=0).to(lm.device).eval()
-    return cached_head(lm, Path(cfg.head) if cfg.head else DEFAULT_DIR)  # on lm.device
-
-
-def head_dtype(lm: LoadedModel, cfg: Config) -> torch.dtype:
-    """bf16 only where the target runs fp32 or bf16 (the float64 test model keeps its own dtype)."""
-    if cfg.head_dtype == "model" or lm.dtype == torch.float64:
-        return lm.dtype
-    return torch.bfloat16 if cfg.head_dtype == "bf16" else torch.float32
+    return load_head(lm, cfg)
 
 
 class State:
-    """Per-generation EAGLE state next to the shared Run: the head's drafter and its own KV cache."""
+    """Per-generation EAGLE state next to the shared Run: the tree stepper (the head's drafter and cache)."""
 
     def __init__(self, run: Run, head: EagleHead, cfg: Config) -> None:
-        self.cfg = cfg
-        self.drafter = Drafter(head, run.lm, head_dtype(run.lm, cfg))
-        self.paths = static_paths(head, cfg) if cfg.tree == "static" else []
-
-    def draft(self, run: Run, root: int) -> DraftTree:
-        """Catch the head up with the verified features, then grow this step's tree from the root."""
-        tree = DraftTree(tokens=[root])
-        tree.feats[0], tree.logps[0] = self.drafter.catch_up(run.pending_hidden, root)
-        grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths)
-        return tree
+        self.tree = TreeStepper(run.lm, head, cfg)
+        self.drafter = self.tree.drafter
 
     def step(self, run: Run, root: int) -> Outcome:
         """propose (draft tree) → verify (one target forward) → accept → commit (target and head caches)."""
-        f_t, prefix = run.pending_hidden, run.seq_len
-        with run.phase("draft"):
-            tree = self.draft(run, root)
-            nodes, spec = tree.verified()
-            tokens = [tree.tokens[n] for n in nodes]
-        with run.phase("verify"):
-            logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
-        path, nxt, decisions = accept(run, tokens, spec, logits)
-        with run.phase("commit"):
-            commit_path(run.cache, prefix, path)
-            self.drafter.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
-            self.drafter.push(hidden[path], [tokens[i] for i in path[1:]])
-
-        def record() -> EagleStep:
-            emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
-            return EagleStep(
-                tree_detail(tree, run.lm.token_text, self.cfg.tree),
-                nodes,
-                spec.parents,
-                [nodes[i] for i in path],
-                feature_view(f_t, emb, tree.feats[0], hidden[0]),
-                decisions,
-                nxt,
-            )
-
+        res = self.tree.step(run, root)
         return Outcome(
-            accepted=[tokens[i] for i in path[1:]],
-            proposed=len(tree.tokens) - 1,
-            forward_tokens=len(spec),
-            logits=logits[path[-1]],
-            hidden=hidden[path[-1]],
-            next_root=nxt,
-            detail=record,
+            accepted=res.accepted,
+            proposed=len(res.tree.tokens) - 1,
+            forward_tokens=len(res.spec),
+            logits=res.logits[res.path[-1]],
+            hidden=res.hidden[res.path[-1]],
+            next_root=res.next_root,
+            detail=lambda: EagleStep(**self.tree.record(res, run.lm.token_text)),
         )
-
-
-def accept(
-    run: Run, tokens: list[int], spec: TreeSpec, logits: torch.Tensor
-) -> tuple[list[int], int | None, list[dict] | None]:
-    """Greedy matching at T = 0, tree speculative sampling at T > 0: (path, residual token, decisions)."""
-    if run.sampling.greedy:
-        return greedy_path(tokens, spec, logits), None, None
-    path, nxt, records = sample_path(tokens, spec, target_probs(logits, run.sampling), run.gen)
-    return path, nxt, records
 
 
 def generate(

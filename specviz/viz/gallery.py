@@ -17,6 +17,7 @@ from specviz.viz.timeline import timeline_figure, tokens_over_time_figure
 METHOD_VIEWS: dict[str, str] = {
     "medusa": "specviz.viz.tree:gallery",
     "eagle": "specviz.viz.eagle:gallery",
+    "hybrid": "specviz.viz.eagle:gallery",
     "jacobi": "specviz.viz.gallery:jacobi_views",
     "lookahead": "specviz.viz.gallery:lookahead_views",
     "sps": "specviz.viz.acceptance:gallery",

@@ -89,7 +89,12 @@ def curve_figure(points: list[Point], axis: str, fixed: dict[str, Any], slide: b
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(legend=LEGEND_BELOW)
     what = "batch size" if axis == "batch" else "context length"
-    return apply(fig, f"Measured: speedup, A and r against {what}", slide=slide, height=380)
+    return _subplot_titles(apply(fig, f"Measured: speedup, A and r against {what}", slide=slide, height=380), slide)
+
+
+def _subplot_titles(fig: go.Figure, slide: bool) -> go.Figure:
+    """Subplot titles (this module's only annotations) at the size of the theme's axis titles."""
+    return fig.update_annotations(font_size=22 if slide else 14)
 
 
 def grid(points: list[Point], method: str) -> tuple[list[int], list[int], list[list[float | None]]]:
@@ -126,26 +131,32 @@ def region_figure(points: list[Point], slide: bool = False) -> go.Figure:
             col=col,
         )
         if len(batches) > 1 and len(lengths) > 1:
-            fig.add_contour(
-                x=list(range(len(batches))),
-                y=list(range(len(lengths))),
-                z=z,
-                contours={"start": 1.0, "end": 1.0, "size": 1.0, "coloring": "none"},
-                line={"color": "#111827", "width": 3, "dash": "dash"},
-                showscale=False,
-                hoverinfo="skip",
-                name="1× crossing",
-                showlegend=col == 1,
-                row=1,
-                col=col,
-            )
+            _crossing(fig, len(batches), len(lengths), z, col)
         fig.update_xaxes(
             tickvals=list(range(len(batches))), ticktext=[str(b) for b in batches], title="batch", row=1, col=col
         )
         fig.update_yaxes(tickvals=list(range(len(lengths))), ticktext=[str(n) for n in lengths], row=1, col=col)
     fig.update_yaxes(title="context (tokens)", row=1, col=1)
     fig.update_layout(legend=LEGEND_BELOW)
-    return apply(fig, "Where speculation pays: measured speedup by batch and context", slide=slide, height=400)
+    title = "Where speculation pays: measured speedup by batch and context"
+    return _subplot_titles(apply(fig, title, slide=slide, height=400), slide)
+
+
+def _crossing(fig: go.Figure, nb: int, nl: int, z: list[list[float | None]], col: int) -> None:
+    """The 1× contour over one method's grid, interpolated between the measured cells."""
+    fig.add_contour(
+        x=list(range(nb)),
+        y=list(range(nl)),
+        z=z,
+        contours={"start": 1.0, "end": 1.0, "size": 1.0, "coloring": "none"},
+        line={"color": "#111827", "width": 3, "dash": "dash"},
+        showscale=False,
+        hoverinfo="skip",
+        name="1× crossing",
+        showlegend=col == 1,
+        row=1,
+        col=col,
+    )
 
 
 def where_it_stops(points: list[Point], axis: str, fixed: dict[str, Any]) -> dict[str, int | None]:

@@ -78,6 +78,15 @@ def category_bench() -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
+def spec_bench() -> tuple[Path, dict[str, Any]] | None:
+    """The newest stored Spec-Bench result with per-method figures (docs/bench/specbench-*.json)."""
+    for path in sorted(paths.BENCH_DIR.glob("specbench-*.json"), reverse=True):
+        data = _read(path)
+        if data and isinstance(data.get("methods"), dict):
+            return path, data
+    return None
+
+
 def kind_of(category: str, kinds: list[str]) -> str:
     """The shipped kind a bench category is (or resembles); '' when none."""
     return category if category in kinds else SPEC_BENCH_KIND.get(category, "")

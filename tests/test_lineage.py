@@ -1,0 +1,42 @@
+"""The lineage: a well-formed graph of works, and a figure that shows measurements only where they exist."""
+
+from __future__ import annotations
+
+from specviz import methods
+from specviz.lineage import WORKS, by_key, edges
+from specviz.viz.lineage import lineage_figure, measured_values, node_caption
+
+BENCH = {"methods": {"eagle": {"mean_accepted": 1.75, "speedup": 1.26}, "pld": {"mean_accepted": 1.5, "speedup": 1.3}}}
+
+
+def test_the_graph_is_well_formed():
+    keys = by_key()
+    assert len(keys) == len(WORKS)
+    for parent, child, _why in edges():
+        assert parent.key in keys and parent.year <= child.year, (parent.key, child.key)
+        assert parent.place[0] < child.place[0], "an arrow runs left to right"
+    assert len({w.place for w in WORKS}) == len(WORKS), "two works drawn on one spot"
+    for w in WORKS:
+        assert not w.runs or w.runs in methods.available(), w.runs
+    roots = {w.key for w in WORKS if not w.parents}
+    assert {"stern", "sps", "jacobi"} <= roots and "dflash" not in roots
+
+
+def test_measured_only_where_run_and_stored():
+    measured = measured_values(BENCH)
+    works = by_key()
+    assert node_caption(works["eagle2"], measured) == "A 1.75 · 1.26×"
+    assert "not in the stored bench" in node_caption(works["eagle"], measured)  # the static tree was not benched
+    assert "not in the stored bench" in node_caption(works["medusa"], measured)
+    assert node_caption(works["hydra"], measured) == "described, not measured"
+    assert measured_values(None) == {} and measured_values({"methods": {"x": {"speedup": "?"}}}) == {}
+
+
+def test_the_figure_draws_every_work_and_arrow():
+    fig = lineage_figure(BENCH, "on a test machine")
+    texts = [d.text[0] for d in fig.data]
+    assert len(texts) == len(WORKS)
+    assert any("EAGLE-2" in t and "1.26×" in t for t in texts)
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    assert len(arrows) == len(edges())
+    assert "on a test machine" in fig.layout.title.text

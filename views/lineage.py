@@ -1,0 +1,46 @@
+"""Lineage: the works from blockwise decoding to DFlash, the four questions answered by each, measured where run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz.lineage import WORKS
+from specviz.paths import REPO
+from specviz.viz.lineage import lineage_figure, measured_values, node_caption
+from specviz.viz.stored import spec_bench
+from ui.common import page_header, show_figure
+from ui.live import measured_where
+
+page_header(
+    "Where the methods come from",
+    "Each work after Medusa fixed one of its weak points. Which question did each one answer differently?",
+)
+found = spec_bench()
+bench = found[1] if found else None
+where = measured_where(bench) if bench else ""
+show_figure(lineage_figure(bench, where), "lineage")
+if found:
+    path, data = found
+    st.caption(
+        f"A and speedup: greedy, against plain decoding, {data.get('prompts', '?')} Spec-Bench questions, "
+        f"stored in {path.relative_to(REPO)} ({where}); re-measure with `{data.get('command', '')}`. "
+        "Hollow nodes are described from their papers and not run here."
+    )
+else:
+    st.info("No stored Spec-Bench result in docs/bench: the works the app runs show no measurement yet.")
+measured = measured_values(bench)
+st.dataframe(
+    [
+        {
+            "work": f"{w.name} ({w.year})",
+            "where the drafts come from": w.drafts,
+            "how candidates are organised": w.organised,
+            "lossless?": w.lossless,
+            "what the step spends": w.bound,
+            "here": node_caption(w, measured).replace("<br>", "; "),
+            "paper": f"arXiv:{w.arxiv}" if w.arxiv else "",
+        }
+        for w in WORKS
+    ],
+    hide_index=True,
+)
