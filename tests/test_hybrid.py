@@ -66,15 +66,27 @@ def test_graft_cuts_a_candidate_when_nothing_can_leave():
     assert all(len(v) == len(set(v)) for v in children.values())  # siblings stay distinct (point masses)
 
 
-def test_pool_nodes_carry_the_copy_on_repetitive_text(tiny_lm):
-    """Greedy on a prompt that repeats itself: the pool's nodes are verified, and the output is plain decoding's."""
-    ids = tiny_lm.encode_prompt("one two three four five one two three four five one two three four five")
+def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
+    """A pool that knows plain decoding's continuation (the lookup patched to return it): its nodes join the
+    tree, are verified in the same forward and accepted, and the output is still plain decoding's."""
+    ids = tiny_lm.encode_prompt("Tell me about rivers")
     s = Sampling(max_new_tokens=24)
-    t = hybrid.generate(tiny_lm, ids, s, **hybrid.tiny_resources(tiny_lm))
-    assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
+    plain = ar.generate(tiny_lm, ids, s).output_ids
+    kw = hybrid.tiny_resources(tiny_lm)
+
+    def oracle(seq, max_ngram, min_ngram, length, count):
+        done = len(seq) - len(ids)  # tokens committed so far, the root included
+        return [plain[done : done + length]] if plain[done - 1 : done] == seq[-1:] else []
+
+    monkeypatch.setattr(hybrid, "lookup_tails", oracle)
+    t = hybrid.generate(tiny_lm, ids, s, **kw)
+    assert t.output_ids == plain
     steps = [d for _, d in t.detailed(HybridStep)]
-    assert steps and all(len(d.sources) == len(d.tree["tokens"]) for d in steps)
-    assert all(sum(d.tree["kept"]) <= hybrid.tiny_resources(tiny_lm)["config"].total_tokens for d in steps)
+    assert all(len(d.sources) == len(d.tree["tokens"]) for d in steps)
+    assert all(sum(d.tree["kept"]) <= kw["config"].total_tokens for d in steps)
+    on_path = [d.sources[n] for d in steps for n in d.path[1:]]
+    assert on_path and on_path.count("head") < len(on_path)  # the pool's nodes were accepted
+    assert t.mean_accepted > 3  # an untrained head alone accepts about nothing
 
 
 @pytest.fixture(scope="module")

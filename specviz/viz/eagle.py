@@ -183,7 +183,7 @@ def gallery(trace: Trace) -> dict[str, go.Figure]:
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         best, d = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
-        out["tree"] = growth_figure(d.tree, accepted=d.path, slide=True)
+        out["tree"] = growth_figure(d.tree, accepted=d.path, slide=True, sources=getattr(d, "sources", None))
         out["verify"], out["mask"] = verify_figures(best, slide=True)
         out["features"] = feature_figure(best, slide=True)
     return out

@@ -131,8 +131,10 @@ def growth_figure(
     accepted: list[int] | None = None,
     title: str | None = None,
     slide: bool = False,
+    sources: list[str] | None = None,
 ) -> go.Figure:
-    """The drafted tree after `stage` rounds (depth + 1 = after the rerank); diamonds ran through the head."""
+    """The drafted tree after `stage` rounds (depth + 1 = after the rerank); diamonds ran through the head.
+    `sources` (per node: head, pool or both, as the hybrid records) rings the nodes the n-gram pool proposed."""
     depth = max(tree["depth"])
     at = depth + 1 if stage is None else stage  # the rounds shown
     acc = set(accepted or []) if at > depth else set()
@@ -142,6 +144,8 @@ def growth_figure(
     fig = go.Figure()
     _edges(fig, tree, pos, shown, acc)
     _nodes(fig, tree, pos, shown, states, True, slide)
+    if sources:
+        _sources(fig, pos, [i for i in shown if tree["kept"][i]], sources, slide)
     ys = [y for _, y in pos.values()]
     fig.update_xaxes(visible=False, range=[-0.45, depth + 0.75])  # room for the root's label and the leaves'
     fig.update_yaxes(visible=False, range=[min(ys) - 0.7, max(ys) + 0.9])
@@ -152,6 +156,27 @@ def growth_figure(
             else f"After the rerank: {sum(tree['kept'])} of {len(shown)} drafted nodes go to verification"
         )
     return apply(fig, title, slide, height=max(380, tree_sizes(tree["parents"], slide)[0]))
+
+
+SOURCE_RINGS = {
+    "pool": ("square-open", "proposed by the n-gram pool"),
+    "both": ("circle-open", "by the head and the pool"),
+}
+
+
+def _sources(fig: go.Figure, pos: dict, nodes: list[int], sources: list[str], slide: bool) -> None:
+    """A ring around each verified node the n-gram pool proposed (alone, or as well as the head)."""
+    for kind, (symbol, label) in SOURCE_RINGS.items():
+        mine = [i for i in nodes if i < len(sources) and sources[i] == kind]
+        if mine:
+            fig.add_scatter(
+                x=[pos[i][0] for i in mine],
+                y=[pos[i][1] for i in mine],
+                mode="markers",
+                marker={"symbol": symbol, "size": 34 if slide else 26, "color": "#332288", "line": {"width": 3}},
+                name=label,
+                hoverinfo="skip",
+            )
 
 
 def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go.Figure:
