@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-TOUR = ["Home", "Timeline", "Medusa", "EAGLE", "Lookahead", "Acceptance", "Compare"]
+TOUR = ["Why parallel", "Timeline", "Medusa", "EAGLE", "Lookahead", "Acceptance", "Compare", "Lineage"]
 PAPER_PAGES = ("Medusa", "EAGLE", "Lookahead")
 
 
@@ -54,14 +54,23 @@ def settle(pg, timeout_ms: int = 900_000) -> None:
 
 def pick_prompt(pg, label: str, tokens: int) -> None:
     """The sidebar's prompt preset (a selectbox) and the number of new tokens."""
-    box = pg.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Prompt preset")
-    box.locator('[data-baseweb="select"]').click()
+    pg.get_by_role("combobox", name="Prompt preset").click()
     pg.get_by_role("option", name=label).click()
     settle(pg)
     new = pg.get_by_label("Max new tokens")
     new.fill(str(tokens))
     new.press("Enter")
     settle(pg)
+
+
+def full_page(pg, path: Path) -> None:
+    """The whole page: Streamlit scrolls inside its main area, so grow the window to the content's height."""
+    height = pg.evaluate('document.querySelector(\'[data-testid="stMain"]\').scrollHeight')
+    pg.set_viewport_size({"width": 1600, "height": min(12000, max(900, int(height)))})
+    pg.wait_for_timeout(1500)
+    pg.screenshot(path=str(path))
+    pg.set_viewport_size({"width": 1600, "height": 900})
+    pg.wait_for_timeout(500)
 
 
 def slug(title: str) -> str:
@@ -89,14 +98,14 @@ def tour(url: str, out: Path, prompt: str, tokens: int) -> list[str]:
             if want in PAPER_PAGES:
                 pg.get_by_text("as in the paper", exact=True).first.click()
                 settle(pg)
-            if want == "Home":
+            if want == "Why parallel":
                 pg.get_by_role("button", name="Decode").click()
                 settle(pg)
             if pg.locator('[data-testid="stException"]').count():
                 raise SystemExit(f"{names[i]} shows an exception")
             name = slug(names[i])
-            pg.screenshot(path=str(out / f"{name}.png"), full_page=True)
             pg.screenshot(path=str(out / f"{name}_slide.png"))
+            full_page(pg, out / f"{name}.png")
             saved += [f"{name}.png", f"{name}_slide.png"]
         browser.close()
     return saved

@@ -101,6 +101,10 @@ class Spread:
     high: float
     n: int
 
+    def short(self, unit: str = "×", digits: int = 2) -> str:
+        """'1.31× · 3 runs' or '1.31× · one run': what fits a metric on a page column (the range goes beside)."""
+        return f"{self.median:.{digits}f}{unit} · " + ("one run" if self.n <= 1 else f"{self.n} runs")
+
     def label(self, unit: str = "×", digits: int = 2) -> str:
         """'1.31× (1.24–1.38), 3 runs', or '1.31× (one run)'."""
         head = f"{self.median:.{digits}f}{unit}"

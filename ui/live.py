@@ -70,9 +70,13 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
     return {}
 
 
-def speedup_label(runs: dict[str, list[Trace]], name: str) -> str:
-    """'1.31× (1.24–1.38), 3 runs' or '1.31× (one run)': measure.paired over the interleaved runs."""
-    return measure.paired(runs["ar"][: len(runs[name])], runs[name])["speedup"].label()
+def speedup_metric(col, runs: dict[str, list[Trace]], name: str, label: str, help: str) -> None:
+    """The median speedup as a metric ('1.31× · 3 runs', short enough for a quarter of the page) and its
+    range over the interleaved runs beneath it (measure.paired)."""
+    sp = measure.paired(runs["ar"][: len(runs[name])], runs[name])["speedup"]
+    col.metric(label, sp.short(), help=help)
+    if sp.n > 1:
+        col.caption(f"range {sp.low:.2f}–{sp.high:.2f}× over {sp.n} interleaved runs")
 
 
 def median_pair(runs: dict[str, list[Trace]], name: str) -> tuple[Trace, Trace]:

@@ -23,7 +23,7 @@ from specviz.viz.eagle import (
 )
 from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
 
@@ -87,14 +87,16 @@ m[0].metric(
 if alt is not None:
     m[1].metric(f"A ({other.tree})", f"{alt.mean_accepted:.2f}")
 if ar is not None:
-    m[2].metric(
+    speedup_metric(
+        m[2],
+        runs,
+        "eagle",
         "Speedup vs plain decoding",
-        speedup_label(runs, "eagle"),
-        help="Generation time of plain decoding over EAGLE's (prefill + steps), runs interleaved after "
+        "Generation time of plain decoding over EAGLE's (prefill + steps), runs interleaved after "
         "a warm-up: the median ratio and its range.",
     )
     m[3].metric(
-        "Same tokens as plain decoding",
+        "Same tokens as ar",
         same_tokens(ar, trace),
         help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
         "not the exact tokens.",
@@ -102,8 +104,8 @@ if ar is not None:
 drafted = [x for x in trace.steps if x.detail is not None]
 if drafted:
     m[4].metric(
-        "draft / verify per step",
-        f"{1000 * median(x.draft_s for x in drafted):.1f} / {1000 * median(x.verify_s for x in drafted):.0f} ms",
+        "draft / verify ms",
+        f"{1000 * median(x.draft_s for x in drafted):.1f} / {1000 * median(x.verify_s for x in drafted):.0f}",
         help="Medians over this run's drafting steps, so a slow first step (kernels warming up) does not dominate.",
     )
 show_figure(steps_figure(trace, ar), "eagle_steps")

@@ -13,7 +13,7 @@ from specviz.viz.jacobi import jacobi_grid_figure
 from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
 from specviz.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
 
@@ -56,10 +56,12 @@ if "ar" in runs and "lookahead" in runs:
     paired = measure.paired(runs["ar"][: len(runs["lookahead"])], runs["lookahead"])
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("A (tokens per forward)", f"{la.mean_accepted:.2f}")
-    m2.metric(
+    speedup_metric(
+        m2,
+        runs,
+        "lookahead",
         "Speedup vs ar",
-        speedup_label(runs, "lookahead"),
-        help="Generation time of plain decoding over lookahead's (prefill + steps), runs interleaved "
+        "Generation time of plain decoding over lookahead's (prefill + steps), runs interleaved "
         "after a warm-up: the median ratio and its range.",
     )
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")

@@ -20,7 +20,7 @@ from specviz.viz.tree import (
     tree_figure,
 )
 from ui.common import page_header, settings, show_figure
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_label
+from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
 
@@ -78,10 +78,12 @@ m1.metric(
 )
 m2.metric("Predicted A", f"{1 + sparse_tree(acc[:heads], budget)[1]:.2f}", help="1 + Σ path weights (calibration)")
 if ar is not None:
-    m3.metric(
+    speedup_metric(
+        m3,
+        runs,
+        "medusa",
         "Speedup vs plain decoding",
-        speedup_label(runs, "medusa"),
-        help="Generation time of plain decoding over Medusa's (prefill + steps), runs interleaved after a "
+        "Generation time of plain decoding over Medusa's (prefill + steps), runs interleaved after a "
         "warm-up: the median ratio and its range.",
     )
     m4.metric(
