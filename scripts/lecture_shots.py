@@ -65,7 +65,7 @@ def pick_prompt(pg, label: str, tokens: int) -> None:
 
 def full_page(pg, path: Path) -> None:
     """The whole page: Streamlit scrolls inside its main area, so grow the window to the content's height."""
-    height = pg.evaluate('document.querySelector(\'[data-testid="stMain"]\').scrollHeight')
+    height = pg.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     pg.set_viewport_size({"width": 1600, "height": min(12000, max(900, int(height)))})
     pg.wait_for_timeout(1500)
     pg.screenshot(path=str(path))
