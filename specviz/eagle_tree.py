@@ -14,23 +14,18 @@ from typing import Any, Protocol
 import torch
 
 from specviz.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.heads.eagle import DEFAULT_DIR, EagleHead, cached_head, new_head
+from specviz.draft_tree import Shape as TreeShape
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, new_head
 from specviz.heads.eagle_drafter import Drafter
 from specviz.model import LoadedModel
-from specviz.sampling import Sampling, target_probs
+from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.tree import TreeSpec, commit_path, verify_tree
 from specviz.tree_sampling import greedy_path, sample_path
 
 
-class Shape(Protocol):
+class Shape(TreeShape, Protocol):
     """What a tree method's frozen Config says about the tree and the head (read-only)."""
 
-    @property
-    def depth(self) -> int: ...
-    @property
-    def top_k(self) -> int: ...
-    @property
-    def total_tokens(self) -> int: ...
     @property
     def tree(self) -> str: ...
     @property
@@ -47,11 +42,24 @@ class Step(Protocol):
     sampling: Sampling
     gen: torch.Generator
 
+    prompt_ids: list[int]
+    prefill_s: float
+
     @property
     def pending_hidden(self) -> torch.Tensor: ...
     @property
     def seq_len(self) -> int: ...
     def phase(self, name: str) -> AbstractContextManager[None]: ...
+    def prefill(self) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def now(self) -> float: ...
+
+
+def head_for(lm: LoadedModel, cfg: Shape, head: EagleHead | None) -> EagleHead:
+    """The head given, else the config's (ConfigError, with the reason, when none can be loaded)."""
+    try:
+        return head or load_head(lm, cfg)
+    except HeadError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_head(lm: LoadedModel, cfg: Shape) -> EagleHead:
@@ -104,6 +112,16 @@ class TreeStepper:
         self.cfg = cfg
         self.drafter = Drafter(head, lm, head_dtype(lm, cfg))
         self.paths = static_paths(head, cfg) if cfg.tree == "static" else []
+
+    @classmethod
+    def start(cls, run: Step, head: EagleHead, cfg: Shape) -> TreeStepper:
+        """Prefill the target, then the head's own prefill over the prompt's pairs (timed as prefill)."""
+        _, hidden = run.prefill()
+        stepper = cls(run.lm, head, cfg)
+        t = run.now()
+        stepper.drafter.reset(run.prompt_ids, hidden)
+        run.prefill_s += run.now() - t
+        return stepper
 
     def draft(self, feature: torch.Tensor, root: int) -> DraftTree:
         """Catch the head up with the verified features, then grow this step's tree from the root."""

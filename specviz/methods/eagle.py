@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.details import EagleStep
-from specviz.eagle_tree import TreeStepper, load_head
-from specviz.heads.eagle import EagleHead, HeadError, new_head
+from specviz.eagle_tree import TreeStepper, head_for, load_head
+from specviz.heads.eagle import EagleHead, new_head
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling
@@ -57,9 +57,8 @@ def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
 class State:
     """Per-generation EAGLE state next to the shared Run: the tree stepper (the head's drafter and cache)."""
 
-    def __init__(self, run: Run, head: EagleHead, cfg: Config) -> None:
-        self.tree = TreeStepper(run.lm, head, cfg)
-        self.drafter = self.tree.drafter
+    def __init__(self, tree: TreeStepper) -> None:
+        self.tree = tree
 
     def step(self, run: Run, root: int) -> Outcome:
         """propose (draft tree) → verify (one target forward) → accept → commit (target and head caches)."""
@@ -86,17 +85,9 @@ def generate(
 ) -> Trace:
     """Decode with an EAGLE head until EOS or max_new_tokens; raise ConfigError when no head is found."""
     cfg = config or Config()
-    try:
-        head = head or get_head(lm, cfg)
-    except HeadError as exc:
-        raise ConfigError(str(exc)) from None
+    head = head_for(lm, cfg, head)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    _, hidden = run.prefill()
-    state = State(run, head, cfg)
-    t = run.now()
-    state.drafter.reset(run.prompt_ids, hidden)  # the head's own prefill over the prompt's pairs
-    run.prefill_s += run.now() - t
-    return run.decode(state.step)
+    return run.decode(State(TreeStepper.start(run, head, cfg)).step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.details import HybridStep
-from specviz.eagle_tree import TreeStepper, load_head
-from specviz.heads.eagle import EagleHead, HeadError, new_head
+from specviz.eagle_tree import TreeStepper, head_for
+from specviz.heads.eagle import EagleHead, new_head
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling
@@ -58,8 +58,8 @@ class Config:
 class State:
     """The EAGLE tree stepper, plus this step's candidates and who proposed each node."""
 
-    def __init__(self, run: Run, head: EagleHead, cfg: Config) -> None:
-        self.cfg, self.tree = cfg, TreeStepper(run.lm, head, cfg)
+    def __init__(self, tree: TreeStepper, cfg: Config) -> None:
+        self.cfg, self.tree = cfg, tree
         self.sources: list[str] = []
         self.tails: list[list[int]] = []
 
@@ -97,17 +97,9 @@ def generate(
 ) -> Trace:
     """Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens."""
     cfg = config or Config()
-    try:
-        head = head or load_head(lm, cfg)
-    except HeadError as exc:
-        raise ConfigError(str(exc)) from None
+    head = head_for(lm, cfg, head)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    _, hidden = run.prefill()
-    state = State(run, head, cfg)
-    t = run.now()
-    state.tree.drafter.reset(run.prompt_ids, hidden)
-    run.prefill_s += run.now() - t
-    return run.decode(state.step)
+    return run.decode(State(TreeStepper.start(run, head, cfg), cfg).step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
