@@ -18,6 +18,7 @@ from specviz.methods import hybrid
 from specviz.model import Resources
 from specviz.sampling import Sampling, target_probs
 from specviz.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
+from specviz.viz.eagle import POOL_MARK, verify_figures
 
 
 def test_lookup_finds_distinct_continuations_longest_match_first():
@@ -87,6 +88,9 @@ def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
     on_path = [d.sources[n] for d in steps for n in d.path[1:]]
     assert on_path and on_path.count("head") < len(on_path)  # the pool's nodes were accepted
     assert t.mean_accepted > 3  # an untrained head alone accepts about nothing
+    step = next(st for st, d in t.detailed(HybridStep) if "pool" in d.sources)
+    _, mask = verify_figures(step)  # the mask marks the pool's nodes
+    assert any(POOL_MARK in str(tick) for tick in mask.layout.yaxis.ticktext or mask.data[0].y)
 
 
 @pytest.fixture(scope="module")

@@ -46,8 +46,23 @@ def verified_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str]
         else:
             status.append("unreached")
         extra = f"<br>target p = {judged[j]['p']:.3f}, u = {judged[j]['u']:.3f}" if j in judged else ""
+        extra += f"<br>proposed by: {_source(d, n)}" if _source(d, n) else ""
         hover.append(node_hover(tree, n) + f"<br><b>{status[-1]}</b>" + extra)
-    return parents, [label(tree["texts"][n]) for n in nodes], status, hover
+    return (
+        parents,
+        [POOL_MARK * (_source(d, n) in ("pool", "both")) + label(tree["texts"][n]) for n in nodes],
+        status,
+        hover,
+    )
+
+
+POOL_MARK = "⊕"  # before the label of a verified node the n-gram pool proposed (the hybrid's trees)
+
+
+def _source(d: EagleStep, node: int) -> str:
+    """Who proposed a drafted node: '' for EAGLE-2 (always the head), head / pool / both for the hybrid."""
+    sources = getattr(d, "sources", None)
+    return sources[node] if sources and node < len(sources) else ""
 
 
 def verify_figures(step: StepTrace, slide: bool = False) -> tuple[go.Figure, go.Figure]:
@@ -62,7 +77,10 @@ def verify_figures(step: StepTrace, slide: bool = False) -> tuple[go.Figure, go.
         f"Verification: {len(path) - 1} drafted token(s) accepted + 1 from the target",
         slide,
     )
-    return tree, mask_figure(parents, labels, path, "Tree-attention mask of the verified nodes", slide)
+    title = "Tree-attention mask of the verified nodes"
+    if any(lab.startswith(POOL_MARK) for lab in labels):
+        title += f" ({POOL_MARK}: from the n-gram pool)"
+    return tree, mask_figure(parents, labels, path, title, slide)
 
 
 def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
