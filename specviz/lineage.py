@@ -77,7 +77,7 @@ WORKS: tuple[Work, ...] = (
          "the EAGLE head, plus n-gram continuations found in the text itself",
          "one tree: the pool's n-grams take the weakest leaves' places under the same node budget",
          "yes (greedy match; tree rejection sampling over point masses)", BANDWIDTH,
-         parents=(("eagle2", "graft the pool"), ("lookahead", "")), runs="hybrid", place=(4.7, 0.1)),
+         parents=(("eagle2", "graft the pool"), ("lookahead", "")), runs="hybrid", place=(5.6, 0.1)),
     Work("dflash", "DFlash", 2026, "Chen, Liang & Liu", "2602.06036",
          "a light block-diffusion model: a whole block of drafts in one parallel, non-causal pass",
          "a block", "yes", BANDWIDTH + "; drafting stops being serial",

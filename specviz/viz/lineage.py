@@ -78,14 +78,14 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
                 "line": {"color": method_color(w.runs) if runs else DESCRIBED, "width": 3},
             },
             text=[f"<b>{w.name}</b> {w.year}<br>{node_caption(w, measured)}"],
-            textposition="bottom center",
+            textposition="top center" if w.place[1] < 0.5 else "bottom center",  # the top row: captions above
             textfont={"size": 16 if slide else 11},
             hovertext=[_hover(w)],
             hoverinfo="text",
             showlegend=False,
         )
     fig.update_xaxes(visible=False, range=[-0.6, 6.6])
-    fig.update_yaxes(visible=False, range=[6.3, -0.3])  # row 0 at the top
+    fig.update_yaxes(visible=False, range=[6.3, -1.0])  # row 0 at the top
     title = "From blockwise decoding to DFlash: what each work changed"
     sub = f"filled: runs here, A and speedup {where}" if where else "filled: runs here"
     sub += " · hollow: described, not measured"
