@@ -1,12 +1,12 @@
 """A real browser: serve the app, visit every page through the sidebar, move a slider, check nothing crashed.
 
-Screenshots go to a temporary folder; `bash scripts/screenshots.sh` runs this test with SPECVIZ_SCREENSHOTS
-pointing at docs/screenshots/ to refresh the README's pictures on purpose.
+Screenshots go to a temporary folder (or to SPECVIZ_SCREENSHOTS when set); the README's pictures come from
+`bash scripts/screenshots.sh`, which takes the lecture tour with presets instead (scripts/lecture_shots.py).
 
 The live pages (Compare, Medusa, EAGLE, Lookahead) time each method against plain decoding 3 times by default
 (ui.live.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
 default is set to one run for this test (the server process sets it before Streamlit starts; the app's files
-are not touched). A screenshot run keeps the app's default, so the README shows what a user sees."""
+are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ MAIN = '[data-testid="stMain"]'
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
 
-# the live pages' runs per method: one for the test, the app's own default for the README's screenshots
+# the live pages' runs per method: one for the test, the app's own default when screenshots are kept
 REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
 # `streamlit run` in this process, after setting the live pages' default number of runs (None: the app's)
 SERVE = (
