@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from specviz.details import Detail
 from specviz.model import LoadedModel
 from specviz.sampling import Sampling, choose, entropy, target_probs, top_alts
 from specviz.trace import StepTrace, Trace
+
+if TYPE_CHECKING:  # only the tree methods build one; the others need not import the head machinery
+    from specviz.eagle_tree import TreeResult
 
 OnStep = Callable[[StepTrace], None]
 PHASES = ("draft", "verify", "commit")
@@ -58,6 +61,20 @@ def chain_outcome(
         hidden=hidden[n],
         next_root=next_root,
         next_from="bonus" if n == len(drafts) else "residual",
+        detail=detail,
+    )
+
+
+def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
+    """The outcome of a verified draft tree (specviz.eagle_tree): its accepted path, and the next step's logits
+    and feature from the path's last node."""
+    return Outcome(
+        accepted=res.accepted,
+        proposed=len(res.tree.tokens) - 1,
+        forward_tokens=len(res.spec),
+        logits=res.logits[res.path[-1]],
+        hidden=res.hidden[res.path[-1]],
+        next_root=res.next_root,
         detail=detail,
     )
 

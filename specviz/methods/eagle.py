@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from specviz.details import EagleStep
 from specviz.eagle_tree import TreeStepper, head_for, load_head
 from specviz.heads.eagle import EagleHead, new_head
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
@@ -63,15 +63,7 @@ class State:
     def step(self, run: Run, root: int) -> Outcome:
         """propose (draft tree) → verify (one target forward) → accept → commit (target and head caches)."""
         res = self.tree.step(run, root)
-        return Outcome(
-            accepted=res.accepted,
-            proposed=len(res.tree.tokens) - 1,
-            forward_tokens=len(res.spec),
-            logits=res.logits[res.path[-1]],
-            hidden=res.hidden[res.path[-1]],
-            next_root=res.next_root,
-            detail=lambda: EagleStep(**self.tree.record(res, run.lm.token_text)),
-        )
+        return tree_outcome(res, lambda: EagleStep(**self.tree.record(res, run.lm.token_text)))
 
 
 def generate(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from specviz.details import HybridStep
 from specviz.eagle_tree import TreeStepper, head_for
 from specviz.heads.eagle import EagleHead, new_head
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
@@ -75,14 +75,9 @@ class State:
         """propose (head tree + pool n-grams) → verify (one forward) → accept → commit."""
         res = self.tree.step(run, root, self.extend(run, root))
         sources, tails = list(self.sources), [list(t) for t in self.tails]
-        return Outcome(
-            accepted=res.accepted,
-            proposed=len(res.tree.tokens) - 1,
-            forward_tokens=len(res.spec),
-            logits=res.logits[res.path[-1]],
-            hidden=res.hidden[res.path[-1]],
-            next_root=res.next_root,
-            detail=lambda: HybridStep(**self.tree.record(res, run.lm.token_text), sources=sources, candidates=tails),
+        record = self.tree.record
+        return tree_outcome(
+            res, lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails)
         )
 
 
