@@ -106,6 +106,13 @@ class MedusaStep(Detail):
 
 
 @dataclass(frozen=True)
+class HydraStep(MedusaStep):
+    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
+
+    METHOD: ClassVar[str] = "hydra"
+
+
+@dataclass(frozen=True)
 class EagleStep(Detail):
     """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
 
@@ -163,6 +170,17 @@ class HybridStep(EagleStep):
     candidates: list[list[int]]  # the n-gram candidates looked up for this root
 
 
+@dataclass(frozen=True)
+class Eagle3Step(EagleStep):
+    """An EAGLE step drafted by an EAGLE-3 head. `features` shows the fused input g and the head's normed
+    output against the target's final hidden state (the two vectors the same LM-head rows read; the head
+    is trained on tokens only, so their cosine is a diagnostic, not its objective)."""
+
+    METHOD: ClassVar[str] = "eagle3"
+    layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
+
+
 DETAILS: dict[str, type[Detail]] = {
-    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, EagleStep, HybridStep, JacobiStep, LookaheadStep)
+    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, HydraStep, EagleStep, HybridStep, JacobiStep, LookaheadStep)
 }
+DETAILS[Eagle3Step.METHOD] = Eagle3Step

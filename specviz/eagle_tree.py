@@ -106,11 +106,16 @@ class TreeResult:
 
 
 class TreeStepper:
-    """Per-generation state of a tree method: the head's drafter (with its own KV cache) and the tree shape."""
+    """Per-generation state of a tree method: the head's drafter (with its own KV cache) and the tree shape.
 
-    def __init__(self, lm: LoadedModel, head: EagleHead, cfg: Shape) -> None:
+    What the drafter reads of the target is EAGLE's final hidden state; a head that reads something else
+    (EAGLE-3's fused layers, specviz.heads.eagle3_drafter) brings its own drafter and overrides
+    `root_feature` and `verify`.
+    """
+
+    def __init__(self, lm: LoadedModel, head: EagleHead, cfg: Shape, drafter: Drafter | None = None) -> None:
         self.cfg = cfg
-        self.drafter = Drafter(head, lm, head_dtype(lm, cfg))
+        self.drafter = drafter if drafter is not None else Drafter(head, lm, head_dtype(lm, cfg))
         self.paths = static_paths(head, cfg) if cfg.tree == "static" else []
 
     @classmethod
@@ -130,9 +135,18 @@ class TreeStepper:
         grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths)
         return tree
 
+    def root_feature(self, run: Step) -> torch.Tensor:
+        """What the root's pair reads of the last committed token: its final hidden state."""
+        return run.pending_hidden
+
+    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One target forward over the tree: (logits [n, V], hidden [n, H], what the drafter reads per node)."""
+        logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
+        return logits, hidden, hidden
+
     def step(self, run: Step, root: int, extend: Callable[[DraftTree], None] | None = None) -> TreeResult:
         """propose (draft tree, then `extend`) → verify (one target forward) → accept → commit."""
-        f_t, prefix = run.pending_hidden, run.seq_len
+        f_t, prefix = self.root_feature(run), run.seq_len
         with run.phase("draft"):
             tree = self.draft(f_t, root)
             if extend is not None:
@@ -140,12 +154,12 @@ class TreeStepper:
             nodes, spec = tree.verified()
             tokens = [tree.tokens[n] for n in nodes]
         with run.phase("verify"):
-            logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
+            logits, hidden, feats = self.verify(run, tokens, spec)
         path, nxt, decisions = tree_accept(run.sampling, run.gen, tokens, spec, logits)
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
             self.drafter.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
-            self.drafter.push(hidden[path], [tokens[i] for i in path[1:]])
+            self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
         return TreeResult(tree, nodes, spec, tokens, logits, hidden, path, nxt, decisions, f_t)
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
@@ -157,7 +171,11 @@ class TreeStepper:
             "verify_nodes": res.nodes,
             "verify_parents": res.spec.parents,
             "path": [res.nodes[i] for i in res.path],
-            "features": feature_view(res.f_t, emb, res.tree.feats[0], res.hidden[0]),
+            "features": self.feature_record(res, emb),
             "decisions": res.decisions,
             "residual_token": res.next_root,
         }
+
+    def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
+        """What the head read and predicted at the root against the target's feature, a few dimensions of it."""
+        return feature_view(res.f_t, root_embed, res.tree.feats[0], res.hidden[0])

@@ -165,6 +165,15 @@ class LoadedModel:
         `mask` is an additive float mask over the new tokens only, [k, k] (0 = may attend); the
         prefix in the cache is always visible. `positions` are absolute position ids [k].
         """
+        out = self.hf.model(**self._model_inputs(ids, cache, positions, mask), use_cache=True)
+        hidden = out.last_hidden_state[0]  # [k, H], post final norm
+        rows = hidden if logits_for is None else hidden[logits_for]
+        return self.lm_head(rows).float(), hidden
+
+    def _model_inputs(
+        self, ids: list[int] | torch.Tensor, cache: Cache, positions: torch.Tensor | None, mask: torch.Tensor | None
+    ) -> dict[str, Any]:
+        """The decoder's keyword arguments for new tokens on top of `cache` (see forward)."""
         x = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
         k = x.shape[1]
         past = cache.get_seq_length()
@@ -174,16 +183,35 @@ class LoadedModel:
         if mask is not None:
             full = torch.zeros(1, 1, k, past + k, dtype=self.dtype, device=self.device)
             full[0, 0, :, past:] = mask.to(device=self.device, dtype=self.dtype)
+        return {
+            "input_ids": x,
+            "position_ids": positions.view(1, -1).to(self.device),
+            "attention_mask": full,
+            "cache": cache,
+        }
+
+    @torch.inference_mode()
+    def forward_layers(
+        self,
+        ids: list[int] | torch.Tensor,
+        cache: Cache,
+        layers: tuple[int, ...],
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        logits_for: slice | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """forward, plus the residual stream entering each decoder layer in `layers` (EAGLE-3's fused input).
+
+        Returns (logits, hidden, fused [k, len(layers)·H]); fused holds transformers' hidden_states[i] for
+        each i in `layers` (the input of decoder layer i, before its norm), side by side in that order.
+        """
         out = self.hf.model(
-            input_ids=x,
-            position_ids=positions.view(1, -1).to(self.device),
-            attention_mask=full,
-            cache=cache,
-            use_cache=True,
+            **self._model_inputs(ids, cache, positions, mask), use_cache=True, output_hidden_states=True
         )
-        hidden = out.last_hidden_state[0]  # [k, H], post final norm
+        hidden = out.last_hidden_state[0]
+        fused = torch.cat([out.hidden_states[i][0] for i in layers], dim=-1)
         rows = hidden if logits_for is None else hidden[logits_for]
-        return self.lm_head(rows).float(), hidden
+        return self.lm_head(rows).float(), hidden, fused
 
     def neg_inf(self) -> float:
         """The most negative number of the model's dtype: an additive mask's 'may not attend'."""

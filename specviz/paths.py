@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[1]  # the checkout: app.py, models/, doc
 MODELS = REPO / "models"  # trained heads and calibration tables, committed
 MEDUSA_DIR = MODELS / "medusa"
 EAGLE_DIR = MODELS / "eagle"
+HYDRA_DIR = MODELS / "hydra"
 LOOKAHEAD_SWEEP = MODELS / "lookahead_sweep.json"
 SCREENSHOTS = REPO / "docs" / "screenshots"
 BENCH_DIR = REPO / "docs" / "bench"  # committed bench results (python -m specviz bench --json), with provenance

@@ -122,3 +122,18 @@ PROMPTS = [
     "Explain what a hash table is in two sentences.",
     "List three tips for learning a new language.",
 ]
+
+
+@pytest.fixture(scope="session")
+def peaked(tiny_lm) -> LoadedModel:
+    """The tiny model with its output layer scaled 4×: a few likely tokens, so a chi-square test has power."""
+    import copy
+    import threading
+    from dataclasses import replace
+
+    from specviz.model import Resources
+
+    hf = copy.deepcopy(tiny_lm.hf)
+    with torch.no_grad():
+        hf.get_output_embeddings().weight.mul_(4.0)
+    return replace(tiny_lm, hf=hf, lock=threading.Lock(), resources=Resources())

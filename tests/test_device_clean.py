@@ -27,6 +27,7 @@ TRAINING = {
     "heads/distill.py",
     "heads/eagle_train.py",
     "heads/medusa_train.py",
+    "heads/hydra_train.py",
     "heads/fixed_train.py",
     "heads/heldout.py",
     "heads/cli.py",
@@ -43,6 +44,8 @@ ALLOWED = {
     ("tree.py", "positions", "tensor"): "TreeSpec is plain data built once per shape; lm.forward moves it",
     ("heads/eagle.py", "__init__", "arange"): "a module buffer: it moves with the head's .to(device)",
     ("heads/medusa.py", "frequent_tokens", "tensor"): "indexes `counts`, built on the CPU from training ids",
+    ("methods/hydra.py", "tiny_resources", "randn"): "CPU noise added to CPU-built heads before .to(lm.device)",
+    ("methods/hydra.py", "tiny_resources", "arange"): "the vocabulary map of CPU-built heads, moved with them",
 }
 
 

@@ -16,6 +16,21 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@torch.inference_mode()
+def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[torch.Tensor]:
+    """Final post-norm hidden states [L, H] of each full sequence (right padding: causal, no mask needed)."""
+    outs: list[torch.Tensor] = []
+    for start in range(0, len(seqs), chunk):
+        part = seqs[start : start + chunk]
+        width = max(len(s) for s in part)
+        ids = torch.zeros((len(part), width), dtype=torch.long)
+        for row, s in enumerate(part):
+            ids[row, : len(s)] = torch.tensor(s)
+        hidden = lm.hf.model(input_ids=ids.to(lm.device), use_cache=False).last_hidden_state
+        outs.extend(hidden[row, : len(s)].to("cpu", torch.float16) for row, s in enumerate(part))
+    return outs
+
+
 @pytest.fixture(scope="module")
 def pool() -> list[str]:
     """Every usable training prompt in its seeded order, read once (each pass over ShareGPT takes seconds);
@@ -80,7 +95,7 @@ def test_build_resume_and_load(tiny_lm, tmp_path, pool, monkeypatch) -> None:
         assert s.hidden.shape == (len(s.ids), 64) and s.hidden.dtype == torch.float16
     # the stored hidden states are the model's own final post-norm states, and the
     # continuation is its greedy choice
-    forced = distill.teacher_forced_hidden(tiny_lm, [s.ids.tolist() for s in seqs])
+    forced = teacher_forced_hidden(tiny_lm, [s.ids.tolist() for s in seqs])
     for s, h in zip(seqs, forced, strict=True):  # left-padded batch rows included
         torch.testing.assert_close(s.hidden.double(), h.double(), atol=2e-3, rtol=2e-3)
         logits, _ = tiny_lm.forward(s.ids.tolist(), tiny_lm.new_cache())
@@ -100,3 +115,15 @@ def test_missing_data_is_a_clear_error(tmp_path) -> None:
     (tmp_path / "shard_00000.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(distill.DataError, match="unreadable"):
         distill.load_dataset(tmp_path, split="all")
+
+
+def test_layer_states_are_the_inputs_of_the_fused_layers(tiny_lm) -> None:
+    """with_layers: the hooks' copies equal transformers' own hidden_states at the fused layers' inputs."""
+    seqs = distill.distill_batch(tiny_lm, ["Name a colour.", "Count to three, please."], 6, with_layers=True)
+    picks = distill.fused_layers(len(tiny_lm.hf.model.layers))
+    for s in seqs:
+        with torch.no_grad():
+            out = tiny_lm.hf.model(input_ids=s.ids[None], output_hidden_states=True)
+        want = torch.cat([out.hidden_states[i][0] for i in picks], dim=-1)
+        assert s.layers is not None and s.layers.shape == (len(s.ids), 3 * tiny_lm.hf.config.hidden_size)
+        torch.testing.assert_close(s.layers.float(), want.float(), atol=2e-2, rtol=2e-2)

@@ -7,9 +7,12 @@ from dataclasses import replace
 
 import streamlit as st
 
+from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
+from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
 from specviz.tree import sparse_tree
+from specviz.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
 from specviz.viz.tree import (
     budget_figure,
     cost_figure,
@@ -62,11 +65,23 @@ temperature = c2.slider(
 eps = c3.slider("ε (typical)", 0.01, 0.5, Config.eps, 0.01, key="medusa.eps")
 delta = c3.slider("δ (typical)", 0.05, 1.0, Config.delta, 0.05, key="medusa.delta")
 repeats = repeats_control("medusa", c3)
+try:
+    hydra_acc, hydra_trained = hydra_heads.load_calibration(), hydra_heads.read_config(hydra_heads.models_dir())
+except HeadsError as exc:
+    hydra_acc, hydra_trained, hydra_missing = None, None, str(exc)
+with_hydra = hydra_trained is not None and c2.toggle(
+    "Run Hydra beside it",
+    True,
+    key="medusa.hydra",
+    help="Hydra's heads at the same budget, interleaved in the same runs",
+)
 
 cfg = Config(heads=heads, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
+hydra_k = min(heads, hydra_trained.num_heads) if hydra_trained else heads
+hcfg = HydraConfig(heads=hydra_k, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
 if s is not None:
     s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-runs = run_paired({"medusa": cfg}, s, repeats)
+runs = run_paired({"medusa": cfg, **({"hydra": hcfg} if with_hydra else {})}, s, repeats)
 if "medusa" not in runs:
     st.stop()
 ar, trace = median_pair(runs, "medusa") if "ar" in runs else (None, runs["medusa"][0])
@@ -123,6 +138,54 @@ if steps:
         )
 show_figure(steps_figure(trace, ar), "medusa_steps")
 preset_costs("medusa", "medusa", cfg, s, repeats)
+
+st.subheader("Medusa against Hydra: what independent heads give away")
+st.caption(
+    "Medusa's head k guesses the token k+1 places ahead from the last hidden state alone, so it cannot know "
+    "what heads 1…k−1 chose on its branch. Hydra's head k also reads the embeddings of the k tokens above its "
+    "node (the root and the guesses on the path), and fills the same kind of sparse tree at the same budget."
+)
+if hydra_acc is None:
+    st.info(f"Hydra is not available here: {hydra_missing}")
+else:
+    k = min(len(acc), len(hydra_acc))
+    show_figure(
+        depth_figure(
+            {"medusa": [r[0] for r in acc[:k]], "hydra": [r[0] for r in hydra_acc[:k]]},
+            "Held-out top-1 accuracy of each head (Hydra given its branch's true tokens)",
+            "top-1 accuracy",
+        ),
+        "hydra_accuracy",
+    )
+if "hydra" in runs:
+    htrace = median_pair(runs, "hydra")[1] if "ar" in runs else runs["hydra"][0]
+    h1, h2, h3 = st.columns(3)
+    h1.metric("A, Medusa → Hydra", f"{trace.mean_accepted:.2f} → {htrace.mean_accepted:.2f}", help="same budget")
+    if "ar" in runs:
+        speedup_metric(
+            h2, runs, "hydra", "Hydra's speedup", "Hydra's runs interleaved with Medusa's and plain decoding's."
+        )
+        h3.metric("Same tokens as plain decoding", same_tokens(ar, htrace))
+    show_figure(
+        depth_figure(
+            {"medusa": acceptance_by_depth(trace, hydra_k), "hydra": acceptance_by_depth(htrace, hydra_k)},
+            "Measured on this prompt: steps that accepted at least d drafted tokens",
+            "share of steps",
+        ),
+        "hydra_depths",
+    )
+    if steps:
+        offset = starts(trace)[i]
+        twin = step_at(htrace, offset)
+        if twin is None:
+            st.caption(f"Hydra has no step starting at output token {offset}: its steps fell elsewhere.")
+        else:
+            st.caption(f"Both methods' trees for the step that starts at output token {offset} (same context).")
+            t1, t2 = st.columns(2)
+            with t1:
+                show_figure(tree_figure(parents, labels, status, hover, "Medusa"), "medusa_twin")
+            with t2:
+                show_figure(tree_figure(*step_tree_data(twin), "Hydra (hover: what each head read)"), "hydra_twin")
 
 sweep_path = models_dir() / "sweep.json"
 if sweep_path.is_file():

@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.heads import distill, eagle_replay, eagle_train, medusa, medusa_train
+from specviz.heads import distill, eagle3_train, eagle_replay, eagle_train, hydra_train, medusa, medusa_train
 from specviz.heads.args import Parser
 from specviz.heads.shards import DataError, load_dataset
 from specviz.heads.sweep_cli import sweep_eagle, sweep_medusa
 from specviz.model import LoadedModel, ModelError, load_model
 from specviz.paths import cache_root
 
-HEADS = ("medusa", "eagle")
+HEADS = ("medusa", "hydra", "eagle", "eagle3")
 
 
 def _fail(message: str) -> int:
@@ -33,8 +33,12 @@ def _fail(message: str) -> int:
 
 def train(head: str, argv: list[str]) -> int:
     """Dispatch `train <head>`; returns an exit code."""
+    if head == "hydra":
+        return _guard(hydra_train.main, argv)
     if head == "eagle":
         return eagle_train.main(argv)
+    if head == "eagle3":
+        return _guard(eagle3_train.main, argv)
     if head != "medusa":
         return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
     return _guard(train_medusa, argv)
@@ -42,6 +46,8 @@ def train(head: str, argv: list[str]) -> int:
 
 def calibrate(head: str, argv: list[str]) -> int:
     """Dispatch `calibrate <head>`; returns an exit code."""
+    if head == "hydra":
+        return _guard(hydra_train.main, ["--calibrate-only", *argv])
     if head == "eagle":
         return _guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
     if head != "medusa":

@@ -8,6 +8,7 @@ prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first tur
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import random
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from specviz.heads.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, default_dir, pack
+from specviz.heads.eagle3 import default_layers as fused_layers  # the layers an EAGLE-3 head reads
+from specviz.heads.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, check_manifest, default_dir, pack
 from specviz.heads.shards import load_dataset as load_dataset  # callers read the set through distill
 from specviz.model import LoadedModel, load_model
 from specviz.paths import spec_bench_file
@@ -111,9 +113,28 @@ def _left_pad(lm: LoadedModel, prompts: list[list[int]]) -> tuple[torch.Tensor, 
     return ids, att, pad
 
 
+@contextlib.contextmanager
+def _caught(lm: LoadedModel, with_layers: bool) -> Iterator[list[list[torch.Tensor]]]:
+    """Hooks that keep, per forward call, the final post-norm hidden state [B, t, H] (and with_layers the
+    residual stream entering each of fused_layers), removed on exit."""
+    caught: list[list[torch.Tensor]] = [[] for _ in range(4 if with_layers else 1)]
+    hooks = [lm.hf.model.norm.register_forward_hook(lambda _m, _i, out: caught[0].append(out.to("cpu", HIDDEN_DTYPE)))]
+    blocks = lm.hf.model.layers
+    for keep, index in zip(caught[1:], fused_layers(len(blocks)), strict=False):
+        hook = blocks[index].register_forward_pre_hook(
+            lambda _m, a, keep=keep: keep.append(a[0].to("cpu", HIDDEN_DTYPE))
+        )
+        hooks.append(hook)
+    try:
+        yield caught
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 @torch.inference_mode()
 def greedy_batch(
-    lm: LoadedModel, prompts: list[list[int]], max_new_tokens: int
+    lm: LoadedModel, prompts: list[list[int]], max_new_tokens: int, with_layers: bool = False
 ) -> list[tuple[list[int], torch.Tensor]]:
     """Greedy continuations of a batch (left padding), each cut after its first EOS, with hidden states.
 
@@ -121,11 +142,10 @@ def greedy_batch(
     generating (the prompt in the prefill, then one token per step), so no second pass is needed.
     Returns per prompt (continuation, hidden [len(prompt) + len(continuation), H]); a continuation
     token whose hidden state was never computed (the very last one generated) is dropped.
+    With with_layers, each row also carries the residual stream entering the fused_layers: [.., 4H].
     """
     ids, att, pad = _left_pad(lm, prompts)
-    seen: list[torch.Tensor] = []  # [B, t, H] per forward call
-    hook = lm.hf.model.norm.register_forward_hook(lambda _m, _i, out: seen.append(out.to("cpu", HIDDEN_DTYPE)))
-    try:
+    with _caught(lm, with_layers) as caught:
         out = lm.hf.generate(
             input_ids=ids.to(lm.device),
             attention_mask=att.to(lm.device),
@@ -137,9 +157,7 @@ def greedy_batch(
             top_p=None,
             top_k=None,
         )
-    finally:
-        hook.remove()
-    hidden = torch.cat(seen, dim=1)  # [B, P + steps - 1, H]
+    hidden = torch.cat([torch.cat(c, dim=1) for c in caught], dim=-1)  # [B, P + steps - 1, H or 4H]
     width = ids.shape[1]
     result = []
     for row, p in enumerate(prompts):
@@ -150,29 +168,18 @@ def greedy_batch(
     return result
 
 
-@torch.inference_mode()
-def teacher_forced_hidden(lm: LoadedModel, seqs: list[list[int]], chunk: int = 8) -> list[torch.Tensor]:
-    """Final post-norm hidden states [L, H] of each full sequence (right padding: causal, no mask needed)."""
-    outs: list[torch.Tensor] = []
-    for start in range(0, len(seqs), chunk):
-        part = seqs[start : start + chunk]
-        width = max(len(s) for s in part)
-        ids = torch.zeros((len(part), width), dtype=torch.long)
-        for row, s in enumerate(part):
-            ids[row, : len(s)] = torch.tensor(s)
-        hidden = lm.hf.model(input_ids=ids.to(lm.device), use_cache=False).last_hidden_state
-        outs.extend(hidden[row, : len(s)].to("cpu", HIDDEN_DTYPE) for row, s in enumerate(part))
-    return outs
-
-
-def distill_batch(lm: LoadedModel, prompts: list[str], max_new_tokens: int) -> list[Sequence]:
-    """Greedy continuations of prompts with the hidden state of every token, as Sequences."""
+def distill_batch(
+    lm: LoadedModel, prompts: list[str], max_new_tokens: int, with_layers: bool = False
+) -> list[Sequence]:
+    """Greedy continuations of prompts with the hidden state of every token (and the fused layers'), as Sequences."""
     prompt_ids = [lm.encode_prompt(p) for p in prompts]
+    h = int(lm.hf.config.hidden_size)
     out = []
-    for p, (cont, hidden) in zip(prompt_ids, greedy_batch(lm, prompt_ids, max_new_tokens), strict=True):
+    for p, (cont, hidden) in zip(prompt_ids, greedy_batch(lm, prompt_ids, max_new_tokens, with_layers), strict=True):
         mask = torch.zeros(len(p) + len(cont), dtype=torch.bool)
         mask[len(p) :] = True
-        out.append(Sequence(ids=torch.tensor(p + cont), hidden=hidden, mask=mask))
+        layers = hidden[:, h:].clone() if with_layers else None
+        out.append(Sequence(ids=torch.tensor(p + cont), hidden=hidden[:, :h].clone(), mask=mask, layers=layers))
     return out
 
 
@@ -191,9 +198,13 @@ def shard_prompts(prompts: list[str], batch_size: int) -> list[list[str]]:
     return out
 
 
-def _manifest(lm: LoadedModel, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int) -> dict:
+def _manifest(
+    lm: LoadedModel, n_prompts: int, max_new_tokens: int, batch_size: int, seed: int, with_layers: bool = False
+) -> dict:
     """The settings a folder's shards were made with (a build that extends it must match them)."""
+    extra = {"fused_layers": list(fused_layers(len(lm.hf.model.layers)))} if with_layers else {}
     return {
+        **extra,
         "model": lm.name,
         "layout": f"sorted-blocks-{BLOCK}",
         "max_new_tokens": max_new_tokens,
@@ -206,24 +217,6 @@ def _manifest(lm: LoadedModel, n_prompts: int, max_new_tokens: int, batch_size: 
     }
 
 
-def _check_manifest(out_dir: Path, manifest: dict) -> None:
-    """Refuse to mix shards built with different settings; n_prompts may grow."""
-    path = out_dir / "manifest.json"
-    if path.is_file():
-        old = json.loads(path.read_text())
-        diff = [k for k in manifest if k != "n_prompts" and old.get(k) != manifest[k]]
-        block = BLOCK * manifest["batch_size"]
-        if old.get("n_prompts", 0) % block and manifest["n_prompts"] > old.get("n_prompts", 0):
-            diff.append(f"n_prompts (grow a build only from a multiple of {block})")
-        if diff:
-            raise DataError(
-                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --data-dir or delete it."
-            )
-        # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
-        manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}
-    path.write_text(json.dumps(manifest, indent=1))
-
-
 def build_dataset(
     lm: LoadedModel,
     n_prompts: int,
@@ -232,13 +225,17 @@ def build_dataset(
     out_dir: Path | None = None,
     progress: Progress | None = None,
     seed: int = 0,
+    with_layers: bool = False,
 ) -> Path:
-    """Distil n_prompts ShareGPT prompts into safetensors shards under out_dir; resumable."""
+    """Distil n_prompts ShareGPT prompts into safetensors shards under out_dir; resumable.
+
+    with_layers also keeps the residual stream entering fused_layers (what an EAGLE-3 head reads).
+    """
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir or default_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, _manifest(lm, n_prompts, max_new_tokens, batch_size, seed))
+    check_manifest(out_dir, BLOCK, _manifest(lm, n_prompts, max_new_tokens, batch_size, seed, with_layers))
     prompts = training_prompts(n_prompts, seed)
     if len(prompts) < n_prompts:
         raise DataError(f"Only {len(prompts)} usable ShareGPT prompts; ask for fewer.")
@@ -248,7 +245,7 @@ def build_dataset(
         path = out_dir / f"shard_{i:05d}.safetensors"
         if not path.is_file():
             with lm.lock:
-                seqs = distill_batch(lm, batches[i], max_new_tokens)
+                seqs = distill_batch(lm, batches[i], max_new_tokens, with_layers)
             tmp = path.with_suffix(".partial")
             save_file(pack(seqs), str(tmp), metadata={"format": "pt"})
             tmp.rename(path)  # atomic: a half-written shard is never loaded
@@ -268,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--layers", action="store_true", help="also keep three layers' inputs (for EAGLE-3 heads)")
     args = ap.parse_args(argv)
     lm = load_model("default", device="cpu", dtype="fp32")
     bar = tqdm(total=(args.prompts + args.batch_size - 1) // args.batch_size, unit="shard")
@@ -277,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(name)
         bar.refresh()
 
-    build_dataset(lm, args.prompts, args.max_new_tokens, args.batch_size, args.data_dir, tick)
+    build_dataset(lm, args.prompts, args.max_new_tokens, args.batch_size, args.data_dir, tick, with_layers=args.layers)
     bar.close()
     return 0
 

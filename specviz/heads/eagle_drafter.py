@@ -93,8 +93,12 @@ class Drafter:
         out = self.head(
             feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache, mask[None, None]
         )[0]
-        logp = torch.log_softmax(self.project(out).float(), dim=-1)
+        logp = torch.log_softmax(self.project(self.readout(out)).float(), dim=-1)
         return out, logp
+
+    def readout(self, out: torch.Tensor) -> torch.Tensor:
+        """What the draft vocabulary's LM-head rows read from the head's output: EAGLE's feature as it is."""
+        return out
 
     def flush(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Run every queued pair causally on top of the cache; return the last row's (feature, log-probs)."""

@@ -31,6 +31,7 @@ class Sequence:
     ids: torch.Tensor  # [L] int64, prompt + continuation
     hidden: torch.Tensor  # [L, H] fp16, final post-norm hidden state at each position
     mask: torch.Tensor  # [L] bool, True on continuation tokens (up to and including EOS)
+    layers: torch.Tensor | None = None  # [L, 3H] fp16: the residual stream entering three layers (EAGLE-3)
 
 
 def default_dir() -> Path:
@@ -41,7 +42,11 @@ def default_dir() -> Path:
 def pack(seqs: abc.Sequence[Sequence]) -> dict[str, torch.Tensor]:
     """Flatten sequences into one safetensors dict."""
     lengths = torch.tensor([len(s.ids) for s in seqs], dtype=torch.long)
+    extra = {}
+    if seqs and all(s.layers is not None for s in seqs):
+        extra["layers"] = torch.cat([s.layers for s in seqs]).contiguous()  # type: ignore[misc]
     return {
+        **extra,
         "ids": torch.cat([s.ids for s in seqs]).to(torch.int32),
         "hidden": torch.cat([s.hidden for s in seqs]).contiguous(),
         "mask": torch.cat([s.mask for s in seqs]).to(torch.uint8),
@@ -52,8 +57,14 @@ def pack(seqs: abc.Sequence[Sequence]) -> dict[str, torch.Tensor]:
 def unpack(tensors: dict[str, torch.Tensor]) -> list[Sequence]:
     """Inverse of pack."""
     off = tensors["offsets"].tolist()
+    layers = tensors.get("layers")
     return [
-        Sequence(ids=tensors["ids"][a:b].long(), hidden=tensors["hidden"][a:b], mask=tensors["mask"][a:b].bool())
+        Sequence(
+            ids=tensors["ids"][a:b].long(),
+            hidden=tensors["hidden"][a:b],
+            mask=tensors["mask"][a:b].bool(),
+            layers=None if layers is None else layers[a:b],
+        )
         for a, b in itertools.pairwise(off)
     ]
 
@@ -86,3 +97,23 @@ def load_dataset(out_dir: Path | None = None, split: str = "train") -> list[Sequ
         except Exception as exc:  # a corrupt shard: name it
             raise DataError(f"Shard {p} is unreadable ({exc}); delete it and rebuild.") from exc
     return seqs
+
+
+def check_manifest(out_dir: Path, block_batches: int, manifest: dict) -> None:
+    """Refuse to mix shards built with different settings (n_prompts may grow by whole blocks); record them."""
+    import json
+
+    path = out_dir / "manifest.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        diff = [k for k in manifest if k != "n_prompts" and old.get(k) != manifest[k]]
+        block = block_batches * manifest["batch_size"]
+        if old.get("n_prompts", 0) % block and manifest["n_prompts"] > old.get("n_prompts", 0):
+            diff.append(f"n_prompts (grow a build only from a multiple of {block})")
+        if diff:
+            raise DataError(
+                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --data-dir or delete it."
+            )
+        # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
+        manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}
+    path.write_text(json.dumps(manifest, indent=1))

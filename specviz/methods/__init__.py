@@ -22,10 +22,12 @@ MODULES: dict[str, str] = {
     "sps": "specviz.methods.speculative",
     "pld": "specviz.methods.prompt_lookup",
     "medusa": "specviz.methods.medusa",
+    "hydra": "specviz.methods.hydra",
     "eagle": "specviz.methods.eagle",
     "jacobi": "specviz.methods.jacobi",
     "lookahead": "specviz.methods.lookahead",
     "hybrid": "specviz.methods.hybrid",
+    "eagle3": "specviz.methods.eagle3",
 }
 
 

@@ -43,6 +43,10 @@ class Config:
     length: int = 8  # longest continuation grafted (the node budget may cut it)
     max_ngram: int = 3  # match the context's last 3, then 2 tokens
     min_ngram: int = 2
+    # nodes the pool may add beyond total_tokens when its candidate outgrows the tree (0 = one shared budget,
+    # the rule the defaults keep). Above 0 the budget is elastic: a long copy is verified whole, as prompt
+    # lookup verifies its chain, at the price of a wider forward on exactly the steps that copy.
+    pool_extra: int = 0
 
     def __post_init__(self) -> None:
         if not (1 <= self.depth <= 12 and 1 <= self.top_k <= 32 and 2 <= self.total_tokens <= 256):
@@ -51,6 +55,8 @@ class Config:
             raise ConfigError("tree must be dynamic or static, head_dtype bf16, fp32 or model.")
         if not (0 <= self.candidates <= 8 and 1 <= self.length <= 16):
             raise ConfigError(f"need 0-8 candidates of 1-16 tokens, got {self.candidates}, {self.length}.")
+        if not 0 <= self.pool_extra <= 32:
+            raise ConfigError(f"pool_extra must be between 0 and 32 nodes, got {self.pool_extra}.")
         if not 1 <= self.min_ngram <= self.max_ngram <= 8:
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
 
@@ -67,7 +73,8 @@ class State:
         def add_pool(tree) -> None:
             c = self.cfg
             self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
-            self.sources = graft(tree, self.tails, c.total_tokens, [HEAD] * len(tree.tokens))
+            budget = c.total_tokens + (c.pool_extra if self.tails else 0)
+            self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
 
         return add_pool
 

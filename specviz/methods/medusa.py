@@ -9,13 +9,14 @@ from typing import Any
 import torch
 
 from specviz.details import MedusaStep
+from specviz.head_tree import ensure_last_logits, verify, walk
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling, target_probs
+from specviz.sampling import ConfigError, Sampling
 from specviz.trace import Trace
-from specviz.tree import TreeSpec, commit_path, sparse_tree, verify_tree
-from specviz.tree_fates import Walk, greedy_walk, node_records, sampled_walk, typical_walk
+from specviz.tree import TreeSpec, commit_path, sparse_tree
+from specviz.tree_fates import node_records
 
 NAME = "medusa"
 LABEL = "Medusa"
@@ -71,33 +72,6 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
     return tokens, head_p
 
 
-def accept(run: Run, cfg: Config, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor) -> Walk:
-    """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node)."""
-    if run.sampling.greedy:
-        return greedy_walk(tokens, spec, logits, run.lm.token_text)
-    if cfg.acceptance == "exact":  # lossless at T > 0: recursive rejection sampling down the tree
-        return sampled_walk(tokens, spec, probs, run.gen)
-    return typical_walk(tokens, spec, probs, cfg.eps, cfg.delta)
-
-
-def verify(run: Run, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One tree forward; LM-head rows only for nodes with children (leaf rows stay 0 until needed).
-
-    Returns logits [n, V], target probabilities [n, V] (rows of inner nodes) and hidden [n, H].
-    The LM head is 49,152 × 576: projecting only the inner nodes saves most of its cost in a tree.
-    """
-    _, hidden = verify_tree(run.lm, run.cache, tokens, spec, logits_for=slice(0, 0))
-    inner = [j for j in range(len(spec)) if spec.children(j)]
-    if 1 < len(inner) < 4:  # fp32 products of 2-3 rows are slower here than of 4: add leaves
-        inner = sorted(inner + spec.leaves()[: 4 - len(inner)])
-    rows = run.lm.lm_head(hidden[inner]).float()  # [len(inner), V]
-    logits = rows.new_zeros(len(spec), rows.shape[-1])
-    probs = rows.new_zeros(len(spec), rows.shape[-1])  # the distribution each node's children face
-    logits[inner] = rows
-    probs[inner] = target_probs(rows, run.sampling)
-    return logits, probs, hidden
-
-
 class Medusa:
     """One Medusa generation: the heads and the fixed sparse tree they fill."""
 
@@ -112,11 +86,10 @@ class Medusa:
             drafts, head_p = propose(self.heads, run.pending_hidden, spec)
             tokens = [root, *drafts]
         with run.phase("verify"):
-            logits, probs, hidden = verify(run, tokens, spec)
-        path, next_root, why = accept(run, self.cfg, tokens, spec, logits, probs)
+            logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
+        path, next_root, why = walk(run, self.cfg, tokens, spec, logits, probs)
         with run.phase("verify"):
-            if not logits[path[-1]].any():  # ended on a leaf whose logits (the next root's) were skipped
-                logits[path[-1]] = run.lm.lm_head(hidden[path[-1] : path[-1] + 1]).float()[0]
+            ensure_last_logits(run.lm, logits, hidden, path[-1])
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.acceptance

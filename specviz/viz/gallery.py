@@ -16,8 +16,10 @@ from specviz.viz.timeline import timeline_figure, tokens_over_time_figure
 # method -> "module:function" returning {name: figure} for one trace of that method (its own views)
 METHOD_VIEWS: dict[str, str] = {
     "medusa": "specviz.viz.tree:gallery",
+    "hydra": "specviz.viz.tree:gallery",
     "eagle": "specviz.viz.eagle:gallery",
     "hybrid": "specviz.viz.eagle:gallery",
+    "eagle3": "specviz.viz.eagle:gallery",
     "jacobi": "specviz.viz.gallery:jacobi_views",
     "lookahead": "specviz.viz.gallery:lookahead_views",
     "sps": "specviz.viz.acceptance:gallery",

@@ -20,6 +20,8 @@ METHOD_COLORS = {
     "jacobi": "#999933",
     "lookahead": "#d55e00",
     "hybrid": "#332288",
+    "hydra": "#882255",
+    "eagle3": "#117733",
 }
 ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
 ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's

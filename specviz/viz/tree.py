@@ -201,7 +201,7 @@ def _ancestor_grid(parents: list[int], path: list[int]) -> list[list[int]]:
 
 
 def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
-    """(parents, labels, status, hover) of a Medusa step's tree."""
+    """(parents, labels, status, hover) of a Medusa (or Hydra) step's tree; Hydra's hover names what each head read."""
     detail = step.detail_as(MedusaStep)
     nodes: list[dict[str, Any]] = detail.nodes
     labels = [token_text(n["text"]) for n in nodes]
@@ -210,8 +210,9 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
         if i == 0:
             hover.append(f"root {n['text']!r}: the target's own token")
             continue
+        reads = f"<br>head read: {' '.join(repr(t) for t in n['reads'])}" if n.get("reads") else ""
         hover.append(
-            f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}<br>"
+            f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}{reads}<br>"
             f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
             f"{n['status']}: {n['reason']}"
         )

@@ -1,0 +1,225 @@
+"""The EAGLE-3 draft head (Li et al., 2025): it reads a fusion of three target layers, and predicts tokens only.
+
+At position t the head reads g_t = fuse(concat(norm_l(l_t), norm_m(m_t), norm_u(u_t))), the residual stream
+entering a low, a middle and a high decoder layer of the target, fused by one Linear(3h → h). Its input is
+fc(concat(embed(x_{t+1}), g_t)) → one decoder layer → its own hidden a_{t+1}; norm(a_{t+1}) through the
+target's frozen LM-head rows of the draft vocabulary scores x_{t+2}. There is no feature target: the loss
+is on tokens only (specviz.heads.eagle3_train). One draft step deeper, the feature input at a drafted
+position is the head's own previous output a, not a target feature (none exists there), so the head is
+trained unrolled on its own outputs ("training-time test").
+
+Design choices, beyond the paper:
+- each of the three layers gets its own RMSNorm (learnable weight) before the fusing Linear: these
+  pre-norm residuals carry massive activations (up to ~25,000 on a few tokens such as the first), which
+  would swamp a plain linear fusion;
+- the feature (g or a) and the token embedding are each RMS-normalised before fc, as EAGLE-3's reference
+  normalises both inputs of its first layer, so a drafted a and a fused g enter on the same scale;
+- token logits use the target's frozen LM-head rows over a reduced draft vocabulary (EAGLE-3's d2t idea,
+  as specviz.heads.eagle does), behind the head's own final RMSNorm; no new output matrix is trained.
+
+Eagle3Head is an EagleHead (same fc, decoder layer, rotary and draft vocabulary; only its inputs and its
+read-out differ), so the draft tree (specviz.draft_tree) and the tree stepper run it unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from specviz.heads.eagle import EagleHead, HeadConfig, HeadError, init_linears
+from specviz.model import LoadedModel
+from specviz.paths import MODELS
+
+EAGLE3_FORMAT = "specviz-eagle3/1"
+DEFAULT_DIR = MODELS / "eagle3"
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+TRAIN_HINT = "python -m specviz train eagle3"
+
+
+def default_layers(n_layers: int) -> tuple[int, ...]:
+    """The fused layers of an n-layer target: low, middle, high = (2, n/2, n-3) as EAGLE-3's authors chose
+    (specviz.heads.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
+    if n_layers >= 6:
+        return (2, n_layers // 2, n_layers - 3)
+    return (0, n_layers // 2, max(0, n_layers - 1))
+
+
+@dataclass(frozen=True)
+class Eagle3Config(HeadConfig):
+    """An EAGLE head's shape and training record, plus which target layers' inputs it fuses."""
+
+    format: str = EAGLE3_FORMAT
+    layers: list[int] = field(default_factory=list)  # decoder layers whose input is fused, low → high
+
+    @classmethod
+    def for_target(
+        cls, hf_config: Any, target: str = "", draft_vocab: int = 0, layers: tuple[int, ...] | None = None
+    ) -> Eagle3Config:
+        """The head's shape read off the target's transformers config; layers default to default_layers."""
+        base = HeadConfig.from_target(hf_config, target, draft_vocab)
+        fused = default_layers(int(hf_config.num_hidden_layers)) if layers is None else layers
+        return cls(**{**asdict(base), "format": EAGLE3_FORMAT, "layers": [int(i) for i in fused]})
+
+
+class Eagle3Head(EagleHead):
+    """EagleHead with EAGLE-3's inputs (fused layers; normalised feature and embedding) and a normed read-out."""
+
+    config: Eagle3Config
+
+    def __init__(self, config: Eagle3Config, draft_ids: torch.Tensor | None = None) -> None:
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+        super().__init__(config, draft_ids)
+        h, eps = config.hidden_size, config.rms_norm_eps
+        self.layer_norms = nn.ModuleList(LlamaRMSNorm(h, eps) for _ in config.layers)  # massive activations
+        self.fuse = nn.Linear(len(config.layers) * h, h, bias=False)
+        self.feat_norm, self.embed_norm = LlamaRMSNorm(h, eps), LlamaRMSNorm(h, eps)
+        self.norm = LlamaRMSNorm(h, eps)  # before the frozen LM-head rows
+
+    def fuse_layers(self, layers: torch.Tensor) -> torch.Tensor:
+        """The target's layer inputs [..., 3h] (as forward_layers returns them) → the fused feature g [..., h]."""
+        parts = layers.chunk(len(self.layer_norms), dim=-1)
+        return self.fuse(torch.cat([norm(p) for norm, p in zip(self.layer_norms, parts, strict=True)], dim=-1))
+
+    def forward(
+        self,
+        feats: torch.Tensor,
+        embeds: torch.Tensor,
+        positions: torch.Tensor,
+        cache: Any = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """feats (a fused g or the head's own a) and embeds [B, T, h] → the head's hidden a [B, T, h]."""
+        return super().forward(self.feat_norm(feats), self.embed_norm(embeds), positions, cache, mask)
+
+    def readout(self, out: torch.Tensor) -> torch.Tensor:
+        """What the LM-head rows read: the head's final norm of its hidden a."""
+        return self.norm(out)
+
+
+def new_head(
+    hf_config: Any,
+    target: str = "",
+    draft_ids: torch.Tensor | None = None,
+    layers: tuple[int, ...] | None = None,
+    seed: int = 0,
+) -> Eagle3Head:
+    """A freshly initialised EAGLE-3 head for a target (norm weights 1, linears drawn from `seed`)."""
+    n = 0 if draft_ids is None else int(draft_ids.numel())
+    head = Eagle3Head(Eagle3Config.for_target(hf_config, target, n, layers), draft_ids)
+    init_linears(head, torch.Generator().manual_seed(seed))
+    return head.float()
+
+
+def save_head(head: Eagle3Head, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write model.safetensors (half precision by default) and config.json into out_dir; return it."""
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
+    if not head.full_vocab:
+        state["draft_ids"] = head.draft_ids.to(torch.int32).contiguous()
+    save_file(state, str(out / WEIGHTS), metadata={"format": EAGLE3_FORMAT})
+    (out / CONFIG).write_text(json.dumps(asdict(head.config), indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def read_config(folder: str | Path) -> Eagle3Config:
+    """Parse a head's config.json; HeadError on a missing, corrupt or foreign file."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        raise HeadError(f"No EAGLE-3 head in {Path(folder)}; train one with: {TRAIN_HINT}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != EAGLE3_FORMAT:
+            raise HeadError(f"{path} is not an EAGLE-3 head config (format {data.get('format')!r}).")
+        cfg = Eagle3Config(**data)
+    except (json.JSONDecodeError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise HeadError(f"{path} is corrupt ({exc}); retrain with: {TRAIN_HINT}") from None
+    if len(cfg.layers) != 3:
+        raise HeadError(f"{path} names {len(cfg.layers)} fused layers, not 3; retrain with: {TRAIN_HINT}")
+    return cfg
+
+
+def check_fits(cfg: Eagle3Config, hf_config: Any, folder: str | Path) -> None:
+    """HeadError unless the head was made for a model of this width, vocabulary and depth."""
+    want = HeadConfig.from_target(hf_config)
+    n_layers = int(hf_config.num_hidden_layers)
+    if (want.hidden_size, want.vocab_size) != (cfg.hidden_size, cfg.vocab_size) or max(cfg.layers) >= n_layers:
+        raise HeadError(
+            f"The EAGLE-3 head in {folder} was trained for another model (hidden {cfg.hidden_size}, "
+            f"vocab {cfg.vocab_size}, layers {cfg.layers}); retrain with: {TRAIN_HINT}"
+        )
+
+
+def load_head(
+    folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: torch.dtype = torch.float32
+) -> Eagle3Head:
+    """Load a saved head (checked against `hf_config` when given); HeadError with one sentence on failure."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    cfg = read_config(folder)
+    if hf_config is not None:
+        check_fits(cfg, hf_config, folder)
+    weights = Path(folder) / WEIGHTS
+    try:
+        state = load_file(str(weights))
+    except (OSError, SafetensorError) as exc:
+        raise HeadError(f"Cannot read {weights} ({exc}); retrain with: {TRAIN_HINT}") from None
+    draft_ids = state.pop("draft_ids", None)
+    if not _draft_ids_fit(draft_ids, cfg):
+        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
+    head = Eagle3Head(cfg, None if draft_ids is None else draft_ids.long())
+    try:
+        missing, unexpected = head.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a tensor of the wrong shape
+        raise HeadError(f"{weights} does not match its config ({str(exc).strip()[:120]}).") from None
+    missing = [k for k in missing if not k.startswith("rotary.")]
+    if missing or unexpected:
+        raise HeadError(f"{weights} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+    head.requires_grad_(False)
+    return head.to(dtype).eval()
+
+
+def _draft_ids_fit(draft_ids: torch.Tensor | None, cfg: Eagle3Config) -> bool:
+    """Whether the stored draft vocabulary has the config's size and only token ids of its vocabulary."""
+    if draft_ids is None:
+        return cfg.draft_vocab == 0
+    n = draft_ids.numel()
+    return n == cfg.draft_vocab and n > 0 and 0 <= int(draft_ids.min()) <= int(draft_ids.max()) < cfg.vocab_size
+
+
+def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> Eagle3Head:
+    """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
+    folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
+    weights = folder / WEIGHTS
+    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
+    return lm.resources.get(
+        ("eagle3.head", str(folder), stamp, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
+    )
+
+
+def warm_start(head: Eagle3Head, folder: str | Path) -> list[str]:
+    """Copy an EAGLE-2 head's fc and decoder layer into a fresh EAGLE-3 head (the same shapes): a starting point
+    for training on little data. The fusing layer, the norms and the draft vocabulary stay the EAGLE-3 head's
+    own. Returns the copied names; HeadError when the folder holds no readable head."""
+    from safetensors.torch import load_file
+
+    path = Path(folder) / WEIGHTS
+    try:
+        state = load_file(str(path))
+    except Exception as exc:  # missing or corrupt: one clear sentence
+        raise HeadError(f"Cannot read the EAGLE-2 head {path} to start from ({exc}).") from exc
+    own = head.state_dict()
+    picked = {
+        k: v for k, v in state.items() if k.startswith(("fc.", "layer.")) and k in own and own[k].shape == v.shape
+    }
+    head.load_state_dict({**own, **{k: v.to(own[k].dtype) for k, v in picked.items()}})
+    return sorted(picked)

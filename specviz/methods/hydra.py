@@ -1,0 +1,155 @@
+"""Hydra: Medusa's sparse tree, but each head reads the tokens drafted above its node (sequentially dependent heads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.details import HydraStep
+from specviz.head_tree import ensure_last_logits, verify, walk
+from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
+from specviz.methods.base import OnStep, Outcome, Run
+from specviz.model import LoadedModel
+from specviz.sampling import ConfigError, Sampling
+from specviz.trace import Trace
+from specviz.tree import TreeSpec, commit_path, sparse_tree
+from specviz.tree_fates import node_records
+
+NAME = "hydra"
+LABEL = "Hydra"
+SUMMARY = "Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them."
+ACCEPTANCE = ("exact", "typical")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Hydra settings: Medusa's, so the two compare at the same tree budget."""
+
+    heads: int = 4  # head k guesses the token k+1 places ahead, reading the k tokens above it
+    budget: int = 4  # drafted nodes, root not counted (Medusa's default on this CPU)
+    acceptance: str = "exact"  # lossless; "typical" is Medusa's typical acceptance
+    eps: float = 0.09
+    delta: float = 0.3
+    heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.heads <= 8:
+            raise ConfigError(f"heads must be between 1 and 8, got {self.heads}.")
+        if not 0 <= self.budget <= 128:
+            raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {self.budget}.")
+        if self.acceptance not in ACCEPTANCE:
+            raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {self.acceptance!r}.")
+        if not (0 < self.eps <= 1 and 0 < self.delta <= 1):
+            raise ConfigError(f"eps and delta must be in (0, 1], got eps={self.eps}, delta={self.delta}.")
+
+
+def propose(
+    heads: HydraHeads, hidden: torch.Tensor, spec: TreeSpec, root: int
+) -> tuple[list[int], list[float], list[list[int]]]:
+    """Fill the tree depth by depth: node (i1..ik) is rank ik of head k given the tokens on the path above it.
+
+    Returns every node's token (root first), each drafted node's head probability, and the branch each head
+    read (root .. parent). One batched call per depth: head k runs once for all depth-(k-1) parents.
+    """
+    tokens, head_p = [root] + [0] * (len(spec) - 1), [0.0] * (len(spec) - 1)
+    reads: list[list[int]] = [[] for _ in range(len(spec) - 1)]
+    with torch.inference_mode():
+        for depth in range(1, max(spec.depths) + 1):
+            kids = [j for j in range(1, len(spec)) if spec.depths[j] == depth]
+            parents = sorted({spec.parents[j] for j in kids})
+            branch = torch.tensor([[tokens[a] for a in spec.path_to(p)] for p in parents], device=hidden.device)
+            logits = heads.head_logits(depth, hidden.expand(len(parents), -1), branch)
+            probs = torch.softmax(logits.float(), dim=-1)
+            top_p, top_i = probs.topk(1 + max(spec.ranks[j][-1] for j in kids), dim=-1)
+            for j in kids:
+                row, rank = parents.index(spec.parents[j]), spec.ranks[j][-1]
+                tokens[j] = int(heads.vocab[top_i[row, rank]])
+                head_p[j - 1] = round(float(top_p[row, rank]), 6)
+                reads[j - 1] = branch[row].tolist()
+    return tokens, head_p, reads
+
+
+class Hydra:
+    """One Hydra generation: the heads and the fixed sparse tree (built from Hydra's own calibration)."""
+
+    def __init__(self, cfg: Config, heads: HydraHeads, spec: TreeSpec, expected: float) -> None:
+        self.cfg, self.heads, self.spec, self.expected = cfg, heads, spec, expected
+
+    @torch.inference_mode()
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose (head by head down the tree) → verify (one tree pass) → accept → commit."""
+        spec, prefix = self.spec, run.seq_len
+        with run.phase("draft"):
+            tokens, head_p, reads = propose(self.heads, run.pending_hidden, spec, root)
+        with run.phase("verify"):
+            logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
+        path, next_root, why = walk(run, self.cfg, tokens, spec, logits, probs)
+        with run.phase("verify"):
+            ensure_last_logits(run.lm, logits, hidden, path[-1])
+        with run.phase("commit"):
+            commit_path(run.cache, prefix, path)
+        rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
+
+        def detail() -> HydraStep:
+            nodes = node_records(spec, tokens, head_p, probs, path, why, run.lm.token_text)
+            for j, node in enumerate(nodes[1:]):
+                node["reads"] = [run.lm.token_text(t) for t in reads[j]]
+            return HydraStep(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
+
+        return Outcome(
+            accepted=[tokens[j] for j in path[1:]],
+            proposed=len(tokens) - 1,
+            forward_tokens=len(tokens),
+            logits=logits[path[-1]],
+            hidden=hidden[path[-1]],
+            next_root=next_root,
+            detail=detail,
+        )
+
+
+def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:
+    """The sparse tree for the first `heads` heads under `budget`, and its predicted E[L] (root not counted).
+
+    With Hydra's calibration (head k's accuracy given the true branch), a path's weight Π a_k is exactly the
+    probability that all of its nodes are right; for Medusa's independent heads it is an approximation.
+    """
+    paths, expected = sparse_tree(acc[:heads], budget)
+    return TreeSpec.from_paths(paths), expected
+
+
+def generate(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    sampling: Sampling,
+    config: Config | None = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+    heads: HydraHeads | None = None,
+    calibration: list[list[float]] | None = None,
+) -> Trace:
+    """Decode with Hydra until EOS or max_new_tokens (heads/calibration default to models/hydra)."""
+    cfg = config or Config()
+    heads = heads if heads is not None else cached_heads(lm, cfg.heads_dir or None, cfg.heads)
+    acc = calibration if calibration is not None else load_calibration(Path(cfg.heads_dir) if cfg.heads_dir else None)
+    if cfg.heads > min(len(heads.heads), len(acc)):
+        raise ConfigError(f"heads must be at most {min(len(heads.heads), len(acc))} for these heads.")
+    spec, expected = build_tree(acc, cfg.heads, cfg.budget)
+    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    return run.decode(Hydra(cfg, heads, spec, expected).step)
+
+
+def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Untrained heads (random input projections over the full vocabulary) and a decaying calibration."""
+    vocab = lm.lm_head.get_parameter("weight").shape[0]
+    cfg = HydraConfig(num_heads=num_heads, hidden_size=lm.hf.config.hidden_size, draft_vocab=vocab, model=lm.name)
+    heads = new_heads(lm, cfg, torch.arange(vocab))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for head in heads.heads:  # random reads of the branch's embeddings, so the branch matters
+            head.inp.weight.add_(torch.randn(head.inp.weight.shape, generator=gen) * 0.3)
+    calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
+    heads = heads.to(lm.device, torch.float32).eval().requires_grad_(False)
+    return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}
