@@ -239,3 +239,16 @@ def test_warm_start_copies_the_eagle2_layer_and_keeps_its_own_fusion(tiny_lm, tm
         torch.testing.assert_close(head.state_dict()[k], v)
     with pytest.raises(HeadError, match="Cannot read"):
         warm_start(head, tmp_path / "none")
+
+
+def test_fusion_diagram_marks_the_read_layers_with_the_steps_numbers(tiny_lm):
+    from specviz.viz.eagle3 import fusion_figure
+
+    ids = tiny_lm.encode_prompt("Tell me a story")
+    trace = eagle3.generate(tiny_lm, ids, Sampling(max_new_tokens=8), **eagle3.tiny_resources(tiny_lm))
+    step, detail = trace.detailed(Eagle3Step)[0]
+    assert len(detail.features["layer_rms"]) == len(detail.layers) == 3
+    fig = fusion_figure(step, len(tiny_lm.hf.model.layers))
+    texts = [a.text for a in fig.layout.annotations if a.text]
+    assert sum("input of layer" in t and "RMS" in t for t in texts) == len(set(detail.layers))
+    assert "EAGLE-3 reads layers" in fig.layout.title.text

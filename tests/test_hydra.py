@@ -123,3 +123,18 @@ def test_trace_records_what_each_head_read(tiny_lm) -> None:
 def test_sampling_through_generate_keeps_the_target_distribution(peaked):
     kw = hydra.tiny_resources(peaked)
     second_token_follows_p(peaked, lambda ids, s: hydra.generate(peaked, ids, s, **kw))
+
+
+def test_depth_views_come_from_the_traces(tiny_lm) -> None:
+    from specviz.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+
+    ids = tiny_lm.encode_prompt("Tell me a story")
+    trace = hydra.generate(tiny_lm, ids, Sampling(max_new_tokens=12), **hydra.tiny_resources(tiny_lm))
+    steps = [st for st, _ in trace.detailed(HydraStep)]
+    rates = acceptance_by_depth(trace, 3)
+    assert rates[0] == pytest.approx(sum(st.drafts_accepted >= 1 for st in steps) / len(steps), abs=1e-4)
+    assert rates == sorted(rates, reverse=True)
+    offsets = starts(trace)
+    assert offsets[0] == 0 and step_at(trace, offsets[-1]) is steps[-1] and step_at(trace, 10**6) is None
+    fig = depth_figure({"medusa": [0.5, 0.2], "hydra": [0.6, 0.45]}, "t", "top-1")
+    assert [b.name for b in fig.data] == ["Medusa", "Hydra"] and list(fig.data[1].y) == [0.6, 0.45]

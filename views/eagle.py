@@ -9,8 +9,11 @@ from statistics import median
 import streamlit as st
 
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
+from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
+from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.heads.eagle_replay import replay_trees
 from specviz.methods.eagle import Config
+from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.sweep import EAGLE_PATH as SWEEP_PATH
 from specviz.trace import Trace
 from specviz.viz.eagle import (
@@ -21,6 +24,8 @@ from specviz.viz.eagle import (
     sweep_figure,
     verify_figures,
 )
+from specviz.viz.eagle3 import fusion_figure
+from specviz.viz.hydra import depth_figure
 from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
@@ -69,11 +74,19 @@ tree_kind = c3.radio(
     help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape",
 )
 repeats = repeats_control("eagle", c3)
+try:
+    e3_cfg = read_eagle3(EAGLE3_DIR)
+except HeadError as exc:
+    e3_cfg, e3_missing = None, str(exc)
+with_e3 = e3_cfg is not None and c3.toggle(
+    "Run EAGLE-3 beside it", True, key="eagle.eagle3", help="EAGLE-3's head on the same tree, in the same runs"
+)
 cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
+cfg3 = Eagle3Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
 if s is not None:
     s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-runs = run_paired({"eagle": cfg}, s, repeats)
+runs = run_paired({"eagle": cfg, **({"eagle3": cfg3} if with_e3 else {})}, s, repeats)
 alt = run_method("eagle", other, s)
 if "eagle" not in runs:
     st.stop()
@@ -161,3 +174,35 @@ if SWEEP_PATH.is_file():
         )
 with st.expander("How this head was trained"):
     st.json(head_cfg.train or {"note": "no training record"})
+
+st.subheader("EAGLE-3 beside EAGLE-2: fused features, trained on its own drafts")
+st.caption(
+    "EAGLE-3's head reads the inputs of a low, a middle and a high layer of the target instead of the final "
+    "feature alone, predicts tokens rather than features, and is trained with training-time test: unrolled on "
+    "its own outputs, as it will be when it drafts deeper than one token. Same tree, same prompt, same runs."
+)
+if e3_cfg is None:
+    st.info(f"EAGLE-3 is not available here: {e3_missing}")
+else:
+    top1 = [row[0] for row in head_cfg.calibration], [row[0] for row in e3_cfg.calibration]
+    k = min(len(top1[0]), len(top1[1]))
+    show_figure(
+        depth_figure(
+            {"eagle": top1[0][:k], "eagle3": top1[1][:k]},
+            "Held-out top-1 accuracy by draft depth (each head drafting from its own outputs)",
+            "top-1 accuracy",
+            prefix="depth",
+        ),
+        "eagle3_accuracy",
+    )
+if "eagle3" in runs:
+    t3 = median_pair(runs, "eagle3")[1] if "ar" in runs else runs["eagle3"][0]
+    e1, e2, e3 = st.columns(3)
+    e1.metric("A, EAGLE-2 → EAGLE-3", f"{trace.mean_accepted:.2f} → {t3.mean_accepted:.2f}", help="same tree")
+    if "ar" in runs:
+        speedup_metric(e2, runs, "eagle3", "EAGLE-3's speedup", "EAGLE-3's runs interleaved with EAGLE-2's and ar's.")
+        e3.metric("Same tokens as ar", same_tokens(ar, t3))
+    drafted3 = [x for x in t3.steps if x.detail is not None]
+    if drafted3:
+        n_layers = int(getattr(get_model().hf.config, "num_hidden_layers", 30)) if get_model() else 30
+        show_figure(fusion_figure(drafted3[min(i if drafted else 0, len(drafted3) - 1)], n_layers), "eagle3_fusion")

@@ -122,4 +122,7 @@ class Eagle3Stepper(TreeStepper):
         with torch.inference_mode():
             g = dr.fused(res.f_t[None])[0]
             pred = dr.readout(res.tree.feats[0].to(dr.dtype))
-        return feature_view(g, root_embed, pred, res.hidden[0])
+            parts = res.f_t.double().view(len(self.layers), -1)  # the raw inputs of the fused layers
+        rms = [round(float(p.pow(2).mean().sqrt()), 2) for p in parts]
+        peak = [round(float(p.abs().max()), 1) for p in parts]
+        return {**feature_view(g, root_embed, pred, res.hidden[0]), "layer_rms": rms, "layer_peak": peak}

@@ -13,6 +13,8 @@ from specviz.details import MedusaStep
 from specviz.trace import StepTrace, Trace
 from specviz.viz.theme import apply, method_color
 
+LABELS = {"medusa": "Medusa", "hydra": "Hydra", "eagle": "EAGLE-2", "eagle3": "EAGLE-3"}
+
 
 def acceptance_by_depth(trace: Trace, depths: int) -> list[float]:
     """P(the step accepted at least d drafted tokens), d = 1..depths, over the trace's tree steps."""
@@ -43,17 +45,17 @@ def starts(trace: Trace) -> list[int]:
 
 
 def depth_figure(
-    series: dict[str, Sequence[float]], title: str, ytitle: str, slide: bool = False, note: str = ""
+    series: dict[str, Sequence[float]], title: str, ytitle: str, slide: bool = False, prefix: str = "head"
 ) -> go.Figure:
-    """Grouped bars per depth, one colour per method (medusa, hydra, …), the value printed on each bar."""
+    """Grouped bars per depth, one colour per method (medusa, hydra, eagle, eagle3), the value on each bar."""
     fig = go.Figure()
     for name, values in series.items():
-        depths = [f"head {d}" for d in range(1, len(values) + 1)]
+        depths = [f"{prefix} {d}" for d in range(1, len(values) + 1)]
         fig.add_trace(
             go.Bar(
                 x=depths,
                 y=list(values),
-                name=name.capitalize() if name.islower() else name,
+                name=LABELS.get(name, name),
                 marker_color=method_color(name.lower()),
                 text=[f"{v:.2f}" for v in values],
                 textposition="outside",
@@ -62,6 +64,4 @@ def depth_figure(
         )
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_yaxes(title=ytitle, range=[0, 1.08], tickformat=".0%")
-    if note:
-        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.22, showarrow=False, xanchor="left")
     return apply(fig, title, slide, height=360)
