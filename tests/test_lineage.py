@@ -41,3 +41,23 @@ def test_the_figure_draws_every_work_and_arrow():
     arrows = [a for a in fig.layout.annotations if a.showarrow]
     assert len(arrows) == len(edges())
     assert "on a test machine" in fig.layout.title.text
+
+
+def test_each_method_comes_from_the_newest_file_that_measured_it(tmp_path, monkeypatch):
+    import json
+
+    from specviz import paths
+    from specviz.viz.stored import merged_spec_bench
+
+    row = {"mean_accepted": 1.5, "speedup": 1.2}
+    old = {"methods": {"ar": row, "sps": row, "eagle": {**row, "speedup": 0.9}}, "prompts": 26}
+    new = {"methods": {"ar": row, "eagle": row, "hydra": row}, "prompts": 26}
+    (tmp_path / "specbench-2026-01-01.json").write_text(json.dumps(old))
+    (tmp_path / "specbench-lineage-2026-02-01.json").write_text(json.dumps(new))
+    monkeypatch.setattr(paths, "BENCH_DIR", tmp_path)
+    merged, used = merged_spec_bench()
+    assert merged["methods"]["eagle"]["speedup"] == 1.2 and set(merged["methods"]) == {"eagle", "hydra", "sps"}
+    assert [(p.name, names) for p, _, names in used] == [
+        ("specbench-lineage-2026-02-01.json", ["eagle", "hydra"]),
+        ("specbench-2026-01-01.json", ["sps"]),
+    ]

@@ -7,7 +7,7 @@ import streamlit as st
 from specviz.lineage import WORKS
 from specviz.paths import REPO
 from specviz.viz.lineage import lineage_figure, measured_values, node_caption
-from specviz.viz.stored import spec_bench
+from specviz.viz.stored import merged_spec_bench
 from ui.common import page_header, show_figure
 from ui.live import measured_where
 
@@ -15,17 +15,18 @@ page_header(
     "Where the methods come from",
     "Each work after Medusa fixed one of its weak points. Which question did each one answer differently?",
 )
-found = spec_bench()
-bench = found[1] if found else None
-where = measured_where(bench) if bench else ""
-show_figure(lineage_figure(bench, where), "lineage")
-if found:
-    path, data = found
+merged, used = merged_spec_bench()
+bench = merged if used else None
+where = measured_where(used[0][1]) if used else ""
+show_figure(lineage_figure(bench, where if len(used) == 1 else ""), "lineage")
+for path, data, names in used:
     st.caption(
-        f"A and speedup: greedy, against plain decoding, {data.get('prompts', '?')} Spec-Bench questions, "
-        f"stored in {path.relative_to(REPO)} ({where}); re-measure with `{data.get('command', '')}`. "
-        "Hollow nodes are described from their papers and not run here."
+        f"{', '.join(names)}: A and speedup, greedy, against plain decoding in the same run, "
+        f"{data.get('prompts', '?')} Spec-Bench questions, stored in {path.relative_to(REPO)} "
+        f"({measured_where(data)}); re-measure with `{data.get('command', '')}`."
     )
+if used:
+    st.caption("Hollow nodes are described from their papers and not run here.")
 else:
     st.info("No stored Spec-Bench result in docs/bench: the works the app runs show no measurement yet.")
 measured = measured_values(bench)

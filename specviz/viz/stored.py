@@ -78,13 +78,34 @@ def category_bench() -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
-def spec_bench() -> tuple[Path, dict[str, Any]] | None:
-    """The newest stored Spec-Bench result with per-method figures (docs/bench/specbench-*.json)."""
+def spec_benches() -> list[tuple[Path, dict[str, Any]]]:
+    """Every stored Spec-Bench result with per-method figures (docs/bench/specbench-*.json), newest name first."""
+    out = []
     for path in sorted(paths.BENCH_DIR.glob("specbench-*.json"), reverse=True):
         data = _read(path)
         if data and isinstance(data.get("methods"), dict):
-            return path, data
-    return None
+            out.append((path, data))
+    return out
+
+
+def spec_bench() -> tuple[Path, dict[str, Any]] | None:
+    """The newest stored Spec-Bench result with per-method figures."""
+    found = spec_benches()
+    return found[0] if found else None
+
+
+def merged_spec_bench() -> tuple[dict[str, Any], list[tuple[Path, dict[str, Any], list[str]]]]:
+    """{"methods": …} taking each method from the newest file that measured it, and which file gave which methods.
+
+    Every file keeps its own provenance, so a page can say where and when each number was measured."""
+    methods: dict[str, Any] = {}
+    used = []
+    for path, data in spec_benches():
+        fresh = [m for m in data["methods"] if m not in methods and m != "ar"]
+        if fresh:
+            methods.update({m: data["methods"][m] for m in fresh})
+            used.append((path, data, fresh))
+    return {"methods": methods}, used
 
 
 def kind_of(category: str, kinds: list[str]) -> str:
