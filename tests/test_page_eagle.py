@@ -104,6 +104,12 @@ def test_eagle_page_live():
     shapes = titled(specs, "Tree shapes, measured")  # models/eagle/live_sweep.json, committed, with provenance
     assert len(shapes["data"][0]["x"]) == len(sweep.EAGLE_SHAPES)
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
+    # EAGLE-3 beside it, in the same runs: its accuracy by depth, A, speedup, identity and the fused layers
+    assert len(titled(specs, "Held-out top-1 accuracy by draft depth")["data"]) == 2
+    assert "EAGLE-3 reads layers 2, 15, 27 of 30" in titled(specs, "EAGLE-3 reads layers")["layout"]["title"]["text"]
+    labels = [m.label for m in at.metric]
+    assert "A, EAGLE-2 → EAGLE-3" in labels and "EAGLE-3's speedup" in labels
+    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 2
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception
     assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6

@@ -41,6 +41,13 @@ def test_medusa_page_live() -> None:
     mask = titled(specs, "Tree-attention mask")
     assert len(mask["data"][0]["z"]) == nodes
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
+    # Hydra beside it, in the same runs: accuracy by head, acceptance by depth, A, speedup, the twin trees
+    assert len(titled(specs, "Held-out top-1 accuracy of each head")["data"]) == 2
+    assert len(titled(specs, "Measured on this prompt")["data"]) == 2
+    assert titled(specs, "Hydra (hover")
+    labels = [m.label for m in at.metric]
+    assert "A, Medusa → Hydra" in labels and "Hydra's speedup" in labels
+    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 2
     at.slider(key="medusa.budget").set_value(3).run()  # the live run changes with the budget
     assert not at.exception
     tree = titled(chart_specs(at), "Candidate tree")
