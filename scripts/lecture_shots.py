@@ -77,7 +77,7 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
 
 
-def tour(url: str, out: Path, prompt: str, tokens: int) -> list[str]:
+def tour(url: str, out: Path, prompt: str, tokens: int, pages: list[str] = TOUR) -> list[str]:
     from playwright.sync_api import sync_playwright
 
     saved = []
@@ -89,7 +89,7 @@ def tour(url: str, out: Path, prompt: str, tokens: int) -> list[str]:
         pick_prompt(pg, prompt, tokens)
         links = pg.locator('[data-testid="stSidebarNav"] a')
         names = [links.nth(i).inner_text().strip().splitlines()[-1] for i in range(links.count())]
-        for want in TOUR:
+        for want in pages:
             i = next((k for k, n in enumerate(names) if want.lower() in n.lower()), None)
             if i is None:
                 continue
@@ -116,12 +116,14 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     ap.add_argument("--prompt", default="Code · Add type hints", help="the sidebar's prompt preset, as it is listed")
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--pages", default=",".join(TOUR), help="which pages of the tour, e.g. Medusa,EAGLE")
     a = ap.parse_args()
+    pages = [p.strip() for p in a.pages.split(",") if p.strip()]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     proc, url = serve()
     try:
-        for name in tour(url, out, a.prompt, a.tokens):
+        for name in tour(url, out, a.prompt, a.tokens, pages):
             print(out / name)
     finally:
         proc.terminate()
