@@ -41,7 +41,15 @@ def fusion_figure(step: StepTrace, n_layers: int, slide: bool = False) -> go.Fig
     for layer, i in read.items():
         y = ys[layer] + 0.4 / n_layers
         stats = f" · RMS {rms[i]:.1f}, peak {peak[i]:.0f}" if i < len(rms) and i < len(peak) else ""
-        fig.add_annotation(x=1.0, y=y, text=f"input of layer {layer}{stats}", showarrow=False, xanchor="left")
+        fig.add_annotation(  # above its arrow's start, so the arrow never crosses the text
+            x=0.95,
+            y=y,
+            text=f"input of layer {layer}{stats}",
+            showarrow=False,
+            xanchor="left",
+            yanchor="bottom",
+            yshift=3,
+        )
         _arrow(fig, 0.9, y, 2.55, 0.5, e3)
     _box(fig, 2.6, 3.9, 0.38, 0.62, "RMSNorm each<br>Linear(3h → h) = g", e3)
     _box(fig, 2.6, 3.9, 0.05, 0.22, "embed(x_t+1)", NEUTRAL)
