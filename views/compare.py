@@ -36,7 +36,8 @@ def method_toggles() -> dict[str, object]:
     names = [n for n in methods.available() if n != "ar"]
     if replaying():
         names = [n for n in names if replayed(n) is not None]
-    cols = st.columns(max(1, len(names)))
+    per_row = 5  # ten labels in one row cut "EAGLE-2", "EAGLE-3" and the hybrid to the same "EAG…"
+    cols = [c for start in range(0, len(names), per_row) for c in st.columns(per_row)][: len(names)]
     chosen = {}
     for col, name in zip(cols, names):
         mod = methods.get(name)
