@@ -10,6 +10,7 @@ import streamlit as st
 
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
+from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.heads.eagle_replay import replay_trees
 from specviz.methods.eagle import Config
@@ -27,7 +28,7 @@ from specviz.viz.eagle import (
 from specviz.viz.eagle3 import fusion_figure
 from specviz.viz.hydra import depth_figure
 from specviz.viz.tree import steps_figure, token_strip
-from ui.common import get_model, page_header, run_method, settings, show_figure
+from ui.common import get_model, page_header, replaying, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
@@ -76,6 +77,8 @@ tree_kind = c3.radio(
 repeats = repeats_control("eagle", c3)
 try:
     e3_cfg = read_eagle3(EAGLE3_DIR)
+    if get_model() is not None and not replaying():  # a head for another model must not stop EAGLE-2's run
+        check_fits(e3_cfg, get_model().hf.config, EAGLE3_DIR)
 except HeadError as exc:
     e3_cfg, e3_missing = None, str(exc)
 with_e3 = e3_cfg is not None and c3.toggle(

@@ -181,10 +181,13 @@ def rank_accuracy(
     return [[round(a, 6) for a in row] for row in acc], len(hidden)
 
 
-def write_calibration(folder: Path, acc: list[list[float]], n_positions: int, note: str = "") -> Path:
-    """The a_k^(i) table as JSON beside the heads."""
+def write_calibration(
+    folder: Path, acc: list[list[float]], n_positions: int, note: str = "", where: dict | None = None
+) -> Path:
+    """The a_k^(i) table as JSON beside the heads, with where and when it was measured."""
     path = folder / CALIBRATION_FILE
     body = {"accuracy": acc, "top1": [r[0] for r in acc], "positions": n_positions, "ranks": len(acc[0]), "note": note}
+    body["provenance"] = where or {}
     path.write_text(json.dumps(body, indent=1))
     return path
 
@@ -247,7 +250,10 @@ def main(argv: list[str]) -> int:
     if not a.calibrate_only:
         _train_and_save(lm, a, out)
     acc, n = rank_accuracy(load_heads(lm, out), load_dataset(a.data_dir, "heldout"))
-    write_calibration(out, acc, n, "held-out self-distilled ShareGPT continuations (branch tokens given)")
+    from specviz.measure import provenance
+
+    note = "held-out self-distilled ShareGPT continuations (branch tokens given)"
+    write_calibration(out, acc, n, note, provenance(lm.describe()).to_dict())
     for k, row in enumerate(acc, start=1):
         print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))
     return 0
