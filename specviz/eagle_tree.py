@@ -54,6 +54,23 @@ class Step(Protocol):
     def now(self) -> float: ...
 
 
+TREES = ("dynamic", "static")
+
+
+def check_shape(cfg: Any) -> None:
+    """ConfigError unless an EAGLE-family Config (EAGLE-2's, EAGLE-3's) has a usable tree shape and head dtype."""
+    if not 1 <= cfg.depth <= 12:
+        raise ConfigError(f"depth must be between 1 and 12, got {cfg.depth}.")
+    if not 1 <= cfg.top_k <= 32:
+        raise ConfigError(f"top_k must be between 1 and 32, got {cfg.top_k}.")
+    if not 2 <= cfg.total_tokens <= 256:
+        raise ConfigError(f"total_tokens must be between 2 and 256, got {cfg.total_tokens}.")
+    if cfg.tree not in TREES:
+        raise ConfigError(f"tree must be 'dynamic' or 'static', got {cfg.tree!r}.")
+    if cfg.head_dtype not in ("bf16", "fp32", "model"):
+        raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {cfg.head_dtype!r}.")
+
+
 def head_for(lm: LoadedModel, cfg: Shape, head: EagleHead | None) -> EagleHead:
     """The head given, else the config's (ConfigError, with the reason, when none can be loaded)."""
     try:

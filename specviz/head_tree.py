@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import torch
 
 from specviz.model import LoadedModel
-from specviz.sampling import Sampling, target_probs
+from specviz.sampling import ConfigError, Sampling, target_probs
 from specviz.tree import TreeSpec, verify_tree
 from specviz.tree_fates import Walk, greedy_walk, sampled_walk, typical_walk
 
@@ -35,6 +35,21 @@ def verify(
     logits[inner] = rows
     probs[inner] = target_probs(rows, sampling)
     return logits, probs, hidden
+
+
+ACCEPTANCE = ("exact", "typical")
+
+
+def check_config(cfg: Any) -> None:
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and acceptance."""
+    if not 1 <= cfg.heads <= 8:
+        raise ConfigError(f"heads must be between 1 and 8, got {cfg.heads}.")
+    if not 0 <= cfg.budget <= 128:
+        raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {cfg.budget}.")
+    if cfg.acceptance not in ACCEPTANCE:
+        raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {cfg.acceptance!r}.")
+    if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
+        raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
 
 
 class Rule(Protocol):

@@ -165,10 +165,8 @@ class LoadedModel:
         `mask` is an additive float mask over the new tokens only, [k, k] (0 = may attend); the
         prefix in the cache is always visible. `positions` are absolute position ids [k].
         """
-        out = self.hf.model(**self._model_inputs(ids, cache, positions, mask), use_cache=True)
-        hidden = out.last_hidden_state[0]  # [k, H], post final norm
-        rows = hidden if logits_for is None else hidden[logits_for]
-        return self.lm_head(rows).float(), hidden
+        logits, hidden, _ = self.forward_layers(ids, cache, (), positions, mask, logits_for)
+        return logits, hidden
 
     def _model_inputs(
         self, ids: list[int] | torch.Tensor, cache: Cache, positions: torch.Tensor | None, mask: torch.Tensor | None
@@ -203,13 +201,13 @@ class LoadedModel:
         """forward, plus the residual stream entering each decoder layer in `layers` (EAGLE-3's fused input).
 
         Returns (logits, hidden, fused [k, len(layers)·H]); fused holds transformers' hidden_states[i] for
-        each i in `layers` (the input of decoder layer i, before its norm), side by side in that order.
+        each i in `layers` (the input of decoder layer i, before its norm), side by side in that order. With no
+        layers the decoder keeps no hidden states (as `forward`) and fused is [k, 0].
         """
-        out = self.hf.model(
-            **self._model_inputs(ids, cache, positions, mask), use_cache=True, output_hidden_states=True
-        )
-        hidden = out.last_hidden_state[0]
-        fused = torch.cat([out.hidden_states[i][0] for i in layers], dim=-1)
+        inputs = self._model_inputs(ids, cache, positions, mask)
+        out = self.hf.model(**inputs, use_cache=True, output_hidden_states=bool(layers))
+        hidden = out.last_hidden_state[0]  # [k, H], post final norm
+        fused = torch.cat([out.hidden_states[i][0] for i in layers], dim=-1) if layers else hidden[:, :0]
         rows = hidden if logits_for is None else hidden[logits_for]
         return self.lm_head(rows).float(), hidden, fused
 

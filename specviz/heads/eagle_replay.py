@@ -17,12 +17,12 @@ from pathlib import Path
 import torch
 
 from specviz.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
-from specviz.eagle_tree import head_dtype
+from specviz.eagle_tree import TREES, head_dtype
 from specviz.heads.args import Parser  # raises on bad input: the CLI prints one line and exits 2
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
 from specviz.heads.eagle_drafter import Drafter
 from specviz.heads.shards import Sequence, load_dataset
-from specviz.methods.eagle import TREES, Config, get_head
+from specviz.methods.eagle import Config, get_head
 from specviz.model import LoadedModel, crop_to, load_model
 from specviz.trace import Trace
 from specviz.tree import TreeSpec

@@ -17,8 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.heads.medusa import HeadsError, ResBlock
-from specviz.kernels import PackedLinear, can_pack
+from specviz.heads.medusa import HeadsError, ResBlock, project
 from specviz.model import LoadedModel
 from specviz.paths import HYDRA_DIR
 
@@ -76,20 +75,12 @@ class HydraHeads(nn.Module):
         self.register_buffer("vocab", vocab.long(), persistent=False)
         self.register_buffer("proj", lm_weight[vocab.long()].detach().clone(), persistent=False)  # [Vd, H]
         self.register_buffer("embed", embed.detach(), persistent=False)  # [V, H], the target's input embedding
-        self._packed: nn.Module | None = None
-
-    def _project(self, feats: torch.Tensor) -> torch.Tensor:
-        """feats [..., H] → draft logits [..., Vd]; prepacked for oneDNN at inference on a CPU."""
-        if self._packed is None and not self.training and can_pack(self.proj.device, self.proj.dtype):
-            lin = nn.Linear(self.proj.shape[1], self.proj.shape[0], bias=False, device=self.proj.device)
-            lin.weight = nn.Parameter(self.proj, requires_grad=False)
-            self._packed = PackedLinear(lin, keep_weight=False)
-        return feats @ self.proj.T if self._packed is None else self._packed(feats)
+        self._packed: nn.Module | None = None  # inference-only oneDNN copy of proj (medusa.project)
 
     def head_logits(self, k: int, h: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         """Head k (1-based): h [B, H], branch token ids [B, k] (x_{t+1..t+k}) → draft logits [B, Vd]."""
         z = torch.cat([h.to(self.proj.dtype), self.embed[branch].flatten(1).to(self.proj.dtype)], dim=-1)
-        return self._project(self.heads[k - 1](z))
+        return project(self, self.heads[k - 1](z))
 
     def forward(self, h: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         """Training: h [B, H], the true tokens x_{t+1..t+K} [B, K] → draft logits of every head [B, K, Vd]."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -80,16 +81,8 @@ class MedusaHeads(nn.Module):
         self._packed: nn.Module | None = None  # inference-only oneDNN copy of proj, made on first topk
 
     def _project(self, feats: torch.Tensor) -> torch.Tensor:
-        """feats [..., H] → draft logits [..., Vd]; at inference on a CPU, through a prepacked weight.
-
-        `feats @ proj.T` in fp32 takes about 2.3 ms for the 4 head rows on 2 cores; the same product
-        with the weight prepacked for oneDNN (as the target's own linears are) takes about 0.25 ms.
-        """
-        if self._packed is None and can_pack(self.proj.device, self.proj.dtype):
-            lin = nn.Linear(self.proj.shape[1], self.proj.shape[0], bias=False, device=self.proj.device)
-            lin.weight = nn.Parameter(self.proj, requires_grad=False)
-            self._packed = PackedLinear(lin, keep_weight=False)
-        return feats @ self.proj.T if self._packed is None else self._packed(feats)
+        """feats [..., H] → draft logits [..., Vd] (see project)."""
+        return project(self, feats)
 
     def features(self, h: torch.Tensor) -> torch.Tensor:
         """h [..., H] → per-head features [..., K, H]."""
@@ -111,6 +104,21 @@ class MedusaHeads(nn.Module):
         out = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in self.blocks.state_dict().items()}
         out["vocab"] = self.vocab.to(torch.int32)
         return out
+
+
+def project(heads: Any, feats: torch.Tensor) -> torch.Tensor:
+    """feats [..., H] → draft logits [..., Vd] through `heads.proj`; at inference on a CPU, through a weight
+    prepacked for oneDNN on first use and kept in `heads._packed` (Medusa's heads, Hydra's).
+
+    `feats @ proj.T` in fp32 takes about 2.3 ms for the 4 head rows on 2 cores; the same product with the
+    weight prepacked (as the target's own linears are) takes about 0.25 ms. A training module is never packed.
+    """
+    proj: torch.Tensor = heads.proj
+    if heads._packed is None and not heads.training and can_pack(proj.device, proj.dtype):
+        lin = nn.Linear(proj.shape[1], proj.shape[0], bias=False, device=proj.device)
+        lin.weight = nn.Parameter(proj, requires_grad=False)
+        heads._packed = PackedLinear(lin, keep_weight=False)
+    return feats @ proj.T if heads._packed is None else heads._packed(feats)
 
 
 def frequent_tokens(ids: torch.Tensor, size: int, always: list[int]) -> torch.Tensor:

@@ -173,10 +173,14 @@ class Run:
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the prompt; keep the last position's logits as `pending`; return (logits, hidden)."""
         t = self.now()
-        logits, hidden = self.lm.forward(self.prompt_ids, self.cache, logits_for=slice(-1, None))
+        logits, hidden = self.forward_prompt()
         self._pending, self._pending_hidden = logits[-1], hidden[-1]
         self.prefill_s = self.now() - t
         return logits, hidden
+
+    def forward_prompt(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompt's one forward pass (last position's logits); a method that reads more of it overrides this."""
+        return self.lm.forward(self.prompt_ids, self.cache, logits_for=slice(-1, None))
 
     def decode(self, step: Step) -> Trace:
         """The one decode loop: prefill if needed, then step until EOS or max_new_tokens."""

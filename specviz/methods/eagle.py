@@ -5,17 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.details import EagleStep
-from specviz.eagle_tree import TreeStepper, head_for, load_head
+from specviz.eagle_tree import TreeStepper, check_shape, head_for, load_head
 from specviz.heads.eagle import EagleHead, new_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling
+from specviz.sampling import Sampling
 from specviz.trace import Trace
 
 NAME = "eagle"
 LABEL = "EAGLE-2"
 SUMMARY = "A one-layer head drafts features, not just tokens; a dynamic tree is verified in one pass."
-TREES = ("dynamic", "static")
 
 
 @dataclass(frozen=True)
@@ -37,16 +36,7 @@ class Config:
     head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance
 
     def __post_init__(self) -> None:
-        if not 1 <= self.depth <= 12:
-            raise ConfigError(f"depth must be between 1 and 12, got {self.depth}.")
-        if not 1 <= self.top_k <= 32:
-            raise ConfigError(f"top_k must be between 1 and 32, got {self.top_k}.")
-        if not 2 <= self.total_tokens <= 256:
-            raise ConfigError(f"total_tokens must be between 2 and 256, got {self.total_tokens}.")
-        if self.tree not in TREES:
-            raise ConfigError(f"tree must be 'dynamic' or 'static', got {self.tree!r}.")
-        if self.head_dtype not in ("bf16", "fp32", "model"):
-            raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {self.head_dtype!r}.")
+        check_shape(self)
 
 
 def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from specviz.details import Eagle3Step
+from specviz.eagle_tree import check_shape
 from specviz.heads.eagle import HeadError
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, cached_head, default_layers, new_head
 from specviz.heads.eagle3_drafter import Eagle3Stepper
@@ -25,7 +26,6 @@ from specviz.trace import Trace
 NAME = "eagle3"
 LABEL = "EAGLE-3"
 SUMMARY = "A one-layer head reads a fusion of low, middle and high target layers and drafts EAGLE-2's dynamic tree."
-TREES = ("dynamic", "static")
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,7 @@ class Config:
     head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU
 
     def __post_init__(self) -> None:
-        if not 1 <= self.depth <= 12:
-            raise ConfigError(f"depth must be between 1 and 12, got {self.depth}.")
-        if not 1 <= self.top_k <= 32:
-            raise ConfigError(f"top_k must be between 1 and 32, got {self.top_k}.")
-        if not 2 <= self.total_tokens <= 256:
-            raise ConfigError(f"total_tokens must be between 2 and 256, got {self.total_tokens}.")
-        if self.tree not in TREES:
-            raise ConfigError(f"tree must be 'dynamic' or 'static', got {self.tree!r}.")
-        if self.head_dtype not in ("bf16", "fp32", "model"):
-            raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {self.head_dtype!r}.")
+        check_shape(self)
 
 
 def get_head(lm: LoadedModel, cfg: Config) -> Eagle3Head:
@@ -70,13 +61,11 @@ class LayersRun(Run):
         self.layers = layers
         self.prompt_layers: torch.Tensor | None = None  # [n, 3H]
 
-    def prefill(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run.prefill through forward_layers: the prompt's logits and hidden states, and its layer inputs."""
-        t = self.now()
-        ids, last = self.prompt_ids, slice(-1, None)
-        logits, hidden, self.prompt_layers = self.lm.forward_layers(ids, self.cache, self.layers, logits_for=last)
-        self._pending, self._pending_hidden = logits[-1], hidden[-1]
-        self.prefill_s = self.now() - t
+    def forward_prompt(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run's prompt forward through forward_layers, keeping the prompt's layer inputs."""
+        logits, hidden, self.prompt_layers = self.lm.forward_layers(
+            self.prompt_ids, self.cache, self.layers, logits_for=slice(-1, None)
+        )
         return logits, hidden
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from specviz.details import HydraStep
-from specviz.head_tree import ensure_last_logits, verify, walk
+from specviz.head_tree import check_config, ensure_last_logits, verify, walk
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
@@ -21,7 +21,6 @@ from specviz.tree_fates import node_records
 NAME = "hydra"
 LABEL = "Hydra"
 SUMMARY = "Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them."
-ACCEPTANCE = ("exact", "typical")
 
 
 @dataclass(frozen=True)
@@ -36,14 +35,7 @@ class Config:
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra
 
     def __post_init__(self) -> None:
-        if not 1 <= self.heads <= 8:
-            raise ConfigError(f"heads must be between 1 and 8, got {self.heads}.")
-        if not 0 <= self.budget <= 128:
-            raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {self.budget}.")
-        if self.acceptance not in ACCEPTANCE:
-            raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {self.acceptance!r}.")
-        if not (0 < self.eps <= 1 and 0 < self.delta <= 1):
-            raise ConfigError(f"eps and delta must be in (0, 1], got eps={self.eps}, delta={self.delta}.")
+        check_config(self)
 
 
 def propose(
@@ -148,8 +140,9 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     heads = new_heads(lm, cfg, torch.arange(vocab))
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for head in heads.heads:  # random reads of the branch's embeddings, so the branch matters
-            head.inp.weight.add_(torch.randn(head.inp.weight.shape, generator=gen) * 0.3)
+        for k in range(num_heads):  # random reads of the branch's embeddings, so the branch matters
+            w = heads.get_parameter(f"heads.{k}.inp.weight")
+            w.add_(torch.randn(w.shape, generator=gen) * 0.3)
     calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
     heads = heads.to(lm.device, torch.float32).eval().requires_grad_(False)
     return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from specviz.details import MedusaStep
-from specviz.head_tree import ensure_last_logits, verify, walk
+from specviz.head_tree import check_config, ensure_last_logits, verify, walk
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
 from specviz.model import LoadedModel
@@ -21,7 +21,6 @@ from specviz.tree_fates import node_records
 NAME = "medusa"
 LABEL = "Medusa"
 SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
-ACCEPTANCE = ("exact", "typical")  # "greedy" is read as "exact", its former name
 
 
 @dataclass(frozen=True)
@@ -37,16 +36,9 @@ class Config:
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
 
     def __post_init__(self) -> None:
-        if not 1 <= self.heads <= 8:
-            raise ConfigError(f"heads must be between 1 and 8, got {self.heads}.")
-        if not 0 <= self.budget <= 128:
-            raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {self.budget}.")
         if self.acceptance == "greedy":
             object.__setattr__(self, "acceptance", "exact")
-        if self.acceptance not in ACCEPTANCE:
-            raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {self.acceptance!r}.")
-        if not (0 < self.eps <= 1 and 0 < self.delta <= 1):
-            raise ConfigError(f"eps and delta must be in (0, 1], got eps={self.eps}, delta={self.delta}.")
+        check_config(self)
 
 
 def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
