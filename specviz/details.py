@@ -168,6 +168,7 @@ class HybridStep(EagleStep):
     METHOD: ClassVar[str] = "hybrid"
     sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
     candidates: list[list[int]]  # the n-gram candidates looked up for this root
+    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
 
 
 @dataclass(frozen=True)

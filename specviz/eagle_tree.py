@@ -161,11 +161,17 @@ class TreeStepper:
         logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
         return logits, hidden, hidden
 
-    def step(self, run: Step, root: int, extend: Callable[[DraftTree], None] | None = None) -> TreeResult:
-        """propose (draft tree, then `extend`) → verify (one target forward) → accept → commit."""
+    def step(
+        self, run: Step, root: int, extend: Callable[[DraftTree], None] | None = None, head: bool = True
+    ) -> TreeResult:
+        """propose (draft tree, then `extend`) → verify (one target forward) → accept → commit.
+
+        With head=False the head drafts nothing this step (the tree is what `extend` adds to the root) and
+        its verified pairs wait in its queue until the next step that drafts.
+        """
         f_t, prefix = self.root_feature(run), run.seq_len
         with run.phase("draft"):
-            tree = self.draft(f_t, root)
+            tree = self.draft(f_t, root) if head else DraftTree(tokens=[root])
             if extend is not None:
                 extend(tree)
             nodes, spec = tree.verified()
@@ -175,7 +181,10 @@ class TreeStepper:
         path, nxt, decisions = tree_accept(run.sampling, run.gen, tokens, spec, logits)
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
-            self.drafter.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
+            if head:
+                self.drafter.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
+            else:
+                self.drafter.push(f_t[None], [root])  # the root's pair, which drafting would have run
             self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
         return TreeResult(tree, nodes, spec, tokens, logits, hidden, path, nxt, decisions, f_t)
 
@@ -188,7 +197,7 @@ class TreeStepper:
             "verify_nodes": res.nodes,
             "verify_parents": res.spec.parents,
             "path": [res.nodes[i] for i in res.path],
-            "features": self.feature_record(res, emb),
+            "features": self.feature_record(res, emb) if 0 in res.tree.feats else {},  # {}: the head skipped
             "decisions": res.decisions,
             "residual_token": res.next_root,
         }

@@ -8,8 +8,10 @@ import pytest
 
 from specviz.details import HybridStep
 from specviz.draft_tree import DraftTree
+from specviz.eagle_tree import TreeStepper
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
+from specviz.methods.base import Outcome, Run, tree_outcome
 from specviz.sampling import Sampling
 from specviz.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
 from specviz.viz.eagle import POOL_MARK, verify_figures
@@ -79,7 +81,7 @@ def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
     assert t.output_ids == plain
     steps = [d for _, d in t.detailed(HybridStep)]
     assert all(len(d.sources) == len(d.tree["tokens"]) for d in steps)
-    assert all(sum(d.tree["kept"]) <= kw["config"].total_tokens for d in steps)
+    assert all(sum(d.tree["kept"]) <= kw["config"].total_tokens for d in steps if not d.copy)
     on_path = [d.sources[n] for d in steps for n in d.path[1:]]
     assert on_path and on_path.count("head") < len(on_path)  # the pool's nodes were accepted
     assert t.mean_accepted > 3  # an untrained head alone accepts about nothing
@@ -87,11 +89,71 @@ def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
     _, mask = verify_figures(step)  # the mask marks the pool's nodes
     assert any(POOL_MARK in str(tick) for tick in mask.layout.yaxis.ticktext or mask.data[0].y)
     # an elastic budget (pool_extra) lets the same copy run past the shared budget, and only the pool's nodes
-    small = replace(kw["config"], total_tokens=4, length=10)
+    small = replace(kw["config"], total_tokens=4, length=10, copy_after=0)
     capped = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": small})
     elastic = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(small, pool_extra=6)})
     assert capped.output_ids == elastic.output_ids == plain
     assert max(st.accepted for st in capped.steps) <= 4 < max(st.accepted for st in elastic.steps)
+
+
+def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, monkeypatch):
+    """With a pool that knows the continuation, the steps after one that accepted copy_after pool tokens are copy
+    steps: the root and the pool's candidate only (up to copy_length, past the node budget), nothing drafted
+    by the head, and the output is still plain decoding's; with copy_after = 0 there are none."""
+    ids = tiny_lm.encode_prompt("Tell me about rivers")
+    s = Sampling(max_new_tokens=40)
+    plain = ar.generate(tiny_lm, ids, s).output_ids
+    kw = hybrid.tiny_resources(tiny_lm)
+    cfg = replace(kw["config"], total_tokens=4, copy_after=2, copy_length=7)
+
+    def oracle(seq, max_ngram, min_ngram, length, count):
+        done = len(seq) - len(ids)
+        return [plain[done : done + length]]
+
+    monkeypatch.setattr(hybrid, "lookup_tails", oracle)
+    t = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": cfg})
+    assert t.output_ids == plain
+    records = list(t.detailed(HybridStep))
+    copies = [(st, d) for st, d in records if d.copy]
+    assert copies and not records[0][1].copy  # the first step has no evidence yet: the tree drafts
+    for st, d in copies:
+        assert d.sources[1:] == ["pool"] * (len(d.sources) - 1) and d.features == {}
+        assert set(d.tree["expanded"][1:]) <= {-1}  # the head ran no node
+        assert st.forward_tokens == len(d.tree["tokens"]) <= 1 + cfg.copy_length
+    assert max(st.forward_tokens for st, _ in copies) > cfg.total_tokens
+    off = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(cfg, copy_after=0)})
+    assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridStep))
+
+
+def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
+    """The head's queue keeps it in step: after a step it sat out (head=False), its next tree is the one it
+    drafts when it drafted on that step too."""
+    ids = tiny_lm.encode_prompt("Tell me about rivers")
+    s = Sampling(max_new_tokens=12)
+    plain = ar.generate(tiny_lm, ids, s).output_ids
+    kw = hybrid.tiny_resources(tiny_lm)
+    cfg, head = kw["config"], kw["head"]
+
+    def second_tree(first_with_head: bool) -> DraftTree:
+        trees: list[DraftTree] = []
+
+        def step(run: Run, root: int) -> Outcome:
+            def chain(tree: DraftTree) -> None:  # plain decoding's next 5 tokens: all accepted
+                graft(tree, [plain[1:6]], 99, [HEAD] * len(tree.tokens))
+
+            first = not trees
+            res = stepper.step(run, root, chain if first else None, head=first_with_head or not first)
+            trees.append(res.tree)
+            return tree_outcome(res, lambda: None)
+
+        run = Run(tiny_lm, ids, s, hybrid.NAME, cfg)
+        stepper = TreeStepper.start(run, head, cfg)
+        assert run.decode(step).output_ids == plain
+        return trees[1]
+
+    drafted, skipped = second_tree(True), second_tree(False)
+    assert skipped.tokens == drafted.tokens and skipped.parents == drafted.parents
+    assert skipped.score == pytest.approx(drafted.score, abs=1e-9)
 
 
 @pytest.mark.full

@@ -47,6 +47,15 @@ class Config:
     # the rule the defaults keep). Above 0 the budget is elastic: a long copy is verified whole, as prompt
     # lookup verifies its chain, at the price of a wider forward on exactly the steps that copy.
     pool_extra: int = 0
+    # Copy mode: once a step accepts at least copy_after of the pool's tokens, the text is being copied, and
+    # the next step verifies the pool's candidate alone (up to copy_length tokens, beyond the node budget):
+    # the head drafts nothing, as prompt lookup would not. A copy step that accepts fewer hands back to the
+    # tree. 0 = never. Chosen on 14 unseen ShareGPT prompts x 96 tokens, 2 interleaved runs each (fp32,
+    # 2 cores, 2026-12-01): mean speedup on the 8 long prompts (pasted code or text) 2.13x for copy_after 3,
+    # 2.08x for 4, 2.00x with copy mode off (prompt lookup 1.92x, EAGLE-2 1.55x); on the 6 short ones
+    # 1.94x / 1.87x / 1.86x.
+    copy_after: int = 3
+    copy_length: int = 10
 
     def __post_init__(self) -> None:
         if not (1 <= self.depth <= 12 and 1 <= self.top_k <= 32 and 2 <= self.total_tokens <= 256):
@@ -57,17 +66,20 @@ class Config:
             raise ConfigError(f"need 0-8 candidates of 1-16 tokens, got {self.candidates}, {self.length}.")
         if not 0 <= self.pool_extra <= 32:
             raise ConfigError(f"pool_extra must be between 0 and 32 nodes, got {self.pool_extra}.")
+        if not (0 <= self.copy_after <= 16 and 1 <= self.copy_length <= 16):
+            raise ConfigError(f"need copy_after 0-16 and copy_length 1-16, got {self.copy_after}, {self.copy_length}.")
         if not 1 <= self.min_ngram <= self.max_ngram <= 8:
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
 
 
 class State:
-    """The EAGLE tree stepper, plus this step's candidates and who proposed each node."""
+    """The EAGLE tree stepper, plus this step's candidates, who proposed each node, and whether to copy."""
 
     def __init__(self, tree: TreeStepper, cfg: Config) -> None:
         self.cfg, self.tree = cfg, tree
         self.sources: list[str] = []
         self.tails: list[list[int]] = []
+        self.pool_run = 0  # the pool's tokens on the last step's accepted path
 
     def extend(self, run: Run, root: int):
         def add_pool(tree) -> None:
@@ -78,13 +90,37 @@ class State:
 
         return add_pool
 
+    def copy_tail(self, run: Run, root: int) -> list[int]:
+        """The pool's candidate for a copy step: [] unless the last step accepted copy_after of its tokens and
+        a candidate at least that long continues the text."""
+        c = self.cfg
+        if not c.copy_after or self.pool_run < c.copy_after:
+            return []
+        length = min(c.copy_length, run.remaining - 1)
+        tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, length, 1)
+        return tails[0] if tails and len(tails[0]) >= min(c.copy_after, length) else []
+
+    def copy(self, tail: list[int]):
+        def add_tail(tree) -> None:
+            self.tails = [tail]
+            self.sources = graft(tree, self.tails, 1 + len(tail), [HEAD])
+
+        return add_tail
+
     def step(self, run: Run, root: int) -> Outcome:
-        """propose (head tree + pool n-grams) → verify (one forward) → accept → commit."""
-        res = self.tree.step(run, root, self.extend(run, root))
+        """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one forward) → accept → commit."""
+        with run.phase("draft"):
+            tail = self.copy_tail(run, root)
+        if tail:
+            res = self.tree.step(run, root, self.copy(tail), head=False)
+        else:
+            res = self.tree.step(run, root, self.extend(run, root))
         sources, tails = list(self.sources), [list(t) for t in self.tails]
-        record = self.tree.record
+        self.pool_run = sum(sources[res.nodes[i]] != HEAD for i in res.path[1:])
+        record, copied = self.tree.record, bool(tail)
         return tree_outcome(
-            res, lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails)
+            res,
+            lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
         )
 
 
