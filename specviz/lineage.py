@@ -76,7 +76,8 @@ WORKS: tuple[Work, ...] = (
          runs="eagle3", place=(5, 1.4)),
     Work("hybrid", "EAGLE-2 + n-gram pool", 2026, "this app", "",
          "the EAGLE head, plus n-gram continuations found in the text itself",
-         "one tree: the pool's n-grams take the weakest leaves' places under the same node budget",
+         "one tree: the pool's n-grams take the weakest leaves' places under the same node budget; "
+         "while the text is being copied, the pool's chain alone",
          "yes (greedy match; tree rejection sampling over point masses)", BANDWIDTH,
          parents=(("eagle2", "graft the pool"), ("lookahead", "")), runs="hybrid", place=(5.6, 0.1)),
     Work("dflash", "DFlash", 2026, "Chen, Liang & Liu", "2602.06036",

@@ -14,7 +14,7 @@ from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome
 from specviz.sampling import Sampling
 from specviz.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
-from specviz.viz.eagle import POOL_MARK, verify_figures
+from specviz.viz.eagle import POOL_MARK, gallery, verify_figures
 from tests.sampling_check import second_token_follows_p
 
 
@@ -121,6 +121,7 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
         assert set(d.tree["expanded"][1:]) <= {-1}  # the head ran no node
         assert st.forward_tokens == len(d.tree["tokens"]) <= 1 + cfg.copy_length
     assert max(st.forward_tokens for st, _ in copies) > cfg.total_tokens
+    assert set(gallery(t)) == {"tokens", "tree", "verify", "mask", "features"}  # features: from a drafted step
     off = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(cfg, copy_after=0)})
     assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridStep))
 

@@ -5,6 +5,11 @@ The head drafts its dynamic tree as EAGLE-2 does; then the continuations of the 
 when they are longer than its deepest path, taking the places of its weakest leaves, so the node budget
 stays the same. One target forward checks both sources; the accepted path may run through nodes of
 either. On extraction and code the pool supplies long exact runs; on open text the head does.
+
+Copy mode: a step that accepted `copy_after` of the pool's tokens says the text is being copied, so the next
+step verifies the pool's candidate alone (a chain up to `copy_length`, as prompt lookup verifies one) and the
+head drafts nothing; its verified pairs wait in its queue until the next tree step. A copy step that accepts
+fewer hands back to the tree.
 """
 
 from __future__ import annotations

@@ -203,5 +203,7 @@ def gallery(trace: Trace) -> dict[str, go.Figure]:
         best, d = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
         out["tree"] = growth_figure(d.tree, accepted=d.path, slide=True, sources=getattr(d, "sources", None))
         out["verify"], out["mask"] = verify_figures(best, slide=True)
-        out["features"] = feature_figure(best, slide=True)
+        drafted = [sd for sd in steps if sd[1].features]  # the hybrid's copy steps ran no head
+        if drafted:
+            out["features"] = feature_figure(max(drafted, key=lambda sd: (sd[0].accepted, -sd[0].index))[0], slide=True)
     return out
