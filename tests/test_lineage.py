@@ -61,3 +61,8 @@ def test_each_method_comes_from_the_newest_file_that_measured_it(tmp_path, monke
         ("specbench-lineage-2026-02-01.json", ["eagle", "hydra"]),
         ("specbench-2026-01-01.json", ["sps"]),
     ]
+    # newest by the measurement date its provenance records, whatever the file is called
+    later = {"methods": {"ar": row, "eagle": {**row, "speedup": 1.4}}, "provenance": {"date": "2026-03-01T10:00:00"}}
+    (tmp_path / "specbench-a-2026-03-01.json").write_text(json.dumps(later))
+    merged, used = merged_spec_bench()
+    assert merged["methods"]["eagle"]["speedup"] == 1.4 and used[0][0].name == "specbench-a-2026-03-01.json"

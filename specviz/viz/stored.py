@@ -70,28 +70,26 @@ SPEC_BENCH_KIND = {
 def category_bench() -> tuple[Path, dict[str, Any]] | None:
     """The stored bench result that 'where each method wins' draws: the shipped prompt kinds' when it has
     been measured, else the newest stored Spec-Bench result (docs/bench/specbench-*.json)."""
-    newest = sorted(paths.BENCH_DIR.glob("specbench-*.json"), reverse=True)
-    for path in [paths.PROMPT_KINDS_BENCH, *newest]:
-        data = _read(path)
+    for path, data in [(paths.PROMPT_KINDS_BENCH, _read(paths.PROMPT_KINDS_BENCH)), *spec_benches()]:
         if data and data.get("categories") and data.get("methods"):
             return path, data
     return None
 
 
 def spec_benches() -> list[tuple[Path, dict[str, Any]]]:
-    """Every stored Spec-Bench result with per-method figures (docs/bench/specbench-*.json), newest name first."""
+    """Every stored Spec-Bench result with per-method figures (docs/bench/specbench-*.json), newest first: by the
+    date its provenance records, then by name (a file without provenance counts as older than any with one)."""
     out = []
-    for path in sorted(paths.BENCH_DIR.glob("specbench-*.json"), reverse=True):
+    for path in paths.BENCH_DIR.glob("specbench-*.json"):
         data = _read(path)
         if data and isinstance(data.get("methods"), dict):
             out.append((path, data))
-    return out
 
+    def measured(item: tuple[Path, dict[str, Any]]) -> tuple[str, str]:
+        where = item[1].get("provenance")
+        return (str(where.get("date", "")) if isinstance(where, dict) else "", item[0].name)
 
-def spec_bench() -> tuple[Path, dict[str, Any]] | None:
-    """The newest stored Spec-Bench result with per-method figures."""
-    found = spec_benches()
-    return found[0] if found else None
+    return sorted(out, key=measured, reverse=True)
 
 
 def merged_spec_bench() -> tuple[dict[str, Any], list[tuple[Path, dict[str, Any], list[str]]]]:
