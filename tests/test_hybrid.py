@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import torch
 
 from specviz.details import HybridStep
 from specviz.draft_tree import DraftTree
@@ -162,3 +163,32 @@ def test_sampling_through_generate_keeps_the_target_distribution(peaked):
     """T = 0.8: the token after the first, drawn through the tree (head, pool or residual), is distributed as p."""
     kw = hybrid.tiny_resources(peaked)
     second_token_follows_p(peaked, lambda ids, s: hybrid.generate(peaked, ids, s, **kw))
+
+
+@pytest.mark.full
+def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
+    """T = 0.8 with the first step a copy step (the pool's chain alone, no head): the token it verifies, drawn
+    by the tree rule over a point mass, is still distributed as p. The pool proposes the target's argmax, so
+    both acceptance and the residual draw happen often."""
+    kw = hybrid.tiny_resources(peaked)
+    init = hybrid.State.__init__
+
+    def copying(self, tree, cfg) -> None:
+        init(self, tree, cfg)
+        self.pool_run = cfg.copy_after  # as if the step before had accepted a copy
+
+    def greedy_pool(seq, max_ngram, min_ngram, length, count):
+        with torch.no_grad():
+            return [[int(peaked.hf(torch.tensor([seq], device=peaked.device)).logits[0, -1].argmax())]]
+
+    monkeypatch.setattr(hybrid.State, "__init__", copying)
+    monkeypatch.setattr(hybrid, "lookup_tails", greedy_pool)
+    copied: list[bool] = []
+
+    def run(ids, s):
+        trace = hybrid.generate(peaked, ids, s, **kw)
+        copied.append(trace.steps[0].detail_as(HybridStep).copy)
+        return trace
+
+    second_token_follows_p(peaked, run)
+    assert all(copied)

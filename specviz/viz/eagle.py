@@ -200,10 +200,11 @@ def gallery(trace: Trace) -> dict[str, go.Figure]:
     steps = trace.detailed(EagleStep)
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
-        best, d = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
+        busiest = lambda sd: (sd[0].accepted, -sd[0].index)  # noqa: E731
+        best, d = max(steps, key=busiest)
         out["tree"] = growth_figure(d.tree, accepted=d.path, slide=True, sources=getattr(d, "sources", None))
         out["verify"], out["mask"] = verify_figures(best, slide=True)
         drafted = [sd for sd in steps if sd[1].features]  # the hybrid's copy steps ran no head
         if drafted:
-            out["features"] = feature_figure(max(drafted, key=lambda sd: (sd[0].accepted, -sd[0].index))[0], slide=True)
+            out["features"] = feature_figure(max(drafted, key=busiest)[0], slide=True)
     return out
