@@ -16,6 +16,7 @@ from specviz.methods.base import Outcome, Run, tree_outcome
 from specviz.sampling import Sampling
 from specviz.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
 from specviz.viz.eagle import POOL_MARK, gallery, verify_figures
+from specviz.viz.hybrid import origins, origins_figure
 from tests.sampling_check import second_token_follows_p
 
 
@@ -123,6 +124,12 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
         assert st.forward_tokens == len(d.tree["tokens"]) <= 1 + cfg.copy_length
     assert max(st.forward_tokens for st, _ in copies) > cfg.total_tokens
     assert set(gallery(t)) == {"tokens", "tree", "verify", "mask", "features"}  # features: from a drafted step
+    rows = origins(t)  # who proposed each committed token: one origin each, copy steps' drafts all "copy"
+    assert [sum(r.values()) for r in rows] == [st.accepted for st in t.steps]
+    assert sum(r["copy"] for r in rows) == sum(st.drafts_accepted for st, _ in copies)
+    fig = origins_figure(t)
+    assert f"{len(copies)} of {len(t.steps)} steps were copy steps" in fig.layout.title.text
+    assert sum(sum(bar.y) for bar in fig.data) == len(plain)
     off = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(cfg, copy_after=0)})
     assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridStep))
 
@@ -192,3 +199,12 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
 
     second_token_follows_p(peaked, run)
     assert all(copied)
+
+
+def test_a_chain_alternates_its_labels_and_a_branching_tree_does_not():
+    """A copy step's verified tree is one long row: its labels alternate above and below it."""
+    from specviz.viz.tree import label_positions
+
+    chain = label_positions([-1, 0, 1, 2, 3])
+    assert chain == ["middle left", "bottom center", "top center", "bottom center", "middle right"]
+    assert label_positions([-1, 0, 0, 1]) == ["middle left", "top center", "middle right", "middle right"]

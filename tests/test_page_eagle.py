@@ -11,7 +11,7 @@ from specviz.heads.eagle_replay import replay_trees
 from specviz.methods import eagle
 from specviz.sampling import Sampling
 from specviz.viz import eagle as viz
-from tests.apptest import app_on, chart_specs, titled
+from tests.apptest import app_on, chart_specs, chart_title, titled
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,12 @@ def test_eagle_page_live():
     assert "EAGLE-3 reads layers 2, 15, 27 of 30" in titled(specs, "EAGLE-3 reads layers")["layout"]["title"]["text"]
     labels = [m.label for m in at.metric]
     assert "A, EAGLE-2 → EAGLE-3" in labels and "EAGLE-3's speedup" in labels
-    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 2
+    # and EAGLE-2 + n-gram pool on the same tree: A, speedup, identity, who proposed each token, its tree
+    assert "A, EAGLE-2 → with the pool" in labels and "Its speedup" in labels
+    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 3
+    origins = titled(specs, "Who proposed each committed token")
+    assert sum(sum(d["y"]) for d in origins["data"]) == 16  # every committed token has one origin
+    assert len([s for s in specs if "Tree-attention mask" in chart_title(s)]) == 2
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception
     assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6

@@ -8,6 +8,7 @@ from statistics import median
 
 import streamlit as st
 
+from specviz.details import HybridStep
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
@@ -15,6 +16,7 @@ from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.heads.eagle_replay import replay_trees
 from specviz.methods.eagle import Config
 from specviz.methods.eagle3 import Config as Eagle3Config
+from specviz.methods.hybrid import Config as HybridConfig
 from specviz.sweep import EAGLE_PATH as SWEEP_PATH
 from specviz.trace import Trace
 from specviz.viz.eagle import (
@@ -26,6 +28,7 @@ from specviz.viz.eagle import (
     verify_figures,
 )
 from specviz.viz.eagle3 import fusion_figure
+from specviz.viz.hybrid import origins_figure
 from specviz.viz.hydra import depth_figure
 from specviz.viz.tree import steps_figure, token_strip
 from ui.common import get_model, page_header, replaying, run_method, settings, show_figure
@@ -84,12 +87,20 @@ except HeadError as exc:
 with_e3 = e3_cfg is not None and c3.toggle(
     "Run EAGLE-3 beside it", True, key="eagle.eagle3", help="EAGLE-3's head on the same tree, in the same runs"
 )
+with_pool = c3.toggle(
+    "Run EAGLE-2 + n-gram pool beside it",
+    True,
+    key="eagle.hybrid",
+    help="The same head and tree, with the text's own n-gram continuations grafted on, in the same runs",
+)
 cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 cfg3 = Eagle3Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
+cfg_pool = HybridConfig(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
 if s is not None:
     s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-runs = run_paired({"eagle": cfg, **({"eagle3": cfg3} if with_e3 else {})}, s, repeats)
+beside = {**({"eagle3": cfg3} if with_e3 else {}), **({"hybrid": cfg_pool} if with_pool else {})}
+runs = run_paired({"eagle": cfg, **beside}, s, repeats)
 alt = run_method("eagle", other, s)
 if "eagle" not in runs:
     st.stop()
@@ -209,3 +220,36 @@ if "eagle3" in runs:
     if drafted3:
         n_layers = int(getattr(get_model().hf.config, "num_hidden_layers", 30)) if get_model() else 30
         show_figure(fusion_figure(drafted3[min(i if drafted else 0, len(drafted3) - 1)], n_layers), "eagle3_fusion")
+
+st.subheader("EAGLE-2 + n-gram pool: the text's own n-grams in the head's tree")
+st.caption(
+    "The same head drafts the same tree; then the continuation of the context's last n-gram, found earlier in "
+    "the prompt or the output, is grafted on in place of the weakest leaves, and one forward verifies both. "
+    "Once a step accepts 3 of the pool's tokens the text is being copied, and the next step verifies the "
+    "pool's chain alone (a copy step: the head drafts nothing) until a copy falls short."
+)
+if "hybrid" not in runs:
+    st.info("Turn on *Run EAGLE-2 + n-gram pool beside it* above to run it on this prompt, in the same runs.")
+else:
+    th = median_pair(runs, "hybrid")[1] if "ar" in runs else runs["hybrid"][0]
+    h1, h2, h3 = st.columns(3)
+    h1.metric("A, EAGLE-2 → with the pool", f"{trace.mean_accepted:.2f} → {th.mean_accepted:.2f}", help="same tree")
+    if "ar" in runs:
+        speedup_metric(h2, runs, "hybrid", "Its speedup", "Its runs interleaved with EAGLE-2's and ar's.")
+        h3.metric("Same tokens as ar", same_tokens(ar, th))
+    show_figure(origins_figure(th), "hybrid_origins")
+    pooled = [x for x in th.steps if x.detail is not None]
+    if pooled:
+        busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
+        j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0
+        hs = pooled[j]
+        hd = hs.detail_as(HybridStep)
+        how = "a copy step: the pool's chain verified alone" if hd.copy else f"{hd.sources.count('pool')} pool node(s)"
+        st.caption(f"Step {hs.index}: committed {hs.accepted} token(s) {hs.texts!r} · {how}")
+        show_figure(growth_figure(hd.tree, accepted=hd.path, sources=hd.sources), "hybrid_tree")
+        left, right = st.columns([3, 2])
+        ht, hm = verify_figures(hs)
+        with left:
+            show_figure(ht, "hybrid_verify")
+        with right:
+            show_figure(hm, "hybrid_mask")

@@ -18,7 +18,7 @@ METHOD_VIEWS: dict[str, str] = {
     "medusa": "specviz.viz.tree:gallery",
     "hydra": "specviz.viz.tree:gallery",
     "eagle": "specviz.viz.eagle:gallery",
-    "hybrid": "specviz.viz.eagle:gallery",
+    "hybrid": "specviz.viz.hybrid:gallery",
     "eagle3": "specviz.viz.eagle:gallery",
     "jacobi": "specviz.viz.gallery:jacobi_views",
     "lookahead": "specviz.viz.gallery:lookahead_views",

@@ -77,10 +77,12 @@ def leaf_count(parents: list[int]) -> int:
 
 
 def label_positions(parents: list[int]) -> list[str]:
-    """Where each node's label goes: the root's left of it (its children are to its right), a leaf's right
-    of it (nothing is there), an inner node's above it (between the subtrees)."""
+    """Where each node's label goes: the root's left of it, a leaf's right of it, an inner node's above it (between
+    the subtrees); in a chain (one row, as a copy) inner labels alternate above and below, never overprinting."""
     has_kids = {p for p in parents if p >= 0}
-    return ["middle left" if i == 0 else "top center" if i in has_kids else "middle right" for i in range(len(parents))]
+    chain = len(has_kids) == len(parents) - 1 and len(set(parents)) == len(parents)  # every node has ≤ 1 child
+    inner = ["top center", "bottom center"] if chain else ["top center"] * 2
+    return ["middle left" if i == 0 else inner[i % 2] if i in has_kids else "middle right" for i in range(len(parents))]
 
 
 def tree_sizes(parents: list[int], slide: bool) -> tuple[int, int, int]:
