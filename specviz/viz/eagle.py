@@ -79,7 +79,7 @@ def verify_figures(step: StepTrace, slide: bool = False) -> tuple[go.Figure, go.
     )
     title = "Tree-attention mask of the verified nodes"
     if any(lab.startswith(POOL_MARK) for lab in labels):
-        title += f" ({POOL_MARK}: from the n-gram pool)"
+        title += f"<br><sup>{POOL_MARK}: proposed by the n-gram pool</sup>"  # a subtitle: fits a narrow column
     return tree, mask_figure(parents, labels, path, title, slide)
 
 
