@@ -31,7 +31,7 @@ def origins(trace: Trace) -> list[dict[str, int]]:
     """Per step, how many of its committed tokens came from each origin (they add up to the step's tokens)."""
     rows = []
     for st in trace.steps:
-        row = dict.fromkeys(ORIGINS, 0)
+        row: dict[str, int] = dict.fromkeys(ORIGINS, 0)
         row["target"] = min(1, st.accepted)
         d = st.detail
         if isinstance(d, HybridStep):
