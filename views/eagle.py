@@ -209,13 +209,21 @@ else:
         ),
         "eagle3_accuracy",
     )
-if "eagle3" in runs:
-    t3 = median_pair(runs, "eagle3")[1] if "ar" in runs else runs["eagle3"][0]
-    e1, e2, e3 = st.columns(3)
-    e1.metric("A, EAGLE-2 → EAGLE-3", f"{trace.mean_accepted:.2f} → {t3.mean_accepted:.2f}", help="same tree")
+
+
+def beside(name: str, label: str, whose: str) -> Trace:
+    """A method run beside EAGLE-2 in the same runs: its median run, with A, speedup and identity under EAGLE-2's."""
+    t = median_pair(runs, name)[1] if "ar" in runs else runs[name][0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"A, EAGLE-2 → {label}", f"{trace.mean_accepted:.2f} → {t.mean_accepted:.2f}", help="same tree")
     if "ar" in runs:
-        speedup_metric(e2, runs, "eagle3", "EAGLE-3's speedup", "EAGLE-3's runs interleaved with EAGLE-2's and ar's.")
-        e3.metric("Same tokens as ar", same_tokens(ar, t3))
+        speedup_metric(c2, runs, name, f"{whose} speedup", f"{whose} runs interleaved with EAGLE-2's and ar's.")
+        c3.metric("Same tokens as ar", same_tokens(ar, t))
+    return t
+
+
+if "eagle3" in runs:
+    t3 = beside("eagle3", "EAGLE-3", "EAGLE-3's")
     drafted3 = [x for x in t3.steps if x.detail is not None]
     if drafted3:
         n_layers = int(getattr(get_model().hf.config, "num_hidden_layers", 30)) if get_model() else 30
@@ -231,12 +239,7 @@ st.caption(
 if "hybrid" not in runs:
     st.info("Turn on *Run EAGLE-2 + n-gram pool beside it* above to run it on this prompt, in the same runs.")
 else:
-    th = median_pair(runs, "hybrid")[1] if "ar" in runs else runs["hybrid"][0]
-    h1, h2, h3 = st.columns(3)
-    h1.metric("A, EAGLE-2 → with the pool", f"{trace.mean_accepted:.2f} → {th.mean_accepted:.2f}", help="same tree")
-    if "ar" in runs:
-        speedup_metric(h2, runs, "hybrid", "Its speedup", "Its runs interleaved with EAGLE-2's and ar's.")
-        h3.metric("Same tokens as ar", same_tokens(ar, th))
+    th = beside("hybrid", "with the pool", "Its")
     show_figure(origins_figure(th), "hybrid_origins")
     pooled = [x for x in th.steps if x.detail is not None]
     if pooled:
