@@ -18,7 +18,7 @@ from specviz.methods.eagle import Config
 from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.methods.hybrid import Config as HybridConfig
 from specviz.sweep import EAGLE_PATH as SWEEP_PATH
-from specviz.trace import Trace
+from specviz.trace import StepTrace, Trace
 from specviz.viz.eagle import (
     compare_figure,
     draft_verify_figure,
@@ -138,6 +138,16 @@ if drafted:
 show_figure(steps_figure(trace, ar), "eagle_steps")
 
 
+def show_verified(step: StepTrace, key: str) -> None:
+    """A step's verified tree (accepted path highlighted) beside its tree-attention mask."""
+    left, right = st.columns([3, 2])
+    tree, mask = verify_figures(step)
+    with left:
+        show_figure(tree, f"{key}_verify")
+    with right:
+        show_figure(mask, f"{key}_mask")
+
+
 @st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
 def _replay(key: str, step_index: int, _trace: Trace, _cfg: Config) -> dict:
     lm = get_model()
@@ -158,12 +168,7 @@ if drafted:
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
     show_figure(growth_figure(d.tree, stages.index(stage) + 1, d.path), "eagle_growth")
-    left, right = st.columns([3, 2])
-    vt, vm = verify_figures(step)
-    with left:
-        show_figure(vt, "eagle_verify")
-    with right:
-        show_figure(vm, "eagle_mask")
+    show_verified(step, "eagle")
     show_figure(feature_figure(step), "eagle_features")
     st.caption(
         "A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
@@ -250,9 +255,4 @@ else:
         how = "a copy step: the pool's chain verified alone" if hd.copy else f"{hd.sources.count('pool')} pool node(s)"
         st.caption(f"Step {hs.index}: committed {hs.accepted} token(s) {hs.texts!r} · {how}")
         show_figure(growth_figure(hd.tree, accepted=hd.path, sources=hd.sources), "hybrid_tree")
-        left, right = st.columns([3, 2])
-        ht, hm = verify_figures(hs)
-        with left:
-            show_figure(ht, "hybrid_verify")
-        with right:
-            show_figure(hm, "hybrid_mask")
+        show_verified(hs, "hybrid")
