@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.details import HybridStep
-from specviz.eagle_tree import TreeStepper, head_for
+from specviz.eagle_tree import TreeStepper, check_shape, head_for
 from specviz.heads.eagle import EagleHead, new_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.model import LoadedModel
@@ -63,10 +63,7 @@ class Config:
     copy_length: int = 10
 
     def __post_init__(self) -> None:
-        if not (1 <= self.depth <= 12 and 1 <= self.top_k <= 32 and 2 <= self.total_tokens <= 256):
-            raise ConfigError("need depth 1-12, top_k 1-32 and total_tokens 2-256.")
-        if self.tree not in ("dynamic", "static") or self.head_dtype not in ("bf16", "fp32", "model"):
-            raise ConfigError("tree must be dynamic or static, head_dtype bf16, fp32 or model.")
+        check_shape(self)  # the tree and head dtype, as EAGLE-2's and EAGLE-3's configs check them
         if not (0 <= self.candidates <= 8 and 1 <= self.length <= 16):
             raise ConfigError(f"need 0-8 candidates of 1-16 tokens, got {self.candidates}, {self.length}.")
         if not 0 <= self.pool_extra <= 32:
