@@ -20,8 +20,8 @@ def _templated(tokenizer, msgs, gen=True) -> list[int]:
 
 def test_turns_rebuild_the_chat_template(tokenizer) -> None:
     turns = corpus.Turns(tokenizer)
-    a1 = tokenizer.encode("Sure, here it is.", add_special_tokens=False) + [2]
-    a2 = tokenizer.encode("Four.", add_special_tokens=False) + [2]
+    a1 = [*tokenizer.encode("Sure, here it is.", add_special_tokens=False), 2]
+    a2 = [*tokenizer.encode("Four.", add_special_tokens=False), 2]
     ids = turns.first("Write a list.") + a1 + turns.next("What is 2+2?") + a2 + turns.next("Thanks!")
     msgs = [
         {"role": "user", "content": "Write a list."},
