@@ -55,6 +55,24 @@ def test_batched_decoding_equals_one_row_greedy(tiny_lm) -> None:
     assert out[1] == ref[1][:4]  # kept up to and including its stop token
 
 
+@pytest.mark.parametrize(
+    ("lengths", "max_new", "relayout"),
+    [((3, 5, 8), 150, "trim"), ((3, 5, 300), 10, "widen")],
+)
+def test_stream_refills_slots_and_stays_exact(tiny_lm, monkeypatch, lengths, max_new, relayout) -> None:
+    """Two slots, three requests: the third waits for a free slot. Its row starts far right of the others'
+    (the cache is trimmed on the left) or is longer than the cache (widened on the left); every answer
+    still equals plain greedy decoding."""
+    prompts = [[(17 * n + 5 * i) % 40_000 + 3 for i in range(n)] for n in lengths]
+    ref = [_plain_greedy(tiny_lm, p, max_new) for p in prompts]
+    calls: list[int] = []
+    real = corpus.Stream._relayout
+    monkeypatch.setattr(corpus.Stream, "_relayout", lambda self, left: (calls.append(left), real(self, left))[1])
+    out = corpus.decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
+    assert out == ref
+    assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
+
+
 def test_gumbel_max_samples_the_tempered_distribution() -> None:
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, 3.0])
     t = 0.7

@@ -152,16 +152,6 @@ def _cpu() -> str:
 # --- the decoding loop -------------------------------------------------------------------------------
 
 
-def _keep_rows(cache: Any, keep: torch.Tensor) -> None:
-    """Drop finished rows from every layer of a KV cache (its keys/values and any spare buffer)."""
-    for layer in cache.layers:
-        for name in ("keys", "values"):
-            setattr(layer, name, getattr(layer, name).index_select(0, keep))
-        for name in ("_kbuf", "_vbuf"):
-            if getattr(layer, name, None) is not None:
-                setattr(layer, name, None)  # the next append starts a fresh buffer from keys/values
-
-
 def gumbel_pick(logits: torch.Tensor, temperature: float, gen: torch.Generator) -> torch.Tensor:
     """One exact sample per row from softmax(logits / T): argmax of logits / T plus Gumbel noise.
 
@@ -169,6 +159,148 @@ def gumbel_pick(logits: torch.Tensor, temperature: float, gen: torch.Generator) 
     """
     u = torch.rand(logits.shape, generator=gen, dtype=torch.float32).clamp_(1e-20, 1.0)
     return (logits.float() / temperature - torch.log(-torch.log(u))).argmax(-1)
+
+
+class Stream:
+    """Continuous batching: `slots` rows decoded together over one KV cache, a finished row's slot refilled.
+
+    One forward per step over every slot (one new token each, explicit positions, a 2D padding mask).
+    A new request is prefilled on its own rows (right padding to a multiple of 64: causal, so the real
+    positions never see the padding, and few distinct shapes for oneDNN), its keys and values copied
+    into its slot at the right end of the cache (left of them masked), so rows of any length share the
+    cache. Columns no live row can see are trimmed from the left now and then; a prompt longer than the
+    cache widens it on the left. Sampling is Gumbel-max at `temperature`, or argmax for greedy requests.
+    A row ends at a stop token (kept) or after max_new tokens; `done(request, answer)` is called then,
+    and may `push` a follow-up request (a conversation's next turn).
+    """
+
+    def __init__(
+        self, hf: Any, slots: int, max_new: int, stop: set[int], gen: torch.Generator, temperature: float, pad: int = 2
+    ) -> None:
+        from specviz.kv_cache import growing_cache
+
+        self.hf, self.slots, self.max_new, self.stop, self.gen, self.t, self.pad = (
+            hf,
+            slots,
+            max_new,
+            stop,
+            gen,
+            temperature,
+            pad,
+        )
+        self.dev = next(hf.parameters()).device
+        self.cache = growing_cache(hf.config)
+        self.att = torch.zeros(slots, 0, dtype=torch.long)
+        self.pos = torch.zeros(slots, dtype=torch.long)
+        self.last = torch.zeros(slots, int(hf.config.hidden_size), dtype=next(hf.parameters()).dtype)
+        self.req: list[Any] = [None] * slots
+        self.greedy = torch.ones(slots, dtype=torch.bool)
+        self.out: list[list[int]] = [[] for _ in range(slots)]
+        self.pending: list[tuple[int, int, list[int], bool, Any]] = []  # (length, order, prompt, greedy, request)
+        self.order = 0
+        self.prefilled = 0  # prompt tokens run through prefills (padding excluded)
+
+    def push(self, prompt: list[int], greedy: bool, request: Any) -> None:
+        """Queue a request; shorter prompts are admitted first."""
+        import heapq
+
+        heapq.heappush(self.pending, (len(prompt), self.order, prompt, greedy, request))
+        self.order += 1
+
+    @property
+    def width(self) -> int:
+        return int(self.att.shape[1])
+
+    def _relayout(self, left: int) -> None:
+        """Add `left` empty columns on the left of the cache (left > 0) or drop -left of them (left < 0)."""
+        m = self.width
+        new_m = m + left
+        for layer in self.cache.layers:
+            for name, buf in (("keys", "_kbuf"), ("values", "_vbuf")):
+                old = getattr(layer, name)
+                fresh = old.new_zeros(*old.shape[:-2], new_m + 64, old.shape[-1])
+                fresh[..., max(0, left) : new_m, :] = old[..., max(0, -left) : m, :]
+                setattr(layer, buf, fresh)
+                setattr(layer, name, fresh[..., :new_m, :])
+        cols = torch.zeros(self.slots, max(0, left), dtype=torch.long)
+        self.att = torch.cat([cols, self.att[:, max(0, -left) :]], dim=1)
+
+    def _admit(self, free: list[int]) -> None:
+        """Prefill the shortest pending requests into the free slots."""
+        import heapq
+
+        from transformers import DynamicCache
+
+        take = [heapq.heappop(self.pending) for _ in range(min(len(free), len(self.pending)))]
+        lengths = [len(p) for _n, _o, p, _g, _r in take]
+        width = -(-max(lengths) // 64) * 64
+        ids = torch.full((len(take), width), self.pad, dtype=torch.long)
+        for row, (_n, _o, p, _g, _r) in enumerate(take):
+            ids[row, : len(p)] = torch.tensor(p)
+        tmp = DynamicCache(config=self.hf.config)
+        out = self.hf.model(input_ids=ids.to(self.dev), past_key_values=tmp, use_cache=True)
+        self.prefilled += sum(lengths)
+        if not self.cache.layers[0].is_initialized:  # the first admission: layers take their dtype and device
+            for layer, src in zip(self.cache.layers, tmp.layers, strict=True):
+                layer.lazy_initialization(src.keys, src.values)
+                layer.keys = src.keys.new_zeros(self.slots, *src.keys.shape[1:-2], 0, src.keys.shape[-1])
+                layer.values = src.values.new_zeros(self.slots, *src.values.shape[1:-2], 0, src.values.shape[-1])
+        if max(lengths) > self.width:
+            self._relayout(max(lengths) - self.width)
+        m = self.width
+        for row, (slot, (n, _o, _p, greedy, request)) in enumerate(zip(free, take, strict=False)):
+            for layer, src in zip(self.cache.layers, tmp.layers, strict=True):
+                layer.keys[slot, :, m - n :] = src.keys[row, :, :n]
+                layer.values[slot, :, m - n :] = src.values[row, :, :n]
+            self.att[slot] = 0
+            self.att[slot, m - n :] = 1
+            self.pos[slot] = n
+            self.last[slot] = out.last_hidden_state[row, n - 1].to("cpu")
+            self.req[slot], self.greedy[slot], self.out[slot] = request, greedy, []
+
+    def _trim(self) -> None:
+        """Drop the columns on the left that no live row can see (once there are 128 of them)."""
+        live = [i for i, r in enumerate(self.req) if r is not None]
+        if not live:
+            return
+        first = int(self.att[live].argmax(dim=1).min())  # each live row's first visible column
+        if first >= 128:
+            self._relayout(-first)
+
+    def run(self, done: Any) -> None:
+        """Decode until no request is pending and every slot is free; call done(request, answer) per answer."""
+        steps = 0
+        while True:
+            free = [i for i, r in enumerate(self.req) if r is None]
+            busy = self.slots - len(free)
+            if self.pending and free and (len(free) * 4 >= self.slots or busy == 0 or len(self.pending) <= len(free)):
+                self._admit(free)
+            if all(r is None for r in self.req):
+                return
+            logits = self.hf.lm_head(self.last.to(self.dev)).float().cpu()
+            tok = torch.where(self.greedy, logits.argmax(-1), gumbel_pick(logits, self.t, self.gen))
+            for i, r in enumerate(self.req):
+                if r is None:
+                    continue
+                self.out[i].append(int(tok[i]))
+                if int(tok[i]) in self.stop or len(self.out[i]) >= self.max_new:
+                    self.req[i] = None
+                    done(r, self.out[i])
+            if all(r is None for r in self.req) and not self.pending:
+                return
+            self.att = torch.cat([self.att, torch.ones(self.slots, 1, dtype=torch.long)], dim=1)
+            out = self.hf.model(
+                input_ids=tok.view(-1, 1).to(self.dev),
+                attention_mask=self.att.to(self.dev),
+                position_ids=self.pos.view(-1, 1).to(self.dev),
+                past_key_values=self.cache,
+                use_cache=True,
+            )
+            self.pos += 1
+            self.last = out.last_hidden_state[:, -1].to("cpu")
+            steps += 1
+            if steps % 32 == 0:
+                self._trim()
 
 
 @torch.inference_mode()
@@ -180,69 +312,14 @@ def decode_batch(
     stop: set[int],
     gen: torch.Generator,
     temperature: float = TEMPERATURE,
-    pad: int = 2,
+    slots: int | None = None,
 ) -> list[list[int]]:
-    """Answers to a batch of prompts: one forward per step over the rows still open, with the model's cache.
-
-    Left padding with explicit positions; the prefill computes logits for the last position only (the
-    LM head over every prompt position would cost more than the trunk). A row stops at a stop token
-    (kept) or after max_new tokens. Sampled rows draw by Gumbel-max (argmax of logits / T plus Gumbel
-    noise: an exact sample, without sorting 49,152 probabilities); greedy rows take the argmax.
-    Finished rows leave the batch once a quarter of it has finished, so they cost nothing after.
-    """
-    from specviz.kv_cache import growing_cache
-
-    dev = next(hf.parameters()).device
-    width = max(len(p) for p in prompts)
-    width = -(-width // 32) * 32  # few distinct shapes: oneDNN prepares its kernels per shape
-    b = len(prompts)
-    ids = torch.full((b, width), pad, dtype=torch.long)
-    att = torch.zeros((b, width), dtype=torch.long)
-    for row, p in enumerate(prompts):
-        ids[row, width - len(p) :] = torch.tensor(p)
-        att[row, width - len(p) :] = 1
-    pos = (att.cumsum(1) - 1).clamp(min=0)
-    cache = growing_cache(hf.config)
-    out = hf.model(
-        input_ids=ids.to(dev),
-        attention_mask=att.to(dev),
-        position_ids=pos.to(dev),
-        past_key_values=cache,
-        use_cache=True,
-    )
-    last = out.last_hidden_state[:, -1]
-    rows = torch.arange(b)  # original row of each row still in the batch
-    samp = ~torch.tensor(greedy)
-    answers: list[list[int]] = [[] for _ in range(b)]
-    done = torch.zeros(b, dtype=torch.bool)
-    next_pos = pos[:, -1] + 1
-    for _step in range(max_new):
-        logits = hf.lm_head(last).float().cpu()
-        s = samp[rows]
-        tok = gumbel_pick(logits, temperature, gen) if bool(s.any()) else logits.argmax(-1)
-        tok = torch.where(s, tok, logits.argmax(-1))
-        for i, r in enumerate(rows.tolist()):
-            if not done[r]:
-                answers[r].append(int(tok[i]))
-                if int(tok[i]) in stop or len(answers[r]) >= max_new:
-                    done[r] = True
-        live = ~done[rows]
-        if not bool(live.any()):
-            break
-        if int((~live).sum()) * 4 >= len(rows):
-            keep = live.nonzero().view(-1)
-            _keep_rows(cache, keep.to(dev))
-            rows, tok, next_pos, att = rows[keep], tok[keep], next_pos[keep], att[keep]
-        att = torch.cat([att, torch.ones(len(rows), 1, dtype=torch.long)], dim=1)
-        out = hf.model(
-            input_ids=tok.view(-1, 1).to(dev),
-            attention_mask=att.to(dev),
-            position_ids=next_pos.view(-1, 1).to(dev),
-            past_key_values=cache,
-            use_cache=True,
-        )
-        next_pos = next_pos + 1
-        last = out.last_hidden_state[:, -1]
+    """Answers to prompts through one Stream (all of them at once unless fewer slots are given)."""
+    stream = Stream(hf, slots or len(prompts), max_new, stop, gen, temperature)
+    answers: list[list[int]] = [[] for _ in prompts]
+    for i, (p, g) in enumerate(zip(prompts, greedy, strict=True)):
+        stream.push(p, g, i)
+    stream.run(lambda i, ans: answers.__setitem__(i, list(ans)))
     return answers
 
 
@@ -290,6 +367,7 @@ def conversations_of(records: dict[int, dict], banned: set[str], settings: Setti
     return out
 
 
+@torch.inference_mode()
 def answer_shard(
     hf: Any,
     tokenizer: Any,
@@ -300,42 +378,41 @@ def answer_shard(
     batch: int = BATCH,
     log: Any = None,
 ) -> dict[str, int]:
-    """Answer every turn of convs in place, turn by turn in length-sorted batches; return counts."""
+    """Answer every turn of convs in place through one Stream; a conversation's next turn is queued as soon
+    as the target has answered its last one. Returns counts."""
     turns = Turns(tokenizer)
     gen = torch.Generator().manual_seed(settings.seed * 100_003 + k)
-    counts = {"answer_tokens": 0, "prompt_tokens": 0, "answers": 0, "batches": 0}
-    for t in range(max((len(c.human) for c in convs), default=0)):
-        todo: list[tuple[Conversation, list[int]]] = []
-        for c in convs:
-            if not c.open or t >= len(c.human):
-                continue
-            new = turns.first(c.human[t]) if t == 0 else turns.next(c.human[t])
-            if len(c.ids) + len(new) > settings.max_context:
-                c.open = False
-                continue
-            todo.append((c, new))
-        todo.sort(key=lambda cn: len(cn[0].ids) + len(cn[1]))
-        for at in range(0, len(todo), batch):
-            part = todo[at : at + batch]
-            prompts = [c.ids + new for c, new in part]
-            answers = decode_batch(
-                hf, prompts, [c.greedy for c, _ in part], settings.max_answer, stop, gen, settings.temperature
-            )
-            counts["batches"] += 1
-            for (c, new), ans in zip(part, answers, strict=True):
-                c.ids += new + ans
-                c.role += [ROLE_CONTEXT] * len(new) + [ROLE_GREEDY if c.greedy else ROLE_SAMPLED] * len(ans)
-                c.answered += 1
-                counts["answers"] += 1
-                counts["answer_tokens"] += len(ans)
-                counts["prompt_tokens"] += len(new)
-                if not ans or ans[-1] not in stop:
-                    c.open = False  # cut at max_answer: the conversation cannot go on from half an answer
-            if log is not None:
-                log(
-                    f"shard {k} turn {t + 1}: {min(at + batch, len(todo))}/{len(todo)} answers, "
-                    f"{counts['answer_tokens']} answer tokens"
-                )
+    stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature)
+    counts = {"answer_tokens": 0, "prompt_tokens": 0, "answers": 0}
+
+    def ask(c: Conversation) -> None:
+        if not c.open or c.answered >= len(c.human):
+            return
+        text = c.human[c.answered]
+        new = turns.first(text) if c.answered == 0 else turns.next(text)
+        if len(c.ids) + len(new) > settings.max_context:
+            c.open = False
+            return
+        stream.push(c.ids + new, c.greedy, (c, new))
+
+    def done(request: tuple[Conversation, list[int]], ans: list[int]) -> None:
+        c, new = request
+        c.ids += new + ans
+        c.role += [ROLE_CONTEXT] * len(new) + [ROLE_GREEDY if c.greedy else ROLE_SAMPLED] * len(ans)
+        c.answered += 1
+        counts["answers"] += 1
+        counts["answer_tokens"] += len(ans)
+        counts["prompt_tokens"] += len(new)
+        if not ans or ans[-1] not in stop:
+            c.open = False  # cut at max_answer: the conversation cannot go on from half an answer
+        ask(c)
+        if log is not None and counts["answers"] % 64 == 0:
+            log(f"shard {k}: {counts['answers']} answers, {counts['answer_tokens']} answer tokens")
+
+    for c in convs:
+        ask(c)
+    stream.run(done)
+    counts["prefill_tokens"] = stream.prefilled
     return counts
 
 
