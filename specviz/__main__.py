@@ -165,10 +165,13 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def cmd_heads(a: argparse.Namespace) -> int:
     try:
-        from specviz.heads import cli
+        if a.command == "train":
+            from specviz.heads.cli import train as command
+        else:
+            from specviz.heads.sweep_cli import calibrate as command
     except ImportError:
         raise ConfigError("Head training is not available in this checkout.") from None
-    return getattr(cli, a.command)(a.head, a.rest)
+    return command(a.head, a.rest)
 
 
 def parser() -> argparse.ArgumentParser:

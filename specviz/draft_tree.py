@@ -1,6 +1,7 @@
 """EAGLE's draft tree: nodes drafted by the feature head, grown statically (EAGLE-1) or dynamically (EAGLE-2).
 
 Shared by the method (specviz.methods.eagle), the offline replay and calibration (specviz.heads.eagle_replay).
+The head itself is not imported here: growth asks only what `TreeDrafter` names of a drafter.
 """
 
 from __future__ import annotations
@@ -12,9 +13,20 @@ from typing import Protocol
 
 import torch
 
-from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import Drafter
 from specviz.tree import TreeSpec, sparse_tree
+
+
+class TreeDrafter(Protocol):
+    """What growing a tree asks of a head's drafter (specviz.heads.eagle_drafter.Drafter is one)."""
+
+    device: torch.device
+
+    @property
+    def length(self) -> int: ...
+    def run(
+        self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def to_token(self, draft_index: torch.Tensor) -> list[int]: ...
 
 
 class Shape(Protocol):
@@ -65,7 +77,7 @@ class DraftTree:
         return nodes, TreeSpec(parents=[-1] + [where[self.parents[n]] for n in nodes[1:]])
 
 
-def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[int], rnd: int) -> None:
+def expand(dr: TreeDrafter, tree: DraftTree, nodes: list[int], base: int, fed: list[int], rnd: int) -> None:
     """Run `nodes` through the head at once (tree-masked), storing each one's predicted feature.
 
     The cache holds the prefix, then the `fed` tree nodes (its last entries); only the first `base`
@@ -90,13 +102,13 @@ def expand(dr: Drafter, tree: DraftTree, nodes: list[int], base: int, fed: list[
     fed.extend(nodes)
 
 
-def add_children(dr: Drafter, tree: DraftTree, node: int, k: int) -> list[int]:
+def add_children(dr: TreeDrafter, tree: DraftTree, node: int, k: int) -> list[int]:
     """Attach the draft's top-k tokens under an expanded node."""
     vals, idx = tree.logps[node].topk(k)
     return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
 
 
-def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Shape, base: int | None = None) -> None:
+def grow_dynamic(dr: TreeDrafter, tree: DraftTree, cfg: Shape, base: int | None = None) -> None:
     """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all."""
     base = dr.length if base is None else base
     fed: list[int] = []
@@ -108,7 +120,7 @@ def grow_dynamic(dr: Drafter, tree: DraftTree, cfg: Shape, base: int | None = No
     tree.keep_best(cfg.total_tokens)
 
 
-def grow_static(dr: Drafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
+def grow_static(dr: TreeDrafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
     """EAGLE-1: a fixed tree of rank paths; each round expands every node that has children."""
     base = dr.length if base is None else base
     fed: list[int] = []
@@ -127,9 +139,9 @@ def grow_static(dr: Drafter, tree: DraftTree, paths: list[tuple[int, ...]], base
                 tree.kept[-1] = True
 
 
-def static_paths(head: EagleHead, cfg: Shape) -> list[tuple[int, ...]]:
-    """EAGLE-1's static tree: Medusa's greedy sparse tree over the head's calibrated rank accuracies."""
-    acc = head.config.calibration or [[0.5 ** (i + 1) * 0.8**d for i in range(8)] for d in range(8)]
+def static_paths(calibration: list[list[float]], cfg: Shape) -> list[tuple[int, ...]]:
+    """EAGLE-1's static tree: Medusa's greedy sparse tree over a head's calibrated rank accuracies."""
+    acc = calibration or [[0.5 ** (i + 1) * 0.8**d for i in range(8)] for d in range(8)]
     acc = [row[: cfg.top_k] for row in acc[: cfg.depth]]  # untrained heads: a generic decaying prior
     return sparse_tree(acc, cfg.total_tokens - 1)[0]
 
@@ -193,7 +205,7 @@ def tree_detail(tree: DraftTree, text: Callable[[int], str], kind: str) -> dict:
 
 
 def grow(
-    dr: Drafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]], base: int | None = None
+    dr: TreeDrafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]], base: int | None = None
 ) -> None:
     """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`)."""
     if kind == "static":

@@ -39,7 +39,7 @@ def drafted(lm, head, prompt: str, cfg: eagle.Config) -> tuple[DraftTree, Drafte
     tree = DraftTree(tokens=[root])
     tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
     if cfg.tree == "static":
-        grow_static(dr, tree, static_paths(head, cfg))
+        grow_static(dr, tree, static_paths(head.config.calibration, cfg))
     else:
         grow_dynamic(dr, tree, cfg)
     return tree, dr, ids
@@ -108,7 +108,7 @@ def test_dynamic_tree_growth_rules(tiny_lm, tiny_head):
 def test_static_tree_follows_the_sparse_tree(tiny_lm, tiny_head):
     cfg = eagle.Config(depth=3, top_k=4, total_tokens=9, tree="static", head_dtype="model")
     tree, _, _ = drafted(tiny_lm, tiny_head, "Hello there", cfg)
-    paths = static_paths(tiny_head, cfg)
+    paths = static_paths(tiny_head.config.calibration, cfg)
     assert len(tree.tokens) == len(paths) + 1 == cfg.total_tokens and all(tree.kept)
     assert TreeSpec(parents=tree.parents).parents == TreeSpec.from_paths(paths).parents
 

@@ -9,7 +9,7 @@ import torch
 
 from specviz.details import HybridStep
 from specviz.draft_tree import DraftTree
-from specviz.eagle_tree import TreeStepper
+from specviz.heads.eagle_drafter import TreeStepper
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome

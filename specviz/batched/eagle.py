@@ -17,9 +17,8 @@ import torch
 from specviz.batched.loop import PAD, BatchRun, Row, RowOut
 from specviz.batched.slots import SlotCache
 from specviz.draft_tree import DraftTree, add_children
-from specviz.eagle_tree import head_dtype
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import Drafter
+from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.methods.eagle import Config
 from specviz.model import LoadedModel
 from specviz.sampling import ConfigError

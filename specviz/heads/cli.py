@@ -1,6 +1,7 @@
-"""`python -m specviz train|calibrate <head> …`: build distillation data, train heads, measure rank accuracy.
+"""`python -m specviz train <head> …`: build distillation data, train heads, measure rank accuracy.
 
-The live sweeps (`calibrate medusa --sweep`, `calibrate eagle --live`) are in specviz.heads.sweep_cli.
+`calibrate <head>` (held-out tables, offline replay, the live sweeps) is dispatched by specviz.heads.sweep_cli;
+Medusa's held-out table (calibrate_medusa) is here, since `train medusa` ends with it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.heads import distill, eagle3_train, eagle_replay, eagle_train, hydra_train, medusa, medusa_train
+from specviz.heads import distill, eagle3_train, eagle_train, hydra_train, medusa, medusa_train
 from specviz.heads.args import Parser
 from specviz.heads.shards import DataError, load_dataset
-from specviz.heads.sweep_cli import sweep_eagle, sweep_medusa
 from specviz.model import LoadedModel, ModelError, load_model
 from specviz.paths import cache_root
 
 HEADS = ("medusa", "hydra", "eagle", "eagle3")
 
 
-def _fail(message: str) -> int:
+def fail(message: str) -> int:
     """Print one error line; exit code 2."""
     print(f"specviz: error: {message}", file=sys.stderr)
     return 2
@@ -34,33 +34,22 @@ def _fail(message: str) -> int:
 def train(head: str, argv: list[str]) -> int:
     """Dispatch `train <head>`; returns an exit code."""
     if head == "hydra":
-        return _guard(hydra_train.main, argv)
+        return guard(hydra_train.main, argv)
     if head == "eagle":
         return eagle_train.main(argv)
     if head == "eagle3":
-        return _guard(eagle3_train.main, argv)
+        return guard(eagle3_train.main, argv)
     if head != "medusa":
-        return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return _guard(train_medusa, argv)
+        return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
+    return guard(train_medusa, argv)
 
 
-def calibrate(head: str, argv: list[str]) -> int:
-    """Dispatch `calibrate <head>`; returns an exit code."""
-    if head == "hydra":
-        return _guard(hydra_train.main, ["--calibrate-only", *argv])
-    if head == "eagle":
-        return _guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
-    if head != "medusa":
-        return _fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return _guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
-
-
-def _guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
+def guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a command; known failures become one line on stderr and exit code 2."""
     try:
         return fn(argv)
     except (ValueError, DataError, ModelError, OSError) as exc:
-        return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        return fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
 
 def _medusa_parser(prog: str) -> Parser:

@@ -4,7 +4,7 @@ The target's verify pass also returns the inputs of the head's three layers for 
 (`LoadedModel.forward_layers`); the drafter fuses the accepted ones into g (Eagle3Head.fuse_layers)
 before they enter its KV cache, and reads its drafts through the head's final norm. Drafted tree nodes
 read the head's own outputs a, exactly as EAGLE-2's do (specviz.draft_tree), so tree growth, the rerank,
-verification, acceptance and the commit are the EAGLE-2 stepper's (specviz.eagle_tree.TreeStepper).
+verification, acceptance and the commit are the EAGLE-2 stepper's (specviz.heads.eagle_drafter.TreeStepper).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from specviz.draft_tree import DraftTree, feature_view
-from specviz.eagle_tree import Shape, Step, TreeResult, TreeStepper, head_dtype
+from specviz.eagle_tree import Shape, Step, TreeResult
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle3 import Eagle3Head
-from specviz.heads.eagle_drafter import Drafter
+from specviz.heads.eagle_drafter import Drafter, TreeStepper, head_dtype
 from specviz.model import LoadedModel
 from specviz.tree import TreeSpec
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 from specviz.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
-from specviz.eagle_tree import TREES, head_dtype
+from specviz.eagle_tree import TREES
 from specviz.heads.args import Parser  # raises on bad input: the CLI prints one line and exits 2
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
-from specviz.heads.eagle_drafter import Drafter
+from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.heads.shards import Sequence, load_dataset
 from specviz.methods.eagle import Config, get_head
 from specviz.model import LoadedModel, crop_to, load_model
@@ -49,7 +49,14 @@ def replay_sequence(
             t = time.perf_counter()
             tree = DraftTree(tokens=[ids[n]])
             tree.feats[0], tree.logps[0] = out[n - 1], logp[n - 1]
-            grow(dr, tree, cfg, cfg.tree, static_paths(head, cfg) if cfg.tree == "static" else [], base=n)
+            grow(
+                dr,
+                tree,
+                cfg,
+                cfg.tree,
+                static_paths(head.config.calibration, cfg) if cfg.tree == "static" else [],
+                base=n,
+            )
             took = time.perf_counter() - t
             dr.rollback(pairs)
             path = matched_path(tree, ids[n + 1 : n + 1 + cfg.depth])
@@ -99,7 +106,7 @@ def replay_trees(
         dr.reset(ids, hidden)
         tree = DraftTree(tokens=[root])
         tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
-        grow(dr, tree, cfg, kind, static_paths(head, cfg) if kind == "static" else [])
+        grow(dr, tree, cfg, kind, static_paths(head.config.calibration, cfg) if kind == "static" else [])
         out[kind] = {**tree_detail(tree, lm.token_text, kind), "accepted": matched_path(tree, cont)}
     return out
 

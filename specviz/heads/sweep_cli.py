@@ -1,5 +1,6 @@
-"""`calibrate medusa --sweep` and `calibrate eagle --live`: tree budgets and shapes measured live against
-plain decoding on unseen ShareGPT prompts, written beside the heads."""
+"""`python -m specviz calibrate <head> …`: the held-out tables (specviz.heads.cli, hydra_train), EAGLE's offline
+replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree budgets
+and shapes measured live against plain decoding on unseen ShareGPT prompts, written beside the heads."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import torch
 
 from specviz import sweep
-from specviz.heads import distill, medusa
+from specviz.heads import distill, eagle_replay, hydra_train, medusa
 from specviz.heads.args import Parser
+from specviz.heads.cli import HEADS, calibrate_medusa, fail, guard
 from specviz.measure import provenance
 from specviz.methods import autoregressive, eagle
 from specviz.methods import medusa as method
@@ -21,6 +23,17 @@ from specviz.model import LoadedModel, load_model
 from specviz.sampling import Sampling
 
 SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
+
+
+def calibrate(head: str, argv: list[str]) -> int:
+    """Dispatch `calibrate <head>`; returns an exit code."""
+    if head == "hydra":
+        return guard(hydra_train.main, ["--calibrate-only", *argv])
+    if head == "eagle":
+        return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
+    if head != "medusa":
+        return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
+    return guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
 
 
 def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:

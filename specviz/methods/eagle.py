@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.details import EagleStep
-from specviz.eagle_tree import TreeStepper, check_shape, head_for, load_head
+from specviz.eagle_tree import check_shape
 from specviz.heads.eagle import EagleHead, new_head
+from specviz.heads.eagle_drafter import TreeStepper, head_for, load_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.model import LoadedModel
 from specviz.sampling import Sampling

@@ -2,8 +2,8 @@
 
 The target's verify pass also hands over the inputs of three of its layers (LoadedModel.forward_layers);
 the head (specviz.heads.eagle3) fuses them, drafts from its own outputs deeper in the tree, and the tree
-is grown, verified, accepted and committed exactly as EAGLE-2's (specviz.eagle_tree): greedy matching
-at T = 0, tree speculative sampling at T > 0, so the output is the target's.
+is grown, verified, accepted and committed exactly as EAGLE-2's (specviz.heads.eagle_drafter.TreeStepper):
+greedy matching at T = 0, tree speculative sampling at T > 0, so the output is the target's.
 """
 
 from __future__ import annotations
