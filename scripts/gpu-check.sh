@@ -10,7 +10,7 @@ day=$(date -u +%Y-%m-%d)
 dev=${DEVICE:-cuda}
 out=${1:-docs/gpu-check-$day.json}
 if [ ! -x .venv/bin/python ]; then bash scripts/setup.sh; fi
-.venv/bin/python -m specviz.doctor --device "$dev" --out "$out"
+.venv/bin/python -m specviz.tuning.doctor --device "$dev" --out "$out"
 if [ "${CURVES:-1}" = 1 ]; then
   common=(--methods ar,pld,eagle --prompts specviz/data/prompts.jsonl --max-new-tokens 64 --repeats 3 --device "$dev" --dtype fp32)
   .venv/bin/python -m specviz bench --batch 1,4,16,64 --limit 18 "${common[@]}" --json "docs/bench/batched-$dev-batch-$day.json"

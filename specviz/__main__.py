@@ -8,10 +8,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from specviz.model import ModelError
-from specviz.prompts import PromptError
-from specviz.sampling import ConfigError
-from specviz.trace import TraceError
+from specviz.core.model import ModelError
+from specviz.core.prompts import PromptError
+from specviz.core.sampling import ConfigError
+from specviz.core.trace import TraceError
 
 KNOWN_ERRORS = (ModelError, PromptError, ConfigError, TraceError, ValueError, OSError)
 
@@ -50,26 +50,26 @@ def _sampling_args(p: argparse.ArgumentParser, tokens: int) -> None:
 
 
 def _sampling(a: argparse.Namespace):
-    from specviz.sampling import Sampling
+    from specviz.core.sampling import Sampling
 
     return Sampling(max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, seed=a.seed)
 
 
 def _load(a: argparse.Namespace):
-    from specviz.model import load_model
+    from specviz.core.model import load_model
 
     return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), kernels=a.kernels)
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
     from specviz import methods
-    from specviz.prompts import prepare
+    from specviz.core.prompts import prepare
 
     sampling = _sampling(a)
     config = methods.make_config(a.method, _options(a.opt))
     lm = _load(a)
     if a.method == "pld":  # its draft length follows this device's measured latency curve
-        from specviz.compare import install_latency
+        from specviz.tuning.compare import install_latency
 
         install_latency(lm)
     ids = prepare(lm, a.prompt)
@@ -90,8 +90,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from specviz import bench, methods
-    from specviz.prompts import read_prompts, select
+    from specviz import methods
+    from specviz.core.prompts import read_prompts, select
+    from specviz.tuning import bench
 
     names = [n.strip() for n in a.methods.split(",") if n.strip()]
     for n in names:
@@ -104,7 +105,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     items = select(read_prompts(a.prompts), a.limit, a.per_category)
     sampling = _sampling(a)
     if a.batch or a.context:  # B prompts decoded together: throughput, latency and speedup per batch size
-        from specviz.batched.bench import cli_bench
+        from specviz.tuning.batched_bench import cli_bench
 
         return cli_bench(lambda: _load(a), names, configs, items, sampling, a)
     lm = _load(a)
@@ -126,7 +127,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_probe(a: argparse.Namespace) -> int:
-    from specviz.probe import cached_curve
+    from specviz.tuning.probe import cached_curve
 
     curve = cached_curve(_load(a), refresh=True)
     print(f"forward latency on {curve.device}, prefix {curve.prefix_len} tokens (median of {curve.repeats})")
@@ -136,7 +137,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from specviz import publish
+    from specviz.output import publish
 
     names = tuple(n.strip() for n in a.methods.split(",") if n.strip())
     req = publish.Request(
@@ -166,9 +167,9 @@ def cmd_export(a: argparse.Namespace) -> int:
 def cmd_heads(a: argparse.Namespace) -> int:
     try:
         if a.command == "train":
-            from specviz.heads.cli import train as command
+            from specviz.training.cli import train as command
         else:
-            from specviz.heads.sweep_cli import calibrate as command
+            from specviz.tuning.calibrate import calibrate as command
     except ImportError:
         raise ConfigError("Head training is not available in this checkout.") from None
     return command(a.head, a.rest)

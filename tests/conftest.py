@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.kernels import gqa_attention
-from specviz.model import LoadedModel, load_model
-from specviz.model_files import convert_default
+from specviz.core.kernels import gqa_attention
+from specviz.core.model import LoadedModel, load_model
+from specviz.core.model_files import convert_default
 
 THREADS = torch.get_num_threads()  # torch's own choice, for the real model
 
@@ -90,7 +90,7 @@ def app_cache(tmp_path_factory, app_lm):
     2 repeats instead of 5 (a real curve, as the pages store it; the pages draw it, not test its precision)."""
     from functools import partial
 
-    from specviz import probe
+    from specviz.tuning import probe
 
     folder = tmp_path_factory.mktemp("specviz-cache")
     with pytest.MonkeyPatch.context() as mp:
@@ -131,7 +131,7 @@ def peaked(tiny_lm) -> LoadedModel:
     import threading
     from dataclasses import replace
 
-    from specviz.model import Resources
+    from specviz.core.model import Resources
 
     hf = copy.deepcopy(tiny_lm.hf)
     with torch.no_grad():

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import torch
 from scipy.stats import chisquare
 
-from specviz.sampling import Sampling, target_probs
-from specviz.trace import Trace
+from specviz.core.sampling import Sampling, target_probs
+from specviz.core.trace import Trace
 
 PROMPT = "one two three one two three one two"
 

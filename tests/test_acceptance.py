@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.acceptance import (
+from specviz.core.acceptance import (
     decide_chain,
     flawed_accept,
     flawed_chain,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
 
 from .conftest import PROMPTS
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.batched import slots
-from specviz.batched.bench import format_table, parse_batches
-from specviz.batched.bench import run as run_bench
-from specviz.batched.chain import forward_cost, shared_width
-from specviz.batched.eagle import BatchEagle
-from specviz.batched.methods import generate
-from specviz.details import EagleStep
-from specviz.drafting import VerifyLatency
+from specviz.core.details import EagleStep
+from specviz.core.drafting import VerifyLatency
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
-from specviz.sampling import ConfigError, Sampling
+from specviz.methods.batched import slots
+from specviz.methods.batched.chain import forward_cost, shared_width
+from specviz.methods.batched.eagle import BatchEagle
+from specviz.methods.batched.methods import generate
+from specviz.tuning.batched_bench import format_table, parse_batches
+from specviz.tuning.batched_bench import run as run_bench
 
 from .conftest import PROMPTS
 

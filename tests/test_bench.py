@@ -1,10 +1,10 @@
-"""The bench: every method interleaved with plain decoding, in specviz.measure's terms."""
+"""The bench: every method interleaved with plain decoding, in specviz.core.measure's terms."""
 
 from __future__ import annotations
 
-from specviz.bench import run_bench
-from specviz.prompts import PromptItem
-from specviz.sampling import Sampling
+from specviz.core.prompts import PromptItem
+from specviz.core.sampling import Sampling
+from specviz.tuning.bench import run_bench
 from tests.conftest import make_tiny
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from specviz.model import crop_to, growing_cache
-from specviz.tree import commit_path
+from specviz.core.model import crop_to, growing_cache
+from specviz.trees.tree import commit_path
 
 
 def _same(a, b) -> None:

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from specviz.measure import Provenance
-from specviz.paths import PROMPT_KINDS_BENCH
-from specviz.prompts import prompt_kinds
-from specviz.viz.categories import method_order, winners, wins_figure
-from specviz.viz.stored import category_bench, category_labels, kind_of
+from specviz.core.measure import Provenance
+from specviz.core.paths import PROMPT_KINDS_BENCH
+from specviz.core.prompts import prompt_kinds
+from specviz.output.viz.categories import method_order, winners, wins_figure
+from specviz.output.viz.stored import category_bench, category_labels, kind_of
 
 BENCH = {
     "max_new_tokens": 64,

@@ -58,10 +58,10 @@ def test_bad_input_is_one_line(args, reason, capsys, monkeypatch, tiny_lm):
 
 
 def test_main_runs_from_any_directory(tmp_path, monkeypatch, capsys):
-    """In process, from a directory that is not the checkout: models/ is found through specviz.paths and the
+    """In process, from a directory that is not the checkout: models/ is found through specviz.core.paths and the
     command line answers (the `python -m specviz` entry point itself: the full-tier test below)."""
-    from specviz import paths
     from specviz.__main__ import main
+    from specviz.core import paths
 
     monkeypatch.chdir(tmp_path)
     assert paths.MEDUSA_DIR.is_dir() and paths.EAGLE_DIR.is_dir(), paths.MODELS
@@ -74,7 +74,7 @@ def test_python_dash_m_specviz_runs_from_any_directory(tmp_path):
     """The module entry point itself, as a user runs it, from a directory that is not the checkout.
     Full tier: a fresh Python importing torch costs seconds; the in-process test above covers the arguments."""
     code = (
-        "import runpy, sys; from specviz import paths; "
+        "import runpy, sys; from specviz.core import paths; "
         "assert paths.MEDUSA_DIR.is_dir() and paths.EAGLE_DIR.is_dir(), paths.MODELS; "
         "sys.argv = ['specviz', 'generate', '--prompt', '']; runpy.run_module('specviz', run_name='__main__')"
     )

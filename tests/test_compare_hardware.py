@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from specviz import hardware
-from specviz.compare import acceptance_series, method_shape, summarize
+from specviz.core.sampling import Sampling
+from specviz.core.trace import StepTrace, Trace, bundle_json, load_traces
 from specviz.methods import autoregressive as ar
-from specviz.probe import LatencyCurve, probe_latency
-from specviz.sampling import Sampling
-from specviz.trace import StepTrace, Trace, bundle_json, load_traces
-from specviz.viz.gallery import figures
+from specviz.output.viz.gallery import figures
+from specviz.tuning import hardware
+from specviz.tuning.compare import acceptance_series, method_shape, summarize
+from specviz.tuning.probe import LatencyCurve, probe_latency
 
 
 def fake_step(i: int, committed: list[int], width: int, draft: float = 0.0) -> StepTrace:

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from specviz import methods
-from specviz.model import Resources
-from specviz.sampling import Sampling
-from specviz.trace import Trace, load_traces
-from specviz.viz.gallery import figures
+from specviz.core.model import Resources
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace, load_traces
+from specviz.output.viz.gallery import figures
 from tests.conftest import PROMPTS
 
 METHODS = methods.available()

@@ -10,11 +10,12 @@ import pytest
 from PIL import Image
 from pptx import Presentation
 
-from specviz import deck, methods
-from specviz.measure import provenance
-from specviz.prompts import prepare
-from specviz.sampling import Sampling
-from specviz.trace import bundle_json
+from specviz import methods
+from specviz.core.measure import provenance
+from specviz.core.prompts import prepare
+from specviz.core.sampling import Sampling
+from specviz.core.trace import bundle_json
+from specviz.output import deck
 
 PX = (3200, 1800)  # the 1600 × 900 slide theme at 2×
 
@@ -108,8 +109,8 @@ def test_cli_writes_a_deck_from_saved_traces(bundle_file, tmp_path, monkeypatch,
 
 def test_cli_gallery_of_every_figure(bundle_file, tmp_path, monkeypatch):
     """--all adds the stored measurements' figures; index.html shows every image at once."""
-    from specviz import publish
     from specviz.__main__ import main
+    from specviz.output import publish
 
     monkeypatch.setattr(publish, "write_figure", lambda fig, path, slide=True: path.write_bytes(b"png"))
     out = tmp_path / "gallery"

@@ -21,27 +21,15 @@ FACTORIES = {
     "randperm",
     "linspace",
 }
-# the training and data tooling runs on the CPU over stored features, never inside a decode step
-TRAINING = {
-    "heads/features.py",
-    "heads/distill.py",
-    "heads/eagle_train.py",
-    "heads/medusa_train.py",
-    "heads/hydra_train.py",
-    "heads/fixed_train.py",
-    "heads/heldout.py",
-    "heads/cli.py",
-    "heads/shards.py",
-    "heads/eagle_loss.py",
-    "heads/sweep_cli.py",
-}
 # (file, function, factory): why a device-less factory is right there
 ALLOWED = {
-    ("acceptance.py", "uniform", "rand"): "the one uniform draw comes from the run's CPU generator, as a float",
-    ("drafting.py", "initial_guesses", "randint"): "CPU generator; the guesses become a Python list",
-    ("tree.py", "ancestry", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
-    ("tree.py", "mask", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
-    ("tree.py", "positions", "tensor"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("core/acceptance.py", "uniform", "rand"): "the one uniform draw comes from the run's CPU generator, as a float",
+    ("core/drafting.py", "initial_guesses", "randint"): "CPU generator; the guesses become a Python list",
+    ("trees/tree.py", "ancestry", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("trees/tree.py", "mask", "zeros"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("trees/tree.py", "positions", "tensor"): "TreeSpec is plain data built once per shape; lm.forward moves it",
+    ("trees/ngram_pool.py", "additive_mask", "tensor"): "Lookahead's mask is plain data; lm.forward moves it",
+    ("trees/ngram_pool.py", "additive_mask", "full"): "Lookahead's mask is plain data; lm.forward moves it",
     ("heads/eagle.py", "__init__", "arange"): "a module buffer: it moves with the head's .to(device)",
     ("heads/medusa.py", "frequent_tokens", "tensor"): "indexes `counts`, built on the CPU from training ids",
     ("methods/hydra.py", "tiny_resources", "randn"): "CPU noise added to CPU-built heads before .to(lm.device)",
@@ -50,16 +38,18 @@ ALLOWED = {
 
 
 def files() -> list[Path]:
-    picked = [
+    """The inference code: methods, trees, heads and their drafters, the core's sampling, acceptance and drafting,
+    and the offline tree replay; training (specviz/training) runs on the CPU over stored features, never inside a
+    decode step."""
+    return [
         *ROOT.glob("methods/*.py"),
-        ROOT / "drafting.py",
-        ROOT / "draft_tree.py",
-        *ROOT.glob("tree*.py"),
-        ROOT / "acceptance.py",
-        ROOT / "sampling.py",
+        ROOT / "core" / "drafting.py",
+        ROOT / "core" / "acceptance.py",
+        ROOT / "core" / "sampling.py",
+        *ROOT.glob("trees/*.py"),
         *ROOT.glob("heads/*.py"),
+        ROOT / "tuning" / "eagle_replay.py",
     ]
-    return [p for p in picked if str(p.relative_to(ROOT)) not in TRAINING]
 
 
 def calls(path: Path):

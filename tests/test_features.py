@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.heads import features, fixed_train, medusa_train
+from specviz.training import features, fixed_train, medusa_train
 
 
 def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):

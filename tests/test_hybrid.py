@@ -7,16 +7,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.details import HybridStep
-from specviz.draft_tree import DraftTree
+from specviz.core.details import HybridStep
+from specviz.core.sampling import Sampling
 from specviz.heads.eagle_drafter import TreeStepper
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome
-from specviz.sampling import Sampling
-from specviz.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
-from specviz.viz.eagle import POOL_MARK, gallery, verify_figures
-from specviz.viz.hybrid import origins, origins_figure
+from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
+from specviz.output.viz.hybrid import origins, origins_figure
+from specviz.trees.draft_tree import DraftTree
+from specviz.trees.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
 from tests.sampling_check import second_token_follows_p
 
 
@@ -203,7 +203,7 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
 
 def test_a_chain_alternates_its_labels_and_a_branching_tree_does_not():
     """A copy step's verified tree is one long row: its labels alternate above and below it."""
-    from specviz.viz.tree import label_positions
+    from specviz.output.viz.tree import label_positions
 
     chain = label_positions([-1, 0, 1, 2, 3])
     assert chain == ["middle left", "bottom center", "top center", "bottom center", "middle right"]

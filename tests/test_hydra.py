@@ -6,19 +6,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.details import HydraStep
+from specviz.core.details import HydraStep
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_heads, save_heads
-from specviz.heads.hydra_train import TrainConfig, positions, rank_accuracy, train_heads
 from specviz.heads.medusa import HeadsConfig, HeadsError
-from specviz.heads.medusa_train import IGNORE, OOV, draft_map
-from specviz.heads.medusa_train import TrainConfig as MedusaTrain
-from specviz.heads.medusa_train import rank_accuracy as medusa_accuracy
-from specviz.heads.medusa_train import train_heads as train_medusa
-from specviz.heads.shards import Sequence
 from specviz.methods import autoregressive as ar
 from specviz.methods import hydra
-from specviz.sampling import ConfigError, Sampling
-from specviz.tree import TreeSpec
+from specviz.training.hydra_train import TrainConfig, positions, rank_accuracy, train_heads
+from specviz.training.medusa_train import IGNORE, OOV, draft_map
+from specviz.training.medusa_train import TrainConfig as MedusaTrain
+from specviz.training.medusa_train import rank_accuracy as medusa_accuracy
+from specviz.training.medusa_train import train_heads as train_medusa
+from specviz.training.shards import Sequence
+from specviz.trees.tree import TreeSpec
 from tests.sampling_check import second_token_follows_p
 
 
@@ -126,7 +126,7 @@ def test_sampling_through_generate_keeps_the_target_distribution(peaked):
 
 
 def test_depth_views_come_from_the_traces(tiny_lm) -> None:
-    from specviz.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+    from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
 
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = hydra.generate(tiny_lm, ids, Sampling(max_new_tokens=12), **hydra.tiny_resources(tiny_lm))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import jacobi
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
 
 
 @pytest.mark.parametrize("init", jacobi.INIT_SOURCES)

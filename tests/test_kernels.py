@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.kernels import PackedLinear, can_pack, pack_linears
+from specviz.core.kernels import PackedLinear, can_pack, pack_linears
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import Sampling
 from specviz.methods import autoregressive
-from specviz.model import LoadedModel
-from specviz.sampling import Sampling
 
 pytestmark = pytest.mark.skipif(
     not can_pack(torch.device("cpu"), torch.float32), reason="this torch build has no oneDNN linear"
@@ -65,7 +65,7 @@ def test_real_model_uses_onednn_by_default(real_lm):
 
 
 def test_environment_picks_kernels_unless_the_caller_does(monkeypatch):
-    from specviz.model import load_model
+    from specviz.core.model import load_model
 
     monkeypatch.setenv("SPECVIZ_KERNELS", "aten")
     assert load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None).kernels == "aten"

@@ -1,22 +1,37 @@
-"""The layers hold: import-linter's contracts (pyproject.toml) pass, every module sits in a layer, and the
-Streamlit side (app.py, views/, ui/) never touches tensors (checked with ast)."""
+"""The layers hold: import-linter's contracts (pyproject.toml) pass and can fail, the packages of specviz are the
+layers and every module sits in one, and the Streamlit side (app.py, views/, ui/) never touches tensors (ast)."""
 
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli is pytest's own dependency there
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 
 def contracts() -> list[dict]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def package_layers() -> dict:
+    """The contract of the packages themselves (the one layers contract without containers)."""
+    (layered,) = [c for c in contracts() if c["type"] == "layers" and not c.get("containers")]
+    return layered
+
+
+def lint_imports(*args: str) -> subprocess.CompletedProcess:
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert lint, "import-linter is not installed (it is in requirements.txt)"
+    return subprocess.run([lint, "--no-cache", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 def modules_of(layer: str) -> list[str]:
@@ -42,22 +57,40 @@ def imported(path: Path) -> set[str]:
 
 
 def test_import_contracts_hold():
-    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
-    assert lint, "import-linter is not installed (it is in requirements.txt)"
-    out = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = lint_imports()
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     assert "0 broken" in out.stdout
 
 
+def test_the_layer_check_can_fail(tmp_path):
+    """The same packages in the reverse order break: import-linter really reads the graph."""
+    layers = json.dumps(package_layers()["layers"][::-1])
+    config = tmp_path / "reversed.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_packages = ["specviz", "ui"]\n\n[[tool.importlinter.contracts]]\n'
+        f'name = "reversed"\ntype = "layers"\nlayers = {layers}\n'
+    )
+    out = lint_imports(str(config))
+    assert out.returncode != 0 and "1 broken" in out.stdout, (out.stdout + out.stderr)[-4000:]
+
+
 def test_every_library_module_sits_in_a_layer():
-    (layered,) = [c for c in contracts() if c["type"] == "layers"]
-    placed = {m for layer in layered["layers"] for m in modules_of(layer)}
+    placed = {m for layer in package_layers()["layers"] for m in modules_of(layer)}
     files = sorted((ROOT / "specviz").rglob("*.py"))
     assert len(files) > 20
     names = [module_name(p) for p in files]
-    packages = {n for n in names if any(m.startswith(n + ".") for m in placed)}  # specviz, specviz.heads
+    packages = {n for n in names if any(m.startswith(n + ".") for m in placed)}  # specviz
     missing = [n for n in names if n not in packages and not any(n == m or n.startswith(m + ".") for m in placed)]
     assert not missing, f"add these to a layer in pyproject.toml: {missing}"
+
+
+def test_the_folders_are_the_layers():
+    """Only the package face and the CLI sit at the top of specviz/; every package there is one layer."""
+    top = ROOT / "specviz"
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py", "__main__.py"]
+    folders = {f"specviz.{d.name}" for d in top.iterdir() if (d / "__init__.py").is_file()}
+    assert len(folders) >= 7
+    assert folders <= set(package_layers()["layers"]), folders - set(package_layers()["layers"])
 
 
 def test_every_method_is_kept_apart_from_the_others():
@@ -66,6 +99,8 @@ def test_every_method_is_kept_apart_from_the_others():
         module_name(p) for p in (ROOT / "specviz" / "methods").glob("*.py") if p.stem not in ("__init__", "base")
     }
     assert methods and methods == set(apart["modules"])
+    (inside,) = [c for c in contracts() if c.get("containers") == ["specviz.methods"]]
+    assert {f"specviz.methods.{m}" for m in modules_of(inside["layers"][1])} == methods
 
 
 def test_streamlit_side_never_touches_tensors():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specviz import methods
-from specviz.lineage import WORKS, by_key, edges
-from specviz.viz.lineage import lineage_figure, measured_values, node_caption
+from specviz.output.lineage import WORKS, by_key, edges
+from specviz.output.viz.lineage import lineage_figure, measured_values, node_caption
 
 BENCH = {"methods": {"eagle": {"mean_accepted": 1.75, "speedup": 1.26}, "pld": {"mean_accepted": 1.5, "speedup": 1.3}}}
 
@@ -46,8 +46,8 @@ def test_the_figure_draws_every_work_and_arrow():
 def test_each_method_comes_from_the_newest_file_that_measured_it(tmp_path, monkeypatch):
     import json
 
-    from specviz import paths
-    from specviz.viz.stored import merged_spec_bench
+    from specviz.core import paths
+    from specviz.output.viz.stored import merged_spec_bench
 
     row = {"mean_accepted": 1.5, "speedup": 1.2}
     old = {"methods": {"ar": row, "sps": row, "eagle": {**row, "speedup": 0.9}}, "prompts": 26}

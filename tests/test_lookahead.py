@@ -7,12 +7,12 @@ from collections import Counter
 import pytest
 import torch
 
+from specviz.core.model import crop_to
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
-from specviz.model import crop_to
-from specviz.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.trees.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
 
 from .conftest import PROMPTS
 

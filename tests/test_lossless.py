@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from specviz import lossless
+from specviz.tuning import lossless
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
 Q = torch.tensor([0.2, 0.5, 0.1, 0.2], dtype=torch.float64)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specviz import measure
+from specviz.core import measure
 
 
 @dataclass

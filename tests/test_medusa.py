@@ -8,6 +8,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads.medusa import (
     HeadsConfig,
     HeadsError,
@@ -17,7 +18,6 @@ from specviz.heads.medusa import (
     save_heads,
 )
 from specviz.methods import autoregressive, medusa
-from specviz.sampling import ConfigError, Sampling
 from tests.conftest import PROMPTS
 
 ACC = [[0.6, 0.2, 0.1], [0.4, 0.15, 0.1], [0.3, 0.1, 0.05]]
@@ -173,8 +173,8 @@ def test_greedy_identity_real_with_committed_heads(real_lm) -> None:
 
 
 def test_positions_align_heads_with_future_tokens() -> None:
-    from specviz.heads.distill import Sequence
-    from specviz.heads.medusa_train import IGNORE, OOV, draft_map, positions
+    from specviz.training.distill import Sequence
+    from specviz.training.medusa_train import IGNORE, OOV, draft_map, positions
 
     ids = torch.tensor([7, 8, 20, 21, 22])  # two prompt tokens, three continuation tokens
     hidden = torch.arange(5, dtype=torch.float16)[:, None].expand(5, 3)
@@ -187,7 +187,7 @@ def test_positions_align_heads_with_future_tokens() -> None:
 
 def _cycle_data(lm, n: int = 6):
     """Sequences cycling through 4 tokens, each token's hidden state a fixed random vector."""
-    from specviz.heads.distill import Sequence
+    from specviz.training.distill import Sequence
 
     gen = torch.Generator().manual_seed(0)
     table = torch.randn(4, 64, generator=gen)
@@ -199,7 +199,7 @@ def _cycle_data(lm, n: int = 6):
 
 
 def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
-    from specviz.heads.medusa_train import TrainConfig, rank_accuracy, train_heads
+    from specviz.training.medusa_train import TrainConfig, rank_accuracy, train_heads
 
     seqs = _cycle_data(tiny_lm)
     cfg = HeadsConfig(num_heads=2, hidden_size=64, draft_vocab=16, model="tiny")
@@ -218,8 +218,8 @@ def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
 def test_teacher_distribution_is_the_models_own_next_token(tiny_lm) -> None:
     """Soft targets: head k's teacher at h_t is the model's distribution from h_{t+k}, whose argmax is
     the distilled (greedy) token t+1+k, the hard target."""
-    from specviz.heads.distill import distill_batch
-    from specviz.heads.medusa_train import IGNORE, draft_map, positions, teacher_probs
+    from specviz.training.distill import distill_batch
+    from specviz.training.medusa_train import IGNORE, draft_map, positions, teacher_probs
 
     seqs = distill_batch(tiny_lm, ["Count from one to ten.", "Name three colours."], 12)
     vocab = torch.arange(tiny_lm.hf.config.vocab_size)
@@ -234,7 +234,7 @@ def test_teacher_distribution_is_the_models_own_next_token(tiny_lm) -> None:
 
 
 def test_soft_loss_with_one_hot_teacher_is_the_hard_loss() -> None:
-    from specviz.heads.medusa_train import IGNORE, head_loss
+    from specviz.training.medusa_train import IGNORE, head_loss
 
     torch.manual_seed(0)
     logits = torch.randn(5, 2, 7)

@@ -1,16 +1,16 @@
 """One definition of speedup: the same pair of traces gives the same number through every path the pages,
-the figures and the export use (specviz.measure), and a single live run is labelled as one."""
+the figures and the export use (specviz.core.measure), and a single live run is labelled as one."""
 
 from __future__ import annotations
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import measure
-from specviz.compare import running_speedup, summarize
-from specviz.trace import StepTrace, Trace
-from specviz.viz.gallery import figures
-from specviz.viz.tree import steps_figure
+from specviz.core import measure
+from specviz.core.trace import StepTrace, Trace
+from specviz.output.viz.gallery import figures
+from specviz.output.viz.tree import steps_figure
+from specviz.tuning.compare import running_speedup, summarize
 from tests.apptest import APP
 
 

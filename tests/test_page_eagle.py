@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import sweep
+from specviz.core.sampling import Sampling
 from specviz.heads.eagle import new_head
-from specviz.heads.eagle_replay import replay_trees
 from specviz.methods import eagle
-from specviz.sampling import Sampling
-from specviz.viz import eagle as viz
+from specviz.output.viz import eagle as viz
+from specviz.tuning import sweep
+from specviz.tuning.eagle_replay import replay_trees
 from tests.apptest import app_on, chart_specs, chart_title, titled
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.viz.tree import mask_figure, tree_figure, tree_layout
+from specviz.output.viz.tree import mask_figure, tree_figure, tree_layout
 from tests.apptest import app_on, chart_specs, titled
 
 
@@ -60,9 +60,9 @@ def test_medusa_page_live() -> None:
 
 
 def test_trace_figures_on_tiny_run(tiny_lm) -> None:
+    from specviz.core.sampling import Sampling
     from specviz.methods import medusa
-    from specviz.sampling import Sampling
-    from specviz.viz.tree import budget_figure, cost_figure, gallery, steps_figure, token_strip
+    from specviz.output.viz.tree import budget_figure, cost_figure, gallery, steps_figure, token_strip
     from tests.test_medusa import ACC, tiny_heads
 
     ids = tiny_lm.encode_prompt("Say hi.")

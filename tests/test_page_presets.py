@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import presets
-from specviz.prompts import preset_prompts, prompt_kinds
+from specviz.core.prompts import preset_prompts, prompt_kinds
+from specviz.tuning import presets
 from tests.apptest import app_on, chart_specs, chart_title
 
 
@@ -89,7 +89,7 @@ def test_every_page_offers_its_slide_deck(tiny_app):
 
 @pytest.mark.full
 def test_compare_shows_where_each_method_wins(tiny_app):
-    from specviz.viz.stored import category_bench
+    from specviz.output.viz.stored import category_bench
 
     if category_bench() is None:
         pytest.skip("no stored bench result with categories in this checkout")

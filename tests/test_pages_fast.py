@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specviz import methods
-from specviz.prompts import prepare
-from specviz.sampling import Sampling
-from specviz.trace import bundle_json, load_traces
+from specviz.core.prompts import prepare
+from specviz.core.sampling import Sampling
+from specviz.core.trace import bundle_json, load_traces
 from tests.apptest import APP, app_on, chart_specs, chart_title
 
 PAGES = [

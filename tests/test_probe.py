@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from specviz import probe
-from specviz.measure import provenance
+from specviz.core.measure import provenance
+from specviz.tuning import probe
 
 
 def _curve(spread: float, load: float = 0.1, device: str = "cpu · float32") -> probe.LatencyCurve:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import prompt_lookup as pld
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
 
 
 def test_find_match_prefers_longest_then_most_recent() -> None:
@@ -33,7 +33,7 @@ def test_best_length_follows_acceptance_and_cost() -> None:
 
 
 def test_draft_length_reads_the_installed_curve_else_falls_back(tiny_lm) -> None:
-    from specviz.drafting import LATENCY_KEY, VerifyLatency, set_verify_latency, verify_latency
+    from specviz.core.drafting import LATENCY_KEY, VerifyLatency, set_verify_latency, verify_latency
     from specviz.methods.base import Run
 
     run = Run(tiny_lm, [1, 2, 3], Sampling(max_new_tokens=8), "pld")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.measure import Provenance
+from specviz.core.measure import Provenance
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 # head configs describe weights, not measurements; everything else under models/ is a measured figure

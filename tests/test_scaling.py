@@ -7,13 +7,13 @@ import statistics
 
 import pytest
 
-from specviz import paths
-from specviz.batched import contexts
-from specviz.batched.bench import Grid
-from specviz.batched.bench import run as run_bench
-from specviz.sampling import ConfigError, Sampling
-from specviz.viz import scaling
-from specviz.viz.stored import scaling_results
+from specviz.core import paths
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.output.viz import scaling
+from specviz.output.viz.stored import scaling_results
+from specviz.tuning import contexts
+from specviz.tuning.batched_bench import Grid
+from specviz.tuning.batched_bench import run as run_bench
 
 from .conftest import PROMPTS
 

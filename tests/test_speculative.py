@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import lossless
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import speculative as sps
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.tuning import lossless
 
 from .conftest import make_tiny
 

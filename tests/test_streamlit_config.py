@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.viz import theme
+from specviz.output.viz import theme
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+

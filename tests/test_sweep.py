@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from specviz import sweep
 from specviz.methods import autoregressive, lookahead
-from specviz.viz.lookahead import sweep_figure
+from specviz.output.viz.lookahead import sweep_figure
+from specviz.tuning import sweep
 
 
 def test_interleaved_counts_identity_and_accepted_length(tiny_lm):

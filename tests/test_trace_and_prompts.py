@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from specviz.core.prompts import PromptError, parse_prompt_lines, prepare, read_prompts, select
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace, TraceError
 from specviz.methods import autoregressive as ar
-from specviz.prompts import PromptError, parse_prompt_lines, prepare, read_prompts, select
-from specviz.sampling import Sampling
-from specviz.trace import Trace, TraceError
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.tree import (
+from specviz.trees.tree import (
     TreeSpec,
     commit_path,
     greedy_accept_path,

@@ -9,11 +9,11 @@ from typing import Any
 import streamlit as st
 
 from specviz import methods
-from specviz.compare import install_latency
-from specviz.model import LoadedModel, ModelError, load_model
-from specviz.prompts import PromptError, prepare
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace, TraceError, bundle_json, load_traces
+from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.prompts import PromptError, prepare
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace, TraceError, bundle_json, load_traces
+from specviz.tuning.compare import install_latency
 from ui import deck, presentation
 from ui.prompt_picker import picker
 
@@ -180,7 +180,7 @@ def show_figure(fig, name: str) -> None:
     shown = presentation.figure_font(fig) if presentation.presenting() else fig
     st.plotly_chart(shown, config=config, key=f"fig.{name}")
     if st.session_state.get("sidebar.export", False):
-        from specviz.export import figure_bytes
+        from specviz.output.export import figure_bytes
 
         cols = st.columns(6)
         for col, fmt in zip(cols, ("png", "svg")):

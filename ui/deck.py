@@ -9,8 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz.measure import provenance
-from specviz.trace import Trace
+from specviz.core.measure import provenance
+from specviz.core.trace import Trace
 
 FIGURES, TRACES = "deck.figures", "deck.traces"  # this run's figures (name, figure) and traces (method -> trace)
 
@@ -42,7 +42,7 @@ def _settings(traces: dict[str, Trace]) -> dict[str, Any]:
 
 def _deck(page: str, figures: list[tuple[str, go.Figure]], traces: dict[str, Trace], where: tuple[str, str, bool]):
     """The deck's bytes (run when the button is pressed, outside the script: it reads no session state)."""
-    from specviz.deck import deck_bytes, notes_text, slides_of
+    from specviz.output.deck import deck_bytes, notes_text, slides_of
 
     model, device, live = where
     notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)}, live=live)

@@ -8,11 +8,13 @@ from typing import Any
 
 import streamlit as st
 
-from specviz import compare, measure, methods
-from specviz.model import ModelError
-from specviz.prompts import PromptError, prepare
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz import methods
+from specviz.core import measure
+from specviz.core.model import ModelError
+from specviz.core.prompts import PromptError, prepare
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
+from specviz.tuning import compare
 from ui import deck
 from ui.common import Settings, _load, get_model, replayed, replaying
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import streamlit as st
 
-from specviz import measure, presets
-from specviz.presets import FIELDS, Preset
+from specviz.core import measure
+from specviz.tuning import presets
+from specviz.tuning.presets import FIELDS, Preset
 from ui.common import Settings, get_model, replaying
 from ui.live import run_paired
 
@@ -68,7 +69,7 @@ def _probe_note(method: str, widths: dict[str, int]) -> str:
     lm = None if replaying() else get_model()
     if lm is None or not {presets.FASTEST, presets.PAPER} <= set(widths):
         return ""
-    from specviz.probe import cached_curve
+    from specviz.tuning.probe import cached_curve
 
     with lm.lock:
         curve = cached_curve(lm)

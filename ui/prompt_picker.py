@@ -6,7 +6,7 @@ from functools import cache
 
 import streamlit as st
 
-from specviz.prompts import Kind, PromptError, PromptItem, preset_prompts, prompt_kinds
+from specviz.core.prompts import Kind, PromptError, PromptItem, preset_prompts, prompt_kinds
 
 KEY, PROMPT_KEY = "sidebar.preset", "sidebar.prompt"
 OWN = "own"  # the option for a prompt the user typed

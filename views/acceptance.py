@@ -6,11 +6,10 @@ from dataclasses import replace
 
 import streamlit as st
 
-from specviz.acceptance import RULE_LABELS, RULES
-from specviz.lossless import DRAFTS, LabConfig, lab
+from specviz.core.acceptance import RULE_LABELS, RULES
+from specviz.core.prompts import PromptError, prepare
 from specviz.methods import speculative
-from specviz.prompts import PromptError, prepare
-from specviz.viz.acceptance import (
+from specviz.output.viz.acceptance import (
     decisions_figure,
     lab_figure,
     records,
@@ -18,6 +17,7 @@ from specviz.viz.acceptance import (
     typical_figure,
     typical_points,
 )
+from specviz.tuning.lossless import DRAFTS, LabConfig, lab
 from ui.common import Settings, download_traces, get_model, page_header, replaying, run_method, settings, show_figure
 from ui.presentation import stepper
 

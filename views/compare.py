@@ -7,14 +7,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import bench, compare, hardware, methods
-from specviz.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
-from specviz.probe import cached_curve
-from specviz.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
-from specviz.viz import compare as figs
-from specviz.viz import scaling
-from specviz.viz.categories import winners, wins_figure
-from specviz.viz.stored import category_bench, category_labels, kind_of, scaling_results
+from specviz import methods
+from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
+from specviz.core.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
+from specviz.output.viz import compare as figs
+from specviz.output.viz import scaling
+from specviz.output.viz.categories import winners, wins_figure
+from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
+from specviz.tuning import bench, compare, hardware
+from specviz.tuning.probe import cached_curve
 from ui.common import (
     config_controls,
     download_traces,

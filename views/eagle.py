@@ -8,18 +8,16 @@ from statistics import median
 
 import streamlit as st
 
-from specviz.details import HybridStep
+from specviz.core.details import HybridStep
+from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
-from specviz.heads.eagle_replay import replay_trees
 from specviz.methods.eagle import Config
 from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.methods.hybrid import Config as HybridConfig
-from specviz.sweep import EAGLE_PATH as SWEEP_PATH
-from specviz.trace import StepTrace, Trace
-from specviz.viz.eagle import (
+from specviz.output.viz.eagle import (
     compare_figure,
     draft_verify_figure,
     feature_figure,
@@ -27,10 +25,12 @@ from specviz.viz.eagle import (
     sweep_figure,
     verify_figures,
 )
-from specviz.viz.eagle3 import fusion_figure
-from specviz.viz.hybrid import origins_figure
-from specviz.viz.hydra import depth_figure
-from specviz.viz.tree import steps_figure, token_strip
+from specviz.output.viz.eagle3 import fusion_figure
+from specviz.output.viz.hybrid import origins_figure
+from specviz.output.viz.hydra import depth_figure
+from specviz.output.viz.tree import steps_figure, token_strip
+from specviz.tuning.eagle_replay import replay_trees
+from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui.common import get_model, page_header, replaying, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.measure import provenance
+from specviz.core.measure import provenance
+from specviz.core.prompts import PromptError, prepare
 from specviz.methods import autoregressive
-from specviz.probe import cached_curve
-from specviz.prompts import PromptError, prepare
-from specviz.viz.latency import latency_figure
-from specviz.viz.timeline import timeline_figure
+from specviz.output.viz.latency import latency_figure
+from specviz.output.viz.timeline import timeline_figure
+from specviz.tuning.probe import cached_curve
 from ui.common import get_model, page_header, settings, show_figure
 
 page_header(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.lineage import WORKS
-from specviz.paths import REPO
-from specviz.viz.lineage import lineage_figure, measured_values, node_caption
-from specviz.viz.stored import merged_spec_bench
+from specviz.core.paths import REPO
+from specviz.output.lineage import WORKS
+from specviz.output.viz.lineage import lineage_figure, measured_values, node_caption
+from specviz.output.viz.stored import merged_spec_bench
 from ui.common import page_header, show_figure
 from ui.live import measured_where
 

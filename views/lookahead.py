@@ -7,11 +7,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import measure
+from specviz.core import measure
 from specviz.methods import jacobi, lookahead
-from specviz.viz.jacobi import jacobi_grid_figure
-from specviz.viz.lookahead import final_pool, mask_figure, pool_figure, sweep_figure, verify_figure, window_figure
-from specviz.viz.tree import steps_figure
+from specviz.output.viz.jacobi import jacobi_grid_figure
+from specviz.output.viz.lookahead import (
+    final_pool,
+    mask_figure,
+    pool_figure,
+    sweep_figure,
+    verify_figure,
+    window_figure,
+)
+from specviz.output.viz.tree import steps_figure
 from ui.common import download_traces, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper

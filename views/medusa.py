@@ -11,9 +11,8 @@ from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
-from specviz.tree import sparse_tree
-from specviz.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
-from specviz.viz.tree import (
+from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+from specviz.output.viz.tree import (
     budget_figure,
     cost_figure,
     mask_figure,
@@ -22,6 +21,7 @@ from specviz.viz.tree import (
     token_strip,
     tree_figure,
 )
+from specviz.trees.tree import sparse_tree
 from ui.common import page_header, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper

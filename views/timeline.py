@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import measure, methods
-from specviz.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
+from specviz import methods
+from specviz.core import measure
+from specviz.output.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
 from ui.common import download_traces, page_header, replayed, replaying, run_method, settings, show_figure
 from ui.live import same_tokens
 

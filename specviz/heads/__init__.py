@@ -1,1 +1,1 @@
-"""Trained draft heads (Medusa, EAGLE), their self-distillation data and training."""
+"""The draft heads (Medusa, Hydra, EAGLE, EAGLE-3) and their drafters at inference; training is specviz.training."""

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from specviz.kernels import gqa_attention
-from specviz.kv_cache import growing_cache
-from specviz.model import LoadedModel
-from specviz.paths import EAGLE_DIR
+from specviz.core.kernels import gqa_attention
+from specviz.core.kv_cache import growing_cache
+from specviz.core.model import LoadedModel
+from specviz.core.paths import EAGLE_DIR
 
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache, LlamaConfig

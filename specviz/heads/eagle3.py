@@ -4,7 +4,7 @@ At position t the head reads g_t = fuse(concat(norm_l(l_t), norm_m(m_t), norm_u(
 entering a low, a middle and a high decoder layer of the target, fused by one Linear(3h → h). Its input is
 fc(concat(embed(x_{t+1}), g_t)) → one decoder layer → its own hidden a_{t+1}; norm(a_{t+1}) through the
 target's frozen LM-head rows of the draft vocabulary scores x_{t+2}. There is no feature target: the loss
-is on tokens only (specviz.heads.eagle3_train). One draft step deeper, the feature input at a drafted
+is on tokens only (specviz.training.eagle3_train). One draft step deeper, the feature input at a drafted
 position is the head's own previous output a, not a target feature (none exists there), so the head is
 trained unrolled on its own outputs ("training-time test").
 
@@ -18,7 +18,7 @@ Design choices, beyond the paper:
   as specviz.heads.eagle does), behind the head's own final RMSNorm; no new output matrix is trained.
 
 Eagle3Head is an EagleHead (same fc, decoder layer, rotary and draft vocabulary; only its inputs and its
-read-out differ), so the draft tree (specviz.draft_tree) and the tree stepper run it unchanged.
+read-out differ), so the draft tree (specviz.trees.draft_tree) and the tree stepper run it unchanged.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from specviz.core.model import LoadedModel
+from specviz.core.paths import MODELS
 from specviz.heads.eagle import EagleHead, HeadConfig, HeadError, init_linears
-from specviz.model import LoadedModel
-from specviz.paths import MODELS
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
 DEFAULT_DIR = MODELS / "eagle3"
@@ -43,7 +43,7 @@ TRAIN_HINT = "python -m specviz train eagle3"
 
 def default_layers(n_layers: int) -> tuple[int, ...]:
     """The fused layers of an n-layer target: low, middle, high = (2, n/2, n-3) as EAGLE-3's authors chose
-    (specviz.heads.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
+    (specviz.training.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
     if n_layers >= 6:
         return (2, n_layers // 2, n_layers - 3)
     return (0, n_layers // 2, max(0, n_layers - 1))

@@ -3,7 +3,7 @@
 The target's verify pass also returns the inputs of the head's three layers for every node
 (`LoadedModel.forward_layers`); the drafter fuses the accepted ones into g (Eagle3Head.fuse_layers)
 before they enter its KV cache, and reads its drafts through the head's final norm. Drafted tree nodes
-read the head's own outputs a, exactly as EAGLE-2's do (specviz.draft_tree), so tree growth, the rerank,
+read the head's own outputs a, exactly as EAGLE-2's do (specviz.trees.draft_tree), so tree growth, the rerank,
 verification, acceptance and the commit are the EAGLE-2 stepper's (specviz.heads.eagle_drafter.TreeStepper).
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from specviz.draft_tree import DraftTree, feature_view
-from specviz.eagle_tree import Shape, Step, TreeResult
+from specviz.core.model import LoadedModel
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.eagle_drafter import Drafter, TreeStepper, head_dtype
-from specviz.model import LoadedModel
-from specviz.tree import TreeSpec
+from specviz.trees.draft_tree import DraftTree, feature_view
+from specviz.trees.eagle_tree import Shape, Step, TreeResult
+from specviz.trees.tree import TreeSpec
 
 
 class Eagle3Drafter(Drafter):
@@ -53,7 +53,7 @@ class Eagle3Drafter(Drafter):
 def verify_layers(
     lm: LoadedModel, cache: Any, tokens: list[int], spec: TreeSpec, layers: tuple[int, ...]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """specviz.tree.verify_tree, also returning each node's layer inputs: (logits, hidden, fused [n, 3H])."""
+    """specviz.trees.tree.verify_tree, also returning each node's layer inputs: (logits, hidden, fused [n, 3H])."""
     if len(tokens) != len(spec):
         raise ValueError(f"{len(tokens)} tokens for a tree of {len(spec)} nodes.")
     prefix = cache.get_seq_length()

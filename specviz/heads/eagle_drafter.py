@@ -15,13 +15,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.eagle_tree import Shape, Step, TreeResult, tree_accept
+from specviz.core.kernels import PackedLinear, can_pack, pack_module
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head
-from specviz.kernels import PackedLinear, can_pack, pack_module
-from specviz.model import LoadedModel
-from specviz.sampling import ConfigError
-from specviz.tree import TreeSpec, commit_path, verify_tree
+from specviz.trees.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
+from specviz.trees.eagle_tree import Shape, Step, TreeResult, tree_accept
+from specviz.trees.tree import TreeSpec, commit_path, verify_tree
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
 # long as the head and the LM head it was made from (a new model never finds an old model's projection)

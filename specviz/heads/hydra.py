@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specviz.core.model import LoadedModel
+from specviz.core.paths import HYDRA_DIR
 from specviz.heads.medusa import HeadsError, ResBlock, project
-from specviz.model import LoadedModel
-from specviz.paths import HYDRA_DIR
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.kernels import PackedLinear, can_pack
-from specviz.model import LoadedModel, ModelError
-from specviz.paths import MEDUSA_DIR
+from specviz.core.kernels import PackedLinear, can_pack
+from specviz.core.model import LoadedModel, ModelError
+from specviz.core.paths import MEDUSA_DIR
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"

@@ -3,7 +3,7 @@
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
 fits a model of any depth) under which the method runs on a tiny random model, as the contract test does.
-No method module imports another; what two share lives in core modules (specviz.acceptance, tree,
+No method module imports another; what two share lives in core modules (specviz.core.acceptance, tree,
 tree_sampling, ngram_pool, drafting, draft_tree).
 """
 
@@ -14,7 +14,7 @@ import importlib.util
 from dataclasses import MISSING, fields
 from types import ModuleType
 
-from specviz.sampling import ConfigError
+from specviz.core.sampling import ConfigError
 
 # name -> module; modules are imported on first use so one broken method cannot break the rest
 MODULES: dict[str, str] = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, Outcome, Run
-from specviz.model import LoadedModel
-from specviz.sampling import Sampling
-from specviz.trace import Trace
 
 NAME = "ar"
 LABEL = "Autoregressive"

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specviz.details import Detail
-from specviz.model import LoadedModel
-from specviz.sampling import Sampling, choose, entropy, target_probs, top_alts
-from specviz.trace import StepTrace, Trace
+from specviz.core.details import Detail
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import Sampling, choose, entropy, target_probs, top_alts
+from specviz.core.trace import StepTrace, Trace
 
 if TYPE_CHECKING:  # only the tree methods build one; the others need not import the head machinery
-    from specviz.eagle_tree import TreeResult
+    from specviz.trees.eagle_tree import TreeResult
 
 OnStep = Callable[[StepTrace], None]
 PHASES = ("draft", "verify", "commit")
@@ -66,7 +66,7 @@ def chain_outcome(
 
 
 def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
-    """The outcome of a verified draft tree (specviz.eagle_tree): its accepted path, and the next step's logits
+    """The outcome of a verified draft tree (specviz.trees.eagle_tree): its accepted path, and the next step's logits
     and feature from the path's last node."""
     return Outcome(
         accepted=res.accepted,

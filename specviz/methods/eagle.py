@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.details import EagleStep
-from specviz.eagle_tree import check_shape
+from specviz.core.details import EagleStep
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead, new_head
 from specviz.heads.eagle_drafter import TreeStepper, head_for, load_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.model import LoadedModel
-from specviz.sampling import Sampling
-from specviz.trace import Trace
+from specviz.trees.eagle_tree import check_shape
 
 NAME = "eagle"
 LABEL = "EAGLE-2"

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import torch
 
-from specviz.details import Eagle3Step
-from specviz.eagle_tree import check_shape
+from specviz.core.details import Eagle3Step
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, cached_head, default_layers, new_head
 from specviz.heads.eagle3_drafter import Eagle3Stepper
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.trees.eagle_tree import check_shape
 
 NAME = "eagle3"
 LABEL = "EAGLE-3"

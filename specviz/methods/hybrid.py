@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.details import HybridStep
-from specviz.eagle_tree import check_shape
+from specviz.core.details import HybridStep
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead, new_head
 from specviz.heads.eagle_drafter import TreeStepper, head_for
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
-from specviz.tree_graft import HEAD, graft, lookup_tails
+from specviz.trees.eagle_tree import check_shape
+from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 
 NAME = "hybrid"
 LABEL = "EAGLE-2 + n-gram pool"

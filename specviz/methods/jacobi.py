@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.details import JacobiStep
-from specviz.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.core.details import JacobiStep
+from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.core.model import LoadedModel, crop_to
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, Outcome, Run
-from specviz.model import LoadedModel, crop_to
-from specviz.ngram_pool import accept_candidates
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
+from specviz.trees.ngram_pool import accept_candidates
 
 __all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id", "start"]
 

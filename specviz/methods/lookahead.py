@@ -8,14 +8,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specviz.details import LookaheadStep
-from specviz.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.core.details import LookaheadStep
+from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, Outcome, Run
-from specviz.model import LoadedModel
-from specviz.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
-from specviz.tree import commit_path
+from specviz.trees.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
+from specviz.trees.tree import commit_path
 
 NAME = "lookahead"
 LABEL = "Lookahead decoding"

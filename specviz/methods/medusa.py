@@ -8,15 +8,15 @@ from typing import Any
 
 import torch
 
-from specviz.details import MedusaStep
-from specviz.head_tree import check_config, ensure_last_logits, verify, walk
+from specviz.core.details import MedusaStep
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
-from specviz.model import LoadedModel
-from specviz.sampling import ConfigError, Sampling
-from specviz.trace import Trace
-from specviz.tree import TreeSpec, commit_path, sparse_tree
-from specviz.tree_fates import node_records
+from specviz.trees.head_tree import check_config, ensure_last_logits, verify, walk
+from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
+from specviz.trees.tree_fates import node_records
 
 NAME = "medusa"
 LABEL = "Medusa"

@@ -8,13 +8,13 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import annotate, judge_chain
-from specviz.details import PldStep
-from specviz.drafting import verify_latency
+from specviz.core.acceptance import annotate, judge_chain
+from specviz.core.details import PldStep
+from specviz.core.drafting import verify_latency
+from specviz.core.model import LoadedModel, crop_to
+from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
-from specviz.model import LoadedModel, crop_to
-from specviz.sampling import ConfigError, Sampling, target_probs
-from specviz.trace import Trace
 
 NAME = "pld"
 LABEL = "Prompt lookup"

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.acceptance import RULES, annotate, judge_chain
-from specviz.details import SpsStep
-from specviz.drafting import LayerDraft, as_full, parse_layers
+from specviz.core.acceptance import RULES, annotate, judge_chain
+from specviz.core.details import SpsStep
+from specviz.core.drafting import LayerDraft, as_full, parse_layers
+from specviz.core.model import LoadedModel, crop_to
+from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
-from specviz.model import LoadedModel, crop_to
-from specviz.sampling import ConfigError, Sampling, target_probs
-from specviz.trace import Trace
 
 NAME = "sps"
 LABEL = "Speculative sampling"

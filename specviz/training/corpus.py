@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from specviz.heads.distill import sharegpt_conversations, spec_bench_turns
-from specviz.heads.features import HELDOUT_EVERY, ROLES
-from specviz.paths import PROMPT_PRESETS, REPO
+from specviz.core.paths import PROMPT_PRESETS, REPO
+from specviz.training.distill import sharegpt_conversations, spec_bench_turns
+from specviz.training.features import HELDOUT_EVERY, ROLES
 
 CORPUS_DIR = REPO / "data" / "corpus"
 FORMAT = "specviz-corpus-1"
@@ -177,7 +177,7 @@ class Stream:
     def __init__(
         self, hf: Any, slots: int, max_new: int, stop: set[int], gen: torch.Generator, temperature: float, pad: int = 2
     ) -> None:
-        from specviz.kv_cache import growing_cache
+        from specviz.core.kv_cache import growing_cache
 
         self.hf, self.slots, self.max_new, self.stop, self.gen, self.t, self.pad = (
             hf,
@@ -519,7 +519,7 @@ def generate(folder: Path, shards: list[int], batch: int, threads: int, log: Any
     """Make the missing shards of `shards` under folder, each written atomically with its manifest entry."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.model_files import DEFAULT_MODEL, resolve
+    from specviz.core.model_files import DEFAULT_MODEL, resolve
 
     torch.set_num_threads(threads)
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,1 @@
+"""The engine and its data: paths, kernels, the KV cache, the model, sampling, acceptance, traces, measures, prompts."""

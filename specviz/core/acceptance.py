@@ -1,0 +1,261 @@
+"""The acceptance math, once: greedy match, typical acceptance, min(1, p/q) and its residual, the point-mass
+(top-k tree) variant, and a flawed rule. Every method, the n-gram verifier, tree sampling and the
+losslessness lab call these; randomness is one float64 uniform draw per decision.
+
+The flawed rule (threshold p(x)/max p, residual p - p(x)·p) is a rule copied in many tutorials. It is a
+COMMON MISTAKE kept here only so the app can show, measured, that it biases the output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from specviz.core.sampling import entropy
+
+RULES = ("speculative", "typical", "flawed")  # the sampling-time rules a chain can be judged with
+RULE_LABELS = {
+    "speculative": "Speculative sampling (lossless)",
+    "typical": "Typical acceptance (lossy by design)",
+    "flawed": "Flawed tutorial rule (a common mistake)",
+}
+MASS_EPS = 1e-12  # below this the residual has no mass left; fall back to p
+
+
+def greedy_match(draft: list[int], target: list[int]) -> int:
+    """Length of the longest prefix where draft[i] == target[i]."""
+    n = 0
+    for d, t in zip(draft, target, strict=False):
+        if d != t:
+            break
+        n += 1
+    return n
+
+
+def typical_threshold(probs: torch.Tensor, eps: float, delta: float) -> float:
+    """min(eps, delta * exp(-H(probs))) for probs [V]; H in nats."""
+    p = probs.double().clamp_min(1e-300)
+    h = float(-(probs.double() * p.log()).sum())
+    return min(eps, delta * math.exp(-h))
+
+
+def typical_accept(p_x: float, probs: torch.Tensor, eps: float, delta: float) -> bool:
+    """Medusa's typical acceptance: p(x) above the entropy-dependent threshold."""
+    return p_x > typical_threshold(probs, eps, delta)
+
+
+def keep_prob(p_x: float, q_x: float) -> float:
+    """min(1, p(x)/q(x)): the chance a token x ~ q is kept; 1 where q(x) = 0 but p(x) > 0."""
+    if q_x <= 0:  # the draft never proposes such a token; accept only if the target allows it
+        return 1.0 if p_x > 0 else 0.0
+    return min(1.0, p_x / q_x)
+
+
+def keep_probs(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """keep_prob for every token at once: [V] -> [V] (0 where q has no mass)."""
+    return torch.where(q > 0, (p / q.clamp_min(1e-300)).clamp(max=1), torch.zeros_like(p))
+
+
+def speculative_accept(p_x: float, q_x: float, u: float) -> bool:
+    """Accept a draft token x ~ q with probability min(1, p(x)/q(x)), given a uniform draw u."""
+    return u < keep_prob(p_x, q_x)
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(p - q, 0)) over [V]; falls back to p when the positive mass is ~0 (then p == q)."""
+    r = (p.double() - q.double()).clamp_min(0)
+    mass = float(r.sum())
+    return (p.double() / p.double().sum() if mass < MASS_EPS else r / mass).to(p.dtype)
+
+
+def drop(p: torch.Tensor, x: int) -> torch.Tensor:
+    """residual(p, δ_x) = norm(max(p − δ_x, 0)): p with x removed, renormalised (no [V] one-hot built)."""
+    p = p.clone()
+    p[x] = 0.0
+    return p / p.sum()
+
+
+def point_mass_accept(p: torch.Tensor, x: int, gen: torch.Generator) -> tuple[bool, float, float]:
+    """Speculative sampling against q = δ_x (a deterministic draft pick): (accepted, p(x), u).
+
+    With a point mass min(1, p(x)/q(x)) = p(x); on a rejection the caller continues from drop(p, x).
+    """
+    p_x, u = float(p[x]), uniform(gen)
+    return speculative_accept(p_x, 1.0, u), p_x, u
+
+
+def flawed_accept(p_x: float, p_max: float, u: float) -> bool:
+    """WRONG (the tutorial rule): accept when u < p(x)/max p, ignoring the draft's own q(x)."""
+    return u < p_x / p_max
+
+
+def flawed_residual(p: torch.Tensor, p_x: float) -> torch.Tensor:
+    """WRONG (the tutorial rule): resample from norm(p - p(x)·p), which is just p again."""
+    r = (p.double() - p_x * p.double()).clamp_min(0)
+    mass = float(r.sum())
+    return (p.double() / p.double().sum() if mass < MASS_EPS else r / mass).to(p.dtype)
+
+
+def uniform(gen: torch.Generator) -> float:
+    """The one uniform draw in [0, 1) behind every acceptance decision, in float64."""
+    return float(torch.rand(1, generator=gen, dtype=torch.float64))
+
+
+def draw(probs: torch.Tensor, gen: torch.Generator) -> int:
+    """One token from probs [V]."""
+    return int(torch.multinomial(probs.double().cpu(), 1, generator=gen))
+
+
+def top_union(dists: list[torch.Tensor], k: int = 8) -> list[int]:
+    """Token ids in the top-k of any of the given [V] distributions, most likely (in the first) first."""
+    ids: list[int] = []
+    for d in dists:
+        for i in d.topk(min(k, d.numel())).indices.tolist():
+            if i not in ids:
+                ids.append(int(i))
+    return sorted(ids, key=lambda i: -float(dists[0][i]))
+
+
+def rejection_view(p: torch.Tensor, q: torch.Tensor, res: torch.Tensor, k: int = 8) -> dict[str, Any]:
+    """p, q and the resampling distribution over the union of their top-k tokens, as plain data."""
+    ids = top_union([p, q, res], k)
+    return {
+        "tokens": ids,
+        "p": [round(float(p[i]), 6) for i in ids],
+        "q": [round(float(q[i]), 6) for i in ids],
+        "residual": [round(float(res[i]), 6) for i in ids],
+    }
+
+
+def _record(i: int, x: int, p_x: float, q_x: float, u: float | None, ok: bool) -> dict[str, Any]:
+    ratio = p_x / q_x if q_x > 0 else math.inf
+    return {
+        "pos": i,
+        "token": int(x),
+        "p": round(p_x, 6),
+        "q": round(q_x, 6),
+        "ratio": round(min(ratio, 1e6), 6),
+        "u": None if u is None else round(u, 6),
+        "accepted": ok,
+    }
+
+
+def speculative_chain(
+    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """Speculative sampling over a chain; p [γ+1, V], q [γ, V] -> (accepted, next token, records).
+
+    The next token is drawn from norm((p - q)+) at the first rejection, else the bonus from p[γ].
+    At the rejected position the record also holds `dists` (p, q, residual over the top tokens).
+    """
+    records: list[dict[str, Any]] = []
+    for i, x in enumerate(drafts):
+        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
+        ok = speculative_accept(p_x, q_x, u)
+        records.append(_record(i, x, p_x, q_x, u, ok))
+        if not ok:
+            res = residual(p[i], q[i])
+            records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
+            return i, draw(res, gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
+
+
+def typical_chain(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator,
+    eps: float = 0.09,
+    delta: float = 0.3,
+    k: int = 8,
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """Typical acceptance over a chain (lossy); the next token is drawn from p where the chain stops."""
+    records: list[dict[str, Any]] = []
+    for i, x in enumerate(drafts):
+        p_x, q_x = float(p[i, x]), float(q[i, x])
+        thr = typical_threshold(p[i], eps, delta)
+        ok = p_x > thr
+        records.append(_record(i, x, p_x, q_x, None, ok) | {"threshold": round(thr, 6)})
+        if not ok:
+            records[-1]["dists"] = rejection_view(p[i], q[i], p[i], k)
+            return i, draw(p[i], gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
+
+
+def flawed_chain(
+    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """The tutorial's WRONG rule over a chain: threshold p(x)/max p, residual norm(p - p(x)·p)."""
+    records: list[dict[str, Any]] = []
+    for i, x in enumerate(drafts):
+        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
+        ok = flawed_accept(p_x, float(p[i].max()), u)
+        records.append(_record(i, x, p_x, q_x, u, ok))
+        if not ok:
+            res = flawed_residual(p[i], p_x)
+            records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
+            return i, draw(res, gen), records
+    return len(drafts), draw(p[len(drafts)], gen), records
+
+
+def decide_chain(
+    rule: str,
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator,
+    eps: float = 0.09,
+    delta: float = 0.3,
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """Judge a drafted chain with the named rule (one of RULES)."""
+    if rule == "speculative":
+        return speculative_chain(p, q, drafts, gen)
+    if rule == "typical":
+        return typical_chain(p, q, drafts, gen, eps, delta)
+    if rule == "flawed":
+        return flawed_chain(p, q, drafts, gen)
+    raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")
+
+
+def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
+    """Temperature 0: accept while the draft equals the target's argmax; p [γ+1, V], q [γ, V]; records as above."""
+    target = p.argmax(-1).tolist()
+    n = greedy_match(drafts, target)
+    records = [_record(i, x, float(p[i, x]), float(q[i, x]), None, i < n) for i, x in enumerate(drafts[: n + 1])]
+    if n < len(drafts):
+        onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]], device=p.device), 1.0)
+        records[-1]["dists"] = rejection_view(p[n], q[n], onehot)
+    return n, records
+
+
+def judge_chain(
+    rule: str,
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    gen: torch.Generator,
+    eps: float = 0.09,
+    delta: float = 0.3,
+) -> tuple[int, int | None, list[dict[str, Any]]]:
+    """A drafted chain judged greedily (rule "greedy", T = 0) or by a sampling rule: (accepted, next, records).
+
+    `next` is the next root the sampling rules draw (from the residual or as the bonus); None when greedy.
+    """
+    if not drafts:
+        return 0, None, []
+    if rule == "greedy":
+        n, records = greedy_chain(p, q, drafts)
+        return n, None, records
+    return decide_chain(rule, p, q, drafts, gen, eps, delta)
+
+
+def annotate(records: list[dict[str, Any]], p: torch.Tensor, text) -> list[dict[str, Any]]:
+    """Attach token texts and the target entropy H(p) at each position to chain decision records."""
+    for rec in records:
+        rec["text"] = text(rec["token"])
+        rec["entropy"] = round(entropy(p[rec["pos"]]), 4)
+        if "dists" in rec:
+            rec["dists"]["texts"] = [text(t) for t in rec["dists"]["tokens"]]
+    return records

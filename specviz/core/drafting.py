@@ -1,0 +1,128 @@
+"""What several drafters share: a layer-prefix draft of the target (sps, the lossless lab) and the
+starting guesses of a Jacobi window (jacobi, lookahead)."""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.core.model import LoadedModel, growing_cache
+from specviz.core.sampling import ConfigError
+
+INIT_SOURCES = ("pad", "random", "prompt")  # where the first Jacobi guesses come from
+
+
+def parse_layers(spec: str, n_layers: int | None) -> list[int]:
+    """'0-3' or '0,1,2,29' -> sorted layer indices; checked against n_layers when given."""
+    try:
+        out: set[int] = set()
+        for part in str(spec).replace(" ", "").split(","):
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError(f"layers must look like '0-3' or '0,1,2,29', got {spec!r}.") from None
+    layers = sorted(out)
+    if not layers or layers[0] < 0 or (n_layers is not None and layers[-1] >= n_layers):
+        limit = f" (the model has {n_layers})" if n_layers is not None else ""
+        raise ConfigError(f"layers {spec!r} names no valid layer{limit}.")
+    return layers
+
+
+class LayerDraft:
+    """The target's chosen layers, final norm and (part of the) LM head, with its own KV cache."""
+
+    def __init__(self, lm: LoadedModel, layers: list[int], vocab: int) -> None:
+        self.lm, self.model = lm, lm.hf.model
+        self.blocks = [self.model.layers[i] for i in layers]
+        weight = lm.lm_head.get_parameter("weight")  # [V, H]
+        self.head = weight[: vocab or weight.shape[0]]  # [Vd, H]; a view, no copy
+        self.cache = growing_cache(lm.hf.config)
+        self.length = 0  # tokens held in the draft cache
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int]) -> torch.Tensor:
+        """Feed new tokens; return the draft logits [Vd] for the position after the last one."""
+        k, past, dev = len(ids), self.length, self.lm.device
+        x = self.model.embed_tokens(torch.tensor([ids], device=dev))  # [1, k, H]
+        pos = torch.arange(past, past + k, device=dev).view(1, -1)
+        rope = self.model.rotary_emb(x, position_ids=pos)
+        mask = None
+        if k > 1:  # causal over the new tokens; the cached prefix stays visible
+            mask = torch.zeros(1, 1, k, past + k, dtype=x.dtype, device=dev)
+            mask[0, 0, :, past:] = torch.full((k, k), self.lm.neg_inf(), dtype=x.dtype, device=dev).triu(1)
+        for block in self.blocks:
+            x = block(
+                x, attention_mask=mask, position_ids=pos, cache=self.cache, use_cache=True, position_embeddings=rope
+            )
+        self.length += k
+        return (self.model.norm(x[0, -1]) @ self.head.T).float()
+
+    def rollback(self, length: int) -> None:
+        """Forget cached tokens beyond `length`."""
+        if self.length > length:
+            self.cache.crop(length - self.length)
+            self.length = length
+
+
+def as_full(probs: torch.Tensor, vocab: int) -> torch.Tensor:
+    """A draft distribution over the first Vd ids, zero-padded to the whole vocabulary [V]."""
+    if probs.shape[0] == vocab:
+        return probs
+    return torch.cat([probs, probs.new_zeros(vocab - probs.shape[0])])
+
+
+def initial_guesses(
+    source: str, n: int, prompt_ids: list[int], pad_id: int, vocab: int, gen: torch.Generator
+) -> list[int]:
+    """n starting guesses: the pad token, uniform vocabulary ids, or tokens drawn from the prompt."""
+    if n <= 0:
+        return []
+    if source == "pad":
+        return [pad_id] * n
+    if source == "random":
+        return torch.randint(vocab, (n,), generator=gen).tolist()
+    if source == "prompt":
+        picks = torch.randint(len(prompt_ids), (n,), generator=gen).tolist()
+        return [prompt_ids[i] for i in picks]
+    raise ConfigError(f"Unknown initial-guess source {source!r}; choose from {', '.join(INIT_SOURCES)}.")
+
+
+def pad_id(lm: LoadedModel) -> int:
+    pid = lm.tokenizer.pad_token_id
+    return int(pid) if pid is not None else min(lm.eos_ids)
+
+
+LATENCY_KEY = ("verify_latency",)  # lm.resources slot filled by the tuning layer (specviz.tuning.probe.install)
+
+
+class VerifyLatency:
+    """This device's measured forward latency against new tokens, held on the LoadedModel (empty until set)."""
+
+    def __init__(self) -> None:
+        self.ks: list[int] = []
+        self.ms: list[float] = []
+
+    def set(self, ks: list[int], ms: list[float]) -> None:
+        if len(ks) != len(ms) or not ks or ks[0] != 1 or any(m <= 0 for m in ms):
+            raise ValueError("A latency curve needs positive times for k = 1, … in increasing k.")
+        self.ks, self.ms = list(ks), list(ms)
+
+    def relative(self, k: int) -> float:
+        """Cost of a forward with k new tokens over one with 1, linearly interpolated (flat past the last k)."""
+        ks, ms = self.ks, self.ms
+        if k <= ks[0]:
+            return 1.0
+        for (k0, m0), (k1, m1) in zip(zip(ks, ms), zip(ks[1:], ms[1:])):
+            if k <= k1:
+                return (m0 + (m1 - m0) * (k - k0) / (k1 - k0)) / ms[0]
+        return ms[-1] / ms[0]
+
+
+def verify_latency(lm: LoadedModel) -> VerifyLatency | None:
+    """The measured latency curve installed on this model, or None when none was (a method then falls back)."""
+    slot = lm.resources.get(LATENCY_KEY, VerifyLatency)
+    return slot if slot.ks else None
+
+
+def set_verify_latency(lm: LoadedModel, ks: list[int], ms: list[float]) -> None:
+    """Install a measured latency curve (ms per forward of k new tokens) for the methods that read one."""
+    lm.resources.get(LATENCY_KEY, VerifyLatency).set(ks, ms)

@@ -1,0 +1,236 @@
+"""One definition of every reported number, and where and when it was measured.
+
+- speedup: end-to-end generation wall time (the prefill and every step, each step from its root to its
+  commit; the trace's own bookkeeping, which runs after each step's clock stops, is not part of it) of
+  plain decoding over the method's, on the same prompt and settings; over repeated, interleaved pairs
+  it is the median of the ratios.
+- A: tokens committed per target forward pass after the prefill. A step's root was produced by the
+  forward before it (the prefill, for the first step), and its forward produces the accepted drafts
+  plus the next root; so A is the tokens committed by steps that ran a forward over those steps: exactly
+  1 for plain decoding, γ + 1 for a chain whose γ drafts are always accepted. A last step that only
+  commits a root runs no forward and does not count.
+- r: the method's mean time per target step over plain decoding's mean time per step.
+- TTFT: prefill plus the first step, reported beside the speedup, never folded into it.
+
+Every stored figure carries a `Provenance`: the machine (CPU model, cores, device, dtype, kernels),
+the date, the commit and the load average when it was measured, so a page can say "measured on
+<that machine> on <date>" and reserve "on this machine" for figures that were.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import statistics
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class TraceLike(Protocol):
+    """What a measurement reads from a trace (specviz.core.trace.Trace satisfies it); read-only."""
+
+    @property
+    def total_s(self) -> float: ...
+
+    @property
+    def prefill_s(self) -> float: ...
+
+    @property
+    def output_ids(self) -> list[int]: ...
+
+    @property
+    def steps(self) -> Sequence[Any]: ...
+
+
+def forward_steps(trace: TraceLike) -> int:
+    """Target forward passes after the prefill (steps with a non-empty forward)."""
+    return sum(1 for s in trace.steps if getattr(s, "forward_tokens", 1) > 0)
+
+
+def mean_accepted(trace: TraceLike) -> float:
+    """A: tokens committed per target forward pass after the prefill (1.0 for plain decoding)."""
+    return pooled_accepted([trace])
+
+
+def pooled_accepted(traces: Sequence[TraceLike]) -> float:
+    """A over several runs: tokens committed by the steps that ran a forward, over those steps."""
+    steps = [s for t in traces for s in t.steps if getattr(s, "forward_tokens", 1) > 0]
+    return sum(len(s.committed) for s in steps) / len(steps) if steps else 1.0
+
+
+def decode_s(trace: TraceLike) -> float:
+    """Wall time of the steps (prefill excluded)."""
+    return sum(s.wall_s for s in trace.steps)
+
+
+def step_s(trace: TraceLike) -> float:
+    """Mean wall time of one target step."""
+    return decode_s(trace) / max(1, forward_steps(trace))
+
+
+def ttft_s(trace: TraceLike) -> float:
+    """Time to first token: the prefill plus the first step."""
+    return trace.prefill_s + (trace.steps[0].wall_s if trace.steps else 0.0)
+
+
+def generation_s(trace: TraceLike) -> float:
+    """End-to-end generation wall time: the prefill plus every step."""
+    return trace.prefill_s + decode_s(trace)
+
+
+def speedup(baseline: TraceLike, method: TraceLike) -> float:
+    """Plain decoding's end-to-end generation wall time over the method's, for one pair of runs."""
+    return generation_s(baseline) / max(generation_s(method), 1e-12)
+
+
+def step_cost(baseline: TraceLike, method: TraceLike) -> float:
+    """r: the method's mean step time over plain decoding's."""
+    return step_s(method) / max(step_s(baseline), 1e-12)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of repeated measurements with their range."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    def short(self, unit: str = "×", digits: int = 2) -> str:
+        """'1.31× · 3 runs' or '1.31× · one run': what fits a metric on a page column (the range goes beside)."""
+        return f"{self.median:.{digits}f}{unit} · " + ("one run" if self.n <= 1 else f"{self.n} runs")
+
+    def label(self, unit: str = "×", digits: int = 2) -> str:
+        """'1.31× (1.24–1.38), 3 runs', or '1.31× (one run)'."""
+        head = f"{self.median:.{digits}f}{unit}"
+        if self.n <= 1:
+            return f"{head} (one run)"
+        return f"{head} ({self.low:.{digits}f}–{self.high:.{digits}f}), {self.n} runs"
+
+
+def spread(values: list[float]) -> Spread:
+    if not values:
+        raise ValueError("No measurements to summarise.")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def paired(baselines: Sequence[TraceLike], methods: Sequence[TraceLike]) -> dict[str, Spread]:
+    """Speedup, A and r over interleaved pairs (baseline i ran next to method i)."""
+    if len(baselines) != len(methods) or not methods:
+        raise ValueError("paired() needs as many baseline runs as method runs, at least one.")
+    pairs = list(zip(baselines, methods, strict=True))
+    return {
+        "speedup": spread([speedup(b, m) for b, m in pairs]),
+        "A": spread([mean_accepted(m) for m in methods]),
+        "r": spread([step_cost(b, m) for b, m in pairs]),
+        "ttft_s": spread([ttft_s(m) for m in methods]),
+    }
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and when a figure was measured."""
+
+    cpu: str
+    cores: int
+    device: str  # e.g. "cpu · float32 · onednn" or "cuda:0 · NVIDIA H200 · bfloat16"
+    date: str  # ISO date-time, UTC
+    commit: str
+    load: float  # 1-minute load average at the time (-1 where unknown)
+    torch: str
+
+    @property
+    def machine(self) -> str:
+        return f"{self.cpu} ({self.cores} cores)"
+
+    def same_machine(self, other: Provenance) -> bool:
+        """Whether two measurements come from the same kind of machine and device setting."""
+        return (self.cpu, self.cores, self.device) == (other.cpu, other.cores, other.device)
+
+    def describe(self, here: Provenance | None = None) -> str:
+        """'measured on this machine on 2026-12-01' or 'measured on <cpu> (2 cores), <device>, on <date>'."""
+        day = self.date[:10]
+        if here is not None and self.same_machine(here):
+            return f"measured on this machine on {day}"
+        return f"measured on {self.machine}, {self.device}, on {day}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Provenance:
+        """Rebuild from JSON; ValueError with one sentence when fields are missing."""
+        if not isinstance(data, dict):
+            raise ValueError("The provenance record is not a JSON object.")
+        try:
+            return cls(
+                cpu=str(data["cpu"]),
+                cores=int(data["cores"]),
+                device=str(data["device"]),
+                date=str(data["date"]),
+                commit=str(data["commit"]),
+                load=float(data["load"]),
+                torch=str(data.get("torch", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"The provenance record is incomplete ({exc}).") from None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else what the platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def git_commit(root: Path | None = None) -> str:
+    """The checkout's short commit, 'unknown' outside a git checkout."""
+    root = root or Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def load_average() -> float:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return -1.0
+
+
+def provenance(device: str, now: dt.datetime | None = None) -> Provenance:
+    """A record of this machine, now, for a figure measured on `device` (LoadedModel.describe())."""
+    import torch
+
+    when = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0).isoformat()
+    return Provenance(
+        cpu=cpu_model(),
+        cores=os.cpu_count() or 0,
+        device=device,
+        date=when,
+        commit=git_commit(),
+        load=load_average(),
+        torch=torch.__version__,
+    )
+
+
+def contended(p: Provenance) -> bool:
+    """Whether the load average at measurement time shows other work competing for the cores."""
+    return p.load >= 0 and p.cores > 0 and p.load > 0.75 * p.cores + 0.5

@@ -1,0 +1,111 @@
+"""Prompts: checking one from the user, reading prompt sets (plain or MT-bench / Spec-Bench JSONL), and the
+prompt presets shipped with the app (by kind, each kind with a hint of which methods tend to win on it)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from specviz.core.model import LoadedModel
+from specviz.core.paths import PROMPT_KINDS, PROMPT_PRESETS
+
+MAX_PROMPT_TOKENS = 2048  # a CPU prefill of more takes seconds per run and says nothing new
+
+
+class PromptError(ValueError):
+    """A prompt or prompt file that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One prompt of a set, with its Spec-Bench category when it has one."""
+
+    text: str
+    category: str = "prompt"
+    id: str = ""
+    title: str = ""
+
+
+def prepare(lm: LoadedModel, text: str, chat: bool = True) -> list[int]:
+    """Token ids of a user prompt, refusing empty and oversized prompts."""
+    if not text or not text.strip():
+        raise PromptError("The prompt is empty; type something for the model to answer.")
+    ids = lm.encode_prompt(text, chat=chat)
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise PromptError(f"The prompt is {len(ids)} tokens long; the limit here is {MAX_PROMPT_TOKENS}. Shorten it.")
+    return ids
+
+
+def _item(obj: object, line_no: int) -> PromptItem:
+    if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
+        cat, pid = str(obj.get("category", "prompt")), str(obj.get("id", line_no))
+        return PromptItem(obj["prompt"], cat, pid, str(obj.get("title", "")))
+    if isinstance(obj, dict) and isinstance(obj.get("turns"), list) and obj["turns"]:
+        qid = str(obj.get("question_id", line_no))
+        return PromptItem(str(obj["turns"][0]), str(obj.get("category", "prompt")), qid)
+    raise PromptError(f"Line {line_no} has neither a 'prompt' string nor a non-empty 'turns' list.")
+
+
+def parse_prompt_lines(text: str) -> list[PromptItem]:
+    """Prompt items from JSONL text: {"prompt": …} or {"turns": [first, …], "category": …} per line."""
+    items = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise PromptError(f"Line {no} is not valid JSON.") from None
+        items.append(_item(obj, no))
+    if not items:
+        raise PromptError("The prompt file has no prompts.")
+    return items
+
+
+def read_prompts(path: str | Path) -> list[PromptItem]:
+    """Read a prompt file; PromptError with one sentence when it is missing or malformed."""
+    p = Path(path)
+    if not p.is_file():
+        raise PromptError(f"Prompt file {p} does not exist.")
+    try:
+        return parse_prompt_lines(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise PromptError(f"Prompt file {p} is not UTF-8 text.") from None
+
+
+def select(items: list[PromptItem], limit: int | None = None, per_category: int | None = None) -> list[PromptItem]:
+    """The first `per_category` of each category (in file order), then the first `limit` of those."""
+    if per_category:
+        seen: dict[str, int] = defaultdict(int)
+        kept = []
+        for it in items:
+            if seen[it.category] < per_category:
+                seen[it.category] += 1
+                kept.append(it)
+        items = kept
+    return items[:limit] if limit else items
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of prompt shipped with the app, and which methods tend to win on it and why."""
+
+    name: str
+    label: str
+    hint: str
+
+
+def preset_prompts() -> list[PromptItem]:
+    """The prompts shipped with the app (specviz/data/prompts.jsonl), in file order; never for training heads."""
+    return read_prompts(PROMPT_PRESETS)
+
+
+def prompt_kinds() -> dict[str, Kind]:
+    """Each shipped kind of prompt by name, in display order, with its one-line hint."""
+    try:
+        raw = json.loads(PROMPT_KINDS.read_text(encoding="utf-8"))["kinds"]
+        return {name: Kind(name, str(k["label"]), str(k["hint"])) for name, k in raw.items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PromptError(f"The prompt kinds file {PROMPT_KINDS} could not be read ({exc}).") from None

@@ -1,0 +1,244 @@
+"""Plain-data traces: one StepTrace per target forward pass, a Trace per generation, JSON round-trip."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from specviz.core import measure
+from specviz.core.details import DETAILS, Detail, DetailError
+
+D = TypeVar("D", bound=Detail)
+
+TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
+OLDER_FORMATS = ("specviz-trace/1",)
+
+
+class TraceError(ValueError):
+    """A trace file that is corrupt, foreign, or from an incompatible version."""
+
+
+@dataclass(frozen=True)
+class Alt:
+    """One alternative token of a distribution."""
+
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One method step: propose → verify (one target forward) → accept → commit.
+
+    The phases are typed fields; `detail` is the method's own record (a `specviz.core.details` dataclass,
+    chosen by the trace's method), or None for a step without a forward pass and for plain decoding.
+    """
+
+    index: int
+    committed: list[int]  # token ids committed this step: the root plus the accepted drafts
+    texts: list[str]  # their decoded text
+    forward_tokens: int  # tokens verified by this step's one target forward pass (0: none ran)
+    draft_s: float  # wall time spent proposing (0 for plain decoding)
+    verify_s: float  # wall time of the target forward pass
+    wall_s: float  # the whole step, root pick included; records and figure data are built after it
+    prob: float  # target probability of the first committed token
+    entropy: float  # entropy (nats) of the target distribution at the first committed position
+    proposed: int = 0  # draft tokens proposed after the root (0 for plain decoding)
+    commit_s: float = 0.0  # wall time fixing the KV cache(s) after acceptance
+    root_from: str = "target"  # where the root came from: target (pending logits), residual or bonus
+    top: list[Alt] = field(default_factory=list)  # top-5 of that distribution
+    detail: Detail | None = None
+
+    @property
+    def accepted(self) -> int:
+        """Tokens committed by this step (A for one step; the root counts)."""
+        return len(self.committed)
+
+    @property
+    def drafts_accepted(self) -> int:
+        """Proposed tokens that were accepted (the root excluded)."""
+        return len(self.committed) - 1
+
+    def detail_as(self, kind: type[D]) -> D:
+        """This step's detail as a `kind`; TypeError when it has none or is another method's."""
+        if not isinstance(self.detail, kind):
+            raise TypeError(f"Step {self.index} has no {kind.__name__} detail (it has {type(self.detail).__name__}).")
+        return self.detail
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A whole generation by one method on one prompt."""
+
+    method: str
+    model: str
+    device: str
+    prompt: str
+    prompt_ids: list[int]
+    config: dict[str, Any]  # sampling settings plus the method's own settings
+    steps: list[StepTrace]
+    output_ids: list[int]
+    text: str
+    total_s: float
+    prefill_s: float  # the prompt's forward pass (time to first token = prefill_s + first step)
+    stopped: str  # "eos" or "length"
+    format: str = TRACE_FORMAT
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.output_ids)
+
+    def detailed(self, kind: type[D]) -> list[tuple[StepTrace, D]]:
+        """(step, its detail) for every step whose detail is a `kind`, in order (steps without one skipped)."""
+        return [(s, s.detail) for s in self.steps if isinstance(s.detail, kind)]
+
+    @property
+    def mean_accepted(self) -> float:
+        """A: new tokens per target forward pass after the prefill (specviz.core.measure.mean_accepted)."""
+        return measure.mean_accepted(self)
+
+    @property
+    def forward_steps(self) -> int:
+        """Target forward passes after the prefill (a final step that runs none does not count)."""
+        return measure.forward_steps(self)
+
+    @property
+    def decode_s(self) -> float:
+        """Wall time of the decoding steps, prefill excluded (specviz.core.measure.decode_s)."""
+        return measure.decode_s(self)
+
+    @property
+    def generation_s(self) -> float:
+        """End-to-end generation time, the prefill and every step: what a speedup divides."""
+        return measure.generation_s(self)
+
+    @property
+    def s_per_token(self) -> float:
+        """Decoding wall seconds per new token."""
+        return self.decode_s / max(1, self.new_tokens)
+
+    @property
+    def mean_step_s(self) -> float:
+        """Mean wall time of one target step (specviz.core.measure.step_s): the r of a method over plain decoding's."""
+        return measure.step_s(self)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """New tokens per second of generation time (prefill and steps)."""
+        g = self.generation_s
+        return self.new_tokens / g if g > 0 else 0.0
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: prefill plus the first step (specviz.core.measure.ttft_s)."""
+        return measure.ttft_s(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        """Validate and rebuild a trace; raise TraceError with one clear sentence when it is wrong."""
+        if not isinstance(data, dict):
+            raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
+        if data.get("format") in OLDER_FORMATS:
+            raise TraceError(
+                f"This trace comes from an older version of specviz (format {data['format']!r}, "
+                f"this version reads {TRACE_FORMAT!r}): run it again to replay it."
+            )
+        if data.get("format") != TRACE_FORMAT:
+            raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, expected {TRACE_FORMAT!r}).")
+        detail = DETAILS.get(data.get("method", ""))
+        try:
+            steps = [_step_from_dict(s, detail) for s in _typed(data, "steps", list)]
+            kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
+        except KeyError as exc:
+            raise TraceError(f"The trace is missing the field {exc.args[0]!r}.") from None
+        trace = cls(steps=steps, **kw)
+        _check_trace(trace)
+        return trace
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TraceError(f"The trace is not valid JSON ({exc}).") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trace:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise TraceError(f"Cannot read trace {path}: {exc.strerror}.") from None
+        return cls.from_json(raw)
+
+
+def _typed(data: dict, key: str, kind: type) -> Any:
+    value = data[key]
+    if not isinstance(value, kind):
+        raise TraceError(f"The trace field {key!r} should be a {kind.__name__}.")
+    return value
+
+
+def _step_from_dict(d: Any, detail: type[Detail] | None) -> StepTrace:
+    if not isinstance(d, dict):
+        raise TraceError("A step of the trace is not a JSON object.")
+    top = [Alt(**a) if isinstance(a, dict) else Alt(*a) for a in d.get("top", [])]
+    names = {f.name for f in fields(StepTrace)} - {"top", "detail"}
+    raw = d.get("detail")
+    if raw is not None and detail is None:
+        raise TraceError("A step of the trace has a detail, but its method records none.")
+    try:
+        rebuilt = None if raw is None or detail is None else detail.from_json(raw)
+        return StepTrace(top=top, detail=rebuilt, **{k: d[k] for k in names if k in d})
+    except DetailError as exc:
+        raise TraceError(f"Step {d.get('index')!r} of the trace: {exc}") from None
+    except TypeError as exc:
+        raise TraceError(f"A step of the trace is incomplete ({exc}).") from None
+
+
+def _check_trace(t: Trace) -> None:
+    """Cheap consistency checks, so a hand-edited file fails here rather than in a chart."""
+    committed = [tok for s in t.steps for tok in s.committed]
+    if committed != list(t.output_ids):
+        raise TraceError("The trace is inconsistent: its steps do not add up to its output tokens.")
+    for s in t.steps:
+        for v in (s.draft_s, s.verify_s, s.commit_s, s.wall_s, s.prob, s.entropy):
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
+
+
+BUNDLE_FORMAT = "specviz-bundle/1"
+
+
+def bundle_json(traces: list[Trace]) -> str:
+    """Several traces (e.g. every method on one prompt) in one JSON file."""
+    return json.dumps(
+        {"format": BUNDLE_FORMAT, "traces": [t.to_dict() for t in traces]}, ensure_ascii=False, allow_nan=False
+    )
+
+
+def load_traces(text: str | bytes) -> list[Trace]:
+    """Traces from a file holding either one trace or a bundle; TraceError when it is neither."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"The file is not valid JSON ({exc}).") from None
+    if isinstance(data, dict) and data.get("format") == BUNDLE_FORMAT:
+        items = data.get("traces")
+        if not isinstance(items, list) or not items:
+            raise TraceError("The bundle holds no traces.")
+        return [Trace.from_dict(d) for d in items]
+    return [Trace.from_dict(data)]

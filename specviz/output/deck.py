@@ -1,0 +1,134 @@
+"""Slide decks: figures as a .pptx, one per slide in the slide theme, a title, and the provenance in the notes."""
+
+from __future__ import annotations
+
+import copy
+import html
+import io
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.core.measure import Provenance
+from specviz.output.export import figure_bytes
+
+SLIDE_IN = (13.333, 7.5)  # 16:9, PowerPoint's widescreen size in inches
+TITLE_TOP_IN, TITLE_H_IN, MARGIN_IN = 0.2, 1.0, 0.25
+SCALE = 2  # the figure's 1600 × 900 slide theme at 2×: 3200 × 1800 pixels
+
+
+class DeckError(ValueError):
+    """A deck that cannot be written; the message says why."""
+
+
+@dataclass(frozen=True)
+class Slide:
+    """One figure with its slide title (and subtitle), and the speaker notes."""
+
+    title: str
+    figure: go.Figure
+    notes: str = ""
+    subtitle: str = ""
+
+
+def split_title(fig: go.Figure, fallback: str) -> tuple[str, str]:
+    """(title, subtitle) from a figure's title 'Main<br><sup>sub</sup>', tags removed; `fallback` if none."""
+    text = fig.to_dict()["layout"].get("title", {}).get("text") or ""
+    head, _, rest = text.partition("<br>")
+
+    def plain(s: str) -> str:
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", s)).split())
+
+    return plain(head) or fallback, plain(rest)
+
+
+def untitled(fig: go.Figure) -> go.Figure:
+    """A copy without its own title: on a slide the title is the slide's, as editable text."""
+    out = go.Figure(copy.deepcopy(fig.to_dict()))
+    out.update_layout(title=None)
+    return out
+
+
+def render_png(fig: go.Figure) -> bytes:
+    """The figure in the slide theme (1600 × 900) at 2×, without its title."""
+    return figure_bytes(untitled(fig), "png", slide=True, scale=SCALE)
+
+
+def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bool = True) -> str:
+    """Speaker notes: the model, the device and machine, the date and commit, then each setting on a line.
+
+    `live`: the runs were measured here and now; otherwise they are saved traces, drawn (not measured) here.
+    """
+    stamp = f"{where.date} (commit {where.commit}, torch {where.torch}, load average {where.load})"
+    lines = [f"Model: {model}", f"Device: {where.device}"]
+    if live:
+        lines += [f"Machine: {where.machine}", f"Measured: {stamp}"]
+    else:
+        lines += ["Measured: when the traces were saved (they do not record where or when)"]
+        lines += [f"Drawn on: {where.machine}, {stamp}"]
+    return "\n".join(lines + [f"{k}: {v}" for k, v in settings.items()])
+
+
+def slides_of(figures: dict[str, go.Figure], notes: str) -> list[Slide]:
+    """One slide per named figure, titled by the figure (or its name); the same notes on each."""
+    out = []
+    for name, fig in figures.items():
+        title, sub = split_title(fig, name.replace("_", " "))
+        out.append(Slide(title, fig, f"Figure: {name}\n{notes}", sub))
+    return out
+
+
+def _title(slide: Any, s: Slide) -> None:
+    from pptx.util import Inches, Pt
+
+    box = slide.shapes.add_textbox(
+        Inches(MARGIN_IN), Inches(TITLE_TOP_IN), Inches(SLIDE_IN[0] - 2 * MARGIN_IN), Inches(TITLE_H_IN)
+    )
+    tf = box.text_frame
+    tf.word_wrap = True
+    tf.text = s.title
+    tf.paragraphs[0].font.size, tf.paragraphs[0].font.bold = Pt(28), True
+    if s.subtitle:
+        p = tf.add_paragraph()
+        p.text, p.font.size = s.subtitle, Pt(14)
+
+
+def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | None = None) -> bytes:
+    """The .pptx file: per slide a title, the figure's image below it, centred at 16:9, and the notes.
+
+    `render` turns a figure into PNG bytes (default: render_png, the slide theme through kaleido).
+    """
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    render = render or render_png
+    slides = list(slides)
+    if not slides:
+        raise DeckError("There are no figures to put in a deck.")
+    prs = Presentation()
+    prs.slide_width, prs.slide_height = Inches(SLIDE_IN[0]), Inches(SLIDE_IN[1])
+    top = TITLE_TOP_IN + TITLE_H_IN
+    height = SLIDE_IN[1] - top - MARGIN_IN
+    width = height * 16 / 9
+    for s in slides:
+        slide = prs.slides.add_slide(prs.slide_layouts[6])  # the blank layout
+        _title(slide, s)
+        image = io.BytesIO(render(s.figure))
+        slide.shapes.add_picture(image, Inches((SLIDE_IN[0] - width) / 2), Inches(top), Inches(width), Inches(height))
+        if (frame := slide.notes_slide.notes_text_frame) is not None:
+            frame.text = s.notes
+    buf = io.BytesIO()
+    prs.save(buf)
+    return buf.getvalue()
+
+
+def write_deck(path: Path, slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | None = None) -> Path:
+    """Write the deck to `path` (which must end in .pptx)."""
+    if path.suffix.lower() != ".pptx":
+        raise DeckError(f"A slide deck is written as .pptx; {path.name} has another suffix.")
+    path.write_bytes(deck_bytes(slides, render))
+    return path

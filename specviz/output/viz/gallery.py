@@ -1,0 +1,85 @@
+"""Every figure a set of traces can draw, by name: what `export` writes and the browser test checks."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+
+from specviz.core.details import LookaheadStep
+from specviz.core.trace import Trace
+from specviz.output.viz import compare as cmp
+from specviz.output.viz.timeline import timeline_figure, tokens_over_time_figure
+from specviz.tuning.compare import summarize
+
+# method -> "module:function" returning {name: figure} for one trace of that method (its own views)
+METHOD_VIEWS: dict[str, str] = {
+    "medusa": "specviz.output.viz.tree:gallery",
+    "hydra": "specviz.output.viz.tree:gallery",
+    "eagle": "specviz.output.viz.eagle:gallery",
+    "hybrid": "specviz.output.viz.hybrid:gallery",
+    "eagle3": "specviz.output.viz.eagle:gallery",
+    "jacobi": "specviz.output.viz.gallery:jacobi_views",
+    "lookahead": "specviz.output.viz.gallery:lookahead_views",
+    "sps": "specviz.output.viz.acceptance:gallery",
+    "pld": "specviz.output.viz.acceptance:gallery",
+}
+
+
+def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
+    """The window, verification branch and mask of the step that accepted most, and the final pool."""
+    from specviz.output.viz.lookahead import final_pool, mask_figure, pool_figure, verify_figure, window_figure
+
+    work = trace.detailed(LookaheadStep)
+    if not work:
+        return {}
+    best, detail = max(work, key=lambda sd: sd[0].accepted)
+    out = {
+        "window": window_figure(detail, title=f"Step {best.index}: the Jacobi window"),
+        "verify": verify_figure(detail, title=f"Step {best.index}: the verification branch"),
+        "mask": mask_figure(detail.layout, title="One forward, two branches: the attention mask"),
+    }
+    if pool := final_pool(trace):
+        out["pool"] = pool_figure(pool, title="The n-gram pool at the end")
+    return out
+
+
+def jacobi_views(trace: Trace) -> dict[str, go.Figure]:
+    """The Jacobi convergence grid."""
+    from specviz.output.viz.jacobi import jacobi_grid_figure
+
+    return {"grid": jacobi_grid_figure(trace, title="Jacobi iteration: guesses converging")}
+
+
+def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
+    target = METHOD_VIEWS.get(method)
+    if target is None:
+        return None
+    module, _, func = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError):
+        return None  # that method's views are not in this checkout
+
+
+def figures(traces: dict[str, Trace]) -> dict[str, go.Figure]:
+    """The cross-method figures (timeline, speedup, A and r, acceptance) plus each method's own views."""
+    ordered = [traces["ar"], *(t for n, t in traces.items() if n != "ar")] if "ar" in traces else list(traces.values())
+    out = {
+        "timeline": timeline_figure(ordered, title="Forward passes on one clock"),
+        "tokens_over_time": tokens_over_time_figure(ordered),
+    }
+    if "ar" in traces and len(traces) > 1:
+        rows = summarize(traces)
+        out |= {
+            "speedup": cmp.speedup_figure(rows),
+            "a_and_r": cmp.a_r_figure(rows),
+            "accepted_histogram": cmp.accepted_histogram(traces),
+            "acceptance_rate": cmp.acceptance_rate_figure(traces),
+        }
+    for name, trace in traces.items():
+        views = _views(name)
+        if views is not None:
+            out |= {f"{name}_{k}": fig for k, fig in views(trace).items()}
+    return out

@@ -1,0 +1,91 @@
+"""The latency curve: why verifying k tokens costs barely more than producing one."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specviz.core.measure import Provenance
+from specviz.output.viz.theme import VERIFY, apply
+from specviz.tuning.probe import LatencyCurve
+
+
+def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | None = None) -> go.Figure:
+    """Forward latency (ms) and cost relative to one token, against new tokens per pass.
+
+    The subtitle says where and when the curve was measured (`here` is the current machine, so "this
+    machine" appears only when it is) and warns when the measurement was disturbed.
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    rel = curve.relative()
+    _add_curves(fig, curve, rel)
+    k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
+    # annotations on a log axis take log10 of the data coordinate; the label sits in the empty upper left
+    # (above the "if cost grew with k" diagonal), in data coordinates so it stays there at every size
+    fig.add_annotation(
+        x=math.log10(curve.ks[k16]),
+        y=curve.ms[k16],
+        text=f"{curve.ks[k16]} tokens cost {rel[k16]:.2f}× one",
+        showarrow=True,
+        arrowhead=2,
+        axref="x",
+        ayref="y",
+        ax=math.log10(curve.ks[min(1, len(curve.ks) - 1)]),
+        ay=0.9 * max(curve.ms),
+        xanchor="center",
+        bgcolor="rgba(255,255,255,0.85)",
+    )
+    _style_axes(fig, curve.ks, rel)
+    note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
+    title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
+    return apply(fig, title, slide=slide, height=460)
+
+
+def _add_curves(fig: go.Figure, curve: LatencyCurve, rel: list[float]) -> None:
+    """The measured latency (left axis) and, on the right, its cost relative to k = 1 against linear growth."""
+    fig.add_scatter(
+        x=curve.ks,
+        y=curve.ms,
+        mode="lines+markers",
+        name="latency (ms)",
+        line={"color": VERIFY, "width": 3},
+        marker={"size": 9},
+        error_y={"type": "data", "array": [s / 2 for s in curve.spread_ms], "visible": True, "thickness": 1},
+        hovertemplate="k=%{x}: %{y:.1f} ms<extra></extra>",
+    )
+    fig.add_scatter(
+        x=curve.ks,
+        y=[float(k) for k in curve.ks],
+        mode="lines",
+        name="if cost grew with k",
+        line={"color": "#9ca3af", "dash": "dot"},
+        secondary_y=True,
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=curve.ks,
+        y=rel,
+        mode="lines+markers",
+        name="cost relative to k = 1",
+        line={"color": "#dc2626", "width": 2},
+        secondary_y=True,
+        hovertemplate="k=%{x}: %{y:.2f}× one token<extra></extra>",
+    )
+
+
+def _style_axes(fig: go.Figure, ks: list[int], rel: list[float]) -> None:
+    """Log k across; latency from zero on the left, relative cost on a log scale with × ticks on the right."""
+    fig.update_xaxes(title="new tokens in one forward pass (k)", type="log", tickvals=ks)
+    fig.update_yaxes(title="latency (ms)", rangemode="tozero", secondary_y=False)
+    top = max(max(rel), max(ks))
+    ticks = [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256) if v <= 2 * top]
+    fig.update_yaxes(
+        title="relative cost",
+        type="log",
+        secondary_y=True,
+        showgrid=False,
+        tickvals=ticks,
+        ticktext=[f"{v}×" for v in ticks],
+    )

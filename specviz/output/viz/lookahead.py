@@ -1,0 +1,248 @@
+"""Lookahead figures: the 2D window with its harvested n-grams, the pool, the verification branch,
+the combined attention mask, and speedup against W (per-step A: viz.tree.steps_figure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.core.details import LookaheadStep
+from specviz.core.trace import Trace
+from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
+from specviz.trees.ngram_pool import Layout
+
+HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
+LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
+
+
+def _show(text: str) -> str:
+    """Token text made visible in a cell (theme.token_text)."""
+    return token_text(text, 8)
+
+
+def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+    """The (N-1)×W Jacobi window, staggered by position; each harvested n-gram is a column outlined."""
+    fig = go.Figure()
+    levels = [*detail.window_texts, detail.new_texts]
+    names = [f"level {i}" for i in range(len(levels) - 1)] + ["new (this pass)"]
+    _add_harvest(fig, detail.harvest_status, names)
+    for lv, texts in enumerate(levels):
+        fig.add_trace(_level_cells(texts, lv, names[lv], new=lv == len(levels) - 1))
+    fig.update_yaxes(autorange="reversed", title=None)
+    fig.update_xaxes(title="position after the root (root = 0)", dtick=1)
+    if not detail.harvested:
+        fig.add_annotation(
+            text="the window is still filling: no n-grams yet",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=-0.25,
+        )
+    return apply(fig, title, slide, height=110 + 70 * len(levels))
+
+
+def _add_harvest(fig: go.Figure, harvest_status: list[str], names: list[str]) -> None:
+    """One shaded band down each harvested column, coloured by what the pool did with its n-gram."""
+    seen: set[str] = set()
+    for col, status in enumerate(harvest_status):
+        fig.add_trace(
+            go.Scatter(
+                x=[col + lv + 1 for lv in range(len(names))],
+                y=names,
+                mode="lines",
+                line={"color": HARVEST_COLORS[status], "width": 26},
+                opacity=0.25,
+                name=f"n-gram {status}",
+                legendgroup=status,
+                hoverinfo="skip",
+                showlegend=status not in seen,
+            )
+        )
+        seen.add(status)
+
+
+def _level_cells(texts: list[str], lv: int, name: str, new: bool) -> go.Scatter:
+    """One window level as a row of token cells, shifted right by its level."""
+    return go.Scatter(
+        x=[i + lv + 1 for i in range(len(texts))],
+        y=[name] * len(texts),
+        mode="markers+text",
+        text=[_show(t) for t in texts],
+        textfont={"size": 12},
+        marker={
+            "symbol": "square",
+            "size": 44,
+            "color": NEW_COLOR if new else LEVEL_COLOR,
+            "line": {"color": "#9d174d", "width": 1},
+        },
+        hovertext=[f"{name}, column {i}: {t!r}" for i, t in enumerate(texts)],
+        hoverinfo="text",
+        showlegend=False,
+    )
+
+
+def final_pool(trace: Trace) -> list[dict] | None:
+    """The n-gram pool as the run ended (recorded on its last step that ran a forward)."""
+    done = trace.detailed(LookaheadStep)
+    return done[-1][1].pool_top if done else None
+
+
+def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = False) -> go.Figure:
+    """The keys holding most n-grams: one bar per n-gram, its length the times it was accepted."""
+    labels, hits, colors = [], [], []
+    for entry in pool_top:
+        for g in entry["grams"]:
+            labels.append(f"{_show(entry['text'])} → {' '.join(_show(t) for t in g['texts'])}")
+            hits.append(g["hits"])
+            colors.append(ACCEPT if g["hits"] else NEUTRAL)
+    fig = go.Figure(
+        go.Bar(
+            x=[h + 0.05 for h in hits],
+            y=labels,
+            orientation="h",
+            marker_color=colors,
+            text=hits,
+            textposition="outside",
+            hovertext=labels,
+            hoverinfo="text+x",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title="times accepted (bars for 0 are stubs)")
+    return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
+
+
+def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+    """Each verified candidate: matched tokens green, the first mismatch red, the rest unchecked grey."""
+    cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
+    fig = go.Figure()
+    for c, (cand, ctext) in enumerate(zip(cands, texts)):
+        m = matched[c]
+        color = [ACCEPT if j < m else REJECT if j == m else NEUTRAL for j in range(len(cand))]
+        star = "  ★ accepted" if c == detail.best else ""
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(1, len(cand) + 1)),
+                y=[f"candidate {c + 1} ({m} matched){star}"] * len(cand),
+                mode="markers+text",
+                text=[_show(t) for t in ctext],
+                textfont={"size": 12, "color": "white"},
+                marker={"symbol": "square", "size": 44, "color": color},
+                showlegend=False,
+                hovertext=[f"{t!r}" for t in ctext],
+                hoverinfo="text",
+            )
+        )
+    if not cands:
+        fig.add_annotation(
+            text="no pooled n-gram starts with this root: only the window ran",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+        )
+    fig.update_yaxes(autorange="reversed")
+    depth = max((len(c) for c in cands), default=1)
+    fig.update_xaxes(title="position after the root", dtick=1, range=[0.4, depth + 0.6])
+    return apply(fig, title, slide, height=120 + 60 * max(1, len(cands)))
+
+
+# mask cell codes 0..3: masked, the root, the lookahead branch (in the method's colour), the verification branch
+BRANCH = method_color("lookahead")
+MASK_SCALE = [
+    [0, "#ffffff"],
+    [0.25, "#ffffff"],
+    [0.25, NEUTRAL],
+    [0.5, NEUTRAL],
+    [0.5, BRANCH],
+    [0.75, BRANCH],
+    [0.75, VERIFY],
+    [1, VERIFY],
+]
+
+
+def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = False) -> go.Figure:
+    """The combined attention mask over one forward's new tokens, branches labelled and shaded apart."""
+    lay = Layout(**layout)
+    split = lay.cand_slot(0, 0)
+    z = [
+        [0 if not v else 1 if c == 0 else 2 if r < split else 3 for c, v in enumerate(row)]
+        for r, row in enumerate(lay.allowed())
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            zmin=0,
+            zmax=3,
+            colorscale=MASK_SCALE,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="query %{y} sees key %{x}<extra></extra>",
+        )
+    )
+    ticks, labels = _segments(fig, lay)
+    fig.update_xaxes(tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to)")
+    fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query")
+    # the three branches as legend entries, so they sit in the legend below the plot
+    for name, color in (
+        ("root (the last committed token)", NEUTRAL),
+        (f"lookahead branch ({lay.levels}×{lay.width} window)", BRANCH),
+        (f"verification branch ({lay.cands} n-grams × {lay.depth})", VERIFY),
+    ):
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 14, "color": color}
+        )
+    return apply(fig, title, slide, height=560)
+
+
+def _segments(fig: go.Figure, lay: Layout) -> tuple[list[float], list[str]]:
+    """Rule a line across and down at each segment's start; return the segments' tick positions and labels."""
+    ticks, labels = [], []
+    for seg in lay.segments():
+        ticks.append(seg["start"] + (seg["length"] - 1) / 2)
+        labels.append(seg["label"])
+        if seg["start"]:
+            edge = seg["start"] - 0.5
+            for axis in ("x", "y"):
+                fig.add_shape(
+                    type="line",
+                    line={"color": "#334155", "width": 1},
+                    **(
+                        {"x0": edge, "x1": edge, "y0": -0.5, "y1": lay.size - 0.5}
+                        if axis == "x"
+                        else {"y0": edge, "y1": edge, "x0": -0.5, "x1": lay.size - 0.5}
+                    ),
+                )
+    return ticks, labels
+
+
+def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = False) -> go.Figure:
+    """Measured speedup over plain decoding against W, one line per (N, G), A on hover; 1.0 dashed."""
+    fig = go.Figure()
+    series: dict[tuple[int, int], list[dict]] = {}
+    for row in sweep["rows"]:
+        series.setdefault((row["ngram"], row["guesses"]), []).append(row)
+    chosen = sweep.get("chosen", {})
+    for (n, g), rows in sorted(series.items()):
+        rows.sort(key=lambda r: r["window"])
+        is_chosen = n == chosen.get("ngram") and g == chosen.get("guesses")
+        fig.add_trace(
+            go.Scatter(
+                x=[r["window"] for r in rows],
+                y=[r["speedup"] for r in rows],
+                mode="lines+markers",
+                name=f"N={n}, G={g}" + (" (default)" if is_chosen else ""),
+                line={"width": 4 if is_chosen else 1.5},
+                customdata=[[r["A"], r["forward_tokens"]] for r in rows],
+                hovertemplate="W=%{x}: %{y:.2f}×, A=%{customdata[0]:.2f}, %{customdata[1]} tokens/forward"
+                "<extra></extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": REJECT}, annotation_text="plain decoding")
+    fig.update_xaxes(title="W (window columns)", dtick=1)
+    fig.update_yaxes(title="speedup over ar (median ratio)")
+    return apply(fig, title, slide, height=420)

@@ -1,0 +1,81 @@
+"""Per-step views of any trace: its tokens coloured by the step that committed them, and tokens per step
+with the running speedup over plain decoding."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specviz.core.trace import Trace
+from specviz.output.viz.theme import VERIFY, apply, method_color, token_text
+from specviz.tuning.compare import running_speedup
+
+STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
+
+
+def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide: bool = False) -> go.Figure:
+    """The output tokens, each boxed in the colour of the step (forward pass) that committed it."""
+    fig = go.Figure()
+    col = row = 0
+    xs, ys, texts, hovers, colors = [], [], [], [], []
+    for st in trace.steps if upto is None else trace.steps[: upto + 1]:
+        for j, text in enumerate(st.texts):
+            if col == per_line or (text.startswith("\n") and col):
+                col, row = 0, row + 1
+            xs.append(col)
+            ys.append(-row)
+            texts.append(token_text(text, 8))
+            hovers.append(f"step {st.index}, token {j + 1} of {st.accepted}")
+            colors.append(STEP_COLORS[st.index % len(STEP_COLORS)])
+            col += 1
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+text",
+            text=texts,
+            hovertext=hovers,
+            hoverinfo="text",
+            marker={"symbol": "square", "size": 44 if slide else 34, "color": colors},
+            textfont={"size": 14 if slide else 11},
+            showlegend=False,
+        )
+    )
+    fig.update_xaxes(visible=False, range=[-0.6, per_line - 0.4])
+    fig.update_yaxes(visible=False, range=[-row - 0.6, 0.6])
+    return apply(fig, "Tokens coloured by the step that produced them", slide, height=90 + 40 * (row + 1))
+
+
+def steps_figure(
+    trace: Trace,
+    baseline: Trace | None,
+    slide: bool = False,
+    upto: int | None = None,
+    title: str = "Tokens per step and the running speedup",
+) -> go.Figure:
+    """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
+    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only."""
+    steps = trace.steps[: None if upto is None else upto + 1]
+    idx = [st.index for st in steps]
+    fig = go.Figure(
+        go.Bar(
+            x=idx, y=[st.accepted for st in steps], name="tokens this step (A)", marker_color=method_color(trace.method)
+        )
+    )
+    if baseline is not None:
+        speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
+        fig.add_trace(
+            go.Scatter(
+                x=idx,
+                y=speed,
+                name="running speedup vs AR",
+                yaxis="y2",
+                mode="lines",
+                line={"color": VERIFY, "width": 3},
+            )
+        )
+        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
+    # at least ten steps' room, so the first few steps are bars, not one bar stretched across the axis
+    lo = idx[0] if idx else 0
+    fig.update_xaxes(title="step (one target forward pass)", range=[lo - 0.5, max(idx[-1] if idx else 0, lo + 9) + 0.5])
+    fig.update_layout(yaxis={"title": "tokens committed", "rangemode": "tozero"})  # y2 keeps its own title
+    return apply(fig, title, slide, height=340)

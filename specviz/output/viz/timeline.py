@@ -1,0 +1,187 @@
+"""The serial-versus-parallel timeline: every forward pass as a bar on a shared wall-clock axis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.core import measure
+from specviz.core.trace import Trace
+from specviz.output.viz.theme import DRAFT, NEUTRAL, SLIDE_SIZE, apply, method_color, token_text
+
+
+def _label(texts: list[str], limit: int = 14) -> str:
+    return token_text("".join(texts), limit)
+
+
+PARTS = (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9), ("verify", None, 0.95))
+
+
+def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> list[go.Bar]:
+    """A fixed list of bar traces (lane × part), clipped at `upto_s`; the same shape for every frame."""
+    out = []
+    for lane, trace in zip(lanes, traces):
+        bars = _lane_bars(trace, upto_s)
+        for part, color, opacity in PARTS:
+            rows = [b for b in bars if b["part"] == part]
+            out.append(
+                go.Bar(
+                    y=[lane] * len(rows),
+                    x=[b["dur"] * 1000 for b in rows],
+                    base=[b["start"] * 1000 for b in rows],
+                    orientation="h",
+                    name=part if part != "verify" else "forward pass",
+                    legendgroup=part,
+                    marker={
+                        "color": color or method_color(trace.method),
+                        "opacity": opacity,
+                        "line": {"width": 0.5, "color": "white"},
+                    },
+                    showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
+                    text=[b["label"] for b in rows],
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                    customdata=[[b["step"], b["label"], b["tokens"]] for b in rows],
+                    hovertemplate="step %{customdata[0]}: %{customdata[2]} token(s)<br>"
+                    "%{customdata[1]}<br>%{x:.1f} ms<extra>" + part + "</extra>",
+                )
+            )
+    return out
+
+
+def _lanes(traces: list[Trace]) -> list[str]:
+    return [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
+
+
+def timeline_figure(
+    traces: list[Trace], upto_s: float | None = None, title: str | None = None, slide: bool = False
+) -> go.Figure:
+    """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
+
+    `upto_s` cuts every lane at the same wall-clock instant, to show the lanes racing together.
+    """
+    lanes = _lanes(traces)
+    fig = go.Figure(_bars_at(traces, lanes, upto_s))
+    # a bar's tokens show inside it only at full size (where they fit); the others keep them on hover
+    size = 18 if slide else 12
+    fig.update_traces(textfont={"size": size}, selector={"type": "bar"})
+    fig.update_layout(barmode="overlay", bargap=0.35, uniformtext={"minsize": size, "mode": "hide"})
+    fig.update_xaxes(title="wall-clock time (ms)", range=[0, _end(traces, None) * 1000 * 1.02])
+    # the lanes are named from t = 0, before any bar exists (top to bottom in the order given)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes, range=[len(lanes) - 0.5, -0.5])
+    return apply(fig, title, slide=slide, height=_height(traces))
+
+
+def _height(traces: list[Trace]) -> int:
+    """A timeline's height off the slides: room for every lane."""
+    return 150 + 60 * len(traces)
+
+
+def timeline_animation(
+    traces: list[Trace], frames: int = 40, title: str | None = None, slide: bool = False
+) -> go.Figure:
+    """The timeline with a Play button: every lane grows on the same clock, so the fastest ends first."""
+    lanes, end = _lanes(traces), _end(traces, None)
+    fig = timeline_figure(traces, upto_s=0.0, title=title, slide=slide)
+    cuts = [end * (i + 1) / frames for i in range(frames)]
+    names = [f"{1000 * c:.0f}" for c in cuts]  # each frame is named by its cut, in ms
+    fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=n) for c, n in zip(cuts, names)]
+    fig.update_layout(updatemenus=[_play_buttons()], sliders=[_slider(names)])
+    height = SLIDE_SIZE[1] if slide else _height(traces)  # what timeline_figure gave it
+    fig.update_layout(height=height + 90, margin={"b": 120})  # room for the controls
+    return fig
+
+
+def _play_buttons() -> dict[str, Any]:
+    """Play from the start, and pause."""
+    play = {"frame": {"duration": 120, "redraw": True}, "fromcurrent": False, "transition": {"duration": 0}}
+    return {
+        "type": "buttons",
+        "showactive": False,
+        "x": 0,
+        "y": -0.12,
+        "xanchor": "left",
+        "direction": "left",
+        "buttons": [
+            {"label": "▶ Play", "method": "animate", "args": [None, play]},
+            {"label": "❚❚", "method": "animate", "args": [[None], {"mode": "immediate"}]},
+        ],
+    }
+
+
+def _slider(names: list[str]) -> dict[str, Any]:
+    """A time slider with one stop per frame (named by its cut in ms)."""
+    jump = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}
+    return {
+        "x": 0.12,
+        "len": 0.88,
+        "y": -0.05,
+        "currentvalue": {"prefix": "t = ", "suffix": " ms"},
+        "steps": [{"label": n, "method": "animate", "args": [[n], jump]} for n in names],
+    }
+
+
+def _end(traces: list[Trace], upto_s: float | None) -> float:
+    total = max((measure.generation_s(t) for t in traces), default=0.0)
+    return min(total, upto_s) if upto_s is not None else total
+
+
+def _lane_bars(trace: Trace, upto_s: float | None) -> list[dict]:
+    """Bars for one trace as plain dicts, clipped at `upto_s`."""
+    bars = [
+        {
+            "part": "prefill",
+            "start": 0.0,
+            "dur": trace.prefill_s,
+            "label": "prompt",
+            "step": "-",
+            "tokens": len(trace.prompt_ids),
+        }
+    ]
+    t = trace.prefill_s
+    for s in trace.steps:
+        verify = s.verify_s if s.forward_tokens else 0.0
+        other = max(0.0, s.wall_s - s.draft_s - verify)  # accept/commit bookkeeping, drawn with verify
+        label = _label(s.texts)
+        if s.draft_s > 0:
+            bars.append(
+                {"part": "draft", "start": t, "dur": s.draft_s, "label": "", "step": s.index, "tokens": s.accepted}
+            )
+        bars.append(
+            {
+                "part": "verify",
+                "start": t + s.draft_s,
+                "dur": verify + other,
+                "label": label,
+                "step": s.index,
+                "tokens": s.accepted,
+            }
+        )
+        t += s.wall_s
+    if upto_s is None:
+        return bars
+    return [dict(b, dur=min(b["dur"], upto_s - b["start"])) for b in bars if b["start"] < upto_s]
+
+
+def tokens_over_time_figure(traces: list[Trace], slide: bool = False) -> go.Figure:
+    """Committed tokens against wall-clock time: the steeper line is the faster method."""
+    fig = go.Figure()
+    for trace in traces:
+        xs, ys, t, n = [0.0, trace.prefill_s * 1000], [0, 0], trace.prefill_s, 0
+        for s in trace.steps:
+            t += s.wall_s
+            n += s.accepted
+            xs.append(t * 1000)
+            ys.append(n)
+        fig.add_scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line={"shape": "hv", "color": method_color(trace.method), "width": 3},
+            name=trace.method,
+        )
+    fig.update_xaxes(title="wall-clock time (ms)")
+    fig.update_yaxes(title="tokens committed")
+    return apply(fig, "Tokens committed over time", slide=slide, height=360)

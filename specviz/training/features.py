@@ -1,0 +1,299 @@
+"""Fixed-dataset features: ShareGPT's own conversations, one teacher-forced pass of the target, no generation.
+
+This is how EAGLE trains: the responses stay as they are, and the target's final post-norm hidden state
+is computed at every position in one batched forward pass (bf16 where the CPU has bf16 units: about 4×
+fp32 here). The same pass gives the target's own next-token choice (argmax) at every position, which
+becomes the label for heads that predict tokens (Medusa, the speculative-sampling draft), so the heads
+learn what the target will verify rather than what a ShareGPT annotator wrote.
+
+Conversations are chat-templated exactly as the app templates a prompt (system prompt, user/assistant
+turns), cut into windows of at most `max_len` tokens, and written in resumable shards in the same
+layout as the self-distilled data (`distill.pack`), plus `label` (the target's argmax for each
+position's token, i.e. label[j] = argmax p(· | ids[:j])). Conversation i is held out when
+i % HELDOUT_EVERY == HELDOUT_EVERY - 1; Spec-Bench turns are never used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.core.model import LoadedModel, load_model
+from specviz.core.paths import cache_root
+from specviz.training.distill import sharegpt_conversations, spec_bench_turns
+from specviz.training.shards import HIDDEN_DTYPE, Sequence, pack
+
+HELDOUT_EVERY = 10
+MIN_ASSISTANT = 16  # a window with fewer assistant tokens teaches too little to pay for its pass
+ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant", "user": "user"}
+
+Progress = Callable[[int, int, dict], None]
+
+
+def default_dir() -> Path:
+    """Where feature folders live by default (under the cache root)."""
+    return cache_root() / "features"
+
+
+def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
+    """The record as chat messages (user first, roles alternating), or None when unusable or banned."""
+    msgs: list[dict] = []
+    for turn in record.get("conversations") or []:
+        role = ROLES.get(str(turn.get("from", "")).lower())
+        text = str(turn.get("value", "")).strip()
+        if role is None or not text:
+            break
+        if msgs and msgs[-1]["role"] == role:
+            break
+        if role == "user" and " ".join(text.split()) in banned:
+            return None
+        msgs.append({"role": role, "content": text})
+    if len(msgs) < 2 or msgs[0]["role"] != "user":
+        return None
+    if sum(c.isascii() for m in msgs for c in m["content"]) < 0.95 * sum(len(m["content"]) for m in msgs):
+        return None
+    return msgs
+
+
+def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
+    """Token ids of the chat-templated messages."""
+    out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
+    if isinstance(out, dict) or hasattr(out, "input_ids"):
+        out = out["input_ids"]
+    return [int(t) for t in out]
+
+
+def template_ids(tokenizer: Any, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
+    """Token ids of the templated conversation and a mask that is True on assistant-written tokens."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    for n in range(1, len(msgs) + 1):
+        full = _templated(tokenizer, msgs[:n])
+        if full[: len(ids)] != ids:  # the template is not prefix-stable here: stop at what we have
+            break
+        new = full[len(ids) :]
+        if msgs[n - 1]["role"] == "assistant":
+            # the turn's header ("<|im_start|>assistant\n") is template, not the assistant's writing
+            head = len(_templated(tokenizer, msgs[: n - 1], add_generation_prompt=True)) - len(ids)
+            mask.extend([False] * head + [True] * (len(new) - head))
+        else:
+            mask.extend([False] * len(new))
+        ids = full
+        if len(ids) >= max_tokens:
+            break
+    return ids[:max_tokens], mask[:max_tokens]
+
+
+def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[list[int], list[bool]]]:
+    """Consecutive windows of at most max_len tokens that hold enough assistant tokens."""
+    for start in range(0, len(ids), max_len):
+        w, m = ids[start : start + max_len], mask[start : start + max_len]
+        if sum(m) >= MIN_ASSISTANT and len(w) > 1:
+            yield w, m
+
+
+def split_windows(
+    tokenizer: Any, split: str, max_len: int, per_conversation: int
+) -> Iterator[tuple[int, list[int], list[bool]]]:
+    """(conversation index, ids, mask) for every window of one split, in file order."""
+    banned = spec_bench_turns()
+    for i, record in enumerate(sharegpt_conversations()):
+        held = i % HELDOUT_EVERY == HELDOUT_EVERY - 1
+        if held != (split == "heldout"):
+            continue
+        msgs = conversation_messages(record, banned)
+        if msgs is None:
+            continue
+        ids, mask = template_ids(tokenizer, msgs, max_len * per_conversation)
+        for w, m in windows(ids, mask, max_len):
+            yield i, w, m
+
+
+@torch.inference_mode()
+def teacher_pass(
+    lm: LoadedModel, seqs: list[list[int]], rows: int, width: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(post-norm hidden [L, H] fp16, argmax next token [L] int32) for each sequence, in one batch.
+
+    Every batch has the same shape [rows, width] (right padding, extra rows of padding): oneDNN builds
+    its bf16 kernels per matrix shape, and a new shape per batch made the pass about 6× slower here.
+    The model is causal, so right padding needs no mask; padded positions are cut off afterwards.
+    """
+    ids = torch.zeros((rows, width), dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = torch.tensor(s)
+    hidden = lm.hf.model(input_ids=ids.to(lm.device), use_cache=False).last_hidden_state  # [B, T, H]
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    # the LM head in chunks: [B·T, V] logits at once would be 0.4 GB of bf16 and run at half the speed
+    label = torch.cat([lm.hf.lm_head(flat[a : a + 512]).argmax(-1) for a in range(0, len(flat), 512)])
+    label = label.view(hidden.shape[:2]).to(torch.int32)  # [B, T]
+    return [(hidden[r, : len(s)].to("cpu", HIDDEN_DTYPE), label[r, : len(s)].cpu()) for r, s in enumerate(seqs)]
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """What one feature build makes: the split, how many positions, and the window and batch shapes."""
+
+    split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
+    max_positions: int = 3_000_000  # assistant positions to make in all
+    max_len: int = 512  # tokens per window (and per row of the teacher pass)
+    per_conversation: int = 4  # windows per conversation at most
+    batch_tokens: int = 4096  # rows × max_len of one teacher pass
+    shard_windows: int = 64  # windows per shard
+
+
+def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
+    """The settings a folder's shards were made with (a resumed build must match them)."""
+    return {
+        "model": lm.name,
+        "split": cfg.split,
+        "dtype": str(lm.dtype).removeprefix("torch."),
+        "max_len": cfg.max_len,
+        "per_conversation": cfg.per_conversation,
+        "batch_tokens": cfg.batch_tokens,
+        "heldout_every": HELDOUT_EVERY,
+        "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
+        "hidden_size": int(lm.hf.config.hidden_size),
+    }
+
+
+def _resume(out_dir: Path, manifest: dict) -> dict:
+    """The progress record to continue from, the shards already on disk counted; refuse other settings."""
+    from safetensors.torch import load_file
+
+    mpath = out_dir / "manifest.json"
+    if mpath.is_file() and {k: v for k, v in json.loads(mpath.read_text()).items() if k in manifest} != manifest:
+        raise RuntimeError(f"{out_dir} holds features made with other settings; use another folder.")
+    done = sorted(out_dir.glob("shard_*.safetensors"))
+    positions = sum(int(load_file(str(p))["mask"].sum()) for p in done)
+    return {**manifest, "shards": len(done), "positions": positions, "tokens": 0, "seconds": 0.0}
+
+
+def _write_shard(out_dir: Path, index: int, seqs: list[LabelledSequence]) -> None:
+    """One shard, written atomically: the distill layout plus `label`."""
+    from safetensors.torch import save_file
+
+    tmp = out_dir / f"shard_{index:05d}.partial"
+    save_file(pack(seqs) | {"label": torch.cat([s.label for s in seqs])}, str(tmp), metadata={"format": "pt"})
+    tmp.rename(out_dir / f"shard_{index:05d}.safetensors")
+
+
+def _count(record: dict, seqs: list[LabelledSequence], seconds: float) -> None:
+    """Add a written shard to the progress record."""
+    record.update(
+        shards=record["shards"] + 1,
+        positions=record["positions"] + sum(int(s.mask.sum()) for s in seqs),
+        tokens=record["tokens"] + sum(len(s.ids) for s in seqs),
+        seconds=round(seconds, 1),
+    )
+    record["tokens_per_s"] = round(record["tokens"] / max(1e-9, record["seconds"]), 1)
+
+
+def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, progress: Progress | None = None) -> dict:
+    """Write shards of fixed-dataset features until cfg.max_positions assistant positions; resumable.
+
+    A shard holds `cfg.shard_windows` windows; on restart the shards already on disk are counted and their
+    windows skipped, so a killed build continues where it stopped. Returns the progress record.
+    """
+    cfg = cfg or FeatureConfig()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = _resume(out_dir, _manifest(lm, cfg))
+    skip = record["shards"] * cfg.shard_windows
+    t0 = time.perf_counter()
+    pending: list[tuple[list[int], list[bool]]] = []
+    for n, (_conv, w, m) in enumerate(split_windows(lm.tokenizer, cfg.split, cfg.max_len, cfg.per_conversation)):
+        if n < skip:
+            continue
+        pending.append((w, m))
+        if len(pending) < cfg.shard_windows:
+            continue
+        if record["positions"] >= cfg.max_positions:
+            break
+        seqs = _featurize(lm, pending, max(1, cfg.batch_tokens // cfg.max_len), cfg.max_len)
+        _write_shard(out_dir, record["shards"], seqs)
+        _count(record, seqs, time.perf_counter() - t0)
+        (out_dir / "manifest.json").write_text(json.dumps(record, indent=1))
+        if progress is not None:
+            progress(record["positions"], cfg.max_positions, record)
+        pending = []
+    return record
+
+
+class LabelledSequence(Sequence):
+    """A Sequence plus the target's argmax at each position (label[j] predicts ids[j + 1])."""
+
+    def __init__(self, ids: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, label: torch.Tensor) -> None:
+        super().__init__(ids=ids, hidden=hidden, mask=mask)
+        self.label = label
+
+
+def _featurize(
+    lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], rows: int, width: int
+) -> list[LabelledSequence]:
+    """The pending windows through the teacher pass, `rows` at a time, as labelled sequences."""
+    out: list[LabelledSequence] = []
+    for at in range(0, len(pending), rows):
+        part = pending[at : at + rows]
+        for (ids, mask), (hidden, label) in zip(part, teacher_pass(lm, [p[0] for p in part], rows, width), strict=True):
+            out.append(LabelledSequence(torch.tensor(ids), hidden, torch.tensor(mask), label))
+    return out
+
+
+def read_shard(path: Path) -> list[LabelledSequence]:
+    """The windows stored in one shard."""
+    from safetensors.torch import load_file
+
+    t = load_file(str(path))
+    return [
+        LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
+        for a, b in itertools.pairwise(t["offsets"].tolist())
+    ]
+
+
+def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:
+    """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
+    seqs: list[LabelledSequence] = []
+    for p in sorted(out_dir.glob("shard_*.safetensors")):
+        seqs.extend(read_shard(p))
+        if limit_positions is not None and sum(int(s.mask.sum()) for s in seqs) >= limit_positions:
+            break
+    if not seqs:
+        raise RuntimeError(f"No feature shards in {out_dir}; build them first (python -m specviz.training.features).")
+    return seqs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m specviz.training.features: teacher-forced ShareGPT features for head training (resumable)."""
+    ap = argparse.ArgumentParser(prog="python -m specviz.training.features", description=main.__doc__)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--split", choices=["train", "heldout"], default="train")
+    ap.add_argument("--positions", type=int, default=3_000_000, help="assistant positions to make")
+    ap.add_argument("--max-len", type=int, default=512)
+    ap.add_argument("--dtype", default="bf16", help="bf16 (fast on AMX CPUs) or fp32")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
+    out = args.out or default_dir() / f"{args.split}-{args.dtype}"
+    last = [time.perf_counter()]
+
+    def tick(done: int, total: int, rec: dict) -> None:
+        if time.perf_counter() - last[0] > 20:
+            last[0] = time.perf_counter()
+            print(f"{done}/{total} positions, {rec['tokens_per_s']} tokens/s, {rec['seconds']} s", flush=True)
+
+    cfg = FeatureConfig(split=args.split, max_positions=args.positions, max_len=args.max_len)
+    print(json.dumps(build(lm, out, cfg, tick), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

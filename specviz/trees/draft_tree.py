@@ -1,0 +1,214 @@
+"""EAGLE's draft tree: nodes drafted by the feature head, grown statically (EAGLE-1) or dynamically (EAGLE-2).
+
+Shared by the method (specviz.methods.eagle), the offline replay and calibration (specviz.tuning.eagle_replay).
+The head itself is not imported here: growth asks only what `TreeDrafter` names of a drafter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from specviz.trees.tree import TreeSpec, sparse_tree
+
+
+class TreeDrafter(Protocol):
+    """What growing a tree asks of a head's drafter (specviz.heads.eagle_drafter.Drafter is one)."""
+
+    device: torch.device
+
+    @property
+    def length(self) -> int: ...
+    def run(
+        self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def to_token(self, draft_index: torch.Tensor) -> list[int]: ...
+
+
+class Shape(Protocol):
+    """A tree shape, read-only (a frozen config fits): draft rounds, top-k per round, nodes verified (root included)."""
+
+    @property
+    def depth(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def total_tokens(self) -> int: ...
+
+
+@dataclass
+class DraftTree:
+    """Every drafted node (node 0 = the root), how it was drafted, and which nodes survive the rerank."""
+
+    tokens: list[int]
+    parents: list[int] = field(default_factory=lambda: [-1])
+    depth: list[int] = field(default_factory=lambda: [0])
+    score: list[float] = field(default_factory=lambda: [0.0])  # cumulative draft log-prob of the path
+    conf: list[float] = field(default_factory=lambda: [1.0])  # draft probability given the parent
+    expanded: list[int] = field(default_factory=lambda: [1])  # round it ran through the head, -1 never
+    kept: list[bool] = field(default_factory=lambda: [True])
+    feats: dict[int, torch.Tensor] = field(default_factory=dict)  # feature predicted by each expanded node
+    logps: dict[int, torch.Tensor] = field(default_factory=dict)  # its draft log-probs [Vd]
+
+    def add(self, parent: int, token: int, logp: float) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depth.append(self.depth[parent] + 1)
+        self.score.append(self.score[parent] + logp)
+        self.conf.append(math.exp(logp))
+        self.expanded.append(-1)
+        self.kept.append(False)
+        return len(self.tokens) - 1
+
+    def keep_best(self, total: int) -> None:
+        """EAGLE-2's rerank: keep the root plus the total-1 nodes of highest cumulative score."""
+        order = sorted(range(1, len(self.tokens)), key=lambda i: (-self.score[i], i))
+        for i in order[: total - 1]:  # a child never outscores its parent, so the kept set is a tree
+            self.kept[i] = True
+
+    def verified(self) -> tuple[list[int], TreeSpec]:
+        """The kept nodes (drafted indices, in order) and the tree they form for verification."""
+        nodes = [i for i, k in enumerate(self.kept) if k]
+        where = {n: j for j, n in enumerate(nodes)}
+        return nodes, TreeSpec(parents=[-1] + [where[self.parents[n]] for n in nodes[1:]])
+
+
+def expand(dr: TreeDrafter, tree: DraftTree, nodes: list[int], base: int, fed: list[int], rnd: int) -> None:
+    """Run `nodes` through the head at once (tree-masked), storing each one's predicted feature.
+
+    The cache holds the prefix, then the `fed` tree nodes (its last entries); only the first `base`
+    prefix pairs are visible (base < start only when replaying a stored sequence offline).
+    """
+    q, past = len(nodes), dr.length
+    start = past - len(fed)
+    see = torch.zeros(q, past + q, dtype=torch.bool, device=dr.device)
+    see[:, :base] = True  # the committed prefix, the root pair included
+    for r, n in enumerate(nodes):
+        anc, a = set(), tree.parents[n]
+        while a > 0:
+            anc.add(a)
+            a = tree.parents[a]
+        see[r, start:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool, device=dr.device)
+        see[r, past + r] = True
+    feats = torch.stack([tree.feats[tree.parents[n]] for n in nodes])
+    pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes], device=dr.device)
+    out, logp = dr.run(feats, [tree.tokens[n] for n in nodes], pos, see)
+    for r, n in enumerate(nodes):
+        tree.feats[n], tree.logps[n], tree.expanded[n] = out[r], logp[r], rnd
+    fed.extend(nodes)
+
+
+def add_children(dr: TreeDrafter, tree: DraftTree, node: int, k: int) -> list[int]:
+    """Attach the draft's top-k tokens under an expanded node."""
+    vals, idx = tree.logps[node].topk(k)
+    return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
+
+
+def grow_dynamic(dr: TreeDrafter, tree: DraftTree, cfg: Shape, base: int | None = None) -> None:
+    """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all."""
+    base = dr.length if base is None else base
+    fed: list[int] = []
+    layer = add_children(dr, tree, 0, cfg.top_k)
+    for rnd in range(2, cfg.depth + 1):
+        frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
+        expand(dr, tree, sorted(frontier), base, fed, rnd)
+        layer = [c for n in sorted(frontier) for c in add_children(dr, tree, n, cfg.top_k)]
+    tree.keep_best(cfg.total_tokens)
+
+
+def grow_static(dr: TreeDrafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
+    """EAGLE-1: a fixed tree of rank paths; each round expands every node that has children."""
+    base = dr.length if base is None else base
+    fed: list[int] = []
+    index: dict[tuple[int, ...], int] = {(): 0}
+    for d in range(1, max((len(p) for p in paths), default=0) + 1):
+        parents = sorted({index[p[:-1]] for p in paths if len(p) == d})
+        if d > 1:
+            expand(dr, tree, parents, base, fed, d)
+        for n in parents:
+            key = next(k for k, v in index.items() if v == n)
+            ranks = sorted(p[-1] for p in paths if len(p) == d and p[:-1] == key)
+            top = tree.logps[n].topk(ranks[-1] + 1)
+            tokens = dr.to_token(top.indices)
+            for r in ranks:
+                index[(*key, r)] = tree.add(n, tokens[r], float(top.values[r]))
+                tree.kept[-1] = True
+
+
+def static_paths(calibration: list[list[float]], cfg: Shape) -> list[tuple[int, ...]]:
+    """EAGLE-1's static tree: Medusa's greedy sparse tree over a head's calibrated rank accuracies."""
+    acc = calibration or [[0.5 ** (i + 1) * 0.8**d for i in range(8)] for d in range(8)]
+    acc = [row[: cfg.top_k] for row in acc[: cfg.depth]]  # untrained heads: a generic decaying prior
+    return sparse_tree(acc, cfg.total_tokens - 1)[0]
+
+
+def matched_path(tree: DraftTree, continuation: list[int]) -> list[int]:
+    """Kept nodes along the realised continuation: exactly greedy verification's path at T = 0."""
+    path = [0]
+    for tok in continuation:
+        nxt = [
+            c for c in range(len(tree.tokens)) if tree.parents[c] == path[-1] and tree.kept[c] and tree.tokens[c] == tok
+        ]
+        if not nxt:
+            break
+        path.append(nxt[0])
+    return path
+
+
+def feature_view(
+    f_t: torch.Tensor, emb: torch.Tensor, f_pred: torch.Tensor, f_true: torch.Tensor, dims: int = 16
+) -> dict:
+    """What the head consumed and produced this step, as small plain numbers for the diagram."""
+    f_t, emb, f_pred, f_true = (v.double().flatten() for v in (f_t, emb, f_pred, f_true))
+    idx = f_true.abs().topk(min(dims, f_true.numel())).indices.sort().values
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
+        return round(float(torch.nn.functional.cosine_similarity(a, b, dim=0)), 4)
+
+    def pick(v: torch.Tensor) -> list[float]:
+        return [round(float(x), 3) for x in v[idx]]
+
+    return {
+        "dims": idx.tolist(),
+        "f_t": pick(f_t),
+        "embed": pick(emb * (f_t.norm() / emb.norm())),
+        "f_pred": pick(f_pred),
+        "f_true": pick(f_true),
+        "norm": {
+            "f_t": round(float(f_t.norm()), 3),
+            "embed": round(float(emb.norm()), 4),
+            "f_pred": round(float(f_pred.norm()), 3),
+            "f_true": round(float(f_true.norm()), 3),
+        },
+        "cos_pred_true": cos(f_pred, f_true),
+        "cos_prev_true": cos(f_t, f_true),
+    }
+
+
+def tree_detail(tree: DraftTree, text: Callable[[int], str], kind: str) -> dict:
+    """The drafted tree as plain data (every node, kept or pruned)."""
+    return {
+        "kind": kind,
+        "tokens": list(tree.tokens),
+        "texts": [text(t) for t in tree.tokens],
+        "parents": list(tree.parents),
+        "depth": list(tree.depth),
+        "score": [round(s, 4) for s in tree.score],
+        "conf": [round(c, 4) for c in tree.conf],
+        "expanded": list(tree.expanded),
+        "kept": list(tree.kept),
+    }
+
+
+def grow(
+    dr: TreeDrafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]], base: int | None = None
+) -> None:
+    """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`)."""
+    if kind == "static":
+        grow_static(dr, tree, paths, base)
+    else:
+        grow_dynamic(dr, tree, cfg, base)

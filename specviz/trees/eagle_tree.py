@@ -1,0 +1,97 @@
+"""One EAGLE tree step's shapes and types, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 and the pool
+hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a Run, the
+tree's acceptance and the verified result. The stepper itself drives a head's drafter, so it lives beside
+the drafter (specviz.heads.eagle_drafter.TreeStepper).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.trees.draft_tree import DraftTree
+from specviz.trees.draft_tree import Shape as TreeShape
+from specviz.trees.tree import TreeSpec
+from specviz.trees.tree_sampling import greedy_path, sample_path
+
+
+class Shape(TreeShape, Protocol):
+    """What a tree method's frozen Config says about the tree and the head (read-only)."""
+
+    @property
+    def tree(self) -> str: ...
+    @property
+    def head(self) -> str: ...
+    @property
+    def head_dtype(self) -> str: ...
+
+
+class Step(Protocol):
+    """What the stepper reads from the method's Run (specviz.methods.base.Run satisfies it)."""
+
+    lm: LoadedModel
+    cache: Any
+    sampling: Sampling
+    gen: torch.Generator
+
+    prompt_ids: list[int]
+    prefill_s: float
+
+    @property
+    def pending_hidden(self) -> torch.Tensor: ...
+    @property
+    def seq_len(self) -> int: ...
+    def phase(self, name: str) -> AbstractContextManager[None]: ...
+    def prefill(self) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def now(self) -> float: ...
+
+
+TREES = ("dynamic", "static")
+
+
+def check_shape(cfg: Any) -> None:
+    """ConfigError unless an EAGLE-family Config (EAGLE-2's, EAGLE-3's) has a usable tree shape and head dtype."""
+    if not 1 <= cfg.depth <= 12:
+        raise ConfigError(f"depth must be between 1 and 12, got {cfg.depth}.")
+    if not 1 <= cfg.top_k <= 32:
+        raise ConfigError(f"top_k must be between 1 and 32, got {cfg.top_k}.")
+    if not 2 <= cfg.total_tokens <= 256:
+        raise ConfigError(f"total_tokens must be between 2 and 256, got {cfg.total_tokens}.")
+    if cfg.tree not in TREES:
+        raise ConfigError(f"tree must be 'dynamic' or 'static', got {cfg.tree!r}.")
+    if cfg.head_dtype not in ("bf16", "fp32", "model"):
+        raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {cfg.head_dtype!r}.")
+
+
+def tree_accept(
+    sampling: Sampling, gen: torch.Generator, tokens: list[int], spec: TreeSpec, logits: torch.Tensor
+) -> tuple[list[int], int | None, list[dict] | None]:
+    """Greedy matching at T = 0, tree speculative sampling at T > 0: (path, residual token, decisions)."""
+    if sampling.greedy:
+        return greedy_path(tokens, spec, logits), None, None
+    return sample_path(tokens, spec, target_probs(logits, sampling), gen)
+
+
+@dataclass
+class TreeResult:
+    """One verified tree: what was drafted and sent, what the target said, and what was accepted."""
+
+    tree: DraftTree
+    nodes: list[int]  # drafted indices sent to verification, in order
+    spec: TreeSpec
+    tokens: list[int]  # their tokens
+    logits: torch.Tensor  # [n, V]
+    hidden: torch.Tensor  # [n, H]
+    path: list[int]  # verified indices on the accepted path, root first
+    next_root: int | None
+    decisions: list[dict] | None
+    f_t: torch.Tensor  # the feature the step drafted from
+
+    @property
+    def accepted(self) -> list[int]:
+        return [self.tokens[i] for i in self.path[1:]]

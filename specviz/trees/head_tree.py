@@ -1,0 +1,92 @@
+"""A tree filled by heads on one hidden state (Medusa, Hydra): its verify pass and its acceptance walk.
+
+Both methods draft a fixed sparse tree (specviz.trees.tree.sparse_tree over the heads' calibration) with
+point-mass proposals, so they share how the tree is verified (LM-head rows only for nodes with
+children) and walked (argmax match at T = 0, tree rejection sampling or typical acceptance at T > 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.trees.tree import TreeSpec, verify_tree
+from specviz.trees.tree_fates import Walk, greedy_walk, sampled_walk, typical_walk
+
+
+def verify(
+    lm: LoadedModel, cache: Any, tokens: list[int], spec: TreeSpec, sampling: Sampling
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One tree forward; LM-head rows only for nodes with children (leaf rows stay 0 until needed).
+
+    Returns logits [n, V], target probabilities [n, V] (rows of inner nodes) and hidden [n, H].
+    The LM head is 49,152 × 576: projecting only the inner nodes saves most of its cost in a tree.
+    """
+    _, hidden = verify_tree(lm, cache, tokens, spec, logits_for=slice(0, 0))
+    inner = [j for j in range(len(spec)) if spec.children(j)]
+    if 1 < len(inner) < 4:  # fp32 products of 2-3 rows are slower here than of 4: add leaves
+        inner = sorted(inner + spec.leaves()[: 4 - len(inner)])
+    rows = lm.lm_head(hidden[inner]).float()  # [len(inner), V]
+    logits = rows.new_zeros(len(spec), rows.shape[-1])
+    probs = rows.new_zeros(len(spec), rows.shape[-1])  # the distribution each node's children face
+    logits[inner] = rows
+    probs[inner] = target_probs(rows, sampling)
+    return logits, probs, hidden
+
+
+ACCEPTANCE = ("exact", "typical")
+
+
+def check_config(cfg: Any) -> None:
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and acceptance."""
+    if not 1 <= cfg.heads <= 8:
+        raise ConfigError(f"heads must be between 1 and 8, got {cfg.heads}.")
+    if not 0 <= cfg.budget <= 128:
+        raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {cfg.budget}.")
+    if cfg.acceptance not in ACCEPTANCE:
+        raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {cfg.acceptance!r}.")
+    if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
+        raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
+
+
+class Rule(Protocol):
+    """The acceptance settings of a heads method's Config."""
+
+    @property
+    def acceptance(self) -> str: ...  # "exact" (lossless) or "typical"
+    @property
+    def eps(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+
+
+class Judge(Protocol):
+    """What a walk reads off the Run: the sampling, its generator and the tokenizer's text."""
+
+    @property
+    def sampling(self) -> Sampling: ...
+    @property
+    def gen(self) -> torch.Generator: ...
+    @property
+    def lm(self) -> LoadedModel: ...
+
+
+def walk(run: Judge, rule: Rule, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor) -> Walk:
+    """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node).
+
+    "exact" is lossless (tree rejection sampling at T > 0); "typical" is Medusa's typical acceptance.
+    """
+    if run.sampling.greedy:
+        return greedy_walk(tokens, spec, logits, run.lm.token_text)
+    if rule.acceptance == "exact":
+        return sampled_walk(tokens, spec, probs, run.gen)
+    return typical_walk(tokens, spec, probs, rule.eps, rule.delta)
+
+
+def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int) -> None:
+    """A walk that ended on a leaf (whose logits, the next root's, were skipped): project that row now."""
+    if not logits[last].any():
+        logits[last] = lm.lm_head(hidden[last : last + 1]).float()[0]

@@ -1,0 +1,176 @@
+"""`python -m specviz calibrate <head> …`: the held-out tables (specviz.training.cli, hydra_train), EAGLE's offline
+replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree budgets
+and shapes measured live against plain decoding on unseen ShareGPT prompts, written beside the heads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from specviz.core.measure import provenance
+from specviz.core.model import LoadedModel, load_model
+from specviz.core.sampling import Sampling
+from specviz.heads import medusa
+from specviz.methods import autoregressive, eagle
+from specviz.methods import medusa as method
+from specviz.training import distill, hydra_train
+from specviz.training.args import Parser
+from specviz.training.cli import HEADS, calibrate_medusa, fail, guard
+from specviz.tuning import eagle_replay, sweep
+
+SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
+
+
+def calibrate(head: str, argv: list[str]) -> int:
+    """Dispatch `calibrate <head>`; returns an exit code."""
+    if head == "hydra":
+        return guard(hydra_train.main, ["--calibrate-only", *argv])
+    if head == "eagle":
+        return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
+    if head != "medusa":
+        return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
+    return guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
+
+
+def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:
+    """`calibrate medusa --sweep`'s options."""
+    ap = Parser(prog="python -m specviz calibrate medusa --sweep")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--heads-dir", type=Path, default=None)
+    ap.add_argument("--prompts", type=int, default=4, help="unseen ShareGPT prompts to decode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--budgets", default=",".join(map(str, SWEEP_BUDGETS)))
+    return ap.parse_args(argv)
+
+
+def medusa_runs(
+    lm: LoadedModel, prompts: list[str], budgets: list[int], s: Sampling, folder: Path
+) -> tuple[dict[int, list[dict]], list[float]]:
+    """Per budget, each prompt's A, speedup and median draft / verify ms; and the plain runs' ms per token."""
+    rows: dict[int, list[dict]] = {b: [] for b in budgets}
+    ar_ms: list[float] = []
+    for p in prompts:
+        ids = lm.encode_prompt(p)
+        for b in budgets:  # interleave a plain run before every Medusa run: ratios, not absolute times
+            ar = autoregressive.generate(lm, ids, s)
+            tr = method.generate(lm, ids, s, method.Config(budget=b, heads_dir=str(folder)))
+            ar_ms.append(1000 * ar.decode_s / max(1, len(ar.steps)))
+            steps = [x for x in tr.steps if x.forward_tokens]
+            rows[b].append(
+                {
+                    "A": tr.mean_accepted,
+                    "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
+                    "draft": statistics.median(1000 * x.draft_s for x in steps),
+                    "verify": statistics.median(1000 * x.verify_s for x in steps),
+                }
+            )
+        print(f"prompt {len(rows[budgets[0]])}/{len(prompts)} done", flush=True)
+    return rows, ar_ms
+
+
+def sweep_medusa(argv: list[str]) -> int:
+    """Measure A, draft and verify cost against the budget on unseen ShareGPT prompts → sweep.json."""
+    a = _sweep_medusa_args(argv)
+    budgets = [int(b) for b in a.budgets.split(",")]
+    folder = a.heads_dir or medusa.models_dir()
+    lm = load_model("default", device="cpu", dtype="fp32")
+    prompts = distill.training_prompts(8000)[-a.prompts :]  # far beyond any distilled prompt
+    rows, ar_ms = medusa_runs(lm, prompts, budgets, Sampling(max_new_tokens=a.max_new_tokens), folder)
+    acc = medusa.load_calibration(folder)
+
+    def med(b: int, key: str) -> float:
+        return round(statistics.median(r[key] for r in rows[b]), 3)
+
+    k = method.Config().heads
+    out = {
+        "budgets": budgets,
+        "predicted": [round(1 + method.build_tree(acc, k, b)[1], 3) for b in budgets],
+        "measured": [med(b, "A") for b in budgets],
+        "speedup": [med(b, "speedup") for b in budgets],
+        "draft_ms": [med(b, "draft") for b in budgets],
+        "verify_ms": [med(b, "verify") for b in budgets],
+        "ar_ms": round(statistics.median(ar_ms), 2),
+        "prompts": len(prompts),
+        "max_new_tokens": a.max_new_tokens,
+        "head_ms": projection_costs(lm, folder),
+        "note": f"Measured on {len(prompts)} unseen ShareGPT prompts × {a.max_new_tokens} tokens at T = 0, "
+        f"{lm.describe()}; medians, each Medusa run interleaved with a plain run.",
+        "provenance": provenance(lm.describe()).to_dict(),
+    }
+    (folder / "sweep.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))
+    return 0
+
+
+def _sweep_eagle_args(argv: list[str]) -> argparse.Namespace:
+    """`calibrate eagle --live`'s options."""
+    ap = Parser(prog="python -m specviz calibrate eagle --live")
+    ap.add_argument("--live", action="store_true")
+    ap.add_argument("--head", default="", help="head folder (default: models/eagle)")
+    ap.add_argument("--prompts", type=int, default=8, help="unseen ShareGPT prompts to decode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument(
+        "--shapes",
+        default=",".join("/".join(map(str, s)) for s in sweep.EAGLE_SHAPES),
+        help="depth/top_k/total_tokens, comma-separated",
+    )
+    ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/eagle/live_sweep.json)")
+    return ap.parse_args(argv)
+
+
+def eagle_shapes(a: argparse.Namespace) -> tuple[tuple[int, int, int], ...]:
+    """The --shapes triples, checked with the run's other numbers (ValueError with one sentence)."""
+    try:
+        shapes = tuple(tuple(int(x) for x in s.split("/")) for s in a.shapes.split(","))
+    except ValueError:
+        raise ValueError(f"--shapes must look like 2/4/6,3/4/8, got {a.shapes!r}.") from None
+    if any(len(s) != 3 for s in shapes) or a.prompts < 1 or a.repeats < 1 or a.max_new_tokens < 2:
+        raise ValueError(
+            "--shapes needs depth/top_k/total_tokens triples; --prompts and --repeats at least 1, "
+            "--max-new-tokens at least 2."
+        )
+    for d, k, n in shapes:
+        eagle.Config(depth=d, top_k=k, total_tokens=n)  # a ConfigError (a ValueError) names a bad shape
+    return tuple((d, k, n) for d, k, n in shapes)
+
+
+def sweep_eagle(argv: list[str]) -> int:
+    """Measure A, speedup and draft / verify cost of EAGLE tree shapes live → models/eagle/live_sweep.json."""
+    a = _sweep_eagle_args(argv)
+    shapes = eagle_shapes(a)
+    out = a.out or sweep.EAGLE_PATH
+    res = sweep.write_eagle(
+        out, a.prompts, shapes=shapes, max_new_tokens=a.max_new_tokens, repeats=a.repeats, head=a.head
+    )
+    for r in sorted(res["rows"], key=lambda r: -r["speedup"]):
+        shape = f"{r['depth']}/{r['top_k']}/{r['total_tokens']}"
+        print(
+            f"{shape:8s} {r['speedup']:.3f}x  A {r['A']:.2f}  draft {r['draft_ms']:.1f} ms  "
+            f"verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}"
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+def projection_costs(lm: LoadedModel, folder: Path, repeats: int = 30) -> dict[str, float]:
+    """Median ms of one drafting call for all heads: draft-vocabulary slice vs the full LM head."""
+    sliced = medusa.load_heads(lm, folder)
+    weight = lm.lm_head.get_parameter("weight")  # [V, H]
+    full = medusa.MedusaHeads(sliced.cfg, torch.arange(weight.shape[0]), weight.float())
+    full.blocks = sliced.blocks
+    h = torch.randn(lm.hf.config.hidden_size)
+    out = {}
+    for name, heads in (("draft_vocab", sliced), ("full_vocab", full)):
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            heads.topk(h, 4)
+            times.append(1000 * (time.perf_counter() - t))
+        out[name] = round(statistics.median(times), 2)
+    return out

@@ -1,0 +1,181 @@
+"""Methods compared on one prompt: summary rows from traces, and the output-length sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specviz import methods
+from specviz.core import measure
+from specviz.core.drafting import set_verify_latency
+from specviz.core.model import LoadedModel
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace
+from specviz.tuning.probe import cached_curve
+
+
+@dataclass(frozen=True)
+class Row:
+    """One method's measured summary against plain decoding on the same prompt (specviz.core.measure's definitions)."""
+
+    method: str
+    tokens: int
+    steps: int
+    seconds: float  # generation time: the prefill and every step
+    speedup: float  # measure.speedup: plain decoding's generation time over the method's (median over repeats)
+    mean_accepted: float  # A
+    step_cost: float  # r: mean step time / ar's mean step time
+    tokens_per_s: float
+    ttft_ms: float
+    identical: bool | None  # same tokens as ar; None at T > 0, where token identity means nothing
+    label: str = ""  # the speedup with its spread, e.g. "1.31× (1.24–1.38), 3 runs" or "1.31× (one run)"
+
+    @property
+    def predicted(self) -> float:
+        """A / r: the speedup the two measured factors predict."""
+        return self.mean_accepted / self.step_cost if self.step_cost else 0.0
+
+    @property
+    def same_tokens(self) -> str:
+        """'yes', 'no', or 'n/a at T > 0'."""
+        return "n/a at T > 0" if self.identical is None else "yes" if self.identical else "no"
+
+
+def greedy(trace: Trace) -> bool:
+    """Whether the run decoded at T = 0 (only then is token identity with plain decoding a check)."""
+    return float(trace.config.get("sampling", {}).get("temperature", 0.0)) == 0.0
+
+
+def summarize(traces: dict[str, Trace] | dict[str, list[Trace]]) -> list[Row]:
+    """Rows for every method against `ar` (which must be present); lists are interleaved repeats, paired by index."""
+    runs = {n: t if isinstance(t, list) else [t] for n, t in traces.items()}
+    base = runs["ar"]
+    rows = []
+    for name, ts in runs.items():
+        pair = measure.paired(base[: len(ts)], ts)
+        t = ts[0]
+        rows.append(
+            Row(
+                method=name,
+                tokens=t.new_tokens,
+                steps=len(t.steps),
+                seconds=measure.generation_s(t),
+                speedup=pair["speedup"].median,
+                mean_accepted=pair["A"].median,
+                step_cost=pair["r"].median,
+                tokens_per_s=t.tokens_per_s,
+                ttft_ms=1000 * pair["ttft_s"].median,
+                identical=(t.output_ids == base[0].output_ids) if greedy(t) else None,
+                label=pair["speedup"].label(),
+            )
+        )
+    return rows
+
+
+def running_speedup(baseline: Trace, trace: Trace, upto: int | None = None) -> list[float]:
+    """Per step, plain decoding's time for the same share of the output over the method's time so far.
+
+    The method's elapsed time is its prefill plus its steps; plain decoding's is its prefill plus its
+    decode time pro rata to the share of the method's tokens committed. The last point is exactly
+    `measure.speedup(baseline, trace)`.
+    """
+    total = max(1, trace.new_tokens)
+    done, spent, out = 0, trace.prefill_s, []
+    for s in trace.steps[: None if upto is None else upto + 1]:
+        done, spent = done + s.accepted, spent + s.wall_s
+        ar_time = baseline.prefill_s + measure.decode_s(baseline) * done / total
+        out.append(ar_time / max(spent, 1e-12))
+    return out
+
+
+def interleaved_runs(
+    lm: LoadedModel,
+    ids: list[int],
+    configs: dict[str, Any],
+    sampling: Sampling,
+    repeats: int = 3,
+    warmup: bool = True,
+    prompt: str = "",
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, list[Trace]]:
+    """Plain decoding and every method, run in turn `repeats` times after one untimed warm-up pass of each.
+
+    Repeat i of every method ran right next to repeat i of plain decoding, so `measure.paired` can
+    divide them pairwise; the warm-up pays the first-run costs (kernel selection, caches) for all.
+    """
+    names = ["ar"] + [n for n in configs if n != "ar"]
+    runs: dict[str, list[Trace]] = {n: [] for n in names}
+    warm = [(n, True) for n in names] if warmup else []
+    plan = warm + [(n, False) for _ in range(max(1, repeats)) for n in names]
+    for i, (name, is_warmup) in enumerate(plan):
+        with lm.lock:
+            t = methods.get(name).generate(lm, ids, sampling, configs.get(name), prompt=prompt)
+        if not is_warmup:
+            runs[name].append(t)
+        if progress:
+            progress((i + 1) / len(plan))
+    return runs
+
+
+def install_latency(lm: LoadedModel) -> None:
+    """Hand this device's measured latency curve (the probe's, stored or measured now) to the methods that
+    steer by it: PLD picks its draft length from it, and without one falls back to a fixed length."""
+    curve = cached_curve(lm)
+    set_verify_latency(lm, curve.ks, curve.ms)
+
+
+def drafted(step) -> int:
+    """Draft tokens a step put in its forward pass (all but the root)."""
+    return max(0, step.forward_tokens - 1)
+
+
+def acceptance_series(trace: Trace) -> tuple[list[float], list[float]]:
+    """Per step, accepted draft tokens / drafted tokens; and the cumulative rate over the run."""
+    per, cum, acc_sum, draft_sum = [], [], 0, 0
+    for s in trace.steps:
+        acc, d = max(0, s.accepted - 1), drafted(s)
+        acc_sum, draft_sum = acc_sum + acc, draft_sum + d
+        per.append(acc / d if d else 0.0)
+        cum.append(acc_sum / draft_sum if draft_sum else 0.0)
+    return per, cum
+
+
+@dataclass(frozen=True)
+class LengthPoint:
+    """Speedup of a method at one output length (median of interleaved repeats)."""
+
+    method: str
+    max_new_tokens: int
+    speedup: float
+    tokens: int
+
+
+def length_sweep(
+    lm: LoadedModel,
+    ids: list[int],
+    configs: dict[str, Any],
+    sampling: Sampling,
+    lengths: tuple[int, ...] = (128, 256, 512),
+    repeats: int = 1,
+    progress: Callable[[float], None] | None = None,
+) -> list[LengthPoint]:
+    """Speedup against output length: every method (and ar) at each length, interleaved (measure.paired)."""
+    points, total = [], len(lengths)
+    for i, n in enumerate(lengths):
+        s = replace(sampling, max_new_tokens=n)
+        step = (lambda f, i=i: progress((i + f) / total)) if progress else None
+        runs = interleaved_runs(lm, ids, configs, s, repeats, warmup=i == 0, progress=step)
+        points += [
+            LengthPoint(m, n, measure.paired(runs["ar"], ts)["speedup"].median, ts[0].new_tokens)
+            for m, ts in runs.items()
+        ]
+    return points
+
+
+def method_shape(trace: Trace) -> tuple[float, float, float]:
+    """A, mean forward width (tokens per target pass), and draft time as a share of verify time."""
+    fwd = [s for s in trace.steps if s.forward_tokens]
+    width = sum(s.forward_tokens for s in fwd) / max(1, len(fwd))
+    draft = sum(s.draft_s for s in trace.steps) / max(1e-9, sum(s.verify_s for s in trace.steps))
+    return measure.mean_accepted(trace), width, draft

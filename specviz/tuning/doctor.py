@@ -1,0 +1,140 @@
+"""`python -m specviz.tuning.doctor`: one short pass that says whether this device decodes correctly, and how fast.
+
+It runs, on the chosen device: greedy identity of every method against plain decoding on the real model
+(3 prompts × 64 tokens), the latency probe, and a 6-prompt interleaved bench of every method, and writes
+one JSON report with the machine's provenance. On a GPU the dtype is chosen by measured greedy identity:
+bf16 is tried first and kept only when every method's output equals plain decoding's token for token;
+otherwise the report says so and the run continues in fp32 (the 135M model fits in fp32 anywhere).
+`scripts/gpu-check.sh` is the same command with `--device cuda`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from specviz import methods
+from specviz.core.measure import provenance
+from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.sampling import Sampling
+
+IDENTITY_PROMPTS = (
+    "Explain why the sky is blue in three sentences.",
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Copy this list and number it: apples, pears, plums, cherries, figs.",
+)
+BENCH_PROMPTS = (
+    ("chat", "What are three good habits for learning a new language?"),
+    ("code", 'def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n    """Merge two sorted lists."""'),
+    (
+        "extraction",
+        "From this sentence, list every city: 'We flew from Paris to Rome, then took the train to "
+        "Milan and Zurich before flying home to Paris.'",
+    ),
+    (
+        "summary",
+        "Summarise in two sentences: The mitochondrion is an organelle found in most cells. It "
+        "produces most of the cell's supply of ATP, used as a source of chemical energy.",
+    ),
+    ("maths", "A train travels 120 km in 1.5 hours. What is its average speed? Show the steps."),
+    ("translation", "Translate into French: The weather is nice today, so we will walk to the market."),
+)
+
+
+def identity(lm: LoadedModel, names: list[str], max_new_tokens: int = 64) -> dict[str, dict[str, int]]:
+    """Per method: on how many identity prompts its greedy output equals plain decoding's."""
+    s = Sampling(max_new_tokens=max_new_tokens)
+    out = {n: {"identical": 0, "total": 0} for n in names if n != "ar"}
+    for prompt in IDENTITY_PROMPTS:
+        ids = lm.encode_prompt(prompt)
+        ref = methods.get("ar").generate(lm, ids, s).output_ids
+        for name in out:
+            got = methods.get(name).generate(lm, ids, s, methods.make_config(name)).output_ids
+            out[name]["total"] += 1
+            out[name]["identical"] += int(got == ref)
+    return out
+
+
+def choose_dtype(device: str, names: list[str]) -> tuple[LoadedModel, dict]:
+    """The model in the dtype to use here, and the identity results that chose it."""
+    tried: dict[str, dict] = {}
+    candidates = ["bf16", "fp32"] if device.startswith("cuda") else ["fp32"]
+    for dtype in candidates:
+        lm = load_model("default", device=device, dtype=dtype, progress=lambda _m: None)
+        tried[dtype] = identity(lm, names)
+        if all(v["identical"] == v["total"] for v in tried[dtype].values()):
+            return lm, {"chosen": dtype, "identity": tried}
+    return lm, {
+        "chosen": candidates[-1],
+        "identity": tried,
+        "note": "no dtype gave identical greedy outputs for every method",
+    }
+
+
+def bench(lm: LoadedModel, names: list[str], max_new_tokens: int, repeats: int) -> dict:
+    """The six bench prompts, every method interleaved with plain decoding."""
+    from specviz.core.prompts import PromptItem
+    from specviz.tuning.bench import run_bench
+
+    items = [PromptItem(text=p, category=c) for c, p in BENCH_PROMPTS]
+    res = run_bench(lm, names, items, Sampling(max_new_tokens=max_new_tokens), repeats=repeats)
+    return res.to_dict()
+
+
+def run(device: str, names: list[str], max_new_tokens: int = 64, repeats: int = 1) -> dict:
+    """The whole check; returns the report."""
+    from specviz.tuning.probe import probe_latency
+
+    t0 = time.perf_counter()
+    lm, dtype = choose_dtype(device, names)
+    curve = probe_latency(lm)
+    report = {
+        "provenance": provenance(lm.describe()).to_dict(),
+        "dtype": dtype,
+        "probe": asdict(curve),
+        "bench": bench(lm, names, max_new_tokens, repeats),
+    }
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    report["passed"] = all(v["identical"] == v["total"] for v in dtype["identity"][dtype["chosen"]].values())
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check greedy identity, the latency curve and a short bench on one device; write a JSON report."""
+    ap = argparse.ArgumentParser(prog="python -m specviz.tuning.doctor", description=main.__doc__)
+    ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    ap.add_argument("--methods", default=",".join(methods.available()))
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="report path (default: print only)")
+    a = ap.parse_args(argv)
+    names = ["ar", *[n for n in a.methods.split(",") if n and n != "ar"]]
+    try:
+        for n in names:
+            methods.get(n)
+        report = run(a.device, names, a.max_new_tokens, a.repeats)
+    except (ModelError, ValueError, OSError) as exc:
+        print(f"specviz doctor: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    text = json.dumps(report, indent=1)
+    if a.out is not None:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text + "\n")
+    bench_rows = report["bench"]["methods"]
+    print(
+        f"dtype {report['dtype']['chosen']}; identity "
+        + ", ".join(
+            f"{k} {v['identical']}/{v['total']}"
+            for k, v in report["dtype"]["identity"][report["dtype"]["chosen"]].items()
+        )
+    )
+    print("bench: " + ", ".join(f"{k} {v['speedup']:.2f}x" for k, v in bench_rows.items()))
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""Named presets of the tree and window methods: the fastest setting on this CPU, and the one in each paper.
+
+Each preset is a frozen method Config. "fastest" is the method's default, calibrated on 2 CPU cores (the sweeps
+in models/ say where and when); "paper" is the reference setting from each method's paper or code, where the
+figures teach: Medusa's 63-node sparse tree over 4 heads and their top-10 (as the reference's mc_sim_7b_63,
+here built from this checkout's calibration by specviz.trees.tree.sparse_tree), EAGLE-2's total 60 / depth 5 /
+top-k 10, and Lookahead's W 7 / N 5 / G 7 (the reference's recommended setting for 7B models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specviz.methods import eagle, lookahead, medusa
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named setting of one method: its Config and why it is chosen."""
+
+    key: str  # "fastest" or "paper"
+    label: str
+    config: Any  # the method's frozen Config
+    why: str
+
+
+FASTEST, PAPER = "fastest", "paper"
+_E, _L = eagle.Config(), lookahead.Config()  # the calibrated CPU defaults
+
+PRESETS: dict[str, tuple[Preset, ...]] = {
+    "medusa": (
+        Preset(
+            FASTEST,
+            "fastest on this device",
+            medusa.Config(),
+            f"B = {medusa.Config().budget} drafted nodes: the fastest budget of the CPU budget sweep "
+            "(models/medusa/sweep.json).",
+        ),
+        Preset(
+            PAPER,
+            "as in the paper",
+            medusa.Config(heads=4, budget=63),
+            "63 drafted nodes over 4 heads and their top-10, chosen by the calibration's accuracies "
+            "(the reference's mc_sim_7b_63 has the same size).",
+        ),
+    ),
+    "eagle": (
+        Preset(
+            FASTEST,
+            "fastest on this device",
+            eagle.Config(),
+            f"depth {_E.depth}, top-k {_E.top_k}, {_E.total_tokens} verified nodes: the fastest shape of the CPU "
+            "live sweep "
+            "(models/eagle/live_sweep.json).",
+        ),
+        Preset(
+            PAPER,
+            "as in the paper",
+            eagle.Config(depth=5, top_k=10, total_tokens=60, tree="dynamic"),
+            "EAGLE-2's reference setting: 5 draft rounds, top-k 10, 60 verified nodes, the dynamic tree.",
+        ),
+    ),
+    "lookahead": (
+        Preset(
+            FASTEST,
+            "fastest on this device",
+            lookahead.Config(),
+            f"W {_L.window} / N {_L.ngram} / G {_L.guesses}, {_L.forward_tokens} tokens per forward: the fastest of "
+            "the CPU sweep (models/lookahead_sweep.json).",
+        ),
+        Preset(
+            PAPER,
+            "as in the paper",
+            lookahead.Config(window=7, ngram=5, guesses=7),
+            "W 7 / N 5 / G 7, the reference's recommended setting for 7B models: a window of 4 levels and 7 "
+            "n-grams verified per step.",
+        ),
+    ),
+}
+
+
+def presets(method: str) -> tuple[Preset, ...]:
+    """The presets of one method (empty for a method without any)."""
+    return PRESETS.get(method, ())
+
+
+def get(method: str, key: str) -> Preset:
+    """One preset by method and key; KeyError names the ones there are."""
+    for p in presets(method):
+        if p.key == key:
+            return p
+    raise KeyError(f"{method} has no preset {key!r} (presets: {', '.join(p.key for p in presets(method)) or 'none'}).")
+
+
+# the Config fields a preset sets; the pages' other settings (acceptance, initial guesses…) are left as they are
+FIELDS: dict[str, tuple[str, ...]] = {
+    "medusa": ("heads", "budget"),
+    "eagle": ("depth", "top_k", "total_tokens", "tree"),
+    "lookahead": ("window", "ngram", "guesses"),
+}
+
+
+def values(method: str, preset: Preset) -> dict[str, Any]:
+    """The preset's values of the fields presets set."""
+    return {n: getattr(preset.config, n) for n in FIELDS[method]}
+
+
+def matching(method: str, current: dict[str, Any]) -> Preset | None:
+    """The preset whose values equal `current` (a value for each of FIELDS[method]), if any."""
+    return next((p for p in presets(method) if values(method, p) == current), None)
+
+
+def applied(method: str, config: Any, preset: Preset) -> Any:
+    """`config` with the preset's values; its other fields are kept."""
+    return replace(config, **values(method, preset))
+
+
+def verified_tokens(method: str, config: Any) -> int:
+    """Tokens one target forward verifies under this config (the root included), once a step is full."""
+    if method == "medusa":
+        return config.budget + 1
+    if method == "eagle":
+        return config.total_tokens
+    if method == "lookahead":
+        return config.forward_tokens
+    raise KeyError(f"no verified-token count for {method!r}")
