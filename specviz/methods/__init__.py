@@ -3,8 +3,8 @@
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
 fits a model of any depth) under which the method runs on a tiny random model, as the contract test does.
-No method module imports another; what two share lives in core modules (specviz.core.acceptance, tree,
-tree_sampling, ngram_pool, drafting, draft_tree).
+No method module imports another; what two share lives below them, in specviz.trees (tree, tree_sampling,
+draft_tree, ngram_pool, …) or specviz.core (acceptance, drafting, …), or in base.
 """
 
 from __future__ import annotations
