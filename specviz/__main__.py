@@ -36,7 +36,9 @@ def _options(pairs: list[str], scoped: bool = False) -> dict:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="'default' (built-in SmolLM2-135M), a folder or a hub id")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16 or fp16")
+    p.add_argument(
+        "--dtype", default="auto", help="auto (fp32 on every device), fp32, or bf16/fp16 (identity not guaranteed)"
+    )
     p.add_argument(
         "--kernels", default="auto", help="auto (oneDNN-prepacked fp32 linears on a CPU), onednn or aten (stock)"
     )
@@ -58,7 +60,10 @@ def _sampling(a: argparse.Namespace):
 def _load(a: argparse.Namespace):
     from specviz.core.model import load_model
 
-    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), kernels=a.kernels)
+    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), kernels=a.kernels)
+    if note := lm.precision_note():
+        print(f"specviz: {lm.describe()}: {note}", file=sys.stderr)
+    return lm
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ def sidebar() -> Settings | None:
     if not replaying():
         lm = get_model()
         if lm is not None:
-            sb.caption(f"Running on **{lm.describe()}**")
+            sb.caption(f"Running on **{lm.describe()}**" + (f". {note}" if (note := lm.precision_note()) else ""))
     return settings()
 
 
