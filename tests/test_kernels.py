@@ -125,8 +125,10 @@ def test_eagle_fast_head_is_a_packed_copy_that_drafts_the_same(tokenizer, dtype)
     torch.testing.assert_close(logits, got.to(dtype).float() @ lm.lm_head.weight.float().T, rtol=tol, atol=tol)
 
 
-def test_eagle_fast_head_without_onednn_is_the_head_cast_in_place(tokenizer):
-    """Where nothing can be packed (here float64; a GPU alike) the head is cast each time, never cached stale."""
+def test_eagle_fast_head_without_onednn_leaves_the_shared_head_as_it_is(tokenizer, monkeypatch):
+    """Where nothing can be packed (float64 here; a GPU alike) a head in the draft dtype drafts as it is; any other
+    gets a fresh copy in that dtype (never cached stale), and the head every session shares is never cast."""
+    import specviz.heads.eagle_drafter as drafter
     from specviz.heads.eagle import new_head
     from specviz.heads.eagle_drafter import fast_head
     from tests.conftest import make_tiny
@@ -135,6 +137,28 @@ def test_eagle_fast_head_without_onednn_is_the_head_cast_in_place(tokenizer):
     lm.hf.to(torch.float64)
     head = new_head(lm.hf.config, "tiny").eval()
     fast, project = fast_head(head, lm.lm_head, torch.float64)
-    assert fast is head and head.fc.weight.dtype == torch.float64
+    assert fast is not head and fast.fc.weight.dtype == torch.float64 and head.fc.weight.dtype == torch.float32
+    assert fast_head(head, lm.lm_head, torch.float64)[0] is not fast  # a fresh copy each time: never stale
     assert type(project) is nn.Linear and project.weight.dtype == torch.float64
     assert project.weight.shape == lm.lm_head.weight.shape
+    assert fast_head(fast, lm.lm_head, torch.float64)[0] is fast  # already in the draft dtype: the head itself
+    monkeypatch.setattr(drafter, "can_pack", lambda *_a: False)  # a GPU: bf16 drafting from a shared fp32 head
+    bf16, _ = fast_head(head, lm.lm_head.to(torch.float32), torch.bfloat16)
+    assert bf16.fc.weight.dtype == torch.bfloat16 and head.fc.weight.dtype == torch.float32
+
+
+def test_casting_the_eagle_head_keeps_rope_frequencies_in_fp32(tokenizer):
+    """bf16 would round RoPE's inv_freq (up to 2.8 rad of angle at distance 2048); every cast keeps it fp32."""
+    from specviz.heads.eagle import new_head
+    from specviz.heads.eagle3 import new_head as new_head3
+    from tests.conftest import make_tiny
+
+    lm = make_tiny(tokenizer)
+    for head in (new_head(lm.hf.config, "tiny"), new_head3(lm.hf.config, "tiny", layers=(0, 1))):
+        exact = head.rotary.inv_freq.clone()
+        assert exact.dtype == torch.float32
+        for cast in (lambda h: h.to(torch.bfloat16), lambda h: h.half(), lambda h: h.to("cpu", torch.float64)):
+            cast(head)
+            assert head.rotary.inv_freq.dtype == torch.float32 and torch.equal(head.rotary.inv_freq, exact)
+            assert head.rotary.original_inv_freq.dtype == torch.float32
+        assert head.fc.weight.dtype == torch.float64  # the weights did follow the last cast

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,6 +111,16 @@ class EagleHead(nn.Module):
         self.rotary = LlamaRotaryEmbedding(llama)
         ids = torch.arange(config.vocab_size) if draft_ids is None else draft_ids.long()
         self.register_buffer("draft_ids", ids, persistent=False)  # [Vd] draft index → token id
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> EagleHead:
+        """Move and cast as any module does, except RoPE's frequencies, which stay in their own dtype (fp32): in
+        bf16 they would be rounded, up to 2.8 rad of angle at a distance of 2048."""
+        kept = dict(self.rotary.named_buffers(recurse=False))
+        out = super()._apply(fn, recurse)
+        for name, buf in kept.items():
+            moved = self.rotary.get_buffer(name)
+            setattr(self.rotary, name, buf.to(device=moved.device))
+        return out
 
     @property
     def full_vocab(self) -> bool:

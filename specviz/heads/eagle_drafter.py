@@ -29,12 +29,14 @@ _FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[EagleHead, nn.Module]:
-    """The head in `dtype` for drafting, and its draft-vocabulary projection.
+    """The head in `dtype` on the LM head's device for drafting, and its draft-vocabulary projection.
 
-    On a CPU with oneDNN the head is copied once per dtype and the copy's linear layers and the
-    projection are prepacked (PackedLinear), which takes a depth-2 draft from about 6.0 to 4.5 ms per
-    step in bf16 on 2 cores; the trained head itself is left as it is, so it can still be read, saved
-    or trained. Elsewhere (a GPU) the head is cast in place and the projection is a plain linear.
+    The head is never cast in place: the loaded head is shared by every session of the model, so casting it
+    would change what another session drafts with (and what it saves). On a CPU with oneDNN it is copied once
+    per (LM head, dtype) and the copy's linear layers and the projection are prepacked (PackedLinear), which
+    takes a depth-2 draft from about 6.0 to 4.5 ms per step in bf16 on 2 cores. Elsewhere (a GPU) a head already
+    in that dtype drafts as it is, and any other gets a fresh copy per drafter (one decoder layer; never cached,
+    so it is never stale). RoPE's frequencies stay fp32 in every copy (EagleHead._apply).
     """
 
     def projection() -> nn.Linear:
@@ -45,7 +47,9 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
 
     device = lm_head.get_parameter("weight").device
     if not can_pack(device, dtype):
-        return head.to(device=device, dtype=dtype), projection()  # the head beside the embedding and LM head
+        if all(p.device == device and p.dtype == dtype for p in head.parameters()):
+            return head, projection()
+        return copy.deepcopy(head).to(device=device, dtype=dtype), projection()
     per_dtype = _FAST.setdefault(head, weakref.WeakKeyDictionary()).setdefault(lm_head, {})
     if dtype not in per_dtype:
         fast = copy.deepcopy(head).to(dtype).eval().requires_grad_(False)
