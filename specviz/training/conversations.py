@@ -1,0 +1,117 @@
+"""The conversations a corpus shard answers: ShareGPT's human turns, who may be asked, the chat template by turn."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.core.paths import PROMPT_PRESETS
+from specviz.training.corpus_files import ROLE_CONTEXT, ROLE_GREEDY, ROLE_SAMPLED
+from specviz.training.distill import spec_bench_turns
+from specviz.training.features import ROLES
+
+
+@dataclass
+class Conversation:
+    """One conversation being answered: its ids so far, who wrote each, and the human turns left."""
+
+    source: int
+    human: list[str]
+    greedy: bool
+    ids: list[int] = field(default_factory=list)
+    role: list[int] = field(default_factory=list)
+    answered: int = 0
+    open: bool = True
+
+    def add_answer(self, new: list[int], answer: list[int], ended: bool) -> None:
+        """Append a turn's new ids (template and user text) and the target's answer; an answer that did not
+        end (cut at the length limit) closes the conversation, which cannot go on from half an answer."""
+        self.ids += new + answer
+        self.role += [ROLE_CONTEXT] * len(new) + [ROLE_GREEDY if self.greedy else ROLE_SAMPLED] * len(answer)
+        self.answered += 1
+        self.open = self.open and ended
+
+
+def _mostly_ascii(text: str) -> bool:
+    return sum(c.isascii() for c in text) >= 0.95 * len(text)
+
+
+def evaluation_prompts() -> set[str]:
+    """Every prompt the project evaluates or demonstrates with (Spec-Bench, the shipped presets), normalised."""
+    banned = set(spec_bench_turns())
+    if PROMPT_PRESETS.is_file():
+        for line in PROMPT_PRESETS.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                banned.add(" ".join(str(json.loads(line).get("prompt", "")).split()))
+    return banned
+
+
+def human_turns(record: dict, banned: set[str]) -> list[str]:
+    """The record's human turns in order (up to the first odd turn); empty when it must not be used."""
+    out: list[str] = []
+    expect = "user"
+    for turn in record.get("conversations") or []:
+        role = ROLES.get(str(turn.get("from", "")).lower())
+        text = str(turn.get("value", "")).strip()
+        if role != expect or not text:
+            break
+        if role == "user":
+            if " ".join(text.split()) in banned:
+                return []
+            if not _mostly_ascii(text):
+                break
+            out.append(text)
+        expect = "assistant" if role == "user" else "user"
+    return out
+
+
+def shard_records(n_records: int, k: int, seed: int = 0, shard: int = 256) -> list[int]:
+    """The ShareGPT record indices of shard k (a seeded permutation of all records cut into SHARD slices)."""
+    order = list(range(n_records))
+    random.Random(seed).shuffle(order)
+    return sorted(order[k * shard : (k + 1) * shard])
+
+
+class Turns:
+    """The chat template, turn by turn: the ids that open a conversation and the ids of each next user turn."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tok = tokenizer
+
+    def _templated(self, msgs: list[dict]) -> list[int]:
+        out = self.tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        if isinstance(out, dict) or hasattr(out, "input_ids"):
+            out = out["input_ids"]
+        return [int(t) for t in out]
+
+    def first(self, text: str) -> list[int]:
+        """The opening ids (system prompt, the user's turn, the assistant's header)."""
+        return self._templated([{"role": "user", "content": text}])
+
+    def next(self, text: str) -> list[int]:
+        """What follows an answer that ended with its end-of-turn token: the next user turn and the header."""
+        first = self._templated([{"role": "user", "content": "x"}])
+        both = self._templated(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}, {"role": "user", "content": text}]
+        )
+        y = self.tok.encode("y", add_special_tokens=False)
+        # both = first + y + <end of turn> + the next turn's ids; the answer carries its own end token
+        return both[len(first) + len(y) + 1 :]
+
+
+def conversations_of(
+    records: dict[int, dict], banned: set[str], k: int, seed: int, greedy_share: float, heldout_every: int
+) -> list[Conversation]:
+    """The usable conversations of shard k, each marked greedy or sampled by a seeded draw."""
+    rng = random.Random(f"{seed}:{k}")
+    out = []
+    for idx in sorted(records):
+        greedy = rng.random() < greedy_share
+        if idx % heldout_every == heldout_every - 1:
+            continue
+        human = human_turns(records[idx], banned)
+        if human:
+            out.append(Conversation(source=idx, human=human, greedy=greedy))
+    return out
