@@ -7,33 +7,14 @@ Nested records (decision rows, tree nodes) stay small dicts of JSON values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "list": (list, tuple),
-    "dict": (dict,),
-    "Any": (object,),
-}
+from specviz.core.schema import Nullable, SchemaError, build
 
 
 class DetailError(ValueError):
     """A step detail whose fields are missing or of the wrong JSON type."""
-
-
-def _kinds(annotation: str) -> tuple[tuple[type, ...], bool]:
-    """('int | None') -> ((int,), True): the JSON types a field may hold and whether None is allowed."""
-    parts = [p.strip() for p in annotation.split("|")]
-    optional = "None" in parts
-    kinds: tuple[type, ...] = ()
-    for p in parts:
-        if p != "None":
-            kinds += JSON_TYPES[p.split("[")[0]]
-    return kinds, optional
 
 
 @dataclass(frozen=True)
@@ -41,33 +22,77 @@ class Detail:
     """Base of every method's step detail."""
 
     METHOD: ClassVar[str] = ""
+    # specs (specviz.core.schema) of the fields whose annotation does not say enough: the nested records
+    NESTED: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def from_json(cls, data: Any) -> Detail:
-        """Rebuild from JSON, checking that every field is there with a JSON value of its declared type."""
-        if not isinstance(data, dict):
-            raise DetailError(f"A {cls.__name__} step detail should be a JSON object.")
-        values = {}
-        for f in fields(cls):
-            if f.name not in data:
-                raise DetailError(f"A {cls.__name__} step detail is missing the field {f.name!r}.")
-            kinds, optional = _kinds(str(f.type))
-            v = data[f.name]
-            bad = (
-                (v is None and not optional)
-                or (v is not None and not isinstance(v, kinds))
-                or (isinstance(v, bool) and bool not in kinds)
-            )
-            if bad:
-                raise DetailError(f"The field {f.name!r} of a {cls.__name__} step detail has the wrong type.")
-            values[f.name] = list(v) if isinstance(v, tuple) else v
-        return cls(**values)
+        """Rebuild from JSON, checking every field (and the records nested in it) against its schema."""
+        try:
+            return build(cls, data, cls.NESTED, f"A {cls.__name__} step detail")
+        except SchemaError as exc:
+            raise DetailError(str(exc)) from None
+
+
+DISTS = {"tokens": ["int"], "p": ["float"], "q": ["float"], "residual": ["float"], "texts?": ["str"]}
+RECORD = {  # one judged token of a chain (specviz.core.acceptance)
+    "pos": "int",
+    "token": "int",
+    "p": "float",
+    "q": "float",
+    "ratio": "float",
+    "u": "float?",
+    "accepted": "bool",
+    "threshold?": "float",
+    "dists?": DISTS,
+    "text?": "str",
+    "entropy?": "float",
+}
+NODE = {  # one node of a heads method's verified tree (specviz.trees.tree_fates)
+    "token": "int",
+    "text": "str",
+    "head": "int",
+    "rank": "int?",
+    "head_prob": "float?",
+    "target_prob": "float?",
+    "status": "str",
+    "reason": "str",
+    "reads?": ["str"],
+}
+TREE = {  # EAGLE's drafted tree (specviz.trees.draft_tree.tree_detail)
+    "kind": "str",
+    "tokens": ["int"],
+    "texts": ["str"],
+    "parents": ["int"],
+    "depth": ["int"],
+    "score": ["float"],
+    "conf": ["float"],
+    "expanded": ["int"],
+    "kept": ["bool"],
+}
+VECTOR = ["float", 4096]
+FEATURES = {  # empty when the head skipped the step
+    "dims?": ["int"],
+    "f_t?": VECTOR,
+    "embed?": VECTOR,
+    "f_pred?": VECTOR,
+    "f_true?": VECTOR,
+    "norm?": {"f_t?": "float", "embed?": "float", "f_pred?": "float", "f_true?": "float"},
+    "cos_pred_true?": "float",
+    "cos_prev_true?": "float",
+    "layer_rms?": VECTOR,
+    "layer_peak?": VECTOR,
+}
+DECISION = {"node": "int", "token": "int", "p": "float", "u": "float", "accepted": "bool"}
+GRAM = {"tail": ["int"], "texts": ["str"], "hits": "int"}  # one n-gram of lookahead's pool
+EAGLE_NESTED = {"tree": TREE, "features": FEATURES, "decisions": Nullable([DECISION])}
 
 
 @dataclass(frozen=True)
 class ChainStep(Detail):
     """A drafted chain judged token by token (speculative sampling, prompt lookup)."""
 
+    NESTED: ClassVar[dict[str, Any]] = {"records": [RECORD]}
     rule: str  # greedy (T = 0), speculative, typical or flawed
     drafts: list[int]  # the proposed tokens after the root
     n_accepted: int  # how many of them were accepted
@@ -97,6 +122,7 @@ class MedusaStep(Detail):
     """The candidate tree, every node's fate, and predicted against measured tokens."""
 
     METHOD: ClassVar[str] = "medusa"
+    NESTED: ClassVar[dict[str, Any]] = {"nodes": [NODE]}
     parents: list[int]  # the verified tree (node 0 = root)
     nodes: list[dict]  # per node: token, text, head, rank, head_prob, target_prob, status, reason
     path: list[int]  # accepted node indices from the root
@@ -117,6 +143,7 @@ class EagleStep(Detail):
     """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
 
     METHOD: ClassVar[str] = "eagle"
+    NESTED: ClassVar[dict[str, Any]] = EAGLE_NESTED
     tree: dict  # kind, tokens, texts, parents, depth, score, conf, expanded, kept (every drafted node)
     verify_nodes: list[int]  # drafted indices sent to verification, in order
     verify_parents: list[int]  # the tree they form
@@ -144,6 +171,10 @@ class LookaheadStep(Detail):
     """The window, the harvested n-grams, the verified candidates and the mask layout."""
 
     METHOD: ClassVar[str] = "lookahead"
+    NESTED: ClassVar[dict[str, Any]] = {
+        "layout": {"levels": "int", "width": "int", "cands": "int", "depth": "int"},
+        "pool_top": Nullable([{"key": "int", "text": "str", "grams": [GRAM]}]),
+    }
     window: list[list[int]]  # levels fed this step, oldest first
     window_texts: list[list[str]]
     new_level: list[int]

@@ -10,11 +10,15 @@ from typing import Any, TypeVar
 
 from specviz.core import measure
 from specviz.core.details import DETAILS, Detail, DetailError
+from specviz.core.schema import Between, SchemaError, check_object, check_size
 
 D = TypeVar("D", bound=Detail)
 
 TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
 OLDER_FORMATS = ("specviz-trace/1",)
+MAX_TRACE_BYTES = 8 << 20  # a file of traces: every method's 512 tokens in one bundle take about 8 MB
+MAX_TRACE_IDS = 8192  # prompt ids, and output ids, of one trace (the built-in model's context)
+MAX_TOKEN_ID = (1 << 20) - 1  # ids beyond any vocabulary specviz loads; a known vocabulary bounds them tighter
 
 
 class TraceError(ValueError):
@@ -147,66 +151,94 @@ class Trace:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
-    def from_dict(cls, data: Any) -> Trace:
-        """Validate and rebuild a trace; raise TraceError with one clear sentence when it is wrong."""
+    def from_dict(cls, data: Any, vocab: int | None = None) -> Trace:
+        """Validate and rebuild a trace (token ids below `vocab` when given); TraceError with one sentence."""
         if not isinstance(data, dict):
             raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
-        if data.get("format") in OLDER_FORMATS:
+        fmt = data.get("format")
+        if isinstance(fmt, str) and fmt in OLDER_FORMATS:
             raise TraceError(
-                f"This trace comes from an older version of specviz (format {data['format']!r}, "
+                f"This trace comes from an older version of specviz (format {fmt!r}, "
                 f"this version reads {TRACE_FORMAT!r}): run it again to replay it."
             )
-        if data.get("format") != TRACE_FORMAT:
-            raise TraceError(f"This is not a specviz trace (format {data.get('format')!r}, expected {TRACE_FORMAT!r}).")
-        detail = DETAILS.get(data.get("method", ""))
+        if fmt != TRACE_FORMAT:
+            shown = fmt if isinstance(fmt, str) and len(fmt) < 40 else type(fmt).__name__
+            raise TraceError(f"This is not a specviz trace (format {shown!r}, expected {TRACE_FORMAT!r}).")
         try:
-            steps = [_step_from_dict(s, detail) for s in _typed(data, "steps", list)]
-            kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
-        except KeyError as exc:
-            raise TraceError(f"The trace is missing the field {exc.args[0]!r}.") from None
+            check_size(data, "The trace")
+            check_object(data, trace_schema(vocab), "The trace")
+        except SchemaError as exc:
+            raise TraceError(str(exc)) from None
+        detail = DETAILS.get(data["method"])
+        steps = [_step_from_dict(s, detail) for s in data["steps"]]
+        kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
         trace = cls(steps=steps, **kw)
         _check_trace(trace)
         return trace
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Trace:
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceError(f"The trace is not valid JSON ({exc}).") from None
-        return cls.from_dict(data)
+    def from_json(cls, text: str | bytes, vocab: int | None = None) -> Trace:
+        return cls.from_dict(_parse(text, "The trace"), vocab)
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
         try:
+            if Path(path).stat().st_size > MAX_TRACE_BYTES:
+                raise TraceError(f"Trace {path} is larger than {MAX_TRACE_BYTES >> 20} MB.")
             raw = Path(path).read_bytes()
         except OSError as exc:
             raise TraceError(f"Cannot read trace {path}: {exc.strerror}.") from None
         return cls.from_json(raw)
 
 
-def _typed(data: dict, key: str, kind: type) -> Any:
-    value = data[key]
-    if not isinstance(value, kind):
-        raise TraceError(f"The trace field {key!r} should be a {kind.__name__}.")
-    return value
+def trace_schema(vocab: int | None = None) -> dict[str, Any]:
+    """The schema a trace's JSON must fit (specviz.core.schema): every field's type, list sizes, id ranges."""
+    token = Between("int", 0, (vocab or MAX_TOKEN_ID + 1) - 1)
+    ids = [token, MAX_TRACE_IDS]
+    seconds = "float"  # finite and >= 0: _check_trace
+    step = {
+        "index": Between("int", 0, MAX_TRACE_IDS),
+        "committed": ids,
+        "texts": ["str"],
+        "forward_tokens": Between("int", 0, MAX_TRACE_IDS),
+        "draft_s": seconds,
+        "verify_s": seconds,
+        "wall_s": seconds,
+        "prob": "float",
+        "entropy": "float",
+        "proposed?": Between("int", 0, MAX_TRACE_IDS),
+        "commit_s?": seconds,
+        "root_from?": "str",
+        "top?": [{"id": token, "text": "str", "prob": "float"}, 64],
+    }
+    config = {"max_new_tokens?": "int", "temperature?": "float", "top_p?": "float", "seed?": "int"}
+    return {
+        "method": "str",
+        "model": "str",
+        "device": "str",
+        "prompt": "str",
+        "prompt_ids": ids,
+        "config": config,
+        "steps": [step, MAX_TRACE_IDS],
+        "output_ids": ids,
+        "text": "str",
+        "total_s": seconds,
+        "prefill_s": seconds,
+        "stopped": "str",
+    }
 
 
-def _step_from_dict(d: Any, detail: type[Detail] | None) -> StepTrace:
-    if not isinstance(d, dict):
-        raise TraceError("A step of the trace is not a JSON object.")
-    top = [Alt(**a) if isinstance(a, dict) else Alt(*a) for a in d.get("top", [])]
+def _step_from_dict(d: dict, detail: type[Detail] | None) -> StepTrace:
+    top = [Alt(**a) for a in d.get("top", [])]
     names = {f.name for f in fields(StepTrace)} - {"top", "detail"}
     raw = d.get("detail")
     if raw is not None and detail is None:
         raise TraceError("A step of the trace has a detail, but its method records none.")
     try:
         rebuilt = None if raw is None or detail is None else detail.from_json(raw)
-        return StepTrace(top=top, detail=rebuilt, **{k: d[k] for k in names if k in d})
     except DetailError as exc:
-        raise TraceError(f"Step {d.get('index')!r} of the trace: {exc}") from None
-    except TypeError as exc:
-        raise TraceError(f"A step of the trace is incomplete ({exc}).") from None
+        raise TraceError(f"Step {d['index']} of the trace: {exc}") from None
+    return StepTrace(top=top, detail=rebuilt, **{k: d[k] for k in names if k in d})
 
 
 def _check_trace(t: Trace) -> None:
@@ -214,13 +246,16 @@ def _check_trace(t: Trace) -> None:
     committed = [tok for s in t.steps for tok in s.committed]
     if committed != list(t.output_ids):
         raise TraceError("The trace is inconsistent: its steps do not add up to its output tokens.")
+    if not all(math.isfinite(v) and v >= 0 for v in (t.total_s, t.prefill_s)):
+        raise TraceError(f"The trace has an invalid number of seconds ({t.total_s!r}, {t.prefill_s!r}).")
     for s in t.steps:
-        for v in (s.draft_s, s.verify_s, s.commit_s, s.wall_s, s.prob, s.entropy):
+        for v in (s.draft_s, s.verify_s, s.commit_s, s.wall_s, s.prob, s.entropy, *(a.prob for a in s.top)):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
 
 
 BUNDLE_FORMAT = "specviz-bundle/1"
+MAX_BUNDLE = 64  # traces in one bundle (a page's runs: every method, a few repeats)
 
 
 def bundle_json(traces: list[Trace]) -> str:
@@ -230,15 +265,26 @@ def bundle_json(traces: list[Trace]) -> str:
     )
 
 
-def load_traces(text: str | bytes) -> list[Trace]:
+def load_traces(text: str | bytes, vocab: int | None = None) -> list[Trace]:
     """Traces from a file holding either one trace or a bundle; TraceError when it is neither."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"The file is not valid JSON ({exc}).") from None
+    data = _parse(text, "The file")
     if isinstance(data, dict) and data.get("format") == BUNDLE_FORMAT:
         items = data.get("traces")
         if not isinstance(items, list) or not items:
             raise TraceError("The bundle holds no traces.")
-        return [Trace.from_dict(d) for d in items]
-    return [Trace.from_dict(data)]
+        if len(items) > MAX_BUNDLE:
+            raise TraceError(f"The bundle holds {len(items)} traces; at most {MAX_BUNDLE} are read.")
+        return [Trace.from_dict(d, vocab) for d in items]
+    return [Trace.from_dict(data, vocab)]
+
+
+def _parse(text: str | bytes, what: str) -> Any:
+    """JSON of at most MAX_TRACE_BYTES; TraceError with one sentence otherwise."""
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(f"{what} is larger than {MAX_TRACE_BYTES >> 20} MB, the most a trace file may be.")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TraceError(f"{what} nests too deep to be a trace.") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits
+        raise TraceError(f"{what} is not valid JSON ({str(exc).splitlines()[0][:120]}).") from None

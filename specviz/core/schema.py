@@ -1,0 +1,186 @@
+"""A small schema for plain JSON data read from files (traces, head configs): types, ranges, sizes and nesting.
+
+A spec is a kind name ("int", "float", "str", "bool", "any"; a trailing "?" allows None), a `Between`
+(a number within bounds), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list of such items, at most n) or
+`{key: spec}` (an object holding those keys; a key ending in "?" may be absent, other keys are left alone).
+Every check is iterative or follows the spec, never the data, so deep or huge input fails with one sentence
+instead of a RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+MAX_DEPTH = 16  # nesting of lists and objects; a bundle of traces needs 12
+MAX_LIST = 1 << 16  # items of one list or object
+MAX_STR = 1 << 18  # characters of one string
+MAX_VALUES = 1 << 22  # values in one document
+MAX_INT = 1 << 53  # |int| (JSON's safe integers)
+
+
+class SchemaError(ValueError):
+    """Data that does not fit its schema; the message names where and what was expected."""
+
+
+@dataclass(frozen=True)
+class Between:
+    """A number of `kind` ("int" or "float") in [lo, hi]."""
+
+    kind: str
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """A spec that also allows None."""
+
+    spec: Any
+
+
+KINDS = {"int": "an integer", "float": "a finite number", "str": "a string", "bool": "true or false", "any": "a value"}
+
+
+def check_size(data: Any, where: str = "The data") -> None:
+    """SchemaError unless `data` nests at most MAX_DEPTH deep and holds at most MAX_VALUES values (no recursion)."""
+    todo, seen = [(data, 1)], 0
+    while todo:
+        value, depth = todo.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise SchemaError(f"{where} holds more than {MAX_VALUES} values.")
+        if isinstance(value, (list, tuple, dict)):
+            if depth > MAX_DEPTH:
+                raise SchemaError(f"{where} nests deeper than {MAX_DEPTH} levels.")
+            items = value.values() if isinstance(value, dict) else value
+            todo.extend((v, depth + 1) for v in items)
+
+
+def _scalar_ok(value: Any, kind: str) -> bool:
+    if kind == "any":
+        return True
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "int":
+        return isinstance(value, int) and abs(value) <= MAX_INT
+    if kind == "float":
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, str) and len(value) <= MAX_STR
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, (int, float, str, bool)) or value is None else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check(value: Any, spec: Any, where: str, path: str = "") -> None:
+    """SchemaError unless value fits spec (see the module docstring); the message names `where` and the path."""
+    if isinstance(spec, Nullable):
+        if value is not None:
+            check(value, spec.spec, where, path)
+    elif isinstance(spec, str):
+        kind, nullable = spec.removesuffix("?"), spec.endswith("?")
+        if not (value is None and nullable) and not _scalar_ok(value, kind):
+            limit = f" of at most {MAX_STR} characters" if kind == "str" else ""
+            raise SchemaError(f"{_at(where, path)} should be {KINDS[kind]}{limit}, got {_shown(value)}.")
+    elif isinstance(spec, Between):
+        check(value, spec.kind, where, path)
+        if not spec.lo <= value <= spec.hi:
+            raise SchemaError(f"{_at(where, path)} should be between {spec.lo:g} and {spec.hi:g}, got {_shown(value)}.")
+    elif isinstance(spec, list):
+        most = spec[1] if len(spec) > 1 else MAX_LIST
+        if not isinstance(value, (list, tuple)) or len(value) > most:
+            raise SchemaError(f"{_at(where, path)} should be a list of at most {most} items, got {_shown(value)}.")
+        for i, item in enumerate(value):
+            check(item, spec[0], where, f"{path}[{i}]")
+    else:
+        check_object(value, spec, where, path)
+
+
+def check_object(value: Any, spec: dict[str, Any], where: str, path: str = "") -> None:
+    """SchemaError unless value is an object with every key of spec (those ending in "?" optional) fitting it."""
+    if not isinstance(value, dict) or len(value) > MAX_LIST:
+        raise SchemaError(f"{_at(where, path)} should be an object, got {_shown(value)}.")
+    for key, sub in spec.items():
+        name = key.removesuffix("?")
+        if name in value:
+            check(value[name], sub, where, f"{path}.{name}" if path else name)
+        elif not key.endswith("?"):
+            raise SchemaError(f"{_at(where, path)} is missing the field {name!r}.")
+
+
+def _at(where: str, path: str) -> str:
+    """'The trace' and 'steps[0].wall_s' -> "The trace's field steps[0].wall_s"."""
+    return f"{where}'s field {path}" if path else where
+
+
+def annotation_spec(annotation: str) -> Any:
+    """The spec of a dataclass field's (string) annotation: 'list[list[int]] | None' -> [['int']] allowing None."""
+    parts = [p.strip() for p in annotation.split("|")]
+    rest = [p for p in parts if p != "None"]
+    if len(rest) != 1:
+        raise TypeError(f"No schema for the annotation {annotation!r}.")
+    spec = _one(rest[0])
+    return Nullable(spec) if "None" in parts else spec
+
+
+def _one(a: str) -> Any:
+    if a.startswith("list[") and a.endswith("]"):
+        return [_one(a[5:-1])]
+    if a == "list":
+        return ["any"]
+    if a == "dict" or a.startswith("dict["):
+        return {}
+    if a in KINDS:
+        return a
+    raise TypeError(f"No schema for the annotation {a!r}.")
+
+
+def build(cls: type[T], data: Any, specs: dict[str, Any] | None = None, name: str = "") -> T:
+    """A dataclass from a JSON object: every field checked by `specs` or its annotation; unknown keys ignored."""
+    name = name or cls.__name__
+    if not isinstance(data, dict):
+        raise SchemaError(f"{name} should be a JSON object, got {_shown(data)}.")
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise SchemaError(f"{name} is missing the field {f.name!r}.")
+            continue
+        spec = (specs or {}).get(f.name) or annotation_spec(str(f.type))
+        check(data[f.name], spec, name, f.name)
+        values[f.name] = _plain(data[f.name])
+    return cls(**values)
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (from Python callers) as lists, the way JSON gives them."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def read_json(path: Path, max_bytes: int, what: str) -> Any:
+    """The JSON in a file of at most max_bytes; SchemaError with one sentence when it is larger, unreadable or
+    not JSON, or nests too deep."""
+    if not path.is_file():
+        raise SchemaError(f"{path} is not a file.")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise SchemaError(f"{path} is {size} bytes; {what} is at most {max_bytes}.")
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise SchemaError(f"Cannot read {path} ({exc.strerror}).") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        if isinstance(exc, SchemaError):
+            raise
+        raise SchemaError(f"{path} is not valid JSON ({str(exc)[:80]}).") from None
+    check_size(data, str(path))
+    return data
