@@ -2,29 +2,25 @@
 
 Greedy output equals plain decoding token for token (tiny random model and the real one); a seeded run
 at T > 0 repeats exactly; the trace round-trips through JSON; the method's figures build from the trace.
-Every check runs on each available device (the CPU, and a GPU when there is one).
+Every check runs on each available device (the CPU, and a GPU when there is one): on the CPU in float64, where
+argmax ties cannot flip, and on a GPU in the dtype production runs there (fp32); greedy identity is checked on every
+device in the production dtype and kernels too (fp32, oneDNN-prepacked on the CPU).
 A method that needs resources the tiny model lacks (trained heads, enough layers) provides
 `tiny_resources(lm) -> generate keyword arguments` in its module.
 """
 
 from __future__ import annotations
 
-import copy
-import threading
-from dataclasses import replace
-
 import pytest
-import torch
 
 from specviz import methods
-from specviz.core.model import Resources
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace, load_traces
 from specviz.output.viz.gallery import figures
 from tests.conftest import PROMPTS
+from tests.devices import DEVICES, production
 
 METHODS = methods.available()
-DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 GREEDY = Sampling(max_new_tokens=24)
 HOT = Sampling(max_new_tokens=10, temperature=1.0, top_p=0.95, seed=7)  # several steps; each is a top-p over V
 
@@ -40,7 +36,7 @@ _PLAIN: dict[tuple, Trace] = {}
 
 def _ar(lm, ids: tuple[int, ...], s: Sampling) -> Trace:
     """Plain decoding's trace, run once per (model, prompt, settings)."""
-    key = (lm.name, str(lm.device), ids, s)
+    key = (lm.name, str(lm.device), lm.dtype, lm.kernels, ids, s)
     if key not in _PLAIN:
         _PLAIN[key] = methods.get("ar").generate(lm, list(ids), s)
     return _PLAIN[key]
@@ -48,13 +44,8 @@ def _ar(lm, ids: tuple[int, ...], s: Sampling) -> Trace:
 
 @pytest.fixture(scope="module", params=DEVICES)
 def lm(request, tiny_lm):
-    """The tiny model on every available device (a copy on the GPU; its own resources)."""
-    if request.param == "cpu":
-        return tiny_lm
-    dev = torch.device(request.param)
-    return replace(
-        tiny_lm, hf=copy.deepcopy(tiny_lm.hf).to(dev), device=dev, lock=threading.Lock(), resources=Resources()
-    )
+    """The tiny model on every available device: float64 on the CPU, a copy in production's dtype on a GPU."""
+    return tiny_lm if request.param == "cpu" else production(tiny_lm, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +60,22 @@ def tiny_runs(lm):
 def test_greedy_equals_plain_decoding_on_the_tiny_model(tiny_runs, name):
     trace, plain = tiny_runs[name]
     assert trace.method == name and trace.output_ids == plain.output_ids
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def production_runs(request, tiny_lm):
+    """name -> (greedy trace, plain decoding's trace) on the tiny model in production's dtype and kernels."""
+    lm = production(tiny_lm, request.param)
+    ids = lm.encode_prompt("Tell me a story about a story")
+    plain = _ar(lm, tuple(ids), GREEDY)
+    return {n: (methods.get(n).generate(lm, ids, GREEDY, **tiny_kwargs(n, lm)), plain) for n in METHODS}
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_greedy_equals_plain_decoding_in_the_production_dtype(production_runs, name):
+    trace, plain = production_runs[name]
+    assert "float32" in trace.device and "float32" in plain.device
+    assert trace.output_ids == plain.output_ids
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -34,22 +34,51 @@ ALLOWED = {
     ("heads/medusa.py", "frequent_tokens", "tensor"): "indexes `counts`, built on the CPU from training ids",
     ("methods/hydra.py", "tiny_resources", "randn"): "CPU noise added to CPU-built heads before .to(lm.device)",
     ("methods/hydra.py", "tiny_resources", "arange"): "the vocabulary map of CPU-built heads, moved with them",
+    ("tuning/probe.py", "probe_latency", "randint"): "CPU generator; the prompt becomes a Python list",
+    ("tuning/hardware.py", "probe_surface", "randint"): "CPU generator (the same ids anywhere), then .to(lm.device)",
+}
+# Batched decoding keeps each row's bookkeeping (sizes, liveness, positions, ancestry) on the CPU as plain data;
+# BatchRun.verify and BatchEagle.run_head move all of it to the model's device in one place, per forward.
+BATCHED = "per-row bookkeeping built on the CPU; BatchRun.verify / BatchEagle.run_head move it to the device"
+ALLOWED |= {
+    (f"methods/batched/{file}", fn, name): BATCHED
+    for file, fn, names in (
+        ("chain.py", "step", ("tensor", "arange", "ones")),
+        ("eagle.py", "tree_block", ("zeros",)),
+        ("eagle.py", "start", ("arange", "ones")),
+        ("eagle.py", "catch_up", ("tensor", "arange", "ones")),
+        ("eagle.py", "expand", ("zeros", "arange", "tensor")),
+        ("loop.py", "prefill", ("tensor", "empty", "arange", "ones")),
+    )
+    for name in names
 }
 
 
 def files() -> list[Path]:
-    """The inference code: methods, trees, heads and their drafters, the core's sampling, acceptance and drafting,
-    and the offline tree replay; training (specviz/training) runs on the CPU over stored features, never inside a
-    decode step."""
+    """The code that runs on the model's device: methods (batched ones too), trees, heads and their drafters, the
+    core's model, sampling, acceptance and drafting, and the tuning code that runs the model (the losslessness lab,
+    the latency probe and surface, the offline tree replay); training (specviz/training) runs on the CPU over
+    stored features, never inside a decode step."""
     return [
         *ROOT.glob("methods/*.py"),
+        *ROOT.glob("methods/batched/*.py"),
+        ROOT / "core" / "model.py",
         ROOT / "core" / "drafting.py",
         ROOT / "core" / "acceptance.py",
         ROOT / "core" / "sampling.py",
         *ROOT.glob("trees/*.py"),
         *ROOT.glob("heads/*.py"),
         ROOT / "tuning" / "eagle_replay.py",
+        ROOT / "tuning" / "lossless.py",
+        ROOT / "tuning" / "probe.py",
+        ROOT / "tuning" / "hardware.py",
     ]
+
+
+def test_the_lint_reads_every_module_that_runs_on_the_device():
+    names = {str(p.relative_to(ROOT)) for p in files()}
+    want = {"tuning/lossless.py", "trees/eagle_tree.py", "trees/ngram_pool.py", "core/model.py", "tuning/probe.py"}
+    assert want | {"tuning/hardware.py", "methods/batched/loop.py", "methods/batched/eagle.py"} <= names
 
 
 def calls(path: Path):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from specviz.tuning import lossless
+from tests.devices import DEVICES, production
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
 Q = torch.tensor([0.2, 0.5, 0.1, 0.2], dtype=torch.float64)
@@ -63,3 +64,30 @@ def test_lab_on_a_model_context(tiny_lm) -> None:
         lossless.context_dists(tiny_lm, [5, 6], 1.0, draft="oracle")
     assert len(res["texts"]) == len(res["tokens"])
     json.dumps(res, allow_nan=False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_lab_runs_on_the_models_device_and_draws_the_same(tiny_lm, device) -> None:
+    """On a GPU the model's p and q live there, the lab's generators on the CPU; the same seed, the same counts."""
+    lm = production(tiny_lm, device)
+    ids = lm.encode_prompt("Pick a word")
+    for draft in lossless.DRAFTS:
+        p, q = lossless.context_dists(lm, ids, 1.0, layers="0", draft=draft)
+        assert p.device.type == q.device.type == device
+        assert lossless.perturbed(p).device == p.device
+        assert lossless.lab_from_dists(p, q, 3000, seed=4) == lossless.lab_from_dists(p.cpu(), q.cpu(), 3000, seed=4)
+        res = lossless.lab(lm, ids, lossless.LabConfig(n=2000, layers="0", draft=draft))
+        assert [r["rule"] for r in res["rules"]] == list(lossless.RULES)
+
+
+def test_the_page_says_when_the_lab_cannot_run(tiny_app, monkeypatch) -> None:
+    """A device error inside the lab (CUDA out of memory, a kernel error) is one message on the page, not a crash."""
+    from tests.apptest import app_on
+
+    def broken(*_a, **_kw):
+        raise RuntimeError("CUDA error: device-side assert triggered\nmore detail")
+
+    monkeypatch.setattr(lossless, "lab", broken)
+    at = app_on("views/acceptance.py", max_new_tokens=4, prompt="A prompt only this test uses, for the lab.")
+    assert not at.exception
+    assert any("The lab could not run" in w.value and "device-side assert" in w.value for w in at.warning)

@@ -144,3 +144,6 @@ elif s is not None and get_model() is not None:
         )
     except PromptError as exc:
         st.warning(str(exc))
+    except (ValueError, RuntimeError) as exc:  # a bad draft setting, or the device (out of memory, a kernel error)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        st.warning(f"The lab could not run on {get_model().describe()}: {first[:200]}")

@@ -1,4 +1,8 @@
-"""The losslessness lab: sample one draft-and-decide step N times per rule and compare with the target p."""
+"""The losslessness lab: sample one draft-and-decide step N times per rule and compare with the target p.
+
+The model gives p and q on its own device; the lab's draws come from CPU generators, so its distributions (two
+vectors over the vocabulary) move to the CPU first and the same seed gives the same counts on any device.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ DRAFTS = ("perturbed", "layers")  # where the lab's draft q comes from
 def perturbed(p: torch.Tensor, strength: float = 1.0, seed: int = 0) -> torch.Tensor:
     """A plausible draft q [V]: p flattened and jittered in log space (a weaker model's guess)."""
     gen = torch.Generator().manual_seed(seed)
-    noise = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+    noise = torch.randn(p.shape, generator=gen, dtype=torch.float64, device=gen.device).to(p.device)
     return torch.softmax(0.7 * p.double().clamp_min(1e-30).log() + strength * noise, dim=-1)
 
 
@@ -77,12 +81,16 @@ def exact_output(rule: str, p: torch.Tensor, q: torch.Tensor, eps: float, delta:
 def sample_output(
     rule: str, p: torch.Tensor, q: torch.Tensor, n: int, gen: torch.Generator, eps: float, delta: float
 ) -> tuple[torch.Tensor, int]:
-    """Counts [V] of the committed token over n independent draft-and-decide trials; also n accepted."""
-    x = torch.multinomial(q, n, replacement=True, generator=gen)  # [n] drafts
-    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    """Counts [V] of the committed token over n independent draft-and-decide trials; also n accepted.
+
+    `gen` is a CPU generator: the draws are made there, from p and q moved to the CPU."""
+    p, q = p.cpu(), q.cpu()
+    x = torch.multinomial(q.cpu(), n, replacement=True, generator=gen)  # [n] drafts
+    u = torch.rand(n, generator=gen, dtype=torch.float64, device=gen.device)
     ok = u < accept_probs(rule, p, q, eps, delta)[x]
     rejected = int((~ok).sum())
-    redraw = torch.multinomial(fallback(rule, p, q), max(rejected, 1), replacement=True, generator=gen)[:rejected]
+    redraw = torch.multinomial(fallback(rule, p, q).cpu(), max(rejected, 1), replacement=True, generator=gen)
+    redraw = redraw[:rejected]
     out = torch.cat([x[ok], redraw])
     return torch.bincount(out, minlength=p.shape[0]).double(), int(ok.sum())
 
@@ -105,7 +113,8 @@ def chi_square(counts: torch.Tensor, p: torch.Tensor, min_expected: float = 5.0)
 def run_rule(
     rule: str, p: torch.Tensor, q: torch.Tensor, n: int, seed: int, eps: float = 0.09, delta: float = 0.3
 ) -> dict[str, Any]:
-    """One rule's lab result as tensors plus plain statistics."""
+    """One rule's lab result as tensors (on the CPU) plus plain statistics."""
+    p, q = p.cpu(), q.cpu()
     gen = torch.Generator().manual_seed(seed)
     counts, accepted = sample_output(rule, p, q, n, gen, eps, delta)
     emp = counts / n
@@ -152,6 +161,7 @@ def lab_from_dists(
     rules: tuple[str, ...] = RULES,
 ) -> dict[str, Any]:
     """Every rule's lab result over the most likely tokens of p and q, as plain data."""
+    p, q = p.cpu(), q.cpu()
     ids = top_union([p, q], top_k)[: top_k + 4]
     out = [_shown(run_rule(rule, p, q, n, seed + i, eps, delta), ids) for i, rule in enumerate(rules)]
     return {

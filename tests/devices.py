@@ -1,0 +1,28 @@
+"""The devices tests run on here (the CPU, and a GPU when there is one), and the tiny model on each in the dtype
+and kernels production gives it there."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import replace
+
+import torch
+
+from specviz.core.kernels import can_pack, pack_linears
+from specviz.core.model import LoadedModel, Resources, pick_dtype
+
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+def production(lm: LoadedModel, device: str) -> LoadedModel:
+    """A copy of `lm` on `device` in the dtype load_model picks there by default (fp32 on every device), with the
+    kernels it would get (oneDNN-prepacked linears on a CPU); its own lock and resources."""
+    dev = torch.device(device)
+    dtype = pick_dtype(dev)
+    hf = copy.deepcopy(lm.hf).to(device=dev, dtype=dtype)
+    kernels = "aten"
+    if can_pack(dev, dtype):
+        pack_linears(hf)
+        kernels = "onednn"
+    return replace(lm, hf=hf, device=dev, dtype=dtype, kernels=kernels, lock=threading.Lock(), resources=Resources())
