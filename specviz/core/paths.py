@@ -34,3 +34,28 @@ def spec_bench_file() -> Path | None:
         if cand.is_file():
             return cand
     return None
+
+
+MAX_PATH = 1024  # characters of a folder named in a Config (a head's)
+
+
+def folder_problem(value: object) -> str | None:
+    """Why `value` cannot name a folder (not a string, too long, control characters), or None when it can."""
+    if not isinstance(value, str):
+        return f"must be a folder name (a string), got {type(value).__name__}"
+    if len(value) > MAX_PATH:
+        return f"must be a folder name of at most {MAX_PATH} characters"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "must be a folder name without control characters"
+    if any(len(part) > 255 for part in value.split("/")):
+        return "must be a folder name whose parts are at most 255 characters"
+    return None
+
+
+def inside(folder: str | Path, root: Path = MODELS) -> bool:
+    """Whether `folder` is `root` or lies under it, links and '..' resolved (what the app may read heads from)."""
+    try:
+        where, top = Path(folder).expanduser().resolve(), root.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return where == top or top in where.parents

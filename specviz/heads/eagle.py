@@ -22,6 +22,9 @@ from specviz.core.kernels import gqa_attention
 from specviz.core.kv_cache import growing_cache
 from specviz.core.model import LoadedModel
 from specviz.core.paths import EAGLE_DIR
+from specviz.core.schema import Between, SchemaError
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_weights, stamp
+from specviz.heads.files import read_config as read_config_file
 
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache, LlamaConfig
@@ -33,6 +36,21 @@ WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 class HeadError(RuntimeError):
     """A head file that is missing, corrupt, or made for another model; the message says what to do."""
+
+
+KIND = Kind(HEAD_FORMAT, "an EAGLE head", HeadError, "retrain with: python -m specviz train eagle")
+SPECS = {  # the bounds of a head's config.json (then check_shape)
+    "hidden_size": Between("int", 1, 16384),
+    "intermediate_size": Between("int", 1, 1 << 18),
+    "num_attention_heads": Between("int", 1, 256),
+    "num_key_value_heads": Between("int", 1, 256),
+    "head_dim": Between("int", 1, 1024),
+    "rms_norm_eps": Between("float", 0, 1),
+    "rope_theta": Between("float", 1, 1e9),
+    "vocab_size": Between("int", 1, MAX_VOCAB),
+    "draft_vocab": Between("int", 0, MAX_VOCAB),
+    "calibration": [[Between("float", 0, 1), 256], 64],
+}
 
 
 @dataclass(frozen=True)
@@ -192,24 +210,31 @@ def save_head(head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.b
 
 
 def read_config(folder: str | Path) -> HeadConfig:
-    """Parse a head's config.json; raise HeadError on a missing or foreign file."""
+    """Parse a head's config.json; raise HeadError on a missing, corrupt or foreign file."""
     path = Path(folder) / CONFIG
-    if not path.is_file():
+    if not is_file(path):
         raise HeadError(f"No EAGLE head in {Path(folder)}; train one with: python -m specviz train eagle")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != HEAD_FORMAT:
-            raise HeadError(f"{path} is not an EAGLE head config (format {data.get('format')!r}).")
-        return HeadConfig(**data)
-    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
-        raise HeadError(f"{path} is corrupt ({exc}); retrain with: python -m specviz train eagle") from None
+    return read_config_file(path, HeadConfig, SPECS, KIND, check_shape)
+
+
+def check_shape(cfg: HeadConfig) -> None:
+    """SchemaError unless a decoder layer can be built with this shape, at a size bounded by the hidden width."""
+    h = cfg.hidden_size
+    if cfg.num_attention_heads % cfg.num_key_value_heads:
+        raise SchemaError("num_attention_heads is not a multiple of num_key_value_heads.")
+    if cfg.intermediate_size > 16 * h or cfg.num_attention_heads * cfg.head_dim > 8 * h:
+        raise SchemaError(f"intermediate_size or num_attention_heads x head_dim is too large for hidden_size {h}.")
+    if cfg.draft_vocab > cfg.vocab_size:
+        raise SchemaError(f"draft_vocab {cfg.draft_vocab} exceeds vocab_size {cfg.vocab_size}.")
+
+
+def draft_ids_fit(draft_ids: torch.Tensor | None, cfg: HeadConfig) -> bool:
+    """Whether the stored draft vocabulary has the config's size and only token ids of its vocabulary."""
+    return cfg.draft_vocab == 0 if draft_ids is None else ids_fit(draft_ids, cfg.draft_vocab, cfg.vocab_size)
 
 
 def load_head(folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: torch.dtype = torch.float32) -> EagleHead:
     """Load a saved head; check it fits `hf_config` when given; raise HeadError with one clear sentence."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     cfg = read_config(folder)
     if hf_config is not None:
         want = HeadConfig.from_target(hf_config)
@@ -218,16 +243,16 @@ def load_head(folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: to
                 f"The EAGLE head in {folder} was trained for another model "
                 f"(hidden {cfg.hidden_size}, vocab {cfg.vocab_size})."
             )
-    try:
-        state = load_file(str(Path(folder) / WEIGHTS))
-    except (OSError, SafetensorError) as exc:
-        raise HeadError(f"Cannot read {Path(folder) / WEIGHTS} ({exc}); retrain the head.") from None
+    weights = Path(folder) / WEIGHTS
+    state = read_weights(weights, KIND)
     draft_ids = state.pop("draft_ids", None)
+    if not draft_ids_fit(draft_ids, cfg):
+        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
     head = EagleHead(cfg, None if draft_ids is None else draft_ids.long())
     try:
         _load_strict(head, state)
     except RuntimeError as exc:
-        raise HeadError(f"{Path(folder) / WEIGHTS} does not match its config ({str(exc)[:120]}).") from None
+        raise HeadError(f"{weights} does not match its config ({str(exc)[:120]}).") from None
     head.requires_grad_(False)
     return head.to(dtype).eval()
 
@@ -243,8 +268,7 @@ def _load_strict(head: EagleHead, state: dict[str, torch.Tensor]) -> None:
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
     """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
     folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
-    weights = folder / WEIGHTS
-    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
+    version = stamp(folder / WEIGHTS)
     return lm.resources.get(
-        ("eagle.head", str(folder), stamp, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
+        ("eagle.head", str(folder), version, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
     )

@@ -33,12 +33,16 @@ from torch import nn
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import MODELS
-from specviz.heads.eagle import EagleHead, HeadConfig, HeadError, init_linears
+from specviz.core.schema import Between
+from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, draft_ids_fit, init_linears
+from specviz.heads.files import Kind, is_file, read_weights, stamp
+from specviz.heads.files import read_config as read_config_file
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
 DEFAULT_DIR = MODELS / "eagle3"
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 TRAIN_HINT = "python -m specviz train eagle3"
+KIND = Kind(EAGLE3_FORMAT, "an EAGLE-3 head", HeadError, f"retrain with: {TRAIN_HINT}")
 
 
 def default_layers(n_layers: int) -> tuple[int, ...]:
@@ -133,15 +137,10 @@ def save_head(head: Eagle3Head, out_dir: str | Path, dtype: torch.dtype = torch.
 def read_config(folder: str | Path) -> Eagle3Config:
     """Parse a head's config.json; HeadError on a missing, corrupt or foreign file."""
     path = Path(folder) / CONFIG
-    if not path.is_file():
+    if not is_file(path):
         raise HeadError(f"No EAGLE-3 head in {Path(folder)}; train one with: {TRAIN_HINT}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != EAGLE3_FORMAT:
-            raise HeadError(f"{path} is not an EAGLE-3 head config (format {data.get('format')!r}).")
-        cfg = Eagle3Config(**data)
-    except (json.JSONDecodeError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise HeadError(f"{path} is corrupt ({exc}); retrain with: {TRAIN_HINT}") from None
+    specs = {**SPECS, "layers": [Between("int", 0, 1023), 16]}
+    cfg = read_config_file(path, Eagle3Config, specs, KIND, check_shape)
     if len(cfg.layers) != 3:
         raise HeadError(f"{path} names {len(cfg.layers)} fused layers, not 3; retrain with: {TRAIN_HINT}")
     return cfg
@@ -162,19 +161,13 @@ def load_head(
     folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: torch.dtype = torch.float32
 ) -> Eagle3Head:
     """Load a saved head (checked against `hf_config` when given); HeadError with one sentence on failure."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     cfg = read_config(folder)
     if hf_config is not None:
         check_fits(cfg, hf_config, folder)
     weights = Path(folder) / WEIGHTS
-    try:
-        state = load_file(str(weights))
-    except (OSError, SafetensorError) as exc:
-        raise HeadError(f"Cannot read {weights} ({exc}); retrain with: {TRAIN_HINT}") from None
+    state = read_weights(weights, KIND)
     draft_ids = state.pop("draft_ids", None)
-    if not _draft_ids_fit(draft_ids, cfg):
+    if not draft_ids_fit(draft_ids, cfg):
         raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
     head = Eagle3Head(cfg, None if draft_ids is None else draft_ids.long())
     try:
@@ -188,21 +181,12 @@ def load_head(
     return head.to(dtype).eval()
 
 
-def _draft_ids_fit(draft_ids: torch.Tensor | None, cfg: Eagle3Config) -> bool:
-    """Whether the stored draft vocabulary has the config's size and only token ids of its vocabulary."""
-    if draft_ids is None:
-        return cfg.draft_vocab == 0
-    n = draft_ids.numel()
-    return n == cfg.draft_vocab and n > 0 and 0 <= int(draft_ids.min()) <= int(draft_ids.max()) < cfg.vocab_size
-
-
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> Eagle3Head:
     """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
     folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
-    weights = folder / WEIGHTS
-    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
+    version = stamp(folder / WEIGHTS)
     return lm.resources.get(
-        ("eagle3.head", str(folder), stamp, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
+        ("eagle3.head", str(folder), version, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
     )
 
 

@@ -19,12 +19,15 @@ from torch import nn
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import HYDRA_DIR
-from specviz.heads.medusa import HeadsError, ResBlock, project
+from specviz.heads.files import Kind, is_file, read_table, read_weights, stamp
+from specviz.heads.files import read_config as read_config_file
+from specviz.heads.medusa import CALIBRATION, SPECS, HeadsError, ResBlock, project, vocab_map
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
 CALIBRATION_FILE = "calibration.json"
 FORMAT = "specviz-hydra/1"
+KIND = Kind(FORMAT, "a Hydra heads", HeadsError, "retrain or restore it from git")
 
 
 def models_dir() -> Path:
@@ -118,37 +121,25 @@ def save_heads(heads: HydraHeads, folder: Path, extra: dict | None = None, dtype
 def read_config(folder: Path) -> HydraConfig:
     """The HydraConfig stored beside the weights; HeadsError when missing or corrupt."""
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not is_file(path):
         raise HeadsError(
             f"No Hydra heads in {folder} ({CONFIG_FILE} missing); train them: python -m specviz train hydra"
         )
-    try:
-        raw = json.loads(path.read_text())
-        cfg = HydraConfig(**{k: raw[k] for k in HydraConfig.__dataclass_fields__ if k in raw})
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise HeadsError(f"{path} is corrupt ({exc}); retrain or restore it from git.") from exc
-    if cfg.format != FORMAT:
-        raise HeadsError(f"{path} has format {cfg.format!r}, expected {FORMAT!r}; retrain the heads.")
-    return cfg
+    return read_config_file(path, HydraConfig, SPECS, KIND)
 
 
 def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | None = None) -> HydraHeads:
     """Trained heads for lm (optionally only the first num_heads); HeadsError when unusable."""
-    from safetensors.torch import load_file
-
     folder = Path(folder or models_dir())
     cfg = read_config(folder)
     if cfg.hidden_size != int(lm.hf.config.hidden_size):
         raise HeadsError(f"The heads in {folder} expect hidden size {cfg.hidden_size}; they belong to {cfg.model}.")
-    try:
-        state = load_file(str(folder / WEIGHTS_FILE))
-    except Exception as exc:  # missing or corrupt file: one clear sentence
-        raise HeadsError(f"Cannot read {folder / WEIGHTS_FILE} ({exc}); retrain or restore it from git.") from exc
-    heads = HydraHeads(cfg, state.pop("vocab").long(), *_target_weights(lm))
+    state = read_weights(folder / WEIGHTS_FILE, KIND)
+    heads = HydraHeads(cfg, vocab_map(state, cfg.draft_vocab, lm, folder / WEIGHTS_FILE), *_target_weights(lm))
     try:
         heads.heads.load_state_dict(state)
     except RuntimeError as exc:
-        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({exc}).") from exc
+        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({str(exc)[:120]}).") from None
     if num_heads is not None:
         if not 1 <= num_heads <= cfg.num_heads:
             raise HeadsError(f"heads must be between 1 and {cfg.num_heads} for the heads in {folder}.")
@@ -159,18 +150,14 @@ def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | Non
 def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: int | None = None) -> HydraHeads:
     """Trained heads for lm, loaded once per (folder, heads, file time) and kept in lm.resources."""
     folder = Path(folder or models_dir()).expanduser().resolve()
-    weights = folder / WEIGHTS_FILE
-    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
-    return lm.resources.get(("hydra.heads", str(folder), num_heads, stamp), lambda: load_heads(lm, folder, num_heads))
+    version = stamp(folder / WEIGHTS_FILE)
+    return lm.resources.get(("hydra.heads", str(folder), num_heads, version), lambda: load_heads(lm, folder, num_heads))
 
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:
     """Rank accuracies a_k^(i) (head k, rank i, the branch's true tokens given) measured on held-out data."""
     path = Path(folder or models_dir()) / CALIBRATION_FILE
-    if not path.is_file():
+    if not is_file(path):
         raise HeadsError(f"No calibration at {path}; run: python -m specviz calibrate hydra")
-    try:
-        acc = json.loads(path.read_text())["accuracy"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise HeadsError(f"{path} is corrupt ({exc}); rerun: python -m specviz calibrate hydra") from exc
+    acc = read_table(path, CALIBRATION, "accuracy", KIND, "rerun: python -m specviz calibrate hydra")
     return [[float(a) for a in row] for row in acc]

@@ -21,6 +21,9 @@ from torch import nn
 from specviz.core.kernels import PackedLinear, can_pack
 from specviz.core.model import LoadedModel, ModelError
 from specviz.core.paths import MEDUSA_DIR
+from specviz.core.schema import Between
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_table, read_weights, stamp
+from specviz.heads.files import read_config as read_config_file
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -30,6 +33,16 @@ FORMAT = "specviz-medusa/1"
 
 class HeadsError(ModelError):
     """Missing, corrupt or mismatched head files; the message says what to do."""
+
+
+KIND = Kind(FORMAT, "a Medusa heads", HeadsError, "retrain or restore it from git")
+SPECS = {  # the bounds of a heads config.json (Medusa's and Hydra's)
+    "num_heads": Between("int", 1, 16),
+    "hidden_size": Between("int", 1, 16384),
+    "layers": Between("int", 1, 8),
+    "draft_vocab": Between("int", 1, MAX_VOCAB),
+}
+CALIBRATION = [[Between("float", 0, 1), 256], 16]  # accuracy[head][rank]
 
 
 def models_dir() -> Path:
@@ -152,27 +165,26 @@ def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None, dtyp
 
 
 def read_config(folder: Path) -> HeadsConfig:
-    """The HeadsConfig stored beside the weights."""
+    """The HeadsConfig stored beside the weights; HeadsError when missing, corrupt or foreign."""
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not is_file(path):
         raise HeadsError(
             f"No Medusa heads in {folder} ({CONFIG_FILE} missing); train them with: python -m specviz train medusa"
         )
-    try:
-        raw = json.loads(path.read_text())
-        fields = HeadsConfig.__dataclass_fields__
-        cfg = HeadsConfig(**{k: raw[k] for k in fields if k in raw})
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise HeadsError(f"{path} is corrupt ({exc}); retrain or restore it from git.") from exc
-    if cfg.format != FORMAT:
-        raise HeadsError(f"{path} has format {cfg.format!r}, expected {FORMAT!r}; retrain the heads.")
-    return cfg
+    return read_config_file(path, HeadsConfig, SPECS, KIND)
+
+
+def vocab_map(state: dict[str, torch.Tensor], draft_vocab: int, lm: LoadedModel, path: Path) -> torch.Tensor:
+    """The stored draft-vocabulary map (Medusa's, Hydra's): draft_vocab token ids of the model; HeadsError."""
+    vocab = state.pop("vocab", None)
+    if not ids_fit(vocab, draft_vocab, int(lm.lm_head.get_parameter("weight").shape[0])):
+        raise HeadsError(f"{path} has a vocabulary map that does not fit its config or the model; retrain the heads.")
+    assert vocab is not None  # ids_fit said so
+    return vocab.long()
 
 
 def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | None = None) -> MedusaHeads:
     """Load trained heads for `lm` (optionally only the first num_heads); HeadsError when unusable."""
-    from safetensors.torch import load_file
-
     folder = Path(folder or models_dir())
     cfg = read_config(folder)
     if cfg.hidden_size != int(lm.hf.config.hidden_size):
@@ -180,16 +192,13 @@ def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | Non
             f"The heads in {folder} expect hidden size {cfg.hidden_size}, "
             f"but the model has {lm.hf.config.hidden_size}; they belong to {cfg.model}."
         )
-    try:
-        state = load_file(str(folder / WEIGHTS_FILE))
-    except Exception as exc:  # missing or corrupt file: one clear sentence
-        raise HeadsError(f"Cannot read {folder / WEIGHTS_FILE} ({exc}); retrain or restore it from git.") from exc
-    vocab = state.pop("vocab").long()
+    state = read_weights(folder / WEIGHTS_FILE, KIND)
+    vocab = vocab_map(state, cfg.draft_vocab, lm, folder / WEIGHTS_FILE)
     heads = MedusaHeads(cfg, vocab, lm.lm_head.get_parameter("weight").float())
     try:
         heads.blocks.load_state_dict(state)  # copies into the fp32 parameters, whatever the stored dtype
     except RuntimeError as exc:
-        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({exc}).") from exc
+        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({str(exc)[:120]}).") from None
     if num_heads is not None:
         if not 1 <= num_heads <= cfg.num_heads:
             raise HeadsError(f"heads must be between 1 and {cfg.num_heads} for the heads in {folder}.")
@@ -200,18 +209,15 @@ def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | Non
 def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: int | None = None) -> MedusaHeads:
     """Trained heads for `lm`, loaded once per (folder, heads, file time) and kept in `lm.resources`."""
     folder = Path(folder or models_dir()).expanduser().resolve()
-    weights = folder / WEIGHTS_FILE
-    stamp = weights.stat().st_mtime_ns if weights.is_file() else 0
-    return lm.resources.get(("medusa.heads", str(folder), num_heads, stamp), lambda: load_heads(lm, folder, num_heads))
+    version = stamp(folder / WEIGHTS_FILE)
+    key = ("medusa.heads", str(folder), num_heads, version)
+    return lm.resources.get(key, lambda: load_heads(lm, folder, num_heads))
 
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:
     """Rank accuracies a_k^(i) (head k, rank i) measured on held-out data."""
     path = Path(folder or models_dir()) / CALIBRATION_FILE
-    if not path.is_file():
+    if not is_file(path):
         raise HeadsError(f"No calibration at {path}; run: python -m specviz calibrate medusa")
-    try:
-        acc = json.loads(path.read_text())["accuracy"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise HeadsError(f"{path} is corrupt ({exc}); rerun: python -m specviz calibrate medusa") from exc
+    acc = read_table(path, CALIBRATION, "accuracy", KIND, "rerun: python -m specviz calibrate medusa")
     return [[float(a) for a in row] for row in acc]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.trees.draft_tree import DraftTree
 from specviz.trees.draft_tree import Shape as TreeShape
@@ -63,9 +64,11 @@ def check_shape(cfg: Any) -> None:
     if not 2 <= cfg.total_tokens <= 256:
         raise ConfigError(f"total_tokens must be between 2 and 256, got {cfg.total_tokens}.")
     if cfg.tree not in TREES:
-        raise ConfigError(f"tree must be 'dynamic' or 'static', got {cfg.tree!r}.")
+        raise ConfigError(f"tree must be 'dynamic' or 'static', got {str(cfg.tree)[:40]!r}.")
     if cfg.head_dtype not in ("bf16", "fp32", "model"):
-        raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {cfg.head_dtype!r}.")
+        raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {str(cfg.head_dtype)[:40]!r}.")
+    if why := folder_problem(cfg.head):
+        raise ConfigError(f"head {why}.")
 
 
 def tree_accept(

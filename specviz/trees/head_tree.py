@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.trees.tree import TreeSpec, verify_tree
 from specviz.trees.tree_fates import Walk, greedy_walk, sampled_walk, typical_walk
@@ -47,9 +48,11 @@ def check_config(cfg: Any) -> None:
     if not 0 <= cfg.budget <= 128:
         raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {cfg.budget}.")
     if cfg.acceptance not in ACCEPTANCE:
-        raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {cfg.acceptance!r}.")
+        raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {str(cfg.acceptance)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
         raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
+    if why := folder_problem(cfg.heads_dir):
+        raise ConfigError(f"heads_dir {why}.")
 
 
 class Rule(Protocol):
