@@ -11,20 +11,29 @@ from specviz.core.sampling import ConfigError
 INIT_SOURCES = ("pad", "random", "prompt")  # where the first Jacobi guesses come from
 
 
+MAX_LAYERS = 1024  # deeper than any model specviz loads; the bound when the model's depth is not known
+MAX_SPEC = 4 * MAX_LAYERS  # characters of a layers string
+
+
 def parse_layers(spec: str, n_layers: int | None) -> list[int]:
-    """'0-3' or '0,1,2,29' -> sorted layer indices; checked against n_layers when given."""
+    """'0-3' or '0,1,2,29' -> sorted layer indices, each below n_layers (MAX_LAYERS when not known).
+
+    Every bound is checked on the numbers before any range is built, so '0-9999999999' costs nothing.
+    """
+    if not isinstance(spec, str) or len(spec) > MAX_SPEC:
+        raise ConfigError(f"layers must be a short string like '0-3' or '0,1,2,29', got {str(spec)[:40]!r}.")
+    limit = n_layers if n_layers is not None else MAX_LAYERS
+    spans = []
     try:
-        out: set[int] = set()
-        for part in str(spec).replace(" ", "").split(","):
+        for part in spec.replace(" ", "").split(","):
             lo, _, hi = part.partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
+            spans.append((int(lo), int(hi or lo)))
     except ValueError:
-        raise ConfigError(f"layers must look like '0-3' or '0,1,2,29', got {spec!r}.") from None
-    layers = sorted(out)
-    if not layers or layers[0] < 0 or (n_layers is not None and layers[-1] >= n_layers):
-        limit = f" (the model has {n_layers})" if n_layers is not None else ""
-        raise ConfigError(f"layers {spec!r} names no valid layer{limit}.")
-    return layers
+        raise ConfigError(f"layers must look like '0-3' or '0,1,2,29', got {spec[:40]!r}.") from None
+    if not spans or any(lo < 0 or hi >= limit or lo > hi for lo, hi in spans):
+        has = f" (the model has {n_layers})" if n_layers is not None else f" (at most {MAX_LAYERS})"
+        raise ConfigError(f"layers {spec[:40]!r} names no valid layer{has}.")
+    return sorted({i for lo, hi in spans for i in range(lo, hi + 1)})
 
 
 class LayerDraft:

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import PROMPT_KINDS, PROMPT_PRESETS
+from specviz.core.sampling import ConfigError
 
 MAX_PROMPT_TOKENS = 2048  # a CPU prefill of more takes seconds per run and says nothing new
+MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # checked before tokenising: no token of this vocabulary is longer
 
 
 class PromptError(ValueError):
@@ -30,12 +32,30 @@ class PromptItem:
 
 def prepare(lm: LoadedModel, text: str, chat: bool = True) -> list[int]:
     """Token ids of a user prompt, refusing empty and oversized prompts."""
-    if not text or not text.strip():
+    if not isinstance(text, str) or not text.strip():
         raise PromptError("The prompt is empty; type something for the model to answer.")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise PromptError(f"The prompt is {len(text)} characters long; the limit is {MAX_PROMPT_CHARS}: shorten it.")
     ids = lm.encode_prompt(text, chat=chat)
     if len(ids) > MAX_PROMPT_TOKENS:
         raise PromptError(f"The prompt is {len(ids)} tokens long; the limit here is {MAX_PROMPT_TOKENS}. Shorten it.")
     return ids
+
+
+def context_length(lm: LoadedModel) -> int | None:
+    """The positions the model was trained for (None when its config does not say)."""
+    n = getattr(lm.hf.config, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def check_context(lm: LoadedModel, prompt_len: int, max_new_tokens: int) -> None:
+    """ConfigError unless a prompt of prompt_len tokens and max_new_tokens more fit the model's context."""
+    n = context_length(lm)
+    if n is not None and prompt_len + max_new_tokens > n:
+        raise ConfigError(
+            f"max_new_tokens {max_new_tokens} after a prompt of {prompt_len} tokens exceeds the model's context "
+            f"of {n} tokens; ask for at most {max(0, n - prompt_len)}."
+        )
 
 
 def _item(obj: object, line_no: int) -> PromptItem:

@@ -14,6 +14,11 @@ class ConfigError(ValueError):
     """A setting outside its valid range; the message names it."""
 
 
+MIN_TEMPERATURE = 0.01  # below it logits / T overflows float32 (1e-300 rounds to 0); 0 itself means greedy
+MAX_NEW_TOKENS = 1 << 16  # beyond any context here; a run also checks the model's own (core.prompts.check_context)
+MAX_SEED = (1 << 63) - 1  # what torch.Generator.manual_seed takes
+
+
 @dataclass(frozen=True)
 class Sampling:
     """How tokens are chosen; temperature 0 means greedy."""
@@ -24,12 +29,15 @@ class Sampling:
     seed: int = 0  # seeds the explicit torch.Generator of a run
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}.")
-        if not (math.isfinite(self.temperature) and 0 <= self.temperature <= 10):
-            raise ConfigError(f"temperature must be between 0 and 10, got {self.temperature!r}.")
-        if not (0 < self.top_p <= 1):
+        n, t, seed = self.max_new_tokens, self.temperature, self.seed
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NEW_TOKENS:
+            raise ConfigError(f"max_new_tokens must be a positive integer up to {MAX_NEW_TOKENS}, got {n!r}.")
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and (t == 0 or MIN_TEMPERATURE <= t <= 10)):
+            raise ConfigError(f"temperature must be 0 (greedy) or between {MIN_TEMPERATURE} and 10, got {t!r}.")
+        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"seed must be an integer from 0 to 2^63 - 1, got {str(seed)[:40]}.")
 
     @property
     def greedy(self) -> bool:

@@ -75,5 +75,5 @@ def _coerce(key: str, raw: str, kind: type):
         if kind in (int, float):
             return kind(raw)
     except ValueError:
-        raise ConfigError(f"Option {key!r} needs a {kind.__name__}, got {raw!r}.") from None
+        raise ConfigError(f"Option {key!r} needs a {kind.__name__}, got {raw[:40]!r}.") from None
     return raw

@@ -20,6 +20,7 @@ import torch
 
 from specviz.core.details import Detail
 from specviz.core.model import LoadedModel
+from specviz.core.prompts import check_context
 from specviz.core.sampling import Sampling, choose, entropy, target_probs, top_alts
 from specviz.core.trace import StepTrace, Trace
 
@@ -106,6 +107,7 @@ class Run:
     ) -> None:
         if not prompt_ids:
             raise ValueError("The prompt is empty.")
+        check_context(lm, len(prompt_ids), sampling.max_new_tokens)
         self.lm, self.sampling, self.method = lm, sampling, method
         self.prompt, self.prompt_ids = prompt, list(prompt_ids)
         self.config = plain_config(config)

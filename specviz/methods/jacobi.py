@@ -32,7 +32,7 @@ class Config:
         if not isinstance(self.guesses, int) or not 1 <= self.guesses <= 32:
             raise ConfigError(f"jacobi guesses must be an integer from 1 to 32, got {self.guesses!r}.")
         if self.init not in INIT_SOURCES:
-            raise ConfigError(f"jacobi init must be one of {', '.join(INIT_SOURCES)}, got {self.init!r}.")
+            raise ConfigError(f"jacobi init must be one of {', '.join(INIT_SOURCES)}, got {str(self.init)[:40]!r}.")
 
 
 def jacobi_fixed_point(

@@ -48,7 +48,7 @@ class Config:
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ConfigError(f"lookahead {name} must be an integer from {lo} to {hi}, got {v!r}.")
         if self.init not in INIT_SOURCES:
-            raise ConfigError(f"lookahead init must be one of {', '.join(INIT_SOURCES)}, got {self.init!r}.")
+            raise ConfigError(f"lookahead init must be one of {', '.join(INIT_SOURCES)}, got {str(self.init)[:40]!r}.")
         if not isinstance(self.window_vocab, int) or self.window_vocab < 0:
             raise ConfigError(f"lookahead window_vocab must be 0 or positive, got {self.window_vocab!r}.")
 

@@ -37,7 +37,7 @@ class Config:
         if self.draft_vocab < 0:
             raise ConfigError(f"draft_vocab must be 0 (all) or a positive size, got {self.draft_vocab!r}.")
         if self.rule not in RULES:
-            raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}.")
+            raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {str(self.rule)[:40]!r}.")
         if not (0 < self.eps <= 1 and 0 < self.delta <= 10):
             raise ConfigError(f"eps must be in (0, 1] and delta in (0, 10], got {self.eps!r}, {self.delta!r}.")
 

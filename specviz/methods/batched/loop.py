@@ -17,6 +17,7 @@ from typing import Protocol
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.core.prompts import check_context
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods.batched.record import BatchStep, BatchTrace
 from specviz.methods.batched.slots import SlotCache
@@ -83,6 +84,7 @@ class BatchRun:
             raise ConfigError("Batched decoding is greedy only (temperature 0) for now.")
         if not prompts or any(not p for p in prompts):
             raise ConfigError("Batched decoding needs at least one prompt, none of them empty.")
+        check_context(lm, max(len(p) for p in prompts), sampling.max_new_tokens)
         self.lm, self.sampling, self.method, self.config = lm, sampling, method, dict(config or {})
         self.eos = lm.eos_ids  # read once: the property rebuilds the set on every call
         self.rows = [Row(i, list(p), sampling.max_new_tokens) for i, p in enumerate(prompts)]
