@@ -210,3 +210,26 @@ def test_committed_shards_read_back() -> None:
         assert len(shard.ids) == entry["tokens"]
         assert int((shard.role > 0).sum()) == entry["answer_tokens"]
         assert all(i % 10 != 9 for i in shard.source.tolist())
+
+
+def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, monkeypatch) -> None:
+    """A corpus folder becomes teacher-forced features: windows cut per conversation, the answer mask from the
+    roles, and each position labelled with the target's argmax."""
+    from specviz.training import features
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    ids = [list(range(3, 40)), list(range(100, 180))]
+    roles = [[0] * 10 + [1] * 27, [0] * 20 + [2] * 60]
+    (corpus_dir / "shard_00000.safetensors.gz").write_bytes(corpus_files.pack_shard(ids, roles, [4, 7], [1, 1]))
+    monkeypatch.setattr(corpus_files, "CORPUS_DIR", corpus_dir)
+    windows = list(corpus_files.corpus_windows(64, 4))
+    assert [(s, len(w)) for s, w, _m in windows] == [(4, 37), (7, 64), (7, 16)]
+    cfg = features.FeatureConfig(source="corpus", max_positions=10**6, max_len=64, batch_tokens=128, shard_windows=1)
+    features.build(tiny_lm, tmp_path / "feat", cfg)
+    seqs = features.load(tmp_path / "feat")
+    assert [s.ids.tolist() for s in seqs] == [w for _s, w, _m in windows]
+    assert seqs[0].mask.tolist() == [r > 0 for r in roles[0]]
+    with torch.inference_mode():
+        ref = tiny_lm.hf(input_ids=torch.tensor([ids[0]])).logits[0].argmax(-1)
+    assert seqs[0].label.tolist() == ref.tolist()

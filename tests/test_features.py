@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.training import features, fixed_train, medusa_train
+from specviz.training import conversations, features, fixed_train, medusa_train
 
 
 def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
@@ -14,7 +14,7 @@ def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
         {"role": "user", "content": "Another?"},
         {"role": "assistant", "content": "Green."},
     ]
-    ids, mask = features.template_ids(tokenizer, msgs, 4096)
+    ids, mask = conversations.template_ids(tokenizer, msgs, 4096)
     assert len(ids) == len(mask)
     written = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
     assert "Blue is one." in written and "Green." in written
@@ -27,9 +27,9 @@ def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
 
 def test_conversation_messages_refuses_banned_and_malformed_records():
     rec = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
-    assert features.conversation_messages(rec, set())[1] == {"role": "assistant", "content": "hello"}
-    assert features.conversation_messages(rec, {"hi"}) is None
-    assert features.conversation_messages({"conversations": [{"from": "gpt", "value": "x"}]}, set()) is None
+    assert conversations.conversation_messages(rec, set())[1] == {"role": "assistant", "content": "hello"}
+    assert conversations.conversation_messages(rec, {"hi"}) is None
+    assert conversations.conversation_messages({"conversations": [{"from": "gpt", "value": "x"}]}, set()) is None
 
 
 def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text():

@@ -1,4 +1,5 @@
-"""The conversations a corpus shard answers: ShareGPT's human turns, who may be asked, the chat template by turn."""
+"""ShareGPT's conversations as training reads them: chat messages with ShareGPT's own answers (training.features),
+or the human turns that a corpus shard has the target answer (training.corpus), with the template turn by turn."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 from specviz.core.paths import PROMPT_PRESETS
 from specviz.training.corpus_files import ROLE_CONTEXT, ROLE_GREEDY, ROLE_SAMPLED
 from specviz.training.distill import spec_bench_turns
-from specviz.training.features import ROLES
+
+ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant", "user": "user"}
 
 
 @dataclass
@@ -115,3 +117,52 @@ def conversations_of(
         if human:
             out.append(Conversation(source=idx, human=human, greedy=greedy))
     return out
+
+
+def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
+    """The record as chat messages (user first, roles alternating), or None when unusable or banned."""
+    msgs: list[dict] = []
+    for turn in record.get("conversations") or []:
+        role = ROLES.get(str(turn.get("from", "")).lower())
+        text = str(turn.get("value", "")).strip()
+        if role is None or not text:
+            break
+        if msgs and msgs[-1]["role"] == role:
+            break
+        if role == "user" and " ".join(text.split()) in banned:
+            return None
+        msgs.append({"role": role, "content": text})
+    if len(msgs) < 2 or msgs[0]["role"] != "user":
+        return None
+    if sum(c.isascii() for m in msgs for c in m["content"]) < 0.95 * sum(len(m["content"]) for m in msgs):
+        return None
+    return msgs
+
+
+def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
+    """Token ids of the chat-templated messages."""
+    out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
+    if isinstance(out, dict) or hasattr(out, "input_ids"):
+        out = out["input_ids"]
+    return [int(t) for t in out]
+
+
+def template_ids(tokenizer: Any, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
+    """Token ids of the templated conversation and a mask that is True on assistant-written tokens."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    for n in range(1, len(msgs) + 1):
+        full = _templated(tokenizer, msgs[:n])
+        if full[: len(ids)] != ids:  # the template is not prefix-stable here: stop at what we have
+            break
+        new = full[len(ids) :]
+        if msgs[n - 1]["role"] == "assistant":
+            # the turn's header ("<|im_start|>assistant\n") is template, not the assistant's writing
+            head = len(_templated(tokenizer, msgs[: n - 1], add_generation_prompt=True)) - len(ids)
+            mask.extend([False] * head + [True] * (len(new) - head))
+        else:
+            mask.extend([False] * len(new))
+        ids = full
+        if len(ids) >= max_tokens:
+            break
+    return ids[:max_tokens], mask[:max_tokens]

@@ -45,7 +45,7 @@ from specviz.training.distill import sharegpt_conversations
 from specviz.training.features import HELDOUT_EVERY
 from specviz.training.stream import Stream
 
-SHARD = 256  # ShareGPT records per shard (held-out and unusable ones included, so shard k is fixed)
+SHARD = 128  # ShareGPT records per shard (held-out and unusable ones included, so shard k is fixed)
 SEED = 0  # the order of the records over the shards
 TEMPERATURE = 0.7
 GREEDY_SHARE = 0.25  # conversations answered greedily throughout
@@ -261,7 +261,7 @@ def parse_shards(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.training.corpus --shards 0-9: answer ShareGPT's turns with the target; resumable."""
     ap = argparse.ArgumentParser(prog="python -m specviz.training.corpus", description=main.__doc__)
-    ap.add_argument("--shards", default="0-69", help="shard numbers, e.g. 0-9 or 3,5 (made ones are skipped)")
+    ap.add_argument("--shards", default="0-139", help="shard numbers, e.g. 0-9 or 3,5 (made ones are skipped)")
     ap.add_argument("--dir", type=Path, default=CORPUS_DIR)
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--threads", type=int, default=2)

@@ -28,12 +28,13 @@ import torch
 
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
+from specviz.training.conversations import conversation_messages, template_ids
+from specviz.training.corpus_files import corpus_windows
 from specviz.training.distill import sharegpt_conversations, spec_bench_turns
 from specviz.training.shards import HIDDEN_DTYPE, Sequence, pack
 
 HELDOUT_EVERY = 10
 MIN_ASSISTANT = 16  # a window with fewer assistant tokens teaches too little to pay for its pass
-ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant", "user": "user"}
 
 Progress = Callable[[int, int, dict], None]
 
@@ -41,55 +42,6 @@ Progress = Callable[[int, int, dict], None]
 def default_dir() -> Path:
     """Where feature folders live by default (under the cache root)."""
     return cache_root() / "features"
-
-
-def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
-    """The record as chat messages (user first, roles alternating), or None when unusable or banned."""
-    msgs: list[dict] = []
-    for turn in record.get("conversations") or []:
-        role = ROLES.get(str(turn.get("from", "")).lower())
-        text = str(turn.get("value", "")).strip()
-        if role is None or not text:
-            break
-        if msgs and msgs[-1]["role"] == role:
-            break
-        if role == "user" and " ".join(text.split()) in banned:
-            return None
-        msgs.append({"role": role, "content": text})
-    if len(msgs) < 2 or msgs[0]["role"] != "user":
-        return None
-    if sum(c.isascii() for m in msgs for c in m["content"]) < 0.95 * sum(len(m["content"]) for m in msgs):
-        return None
-    return msgs
-
-
-def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:
-    """Token ids of the chat-templated messages."""
-    out = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True)
-    if isinstance(out, dict) or hasattr(out, "input_ids"):
-        out = out["input_ids"]
-    return [int(t) for t in out]
-
-
-def template_ids(tokenizer: Any, msgs: list[dict], max_tokens: int) -> tuple[list[int], list[bool]]:
-    """Token ids of the templated conversation and a mask that is True on assistant-written tokens."""
-    ids: list[int] = []
-    mask: list[bool] = []
-    for n in range(1, len(msgs) + 1):
-        full = _templated(tokenizer, msgs[:n])
-        if full[: len(ids)] != ids:  # the template is not prefix-stable here: stop at what we have
-            break
-        new = full[len(ids) :]
-        if msgs[n - 1]["role"] == "assistant":
-            # the turn's header ("<|im_start|>assistant\n") is template, not the assistant's writing
-            head = len(_templated(tokenizer, msgs[: n - 1], add_generation_prompt=True)) - len(ids)
-            mask.extend([False] * head + [True] * (len(new) - head))
-        else:
-            mask.extend([False] * len(new))
-        ids = full
-        if len(ids) >= max_tokens:
-            break
-    return ids[:max_tokens], mask[:max_tokens]
 
 
 def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[list[int], list[bool]]]:
@@ -143,6 +95,7 @@ class FeatureConfig:
     """What one feature build makes: the split, how many positions, and the window and batch shapes."""
 
     split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
+    source: str = "sharegpt"  # ShareGPT's own answers, or "corpus": the target's (training.corpus; train only)
     max_positions: int = 3_000_000  # assistant positions to make in all
     max_len: int = 512  # tokens per window (and per row of the teacher pass)
     per_conversation: int = 4  # windows per conversation at most
@@ -154,7 +107,7 @@ def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
     """The settings a folder's shards were made with (a resumed build must match them)."""
     return {
         "model": lm.name,
-        "split": cfg.split,
+        "split": cfg.split if cfg.source == "sharegpt" else f"{cfg.split}-{cfg.source}",
         "dtype": str(lm.dtype).removeprefix("torch."),
         "max_len": cfg.max_len,
         "per_conversation": cfg.per_conversation,
@@ -209,7 +162,11 @@ def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, prog
     skip = record["shards"] * cfg.shard_windows
     t0 = time.perf_counter()
     pending: list[tuple[list[int], list[bool]]] = []
-    for n, (_conv, w, m) in enumerate(split_windows(lm.tokenizer, cfg.split, cfg.max_len, cfg.per_conversation)):
+    if cfg.source == "corpus":
+        source = corpus_windows(cfg.max_len, cfg.per_conversation)
+    else:
+        source = split_windows(lm.tokenizer, cfg.split, cfg.max_len, cfg.per_conversation)
+    for n, (_conv, w, m) in enumerate(source):
         if n < skip:
             continue
         pending.append((w, m))
@@ -275,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specviz.training.features", description=main.__doc__)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--split", choices=["train", "heldout"], default="train")
+    ap.add_argument("--source", choices=["sharegpt", "corpus"], default="sharegpt", help="corpus: the target's own")
     ap.add_argument("--positions", type=int, default=3_000_000, help="assistant positions to make")
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--dtype", default="bf16", help="bf16 (fast on AMX CPUs) or fp32")
@@ -282,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
-    out = args.out or default_dir() / f"{args.split}-{args.dtype}"
+    out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}"
     last = [time.perf_counter()]
 
     def tick(done: int, total: int, rec: dict) -> None:
@@ -290,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             last[0] = time.perf_counter()
             print(f"{done}/{total} positions, {rec['tokens_per_s']} tokens/s, {rec['seconds']} s", flush=True)
 
-    cfg = FeatureConfig(split=args.split, max_positions=args.positions, max_len=args.max_len)
+    if args.source == "corpus" and args.split != "train":
+        ap.error("the corpus holds training conversations only; the held-out set is ShareGPT's")
+    cfg = FeatureConfig(args.split, args.source, max_positions=args.positions, max_len=args.max_len)
     print(json.dumps(build(lm, out, cfg, tick), indent=1))
     return 0
 
