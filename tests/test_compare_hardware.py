@@ -103,6 +103,26 @@ def test_probe_and_surface_run_on_tiny(tiny_lm):
     assert len(speed) == 2 and all(s > 0 for s in speed)
 
 
+def test_the_latency_surface_says_where_and_when(tiny_lm, tmp_path, monkeypatch):
+    """Captioned from its own provenance ('this machine' only when it was); a cached one without it is re-measured."""
+    import json
+    from dataclasses import asdict
+
+    from specviz.core.measure import provenance
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    small = {"batches": (1,), "ks": (1, 2), "prefix_len": 4, "repeats": 1}
+    monkeypatch.setattr(hardware, "probe_surface", lambda lm, _p=hardware.probe_surface: _p(lm, **small))
+    surface = hardware.cached_surface(tiny_lm)
+    here = provenance(tiny_lm.describe())
+    assert surface.provenance and "this machine" in surface.measured(here)
+    elsewhere = provenance(tiny_lm.describe()).to_dict() | {"machine_id": "f" * 16}
+    assert "this machine" not in hardware.Surface(**{**asdict(surface), "provenance": elsewhere}).measured(here)
+    path = next((tmp_path / "probe").glob("*.surface.json"))
+    path.write_text(json.dumps({k: v for k, v in asdict(surface).items() if k != "provenance"}))  # from before
+    assert hardware.cached_surface(tiny_lm).provenance
+
+
 def test_bundle_round_trip_and_gallery(tiny_lm):
     ids = tiny_lm.encode_prompt("Hi")
     trace = ar.generate(tiny_lm, ids, Sampling(max_new_tokens=4))

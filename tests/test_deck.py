@@ -154,3 +154,33 @@ def test_page_deck_button_builds_a_deck(monkeypatch):
     data = _deck("Medusa", list(figs().items()), {}, ("smollm2-135m", "cpu · float32 · onednn", True))
     slides = read_back(data)
     assert len(slides) == 2 and all("Page: Medusa" in s["notes"] and "Measured:" in s["notes"] for s in slides)
+
+
+STORED_WHERE = "measured on Intel(R) Xeon(R) Processor (2 cores), cpu · float32 · onednn, on 2026-12-01, under load"
+
+
+def test_a_stored_figure_keeps_its_own_provenance_in_the_notes(monkeypatch):
+    """No blanket 'this machine, measured now': a figure from a stored file says where and when that was measured."""
+    from ui.deck import _deck
+
+    monkeypatch.setattr(deck, "render_png", fake_png)
+    a, b = figs().values()
+    data = _deck("Compare", [("speedup", a, ""), ("sweep", b, STORED_WHERE)], {}, ("m", "cpu · float32", True))
+    live, stored = read_back(data)
+    assert "Machine:" in live["notes"] and "Measured:" in live["notes"]
+    assert STORED_WHERE in stored["notes"] and "not measured in this session" in stored["notes"]
+    assert "Machine:" not in stored["notes"] and "Measured:" not in stored["notes"]
+    marked = deck.stored_measurement(go.Figure(), "measured on elsewhere")  # the mark a figure carries (CLI export)
+    assert "measured on elsewhere" in deck.slides_of({"x": marked}, "Measured: now")[0].notes
+
+
+def test_every_stored_figure_carries_its_own_provenance():
+    from specviz.core.measure import provenance
+    from specviz.output.viz.stored import stored_figures
+
+    found = stored_figures(provenance("cpu · float32 · onednn"))
+    assert {"medusa_budget", "lookahead_sweep", "where_methods_win"} <= set(found)
+    for name, fig in found.items():
+        where = fig.layout.meta["measured"]
+        assert where.startswith(("measured on", "batched-")) and "this machine" not in where, (name, where)
+    assert "under load" in found["where_methods_win"].layout.meta["measured"]  # prompt-kinds.json: 2.8 on 2 cores

@@ -83,3 +83,19 @@ def test_heads_are_never_trained_on_the_prompt_presets():
         used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not used & names, (path.name, used & names)
     assert "never" in PROMPT_KINDS.read_text() and "train" in PROMPT_KINDS.read_text()
+
+
+def test_the_fastest_preset_is_named_for_where_it_was_measured(tmp_path):
+    """Not 'fastest on this device': the calibration ran on a 2-core CPU, and the label says so on every device."""
+    import json
+
+    from specviz.core.measure import provenance
+    from specviz.tuning import presets
+
+    for method in ("medusa", "eagle", "lookahead"):
+        label = presets.get(method, presets.FASTEST).label
+        assert label == "fastest measured on a 2-core CPU" and "this device" not in label
+    gpu = tmp_path / "sweep.json"
+    gpu.write_text(json.dumps({"provenance": provenance("m · cuda:0 · NVIDIA H200 · float32").to_dict()}))
+    assert presets.fastest_label(gpu) == "fastest measured on a GPU"
+    assert presets.fastest_label(tmp_path / "absent.json") == "fastest where it was calibrated"

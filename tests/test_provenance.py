@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,62 @@ def test_committed_measurement_has_provenance(path: Path):
     assert p.cpu and p.cores >= 1 and p.device and p.commit
     assert dt.datetime.fromisoformat(p.date).year >= 2026
     assert "this machine" not in p.describe()
+
+
+BENCH = Path(__file__).resolve().parents[1] / "docs" / "bench"
+STORED = sorted([*MEASURED, *BENCH.glob("*.json")])
+
+
+def test_two_machines_with_the_same_cpu_string_are_told_apart():
+    """Every stored file says 'Intel(R) Xeon(R) Processor', 2 cores: only the machine id can say it is this one."""
+    from specviz.core import measure
+
+    here = measure.provenance("cpu · float32 · onednn")
+    assert here.machine_id and here.machine_id == measure.machine_id()  # stable within a machine
+    assert "this machine" in here.describe(here)
+    twin = replace(here, machine_id="0" * 16)  # same CPU string, cores, memory and device: another VM
+    assert not twin.same_machine(here) and "this machine" not in twin.describe(here)
+    unknown = replace(here, machine_id="")  # a record without one (every file from before) is never this machine
+    assert not unknown.same_machine(unknown) and "this machine" not in unknown.describe(here)
+    assert "this machine" not in replace(here, cpu_flags="avx2").describe(here)  # same id, other CPU: a clone
+    assert Provenance.from_dict(here.to_dict()) == here
+
+
+def test_the_machine_id_is_a_hash_or_nothing(tmp_path):
+    from specviz.core import measure
+
+    raw = tmp_path / "machine-id"
+    raw.write_text("3d1219aa00000000000000000000beef\n")
+    hashed = measure.machine_id((str(tmp_path / "absent"), str(raw)))
+    assert len(hashed) == 16 and "3d1219" not in hashed and hashed == measure.machine_id((str(raw),))
+    assert measure.machine_id((str(tmp_path / "absent"),)) == ""
+    assert set(measure.cpu_flags().split()) <= set(measure.SPEED_FLAGS)
+    assert measure.memory_gb() > 0
+
+
+@pytest.mark.parametrize("path", STORED, ids=lambda p: p.name)
+def test_a_stored_figure_says_where_and_flags_a_load(path: Path):
+    """Every stored record still loads; one measured with the cores busy says so wherever it is described."""
+    from specviz.core.measure import contended, provenance
+
+    data = json.loads(path.read_text())
+    p = Provenance.from_dict(data["provenance"])
+    text = p.describe(provenance(p.device))
+    assert "this machine" not in text  # none of them records a machine id
+    assert ("under load" in text) == (p.load >= p.cores or contended(p))
+    if p.load >= p.cores:
+        assert f"load average {p.load:g} on {p.cores} cores" in text
+
+
+def test_the_loads_the_review_found_are_flagged():
+    for name, load in [
+        ("prompt-kinds.json", 2.8),
+        ("batched-batch-2026-12-01.json", 2.9),
+        ("specbench-2026-12-01.json", 4.65),
+    ]:
+        p = Provenance.from_dict(json.loads((BENCH / name).read_text())["provenance"])
+        assert p.load == load and "under load" in p.describe()
+    quiet = Provenance.from_dict(
+        json.loads((BENCH / "specbench-lineage-copy-2026-12-01.json").read_text())["provenance"]
+    )
+    assert "under load" not in quiet.describe()

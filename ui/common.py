@@ -173,10 +173,11 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     return None
 
 
-def show_figure(fig, name: str) -> None:
-    """Render a plotly figure; the toolbar's camera saves PNG at 2x, and buttons give slide images."""
+def show_figure(fig, name: str, measured: str = "") -> None:
+    """Render a plotly figure; the toolbar's camera saves PNG at 2x, and buttons give slide images. `measured`: a
+    figure drawn from a stored measurement gives its provenance (Provenance.describe()), for the deck's notes."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2, "filename": name}}
-    deck.note_figure(name, fig)
+    deck.note_figure(name, fig, measured)
     shown = presentation.figure_font(fig) if presentation.presenting() else fig
     st.plotly_chart(shown, config=config, key=f"fig.{name}")
     if st.session_state.get("sidebar.export", False):

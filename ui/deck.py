@@ -12,7 +12,8 @@ import streamlit as st
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
 
-FIGURES, TRACES = "deck.figures", "deck.traces"  # this run's figures (name, figure) and traces (method -> trace)
+# this run's figures (name, figure, where a stored one was measured: "" for this session's runs) and traces
+FIGURES, TRACES = "deck.figures", "deck.traces"
 
 
 def reset() -> None:
@@ -21,8 +22,9 @@ def reset() -> None:
     st.session_state[TRACES] = {}
 
 
-def note_figure(name: str, fig: go.Figure) -> None:
-    st.session_state.setdefault(FIGURES, []).append((name, fig))
+def note_figure(name: str, fig: go.Figure, measured: str = "") -> None:
+    """Keep a drawn figure for the deck; `measured`: a stored figure's own provenance (Provenance.describe())."""
+    st.session_state.setdefault(FIGURES, []).append((name, fig, measured))
 
 
 def note_traces(traces: list[Trace]) -> None:
@@ -40,13 +42,17 @@ def _settings(traces: dict[str, Trace]) -> dict[str, Any]:
     return out
 
 
-def _deck(page: str, figures: list[tuple[str, go.Figure]], traces: dict[str, Trace], where: tuple[str, str, bool]):
-    """The deck's bytes (run when the button is pressed, outside the script: it reads no session state)."""
+def _deck(page: str, figures: list[tuple], traces: dict[str, Trace], where: tuple[str, str, bool]):
+    """The deck's bytes (run when the button is pressed, outside the script: it reads no session state).
+
+    `figures`: (name, figure) or (name, figure, where a stored one was measured); a stored figure's notes give its
+    own provenance, the others this session's."""
     from specviz.output.deck import deck_bytes, notes_text, slides_of
 
     model, device, live = where
     notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)}, live=live)
-    return deck_bytes(slides_of(dict(figures), notes))
+    stored = {f[0]: f[2] for f in figures if len(f) > 2 and f[2]}
+    return deck_bytes(slides_of({f[0]: f[1] for f in figures}, notes, stored))
 
 
 def deck_button(page: str, model: str = "", device: str = "") -> None:

@@ -55,8 +55,9 @@ def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | N
         key=f"{page}.preset",
         on_change=_set,
         args=(page, method, clamp),
-        help="Fastest on this device: the setting calibrated here for speed. As in the paper: the reference "
-        "setting, where the figures look as they do in the paper. Moving a slider makes it custom.",
+        help="Fastest measured: the setting a sweep found fastest where it ran (named for that machine; it may "
+        "not be the fastest here, see what each preset costs below). As in the paper: the reference setting, where "
+        "the figures look as they do in the paper. Moving a slider makes it custom.",
     )
     chosen = next((p for p in options if p.key == key), None)
     if chosen is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from specviz import methods
+from specviz.core.measure import provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.core.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.output.viz import compare as figs
@@ -139,11 +140,12 @@ def kinds_section() -> None:
     try:
         kinds = prompt_kinds()
         labels = category_labels(data, {k: v.label for k, v in kinds.items()})
-        fig = wins_figure(data, where=measured_where(data), labels=labels)
+        where = measured_where(data)
+        fig = wins_figure(data, where=where, labels=labels)
     except (ValueError, KeyError, TypeError, PromptError) as exc:
         st.warning(f"{path.name} could not be read ({exc}).")
         return
-    show_figure(fig, "where_methods_win")
+    show_figure(fig, "where_methods_win", measured=where)
     best = winners(data)
     rows = []
     for cat, label in labels.items():
@@ -190,10 +192,11 @@ def scaling_section() -> None:
         )
         return
     points = scaling.merge(d for _, d in found)
+    where = "; ".join(f"{path.name} {measured_where(data)}" for path, data in found)
     try:
-        show_figure(scaling.curve_figure(points, "batch", {"context": None}), "speedup_vs_batch")
-        show_figure(scaling.curve_figure(points, "context", {"batch": 1}), "speedup_vs_context")
-        show_figure(scaling.region_figure(points), "speculation_region")
+        show_figure(scaling.curve_figure(points, "batch", {"context": None}), "speedup_vs_batch", where)
+        show_figure(scaling.curve_figure(points, "context", {"batch": 1}), "speedup_vs_context", where)
+        show_figure(scaling.region_figure(points), "speculation_region", where)
         stops = scaling.where_it_stops(points, "batch", {"context": None})
     except (KeyError, TypeError, ValueError) as exc:
         st.warning(f"A stored batched bench could not be read ({exc}).")
@@ -212,8 +215,9 @@ def batch_section(traces: dict) -> None:
     scaling_section()
     with st.expander("MODEL, not a measurement: the speedup the latency surface predicts per batch size"):
         st.caption(
-            "Measured: forward latency for batch 1–16 × 1–64 new tokens on this device. MODEL: the speedup "
-            "that each method's measured A and forward width would give at each batch size."
+            "Measured: forward latency for batch 1–16 × 1–64 new tokens on the loaded model (where and when: "
+            "under the figure). MODEL: the speedup that each method's measured A and forward width would give at "
+            "each batch size."
         )
         if not st.button("Measure the latency surface (once, about a minute)", key="compare.surface") and (
             not st.session_state.get("compare.surface_on")
@@ -226,7 +230,9 @@ def batch_section(traces: dict) -> None:
         with st.spinner("Measuring…"), lm.lock:
             surface = hardware.cached_surface(lm)
         modeled = {n: hardware.modeled_batch_speedup(surface, a, w, d) for n, (a, w, d) in shapes(traces).items()}
-        show_figure(figs.batch_figure(surface, modeled), "batch_surface")
+        where = surface.measured(provenance(lm.describe()))
+        show_figure(figs.batch_figure(surface, modeled), "batch_surface", measured=where)
+        st.caption(f"The latency surface was {where}.")
 
 
 def whatif_section(traces: dict) -> None:

@@ -185,7 +185,8 @@ preset_costs("eagle", "eagle", cfg, s, repeats)
 if SWEEP_PATH.is_file():
     try:
         sweep = json.loads(SWEEP_PATH.read_text(encoding="utf-8"))
-        show_figure(sweep_figure(sweep, where=measured_where(sweep)), "eagle_sweep")
+        where = measured_where(sweep)
+        show_figure(sweep_figure(sweep, where=where), "eagle_sweep", measured=where)
         st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
     except (ValueError, KeyError, TypeError) as exc:
         st.warning(

@@ -71,7 +71,8 @@ if lm is not None and s is not None:
                 f"This curve was measured while the machine was busy ({curve.contended}); it may "
                 "overstate the cost. Press **Re-measure** when the machine is quiet."
             )
-        show_figure(latency_figure(curve, here=here), "latency_curve")
+        flag = f", disturbed: {curve.contended}" if curve.contended else ""
+        show_figure(latency_figure(curve, here=here), "latency_curve", measured=curve.measured(here) + flag)
         st.caption(
             f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. On a "
             "memory-bound device the curve is nearly flat: that flatness is the budget every method spends."

@@ -18,7 +18,8 @@ page_header(
 merged, used = merged_spec_bench()
 bench = merged if used else None
 where = measured_where(used[0][1]) if used else ""
-show_figure(lineage_figure(bench, where if len(used) == 1 else ""), "lineage")
+each = "; ".join(f"{', '.join(names)}: {measured_where(data)}" for _path, data, names in used)
+show_figure(lineage_figure(bench, where if len(used) == 1 else ""), "lineage", measured=each)
 for path, data, names in used:
     st.caption(
         f"{', '.join(names)}: A and speedup, greedy, against plain decoding in the same run, "

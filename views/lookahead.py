@@ -114,7 +114,6 @@ if jac is not None:
 
 if SWEEP.is_file():
     sweep = json.loads(SWEEP.read_text())
-    show_figure(
-        sweep_figure(sweep, title=f"Where a wider window stops paying ({measured_where(sweep)})"), "lookahead_sweep"
-    )
+    where = measured_where(sweep)
+    show_figure(sweep_figure(sweep, title=f"Where a wider window stops paying ({where})"), "lookahead_sweep", where)
     st.caption(sweep.get("note", ""))

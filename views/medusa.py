@@ -191,13 +191,16 @@ sweep_path = models_dir() / "sweep.json"
 if sweep_path.is_file():
     sw = json.loads(sweep_path.read_text())
     st.subheader("Why the best budget is small on the machine that measured it")
-    st.caption(f"The budget sweep was {measured_where(sw)}.")
+    swept = measured_where(sw)
+    st.caption(f"The budget sweep was {swept}.")
     b1, b2 = st.columns(2)
     with b1:
-        show_figure(budget_figure(sw["budgets"], sw["predicted"], sw["measured"], budget), "medusa_budget")
+        show_figure(budget_figure(sw["budgets"], sw["predicted"], sw["measured"], budget), "medusa_budget", swept)
     with b2:
         show_figure(
-            cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]), "medusa_cost"
+            cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
+            "medusa_cost",
+            swept,
         )
     st.caption(sw.get("note", ""))
 costs = sw.get("head_ms", {}) if sweep_path.is_file() else {}

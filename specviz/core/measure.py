@@ -12,14 +12,16 @@
 - r: the method's mean time per target step over plain decoding's mean time per step.
 - TTFT: prefill plus the first step, reported beside the speedup, never folded into it.
 
-Every stored figure carries a `Provenance`: the machine (CPU model, cores, device, dtype, kernels),
-the date, the commit and the load average when it was measured, so a page can say "measured on
-<that machine> on <date>" and reserve "on this machine" for figures that were.
+Every stored figure carries a `Provenance`: the machine (CPU model, its speed-relevant flags, cores, memory, a
+hash of its machine id), the device (dtype, kernels, the GPU's name), the date, the commit and the load average
+when it was measured, so a page can say "measured on <that machine> on <date>", flag a figure measured under
+load, and reserve "on this machine" for figures whose machine id is this one's (never where there is none).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import platform
 import statistics
@@ -143,21 +145,36 @@ class Provenance:
     commit: str
     load: float  # 1-minute load average at the time (-1 where unknown)
     torch: str
+    cpu_flags: str = ""  # the CPU's speed-relevant extensions, e.g. "avx2 avx512f avx512_bf16 amx_bf16" ("" unknown)
+    memory_gb: float = 0.0  # total memory in GiB (0 where unknown)
+    machine_id: str = ""  # a hash of /etc/machine-id; "" where there is none (older records too)
 
     @property
     def machine(self) -> str:
-        return f"{self.cpu} ({self.cores} cores)"
+        """'Intel(R) Xeon(R) Processor (2 cores, 23.5 GiB, avx512_bf16 amx_bf16)': what is known of it."""
+        extra = [f"{self.memory_gb:g} GiB"] if self.memory_gb > 0 else []
+        extra += [self.cpu_flags] if self.cpu_flags else []
+        return f"{self.cpu} ({', '.join([f'{self.cores} cores', *extra])})"
 
     def same_machine(self, other: Provenance) -> bool:
-        """Whether two measurements come from the same kind of machine and device setting."""
-        return (self.cpu, self.cores, self.device) == (other.cpu, other.cores, other.device)
+        """Whether two measurements come from this very machine and device setting: the same machine id (none
+        matches nothing; a cloned image shares one, so the CPU, its flags, the cores and the memory must match)."""
+        if not self.machine_id or not other.machine_id:
+            return False
+        keys = ("machine_id", "cpu", "cpu_flags", "cores", "memory_gb", "device")
+        return all(getattr(self, k) == getattr(other, k) for k in keys)
 
-    def describe(self, here: Provenance | None = None) -> str:
-        """'measured on this machine on 2026-12-01' or 'measured on <cpu> (2 cores), <device>, on <date>'."""
+    def describe(self, here: Provenance | None = None, flag_load: bool = True) -> str:
+        """'measured on this machine on 2026-12-01' or 'measured on <machine>, <device>, on <date>', then ', under
+        load (load average 4.65 on 2 cores)' when other work competed for the cores (unless `flag_load` is off)."""
         day = self.date[:10]
         if here is not None and self.same_machine(here):
-            return f"measured on this machine on {day}"
-        return f"measured on {self.machine}, {self.device}, on {day}"
+            text = f"measured on this machine on {day}"
+        else:
+            text = f"measured on {self.machine}, {self.device}, on {day}"
+        if flag_load and contended(self):
+            text += f", under load (load average {self.load:g} on {self.cores} cores)"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,20 +193,60 @@ class Provenance:
                 commit=str(data["commit"]),
                 load=float(data["load"]),
                 torch=str(data.get("torch", "")),
+                cpu_flags=str(data.get("cpu_flags", "")),
+                memory_gb=float(data.get("memory_gb", 0.0)),
+                machine_id=str(data.get("machine_id", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"The provenance record is incomplete ({exc}).") from None
 
 
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux), else what the platform says."""
+# extensions that change how fast the CPU kernels run (x86: AVX2, AVX-512, its bf16 and VNNI, AMX; Arm: SVE, bf16)
+SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "sve", "sve2")
+
+
+def _cpuinfo(key: str) -> str:
+    """The first value of `key` in /proc/cpuinfo ('' where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key:
+                return " ".join(value.split())
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return ""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else what the platform says."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_flags() -> str:
+    """The CPU's speed-relevant extensions (SPEED_FLAGS it has, in that order), '' where unknown."""
+    have = set((_cpuinfo("flags") or _cpuinfo("Features")).split())
+    return " ".join(f for f in SPEED_FLAGS if f in have)
+
+
+def memory_gb() -> float:
+    """Total memory in GiB (one decimal), 0 where unknown."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 0.0
+    return round(pages * size / 2**30, 1) if pages > 0 and size > 0 else 0.0
+
+
+def machine_id(paths: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id")) -> str:
+    """A stable id of this machine: a hash of systemd's machine id (never the id itself), '' where there is none."""
+    for path in paths:
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw:
+            return hashlib.sha256(f"specviz:{raw}".encode()).hexdigest()[:16]
+    return ""
 
 
 def git_commit(root: Path | None = None) -> str:
@@ -228,9 +285,13 @@ def provenance(device: str, now: dt.datetime | None = None) -> Provenance:
         commit=git_commit(),
         load=load_average(),
         torch=torch.__version__,
+        cpu_flags=cpu_flags(),
+        memory_gb=memory_gb(),
+        machine_id=machine_id(),
     )
 
 
 def contended(p: Provenance) -> bool:
-    """Whether the load average at measurement time shows other work competing for the cores."""
-    return p.load >= 0 and p.cores > 0 and p.load > 0.75 * p.cores + 0.5
+    """Whether the load average at measurement time shows other work competing for the cores: it reached their
+    number, or three quarters of them plus half a core."""
+    return p.load >= 0 and p.cores > 0 and (p.load >= p.cores or p.load > 0.75 * p.cores + 0.5)

@@ -73,12 +73,24 @@ def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bo
     return "\n".join(lines + [f"{k}: {v}" for k, v in settings.items()])
 
 
-def slides_of(figures: dict[str, go.Figure], notes: str) -> list[Slide]:
-    """One slide per named figure, titled by the figure (or its name); the same notes on each."""
+def stored_measurement(fig: go.Figure, where: str) -> go.Figure:
+    """Mark a figure as drawn from a stored measurement, `where` being its provenance (Provenance.describe())."""
+    return fig.update_layout(meta={"measured": where})
+
+
+def slides_of(figures: dict[str, go.Figure], notes: str, measured: dict[str, str] | None = None) -> list[Slide]:
+    """One slide per named figure, titled by the figure (or its name). Its notes are `notes` (this session's model,
+    device, machine, date and settings), except for a figure drawn from a stored measurement (`measured[name]`, or
+    its stored_measurement mark): its notes give that measurement's own provenance instead."""
     out = []
     for name, fig in figures.items():
         title, sub = split_title(fig, name.replace("_", " "))
-        out.append(Slide(title, fig, f"Figure: {name}\n{notes}", sub))
+        meta = fig.layout.meta
+        own = (measured or {}).get(name) or (meta.get("measured") if isinstance(meta, dict) else None)
+        text = f"Figure: {name}\n" + (
+            f"From a stored measurement, {own}; not measured in this session." if own else notes
+        )
+        out.append(Slide(title, fig, text, sub))
     return out
 
 

@@ -17,7 +17,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.prompts import PromptError, prepare, preset_prompts
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace, bundle_json, load_traces
-from specviz.output.deck import DeckError, notes_text, slides_of, write_deck
+from specviz.output.deck import DeckError, notes_text, slides_of, stored_measurement, write_deck
 from specviz.output.export import FORMATS, ExportError, write_figure
 
 DEFAULT_PRESET = "code-hints"  # a shipped prompt on which the methods win, when no prompt is given
@@ -96,7 +96,9 @@ def figures(traces: dict[str, Trace], lm: LoadedModel | None, every: bool) -> di
             from specviz.output.viz.latency import latency_figure
             from specviz.tuning.probe import cached_curve
 
-            out["latency_curve"] = latency_figure(cached_curve(lm), here=here)
+            curve = cached_curve(lm)
+            flag = f", disturbed: {curve.contended}" if curve.contended else ""
+            out["latency_curve"] = stored_measurement(latency_figure(curve, here=here), curve.measured(here) + flag)
     return out
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 
+from specviz.core.measure import Provenance, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
 from specviz.tuning.probe import LatencyCurve
@@ -24,6 +25,13 @@ class Surface:
     ks: list[int]
     ms: list[list[float]]  # [batch index][k index]
     prefix_len: int
+    provenance: dict = field(default_factory=dict)  # measure.Provenance as a dict ({} in cache files from before)
+
+    def measured(self, here: Provenance | None = None) -> str:
+        """Where and when, for a caption ('measured on this machine on 2026-12-01' only when it was)."""
+        if not self.provenance:
+            return "measured before surfaces recorded where and when"
+        return Provenance.from_dict(self.provenance).describe(here)
 
     def at(self, b: int, k: float) -> float:
         """Latency at batch b (measured row), interpolated in k."""
@@ -41,6 +49,7 @@ def probe_surface(
     """Time forwards of b × k new tokens over a b × prefix cache; k interleaved within each repeat."""
     gen = torch.Generator().manual_seed(0)
     vocab = lm.hf.config.vocab_size
+    where = provenance(lm.describe()).to_dict()  # before the runs: the load average is other work's
     rows = []
     for b in batches:
         prefix = torch.randint(100, vocab, (b, prefix_len), generator=gen).to(lm.device)
@@ -58,15 +67,17 @@ def probe_surface(
                 samples[k].append((time.perf_counter() - t) * 1000)
                 crop_to(cache, prefix_len)
         rows.append([round(statistics.median(samples[k]), 2) for k in ks])
-    return Surface(lm.describe(), list(batches), list(ks), rows, prefix_len)
+    return Surface(lm.describe(), list(batches), list(ks), rows, prefix_len, where)
 
 
 def cached_surface(lm: LoadedModel, refresh: bool = False) -> Surface:
-    """The stored surface for this device, measured first if absent."""
+    """The stored surface for this device, measured first if absent or stored without provenance."""
     path = cache_root() / "probe" / (lm.describe().replace(" · ", "_").replace("/", "_") + ".surface.json")
     if path.is_file() and not refresh:
         try:
-            return Surface(**json.loads(path.read_text()))
+            stored = Surface(**json.loads(path.read_text()))
+            if stored.provenance:
+                return stored
         except (ValueError, TypeError):
             pass
     surface = probe_surface(lm)

@@ -1,17 +1,23 @@
-"""Named presets of the tree and window methods: the fastest setting on this CPU, and the one in each paper.
+"""Named presets of the tree and window methods: the fastest setting where it was measured, and the one in each
+paper.
 
 Each preset is a frozen method Config. "fastest" is the method's default, calibrated on 2 CPU cores (the sweeps
-in models/ say where and when); "paper" is the reference setting from each method's paper or code, where the
-figures teach: Medusa's 63-node sparse tree over 4 heads and their top-10 (as the reference's mc_sim_7b_63,
-here built from this checkout's calibration by specviz.trees.tree.sparse_tree), EAGLE-2's total 60 / depth 5 /
-top-k 10, and Lookahead's W 7 / N 5 / G 7 (the reference's recommended setting for 7B models).
+in models/ say where and when, and the preset is named for that machine, not for the one it runs on); "paper" is
+the reference setting from each method's paper or code, where the figures teach: Medusa's 63-node sparse tree over
+4 heads and their top-10 (as the reference's mc_sim_7b_63, here built from this checkout's calibration by
+specviz.trees.tree.sparse_tree), EAGLE-2's total 60 / depth 5 / top-k 10, and Lookahead's W 7 / N 5 / G 7 (the
+reference's recommended setting for 7B models).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from specviz.core.measure import Provenance
+from specviz.core.paths import EAGLE_DIR, LOOKAHEAD_SWEEP, MEDUSA_DIR
 from specviz.methods import eagle, lookahead, medusa
 
 
@@ -28,11 +34,21 @@ class Preset:
 FASTEST, PAPER = "fastest", "paper"
 _E, _L = eagle.Config(), lookahead.Config()  # the calibrated CPU defaults
 
+
+def fastest_label(sweep: Path) -> str:
+    """'fastest measured on a 2-core CPU': named for where the sweep that chose the default ran (its provenance)."""
+    try:
+        p = Provenance.from_dict(json.loads(sweep.read_text(encoding="utf-8"))["provenance"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "fastest where it was calibrated"
+    return f"fastest measured on {'a GPU' if 'cuda' in p.device else f'a {p.cores}-core CPU'}"
+
+
 PRESETS: dict[str, tuple[Preset, ...]] = {
     "medusa": (
         Preset(
             FASTEST,
-            "fastest on this device",
+            fastest_label(MEDUSA_DIR / "sweep.json"),
             medusa.Config(),
             f"B = {medusa.Config().budget} drafted nodes: the fastest budget of the CPU budget sweep "
             "(models/medusa/sweep.json).",
@@ -48,7 +64,7 @@ PRESETS: dict[str, tuple[Preset, ...]] = {
     "eagle": (
         Preset(
             FASTEST,
-            "fastest on this device",
+            fastest_label(EAGLE_DIR / "live_sweep.json"),
             eagle.Config(),
             f"depth {_E.depth}, top-k {_E.top_k}, {_E.total_tokens} verified nodes: the fastest shape of the CPU "
             "live sweep "
@@ -64,7 +80,7 @@ PRESETS: dict[str, tuple[Preset, ...]] = {
     "lookahead": (
         Preset(
             FASTEST,
-            "fastest on this device",
+            fastest_label(LOOKAHEAD_SWEEP),
             lookahead.Config(),
             f"W {_L.window} / N {_L.ngram} / G {_L.guesses}, {_L.forward_tokens} tokens per forward: the fastest of "
             "the CPU sweep (models/lookahead_sweep.json).",

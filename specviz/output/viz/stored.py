@@ -176,13 +176,22 @@ def sources() -> list[tuple[Path, Callable[[dict[str, Any], Provenance | None], 
 
 def stored_figures(here: Provenance | None = None) -> dict[str, go.Figure]:
     """Every figure the pages draw from a stored file that exists here (a file that cannot be drawn is skipped)."""
+    from specviz.output.deck import stored_measurement
+
     out: dict[str, go.Figure] = {}
     for path, draw in sources():
         data = _read(path)
         if data is None:
             continue
         try:
-            out |= draw(data, here)
+            drawn = draw(data, here)
         except (KeyError, TypeError, ValueError, IndexError):
             continue  # a file of an older format: the page says so; the gallery leaves it out
+        where = _scaling_where(here) if draw is _scaling else _where(data, here)
+        out |= {name: stored_measurement(fig, where) for name, fig in drawn.items()}
     return out
+
+
+def _scaling_where(here: Provenance | None) -> str:
+    """Where each stored batched bench (the scaling figures merge them all) was measured."""
+    return "; ".join(f"{path.name} {_where(data, here)}" for path, data in scaling_results())
