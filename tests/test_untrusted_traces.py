@@ -130,3 +130,20 @@ def test_every_method_round_trips(detailed):
     for data in detailed.values():
         trace = Trace.from_dict(data)
         assert load_traces(bundle_json([trace])) == [trace]
+
+
+def test_regrowing_a_step_checks_the_traces_ids_before_the_model_runs(tiny_lm):
+    """replay_trees ran the target on a trace's prompt_ids unchecked: an id past the vocabulary was an IndexError
+    here and a device-side assert (for every session) on CUDA; a prompt past the context was a long prefill."""
+    from dataclasses import replace
+
+    from specviz.tuning.eagle_replay import replay_trees
+
+    kw = tiny_kwargs("eagle", tiny_lm)
+    trace = methods.get("eagle").generate(tiny_lm, tiny_lm.encode_prompt("Hi"), Sampling(max_new_tokens=4), **kw)
+    vocab, n = tiny_lm.hf.config.vocab_size, tiny_lm.hf.config.max_position_embeddings
+    for bad, reason in (([vocab], "vocabulary"), ([-1], "vocabulary"), ([5] * n, "context")):
+        with pytest.raises(TraceError, match=reason):
+            replay_trees(tiny_lm, replace(trace, prompt_ids=bad), 0, kw.get("config"), head=kw.get("head"))
+    with pytest.raises(TraceError, match="no step 99"):
+        replay_trees(tiny_lm, trace, 99, kw.get("config"), head=kw.get("head"))

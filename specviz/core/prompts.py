@@ -11,6 +11,7 @@ from pathlib import Path
 from specviz.core.model import LoadedModel
 from specviz.core.paths import PROMPT_KINDS, PROMPT_PRESETS
 from specviz.core.sampling import ConfigError
+from specviz.core.trace import TraceError
 
 MAX_PROMPT_TOKENS = 2048  # a CPU prefill of more takes seconds per run and says nothing new
 MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # checked before tokenising: no token of this vocabulary is longer
@@ -56,6 +57,18 @@ def check_context(lm: LoadedModel, prompt_len: int, max_new_tokens: int) -> None
             f"max_new_tokens {max_new_tokens} after a prompt of {prompt_len} tokens exceeds the model's context "
             f"of {n} tokens; ask for at most {max(0, n - prompt_len)}."
         )
+
+
+def check_ids(lm: LoadedModel, ids: list[int], room: int = 0) -> None:
+    """TraceError unless ids (from a file) are token ids of this model that, with `room` more, fit its context:
+    what must hold before the model runs on them (an id past the vocabulary is a device-side assert on CUDA)."""
+    vocab = int(lm.lm_head.get_parameter("weight").shape[0])
+    bad = next((i for i in ids if not (isinstance(i, int) and 0 <= i < vocab)), None)
+    if bad is not None:
+        raise TraceError(f"The trace holds the token id {bad!r}, which this model's vocabulary of {vocab} lacks.")
+    n = context_length(lm)
+    if n is not None and len(ids) + room > n:
+        raise TraceError(f"The trace's {len(ids)} tokens do not fit this model's context of {n}.")
 
 
 def _item(obj: object, line_no: int) -> PromptItem:

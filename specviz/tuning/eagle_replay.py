@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from specviz.core.model import LoadedModel, crop_to, load_model
-from specviz.core.trace import Trace
+from specviz.core.prompts import check_ids
+from specviz.core.trace import Trace, TraceError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
 from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.methods.eagle import Config, get_head
@@ -95,9 +96,12 @@ def replay_trees(
     against the continuation the run produced (their greedy acceptance at T = 0) under "accepted".
     """
     cfg = config or Config()
-    head = head or get_head(lm, cfg)
+    if not 0 <= step_index < len(trace.steps) or not trace.steps[step_index].committed:
+        raise TraceError(f"The trace has no step {step_index} that committed a token.")
     done = sum(len(s.committed) for s in trace.steps[:step_index])
     ids = list(trace.prompt_ids) + list(trace.output_ids[:done])
+    check_ids(lm, [*ids, *trace.output_ids[done:]], room=cfg.depth + 1)  # before the model runs on any of them
+    head = head or get_head(lm, cfg)
     root, cont = trace.output_ids[done], list(trace.output_ids[done + 1 : done + 1 + cfg.depth])
     _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
     out = {}
