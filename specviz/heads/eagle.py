@@ -8,7 +8,6 @@ costs as much as the whole draft on this CPU.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,8 +22,8 @@ from specviz.core.kv_cache import growing_cache
 from specviz.core.model import LoadedModel
 from specviz.core.paths import EAGLE_DIR
 from specviz.core.schema import Between, SchemaError
-from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_weights, stamp
-from specviz.heads.files import read_config as read_config_file
+from specviz.heads import store
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, read_weights, stamp
 
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache, LlamaConfig
@@ -195,26 +194,19 @@ def init_linears(module: nn.Module, gen: torch.Generator) -> None:
                     nn.init.uniform_(m.bias, -bound, bound, generator=gen)
 
 
-def save_head(head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
-    """Write weights (safetensors, half precision by default) and config.json; return the folder."""
-    from safetensors.torch import save_file
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
-    if not head.full_vocab:
-        state["draft_ids"] = head.draft_ids.to(torch.int32).contiguous()
-    save_file(state, str(out / WEIGHTS), metadata={"format": HEAD_FORMAT})
-    (out / CONFIG).write_text(json.dumps(asdict(head.config), indent=1) + "\n", encoding="utf-8")
-    return out
+def save_head(
+    head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
+) -> Path:
+    """Write weights (safetensors, half precision by default), config.json and the manifest when given."""
+    ids = None if head.full_vocab else ("draft_ids", head.draft_ids)
+    weights = store.tensors(head.state_dict(), dtype, skip=("rotary.",), ids=ids)
+    return store.save(out_dir, (WEIGHTS, weights), head.config.format, asdict(head.config), manifest)
 
 
 def read_config(folder: str | Path) -> HeadConfig:
     """Parse a head's config.json; raise HeadError on a missing, corrupt or foreign file."""
-    path = Path(folder) / CONFIG
-    if not is_file(path):
-        raise HeadError(f"No EAGLE head in {Path(folder)}; train one with: python -m specviz train eagle")
-    return read_config_file(path, HeadConfig, SPECS, KIND, check_shape)
+    missing = f"No EAGLE head in {Path(folder)}; train one with: python -m specviz train eagle"
+    return store.config(folder, HeadConfig, SPECS, KIND, missing, check_shape)
 
 
 def check_shape(cfg: HeadConfig) -> None:
@@ -243,26 +235,21 @@ def load_head(folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: to
                 f"The EAGLE head in {folder} was trained for another model "
                 f"(hidden {cfg.hidden_size}, vocab {cfg.vocab_size})."
             )
+    return load_weights(folder, cfg, EagleHead, KIND, dtype)
+
+
+def load_weights(folder: str | Path, cfg: Any, cls: Callable, kind: Kind, dtype: torch.dtype) -> Any:
+    """A head of class `cls` (EAGLE's, EAGLE-3's) over its stored draft vocabulary, every stored tensor loaded
+    (RoPE's frequencies rebuilt from the config), frozen, in `dtype`; HeadError with one sentence when unusable."""
     weights = Path(folder) / WEIGHTS
-    state = read_weights(weights, KIND)
+    state = read_weights(weights, kind)
     draft_ids = state.pop("draft_ids", None)
     if not draft_ids_fit(draft_ids, cfg):
         raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
-    head = EagleHead(cfg, None if draft_ids is None else draft_ids.long())
-    try:
-        _load_strict(head, state)
-    except RuntimeError as exc:
-        raise HeadError(f"{weights} does not match its config ({str(exc)[:120]}).") from None
+    head = cls(cfg, None if draft_ids is None else draft_ids.long())
+    store.load_state(head, state, weights, kind, rebuilt="rotary.")
     head.requires_grad_(False)
     return head.to(dtype).eval()
-
-
-def _load_strict(head: EagleHead, state: dict[str, torch.Tensor]) -> None:
-    """Load every saved tensor; rotary buffers are rebuilt from the config, not stored."""
-    missing, unexpected = head.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.startswith("rotary.")]
-    if missing or unexpected:
-        raise RuntimeError(f"missing {missing[:3]}, unexpected {unexpected[:3]}")
 
 
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:

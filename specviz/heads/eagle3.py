@@ -23,7 +23,6 @@ read-out differ), so the draft tree (specviz.trees.draft_tree) and the tree step
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,10 @@ from torch import nn
 from specviz.core.model import LoadedModel
 from specviz.core.paths import MODELS
 from specviz.core.schema import Between
-from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, draft_ids_fit, init_linears
-from specviz.heads.files import Kind, is_file, read_weights, stamp
-from specviz.heads.files import read_config as read_config_file
+from specviz.heads import store
+from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, init_linears, load_weights
+from specviz.heads.eagle import save_head as save_eagle_head
+from specviz.heads.files import Kind, stamp
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
 DEFAULT_DIR = MODELS / "eagle3"
@@ -120,29 +120,20 @@ def new_head(
     return head.float()
 
 
-def save_head(head: Eagle3Head, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
-    """Write model.safetensors (half precision by default) and config.json into out_dir; return it."""
-    from safetensors.torch import save_file
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
-    if not head.full_vocab:
-        state["draft_ids"] = head.draft_ids.to(torch.int32).contiguous()
-    save_file(state, str(out / WEIGHTS), metadata={"format": EAGLE3_FORMAT})
-    (out / CONFIG).write_text(json.dumps(asdict(head.config), indent=1) + "\n", encoding="utf-8")
-    return out
+def save_head(
+    head: Eagle3Head, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
+) -> Path:
+    """Write model.safetensors (half precision by default), config.json and the manifest when given; return it."""
+    return save_eagle_head(head, out_dir, dtype, manifest)
 
 
 def read_config(folder: str | Path) -> Eagle3Config:
     """Parse a head's config.json; HeadError on a missing, corrupt or foreign file."""
-    path = Path(folder) / CONFIG
-    if not is_file(path):
-        raise HeadError(f"No EAGLE-3 head in {Path(folder)}; train one with: {TRAIN_HINT}")
     specs = {**SPECS, "layers": [Between("int", 0, 1023), 16]}
-    cfg = read_config_file(path, Eagle3Config, specs, KIND, check_shape)
+    missing = f"No EAGLE-3 head in {Path(folder)}; train one with: {TRAIN_HINT}"
+    cfg = store.config(folder, Eagle3Config, specs, KIND, missing, check_shape)
     if len(cfg.layers) != 3:
-        raise HeadError(f"{path} names {len(cfg.layers)} fused layers, not 3; retrain with: {TRAIN_HINT}")
+        raise HeadError(f"{Path(folder) / CONFIG} names {len(cfg.layers)} fused layers, not 3; {KIND.hint}")
     return cfg
 
 
@@ -164,21 +155,7 @@ def load_head(
     cfg = read_config(folder)
     if hf_config is not None:
         check_fits(cfg, hf_config, folder)
-    weights = Path(folder) / WEIGHTS
-    state = read_weights(weights, KIND)
-    draft_ids = state.pop("draft_ids", None)
-    if not draft_ids_fit(draft_ids, cfg):
-        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
-    head = Eagle3Head(cfg, None if draft_ids is None else draft_ids.long())
-    try:
-        missing, unexpected = head.load_state_dict(state, strict=False)
-    except RuntimeError as exc:  # a tensor of the wrong shape
-        raise HeadError(f"{weights} does not match its config ({str(exc).strip()[:120]}).") from None
-    missing = [k for k in missing if not k.startswith("rotary.")]
-    if missing or unexpected:
-        raise HeadError(f"{weights} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")
-    head.requires_grad_(False)
-    return head.to(dtype).eval()
+    return load_weights(folder, cfg, Eagle3Head, KIND, dtype)
 
 
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> Eagle3Head:

@@ -1,0 +1,133 @@
+"""One place for a head's folder: its weights (safetensors), config.json, manifest.json (the data it was trained on,
+the positions it saw, its learning curve, where it stopped and on what machine) and calibration.json.
+
+Writing is atomic per file (a `.partial` renamed into place), so a killed save never leaves half a file. Reading
+goes through heads.files, which treats every file of a folder as untrusted input (size bounds, schemas, ids in
+range); the head modules say what their config holds, the store does the rest the same way for every head.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from specviz.core.schema import SchemaError, read_json
+from specviz.heads.files import MAX_CONFIG_BYTES, Kind, is_file, read_config
+
+C = TypeVar("C")
+
+CONFIG, MANIFEST, CALIBRATION = "config.json", "manifest.json", "calibration.json"
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp) on a sibling `.partial` file, then rename it over `path`."""
+    tmp = path.with_name(path.name + ".partial")
+    write(tmp)
+    tmp.replace(path)
+    return path
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """`data` as indented JSON at `path`, atomically."""
+    return write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8"))
+
+
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor], fmt: str) -> Path:
+    """A safetensors file (never a pickle), atomically, its format named in the metadata."""
+    from safetensors.torch import save_file
+
+    return write_atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": fmt}))
+
+
+def tensors(
+    state: dict[str, torch.Tensor],
+    dtype: torch.dtype | None = None,
+    skip: tuple[str, ...] = (),
+    ids: tuple[str, torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor]:
+    """What a head stores: its state (cast to dtype, names starting with `skip` left out) and a named id map."""
+    out = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in state.items() if not k.startswith(skip)}
+    if ids is not None:
+        out[ids[0]] = ids[1].to(torch.int32).contiguous()
+    return out
+
+
+def save(
+    folder: str | Path,
+    weights: tuple[str, dict[str, torch.Tensor]],
+    fmt: str,
+    config: dict,
+    manifest: dict | None = None,
+) -> Path:
+    """Write a head folder: weights (file name, tensors), config.json and, when given, manifest.json."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    write_tensors(out / weights[0], weights[1], fmt)
+    write_json(out / CONFIG, config)
+    if manifest is not None:
+        write_json(out / MANIFEST, manifest)
+    return out
+
+
+def config(
+    folder: str | Path, cls: type[C], specs: dict[str, Any], kind: Kind, missing: str, extra: Callable | None = None
+) -> C:
+    """A head folder's config.json as `cls`, checked (heads.files.read_config); kind.error(missing) without one."""
+    path = Path(folder) / CONFIG
+    if not is_file(path):
+        raise kind.error(missing)
+    return read_config(path, cls, specs, kind, extra)
+
+
+def load_state(module: nn.Module, state: dict[str, torch.Tensor], path: Path, kind: Kind, rebuilt: str = "") -> None:
+    """Every stored tensor into `module`, and every tensor of it from the file except those named `rebuilt…`
+    (rebuilt from the config, as RoPE's frequencies are); kind.error with one sentence otherwise."""
+    try:
+        missing, unexpected = module.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a tensor of the wrong shape
+        raise kind.error(f"{path} does not match its config ({str(exc).strip()[:120]}).") from None
+    missing = [k for k in missing if not (rebuilt and k.startswith(rebuilt))]
+    if missing or unexpected:
+        raise kind.error(f"{path} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+
+
+def write_calibration(folder: Path, acc: list[list[float]], positions: int, note: str, where: dict) -> Path:
+    """The rank accuracies acc[depth][rank] measured on held-out data, as calibration.json beside the head."""
+    body = {"accuracy": acc, "top1": [r[0] for r in acc], "positions": positions, "ranks": len(acc[0]) if acc else 0}
+    return write_json(folder / CALIBRATION, body | {"note": note, "provenance": where})
+
+
+def read_manifest(folder: str | Path, kind: Kind) -> dict:
+    """What a head folder says about its training: manifest.json, or for a head saved before manifests existed,
+    the record its config.json (and calibration.json) kept, with an empty curve."""
+    folder = Path(folder)
+    try:
+        if is_file(folder / MANIFEST):
+            data = read_json(folder / MANIFEST, MAX_CONFIG_BYTES, "a head manifest")
+            if not isinstance(data, dict) or not isinstance(data.get("curve", []), list):
+                raise SchemaError(f"{folder / MANIFEST} is not a manifest.")
+            return data
+        return _legacy_manifest(folder)
+    except SchemaError as exc:
+        raise kind.error(f"{str(exc).rstrip('.')}; {kind.hint}.") from None
+
+
+def _legacy_manifest(folder: Path) -> dict:
+    """The training record a config.json kept before manifest.json: EAGLE's `train`, Medusa's and Hydra's extra
+    keys beside the shape; held-out top-1 from the calibration table when the record has none."""
+    cfg = read_json(folder / CONFIG, MAX_CONFIG_BYTES, "a head config")
+    if not isinstance(cfg, dict):
+        raise SchemaError(f"{folder / CONFIG} is not an object.")
+    shape = {"num_heads", "hidden_size", "layers", "draft_vocab", "model", "format", "calibration"}
+    train = cfg.get("train") if isinstance(cfg.get("train"), dict) else {k: v for k, v in cfg.items() if k not in shape}
+    top1 = train.get("heldout_top1_by_depth")
+    if top1 is None and is_file(folder / CALIBRATION):
+        table = read_json(folder / CALIBRATION, MAX_CONFIG_BYTES, "a calibration table")
+        top1 = table.get("top1") if isinstance(table, dict) else None
+    return {"format": cfg.get("format"), "positions": train.get("positions"), "heldout_top1_by_depth": top1,
+            "curve": [], "train": train, "from": CONFIG}  # fmt: skip
