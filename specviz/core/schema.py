@@ -157,13 +157,16 @@ def build(cls: type[T], data: Any, specs: dict[str, Any] | None = None, name: st
             continue
         spec = (specs or {}).get(f.name) or annotation_spec(str(f.type))
         check(data[f.name], spec, name, f.name)
-        values[f.name] = _plain(data[f.name])
+        values[f.name] = _plain(data[f.name], spec)
     return cls(**values)
 
 
-def _plain(value: Any) -> Any:
-    """Tuples (from Python callers) as lists, the way JSON gives them."""
-    return list(value) if isinstance(value, tuple) else value
+def _plain(value: Any, spec: Any) -> Any:
+    """Tuples (from Python callers) as lists, the way JSON gives them; an integer where a float is meant, a float."""
+    if isinstance(value, tuple):
+        return list(value)
+    floaty = spec in ("float", "float?") or (isinstance(spec, Between) and spec.kind == "float")
+    return float(value) if floaty and isinstance(value, int) else value
 
 
 def read_json(path: Path, max_bytes: int, what: str) -> Any:

@@ -229,7 +229,7 @@ def trace_schema(vocab: int | None = None) -> dict[str, Any]:
 
 
 def _step_from_dict(d: dict, detail: type[Detail] | None) -> StepTrace:
-    top = [Alt(**a) for a in d.get("top", [])]
+    top = [Alt(a["id"], a["text"], a["prob"]) for a in d.get("top", [])]
     names = {f.name for f in fields(StepTrace)} - {"top", "detail"}
     raw = d.get("detail")
     if raw is not None and detail is None:
