@@ -24,3 +24,34 @@ def test_bench_reports_measures_a_and_identity_on_the_tiny_model(tokenizer, tmp_
     assert set(res.by_category()) == {"chat", "extraction"}
     for run in res.runs["pld"]:
         assert 0 < run.decode_s <= run.seconds and run.produced >= run.forwards
+
+
+def test_the_bench_speedup_is_the_median_of_paired_ratios_with_its_range(tiny_lm, monkeypatch):
+    """Repeat i of the method is divided by repeat i of plain decoding (measure's definition), never the ratio of
+    two independent medians; each prompt's range is kept; the warm-up runs inside the model lock too."""
+    from specviz.tuning import bench
+
+    times = {"ar": [9.0, 1.0, 4.0, 2.0, 1.0, 1.0, 1.0], "pld": [9.0, 0.5, 4.0, 4.0, 0.5, 0.5, 0.5]}  # warm-up first
+
+    def runner(name):
+        def run(_ids, _s):
+            assert tiny_lm.lock.locked(), "a run (the warm-up too) outside the model lock"
+            return bench.RunResult([1, 2], times[name].pop(0), 1, 1, 0.1)
+
+        return run
+
+    monkeypatch.setattr(bench, "runners", lambda _lm, names, _c: {n: runner(n) for n in ["ar", *names]})
+    monkeypatch.setattr(bench, "install_latency", lambda _lm: None)
+    items = [PromptItem("Say hello to the world.", "chat"), PromptItem("Repeat: a b c", "extraction")]
+    res = bench.run_bench(tiny_lm, ["pld"], items, Sampling(max_new_tokens=2), repeats=3)
+    # prompt 1: paired ratios 1/0.5, 4/4, 2/4 = 2, 1, 0.5 -> 1.0 (independent medians would give 2 / 4 = 0.5)
+    assert res.ratios["pld"] == [[2.0, 1.0, 0.5], [2.0, 2.0, 2.0]]
+    first = res.prompt_speedups("pld")[0]
+    assert (first.median, first.low, first.high, first.n) == (1.0, 0.5, 2.0, 3)
+    row = res.summary()["pld"]
+    assert row["speedup"] == 1.5 and (row["speedup_low"], row["speedup_high"]) == (1.0, 2.0)
+    assert row["speedup_q1"] <= row["speedup"] <= row["speedup_q3"]
+    assert res.by_category() == {"chat": {"ar": 1.0, "pld": 1.0}, "extraction": {"ar": 1.0, "pld": 2.0}}
+    data = res.to_dict()
+    assert data["prompt_speedups"]["pld"] == [[1.0, 0.5, 2.0], [2.0, 2.0, 2.0]]
+    assert "same repeat" in data["speedup_definition"] and "1.00–2.00x" in bench.format_table(res)

@@ -88,3 +88,45 @@ def test_one_live_run_is_labelled_one_run(tiny_app):
     assert not at.exception
     speed = next(m for m in at.metric if m.label.startswith("Speedup"))
     assert speed.value.endswith("one run"), speed.value
+
+
+def test_tokens_per_second_is_the_median_over_repeats_not_the_first():
+    slow = trace("medusa", [[0, 1, 2], [3, 4], [5, 6, 7]], 0.100, 0.031, 6)  # a disturbed first repeat
+    row = next(r for r in summarize({"ar": [AR, AR, AR], "medusa": [slow, FAST, FAST]}) if r.method == "medusa")
+    assert row.tokens_per_s == pytest.approx(FAST.tokens_per_s) and row.seconds == pytest.approx(
+        measure.generation_s(FAST)
+    )
+
+
+def test_replayed_traces_of_another_prompt_or_setting_are_never_divided():
+    """Loaded traces pair by prompt and settings, not by method name: an unrelated one gets no speedup."""
+    from dataclasses import replace
+
+    from specviz.tuning.compare import pairable, replay_runs
+
+    other_prompt = replace(FAST, prompt_ids=[7, 8])
+    hotter = replace(FAST, config={"sampling": {"temperature": 0.8}})
+    assert pairable(AR, FAST) and not pairable(AR, other_prompt) and not pairable(AR, hotter)
+    runs, unrelated = replay_runs({"ar": AR, "medusa": FAST, "pld": replace(AR, method="pld")}, ["medusa", "pld"])
+    assert list(runs) == ["ar", "medusa", "pld"] and unrelated == []
+    runs, unrelated = replay_runs({"ar": AR, "medusa": other_prompt}, ["medusa", "eagle"])
+    assert runs == {"medusa": [other_prompt]} and unrelated == ["medusa"]  # shown alone, never against ar
+    assert replay_runs({"medusa": FAST}, ["medusa"]) == ({"medusa": [FAST]}, [])
+
+
+@pytest.mark.parametrize("related", [True, False])
+def test_a_page_replaying_unrelated_traces_shows_no_speedup(tiny_app, related):
+    from dataclasses import replace
+
+    from specviz.core.trace import bundle_json
+
+    medusa = FAST if related else replace(FAST, prompt_ids=[7, 8], prompt="another prompt")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    bundle = bundle_json([AR, medusa]).encode()
+    at.file_uploader(key="replay.files").set_value(("runs.json", bundle, "application/json")).run()
+    at.switch_page("views/compare.py").run()
+    assert not at.exception
+    table = next((d.value for d in at.dataframe if "A/r" in d.value.columns), None)  # the live table
+    told = any("No speedup for medusa" in i.value for i in at.info)
+    assert (table is not None and not told) if related else (table is None and told)

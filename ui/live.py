@@ -58,7 +58,14 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
     When replaying saved traces, each method has the one run that was loaded.
     """
     if replaying():
-        return {n: [t] for n in ["ar", *configs] if (t := replayed(n)) is not None}
+        loaded = {n: t for n in ["ar", *configs] if (t := replayed(n)) is not None}
+        runs, unrelated = compare.replay_runs(loaded, list(configs))
+        if unrelated:
+            st.info(
+                f"No speedup for {', '.join(unrelated)}: the loaded trace ran another prompt or other settings than "
+                "the loaded plain decoding, so the two are not compared."
+            )
+        return runs
     if s is None or get_model() is None:
         return {}
     cfg = json.dumps({n: _config_json(n, c) for n, c in configs.items() if n != "ar"}, sort_keys=True)
@@ -99,9 +106,12 @@ def measured_where(data: dict) -> str:
 
 
 def same_tokens(ar: Trace | None, trace: Trace) -> str:
-    """'yes' / 'no' at T = 0; at T > 0 token identity says nothing about a lossless method."""
+    """'yes' / 'no' at T = 0; at T > 0 token identity says nothing about a lossless method; nor across prompts or
+    settings (loaded traces)."""
     if ar is None:
         return "no plain run"
+    if not compare.pairable(ar, trace):
+        return "n/a: another prompt or settings"
     if not compare.greedy(trace):
         return "n/a at T > 0"
     return "yes" if trace.output_ids == ar.output_ids else "no"

@@ -1,4 +1,9 @@
-"""Methods side by side on a prompt set: interleaved repeats, medians, ratios against plain decoding."""
+"""Methods side by side on a prompt set: interleaved repeats, ratios against plain decoding.
+
+Speedup as specviz.core.measure defines it: per prompt, the ratio of plain decoding's generation time to the
+method's in the same interleaved repeat, the median of those paired ratios with their range; over the prompt set,
+the median of the prompts' speedups with their range (min–max) and interquartile range.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +44,17 @@ class RunResult:
     decode_s: float
 
 
+SPEEDUP_DEFINITION = (
+    "per prompt, the median over interleaved repeats of plain decoding's generation time over the method's in the "
+    "same repeat; speedup: the median of those over the prompts, speedup_low/high their range, speedup_q1/q3 "
+    "their quartiles"
+)
+
+
 @dataclass
 class BenchResult:
-    """Per prompt and method, the median run, plus the summary the CLI prints and writes."""
+    """Per prompt and method, the median run and the paired ratios of every repeat, plus the summary the CLI
+    prints and writes."""
 
     model: str
     device: str
@@ -50,9 +63,16 @@ class BenchResult:
     items: list[PromptItem]
     runs: dict[str, list[RunResult]] = field(default_factory=dict)  # method -> median run per prompt
     provenance: dict[str, Any] = field(default_factory=dict)  # measure.Provenance of the run, as a dict
+    # method -> per prompt, ar's time over the method's in each interleaved repeat (paired, repeat by repeat)
+    ratios: dict[str, list[list[float]]] = field(default_factory=dict)
+
+    def prompt_speedups(self, name: str) -> list[measure.Spread]:
+        """Per prompt: the median of the method's paired ratios, with their range (measure's speedup)."""
+        return [measure.spread(r) for r in self.ratios[name]]
 
     def summary(self) -> dict[str, dict[str, float | int]]:
-        """speedup, tokens_per_s, mean_accepted, step_cost, identical, total per method."""
+        """speedup (with its range and quartiles over the prompts), tokens_per_s, mean_accepted, step_cost,
+        identical, total per method."""
         base = self.runs["ar"]
         ar_step = sum(r.decode_s for r in base) / max(1, sum(r.forwards for r in base))
         out = {}
@@ -60,9 +80,8 @@ class BenchResult:
             tokens = sum(len(r.output_ids) for r in runs)
             forwards = sum(r.forwards for r in runs)
             step_s = sum(r.decode_s for r in runs) / max(1, forwards)
-            ratios = [b.seconds / r.seconds for b, r in zip(base, runs)]
             out[name] = {
-                "speedup": round(statistics.median(ratios), 4),
+                **_over_prompts([sp.median for sp in self.prompt_speedups(name)]),
                 "tokens_per_s": round(tokens / sum(r.seconds for r in runs), 3),
                 "mean_accepted": round(sum(r.produced for r in runs) / forwards, 4) if forwards else 1.0,
                 "step_cost": round(step_s / ar_step, 4),
@@ -72,12 +91,11 @@ class BenchResult:
         return out
 
     def by_category(self) -> dict[str, dict[str, float]]:
-        """Median speedup per Spec-Bench category and method."""
+        """Per Spec-Bench category and method, the median of its prompts' speedups."""
         cats: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        base = self.runs["ar"]
-        for name, runs in self.runs.items():
-            for item, b, r in zip(self.items, base, runs):
-                cats[item.category][name].append(b.seconds / r.seconds)
+        for name in self.runs:
+            for item, sp in zip(self.items, self.prompt_speedups(name), strict=True):
+                cats[item.category][name].append(sp.median)
         return {c: {m: round(statistics.median(v), 4) for m, v in ms.items()} for c, ms in cats.items()}
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,10 +106,26 @@ class BenchResult:
             "temperature": self.sampling.temperature,
             "prompts": len(self.items),
             "repeats": self.repeats,
+            "speedup_definition": SPEEDUP_DEFINITION,
             "methods": self.summary(),
             "categories": self.by_category(),
+            "prompt_speedups": {  # per method and prompt: [median, low, high] of the paired ratios of its repeats
+                n: [[round(sp.median, 4), round(sp.low, 4), round(sp.high, 4)] for sp in self.prompt_speedups(n)]
+                for n in self.runs
+            },
             **({"provenance": self.provenance} if self.provenance else {}),
         }
+
+
+def _over_prompts(speedups: list[float]) -> dict[str, float]:
+    """The median of the prompts' speedups, their range and quartiles (both the median where there is one)."""
+    q1, q3 = statistics.quantiles(speedups, n=4, method="inclusive")[::2] if len(speedups) > 1 else speedups * 2
+    low, high = min(speedups), max(speedups)
+    return {
+        "speedup": round(statistics.median(speedups), 4),
+        **{k: round(v, 4) for k, v in (("speedup_low", low), ("speedup_high", high))},
+        **{k: round(v, 4) for k, v in (("speedup_q1", q1), ("speedup_q3", q3))},
+    }
 
 
 def _method_runner(lm: LoadedModel, name: str, config: Any) -> Callable[[list[int], Sampling], RunResult]:
@@ -169,7 +203,8 @@ def run_bench(
     configs: dict[str, Any] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchResult:
-    """Each prompt: every method `repeats` times, interleaved; keep each method's median-time run."""
+    """Each prompt: every method `repeats` times, interleaved with plain decoding; keep each method's paired ratios
+    (ar's time over the method's in the same repeat) and its median-time run (for tokens, A, r and identity)."""
     if repeats < 1:
         raise ConfigError("repeats must be at least 1.")
     table = runners(lm, names, configs or {})
@@ -178,8 +213,10 @@ def run_bench(
     where = measure.provenance(lm.describe()).to_dict()  # before the runs: the load average is other work's
     warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)
     for fn in table.values():  # first calls pay one-off allocation costs; keep them out of the timings
-        fn(encoded[0], warm)
+        with lm.lock:  # the model is shared (the app's sessions): a warm-up is a run like any other
+            fn(encoded[0], warm)
     result = BenchResult(lm.name, lm.describe(), sampling, repeats, items, {n: [] for n in table}, where)
+    result.ratios.update({n: [] for n in table})
     total, done = len(items) * repeats * len(table), 0
     for ids in encoded:
         samples: dict[str, list[RunResult]] = defaultdict(list)
@@ -191,14 +228,15 @@ def run_bench(
                 if progress:
                     progress(done, total, name)
         for name, runs in samples.items():
-            runs.sort(key=lambda r: r.seconds)
-            result.runs[name].append(runs[len(runs) // 2])
+            paired = zip(samples["ar"], runs, strict=True)  # repeat i of ar ran right next to repeat i of the method
+            result.ratios[name].append([b.seconds / max(r.seconds, 1e-12) for b, r in paired])
+            result.runs[name].append(sorted(runs, key=lambda r: r.seconds)[len(runs) // 2])
     return result
 
 
 def format_table(result: BenchResult) -> str:
     """The summary as an aligned text table."""
-    head = f"{'method':<10} {'speedup':>8} {'tok/s':>8} {'A':>6} {'r':>6} {'identical':>12}"
+    head = f"{'method':<10} {'speedup':>8} {'range':>13} {'tok/s':>8} {'A':>6} {'r':>6} {'identical':>12}"
     lines = [
         f"{result.device}; {len(result.items)} prompts x {result.repeats} repeats, "
         f"{result.sampling.max_new_tokens} new tokens, T={result.sampling.temperature}",
@@ -207,8 +245,9 @@ def format_table(result: BenchResult) -> str:
     ]
     for name, m in result.summary().items():
         same = f"{m['identical']}/{m['total']}" if result.sampling.greedy else "n/a at T > 0"  # identity: T = 0 only
+        spread = f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}x"
         lines.append(
-            f"{name:<10} {m['speedup']:>7.3f}x {m['tokens_per_s']:>8.2f} {m['mean_accepted']:>6.2f} "
+            f"{name:<10} {m['speedup']:>7.3f}x {spread:>13} {m['tokens_per_s']:>8.2f} {m['mean_accepted']:>6.2f} "
             f"{m['step_cost']:>6.2f} {same:>12}"
         )
     cats = result.by_category()

@@ -22,11 +22,11 @@ class Row:
     method: str
     tokens: int
     steps: int
-    seconds: float  # generation time: the prefill and every step
+    seconds: float  # generation time: the prefill and every step (median over repeats)
     speedup: float  # measure.speedup: plain decoding's generation time over the method's (median over repeats)
     mean_accepted: float  # A
     step_cost: float  # r: mean step time / ar's mean step time
-    tokens_per_s: float
+    tokens_per_s: float  # new tokens over generation time, the median over repeats
     ttft_ms: float
     identical: bool | None  # same tokens as ar; None at T > 0, where token identity means nothing
     label: str = ""  # the speedup with its spread, e.g. "1.31× (1.24–1.38), 3 runs" or "1.31× (one run)"
@@ -48,7 +48,10 @@ def greedy(trace: Trace) -> bool:
 
 
 def summarize(traces: dict[str, Trace] | dict[str, list[Trace]]) -> list[Row]:
-    """Rows for every method against `ar` (which must be present); lists are interleaved repeats, paired by index."""
+    """Rows for every method against `ar` (which must be present); lists are interleaved repeats, paired by index.
+
+    Every timed figure is a median over the repeats (never the first one's); tokens, steps and identity are the
+    first repeat's (the same in every repeat at T = 0, and with a fixed seed at T > 0)."""
     runs = {n: t if isinstance(t, list) else [t] for n, t in traces.items()}
     base = runs["ar"]
     rows = []
@@ -60,17 +63,37 @@ def summarize(traces: dict[str, Trace] | dict[str, list[Trace]]) -> list[Row]:
                 method=name,
                 tokens=t.new_tokens,
                 steps=len(t.steps),
-                seconds=measure.generation_s(t),
+                seconds=measure.spread([measure.generation_s(x) for x in ts]).median,
                 speedup=pair["speedup"].median,
                 mean_accepted=pair["A"].median,
                 step_cost=pair["r"].median,
-                tokens_per_s=t.tokens_per_s,
+                tokens_per_s=measure.spread([x.tokens_per_s for x in ts]).median,
                 ttft_ms=1000 * pair["ttft_s"].median,
                 identical=(t.output_ids == base[0].output_ids) if greedy(t) else None,
                 label=pair["speedup"].label(),
             )
         )
     return rows
+
+
+def pairable(base: Trace, other: Trace) -> bool:
+    """Whether two traces may be divided into a speedup: the same prompt, model, device and sampling settings."""
+
+    def key(t: Trace) -> tuple:
+        return (t.prompt_ids, t.model, t.device, t.config.get("sampling"))
+
+    return key(base) == key(other)
+
+
+def replay_runs(traces: dict[str, Trace], names: list[str]) -> tuple[dict[str, list[Trace]], list[str]]:
+    """Loaded traces as runs (one each) for `names`, and those that ran another prompt or other settings than the
+    loaded plain decoding. Plain decoding joins the runs (and every page pairs it with each method) only when no
+    method is unrelated to it: a trace is never divided by another prompt's or setting's time because of its name."""
+    found = {n: traces[n] for n in names if n in traces and n != "ar"}
+    base = traces.get("ar")
+    unrelated = [n for n, t in found.items() if base is not None and not pairable(base, t)]
+    runs = {n: [t] for n, t in found.items()}
+    return ({"ar": [base], **runs} if base is not None and not unrelated else runs), unrelated
 
 
 def running_speedup(baseline: Trace, trace: Trace, upto: int | None = None) -> list[float]:
