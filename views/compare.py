@@ -156,7 +156,7 @@ def kinds_section() -> None:
     st.dataframe(rows, hide_index=True)
     source = "the sidebar's prompt presets" if path == PROMPT_KINDS_BENCH else "Spec-Bench's questions"
     st.caption(
-        f"Measured on {source}, every method at its default (fastest here) setting, stored in "
+        f"Measured on {source}, every method at its default setting (the fastest measured on a 2-core CPU), stored in "
         f"{path.relative_to(REPO)}. {data.get('note', '')} Re-measure with `{data.get('command', '')}`; the presets "
         f"by kind: `python -m specviz bench --prompts {PROMPT_PRESETS.relative_to(REPO)} --json "
         f"{PROMPT_KINDS_BENCH.relative_to(REPO)}`."
