@@ -117,6 +117,26 @@ def test_nested_records_of_a_detail_are_typed(detailed, method, path, value):
         Trace.from_dict(edited(data, ("steps", i, "detail", *path), value))
 
 
+@pytest.mark.parametrize(
+    "method, path, value",
+    [
+        ("eagle", ("path",), [0, 999]),  # a node past the tree: an IndexError in the growth figure
+        ("eagle", ("tree", "parents", 1), 7),  # a parent after its child
+        ("eagle", ("tree", "kept"), []),  # per-node lists of different lengths
+        ("eagle", ("verify_parents",), [-1]),
+        ("medusa", ("path",), [-3]),
+        ("medusa", ("nodes",), []),
+        ("sps", ("n_accepted",), 99),
+    ],
+)
+def test_a_detail_whose_indices_do_not_fit_is_refused(detailed, method, path, value):
+    """Typed but inconsistent: what a figure would index out of range."""
+    data = detailed[method]
+    i = next(j for j, s in enumerate(data["steps"]) if s["detail"] is not None and _has(s["detail"], path))
+    with pytest.raises(TraceError, match="inconsistent"):
+        Trace.from_dict(edited(data, ("steps", i, "detail", *path), value))
+
+
 def _has(node, path: tuple) -> bool:
     for key in path:
         found = key < len(node) if isinstance(node, list) else isinstance(node, dict) and key in node

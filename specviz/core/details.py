@@ -29,9 +29,34 @@ class Detail:
     def from_json(cls, data: Any) -> Detail:
         """Rebuild from JSON, checking every field (and the records nested in it) against its schema."""
         try:
-            return build(cls, data, cls.NESTED, f"A {cls.__name__} step detail")
+            detail = build(cls, data, cls.NESTED, f"A {cls.__name__} step detail")
         except SchemaError as exc:
             raise DetailError(str(exc)) from None
+        if why := detail.problem():
+            raise DetailError(f"A {cls.__name__} step detail is inconsistent: {why}.")
+        return detail
+
+    def problem(self) -> str | None:
+        """What makes this record inconsistent (an index out of range, lists of different lengths), or None."""
+        return None
+
+
+def tree_problem(parents: list[int], *indices: list[int]) -> str | None:
+    """Why `parents` is not a rooted tree in topological order (each parent an earlier node), or why an index
+    list names a node it does not have; None when all is well."""
+    n = len(parents)
+    if n and (parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i)):
+        return "its tree's parents are not earlier nodes"
+    if any(not 0 <= i < n for idx in indices for i in idx):
+        return f"it names a node outside its tree of {n}"
+    return None
+
+
+def lengths_problem(**lists: list) -> str | None:
+    """Why lists that should run side by side do not (their lengths differ), or None."""
+    if len({len(v) for v in lists.values()}) > 1:
+        return f"{', '.join(lists)} differ in length"
+    return None
 
 
 DISTS = {"tokens": ["int"], "p": ["float"], "q": ["float"], "residual": ["float"], "texts?": ["str"]}
@@ -98,6 +123,10 @@ class ChainStep(Detail):
     n_accepted: int  # how many of them were accepted
     records: list[dict]  # one decision per judged token: pos, token, text, p, q, ratio, u, accepted, entropy
 
+    def problem(self) -> str | None:
+        ok = 0 <= self.n_accepted <= len(self.drafts) and len(self.records) <= len(self.drafts) + 1
+        return None if ok else "it accepts or judges more tokens than it drafted"
+
 
 @dataclass(frozen=True)
 class SpsStep(ChainStep):
@@ -130,6 +159,9 @@ class MedusaStep(Detail):
     measured: int  # len(path)
     acceptance: str  # greedy (T = 0), exact or typical
 
+    def problem(self) -> str | None:
+        return lengths_problem(parents=self.parents, nodes=self.nodes) or tree_problem(self.parents, self.path)
+
 
 @dataclass(frozen=True)
 class HydraStep(MedusaStep):
@@ -152,6 +184,16 @@ class EagleStep(Detail):
     decisions: list[dict] | None  # tree speculative sampling's decisions (None at T = 0)
     residual_token: int | None  # drawn from the residual where every child was rejected
 
+    def problem(self) -> str | None:
+        t = self.tree
+        per_node = {k: t[k] for k in ("tokens", "texts", "parents", "depth", "score", "conf", "expanded", "kept")}
+        return (
+            lengths_problem(**per_node)
+            or tree_problem(t["parents"], self.verify_nodes, self.path)
+            or lengths_problem(verify_nodes=self.verify_nodes, verify_parents=self.verify_parents)
+            or tree_problem(self.verify_parents)
+        )
+
 
 @dataclass(frozen=True)
 class JacobiStep(Detail):
@@ -164,6 +206,9 @@ class JacobiStep(Detail):
     status: list[str]  # per cell: committed, init, fixed or changed
     prediction: list[int]  # the target's argmax at every cell
     n_accepted: int  # guesses accepted after the root
+
+    def problem(self) -> str | None:
+        return lengths_problem(row=self.row, texts=self.texts, status=self.status, prediction=self.prediction)
 
 
 @dataclass(frozen=True)
