@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -272,20 +273,24 @@ def tiny_data(tokenizer):
 
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     from specviz.training import eagle_train as et
+    from specviz.training.data import in_memory
+    from specviz.training.loop import finish, fit
+    from specviz.training.trainer import rank_accuracy
     from specviz.tuning import eagle_replay
 
     lm, prompts, seqs = tiny_data
-    cfg = et.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, noise=0.0, unroll=1)
-    with torch.enable_grad():
-        full, weight, stats = et.fit(lm, seqs, cfg, tmp_path / "a")
-        _, _, cut = et.fit(lm, seqs, cfg, tmp_path / "b", minutes=1e-9)  # stops after one step
-        assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
-        resumed, _, _ = et.fit(lm, seqs, cfg, tmp_path / "b")
+    trainer = et.EagleTrainer(batch_tokens=256, draft_vocab=512, noise=0.0, unroll=1)
+    cfg, data = replace(et.EagleTrainer.recipe, epochs=30, warmup=0.1, lr=3e-3), in_memory(seqs)
+    run = fit(lm, trainer, data, cfg, tmp_path / "a")
+    full, stats = run.head, run.record
+    cut = fit(lm, trainer, data, replace(cfg, minutes=1e-9), tmp_path / "b").record  # stops after one step
+    assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
+    resumed = fit(lm, trainer, data, cfg, tmp_path / "b", resume=True).head
     for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
-    acc = et.rank_accuracy(full, lm, seqs, weight, depths=2)
+    acc, _ = rank_accuracy(trainer.ranks(lm, full, seqs), trainer.n_ranks)
     assert acc[0][0] > 0.6 and acc[1][0] > 0.3  # it memorised its data, also drafting from its own features
-    final = et.finish(lm, full, weight, stats, seqs, seqs, tmp_path / "head")
+    final = finish(lm, trainer, run, seqs, tmp_path / "head")
     head = load_head(tmp_path / "head", lm.hf.config)
     assert head.config.calibration[0][0] == final["heldout_top1_by_depth"][0]
     s = Sampling(max_new_tokens=16)
@@ -300,21 +305,23 @@ def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
 def test_unrolled_depths_see_only_what_inference_sees(tiny_data):
     """Row i at depth d depends on true features at rows <= i-(d-1), and not on any later one."""
     from specviz.training import eagle_train as et
+    from specviz.training.eagle_loss import collate, unrolled
 
     lm, _, seqs = tiny_data
     head = et.new_head(lm.hf.config, lm.name, None, seed=1).eval()
-    b = et.collate(seqs, [0], 512)
+    b = collate(seqs, [0], 512)
     emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
     feats = b["feats"]
-    base = et.unrolled(head, feats, emb, 3)
+    base = unrolled(head, feats, emb, 3)
     i = 9
     later = feats.clone()
     later[:, i - 1 :] += 1.0  # rows >= i-1 (depth 3 sees rows <= i-2)
-    moved = et.unrolled(head, later, emb, 3)
+    moved = unrolled(head, later, emb, 3)
     torch.testing.assert_close(moved[2][:, i], base[2][:, i], atol=1e-6, rtol=0)
     assert not torch.allclose(moved[1][:, i], base[1][:, i])  # depth 2 sees row i-1
     with torch.enable_grad():
-        cfg = et.TrainConfig(unroll=3, noise=0.0, draft_vocab=0)
-        loss, logs = et.loss_fn(head, lm, b, cfg, 1.0, lm.lm_head.weight.detach().float())
+        cfg = et.EagleTrainer(unroll=3, noise=0.0, draft_vocab=0)
+        shared = {"weight": lm.lm_head.weight.detach().float(), "feat_std": 1.0, "seed": 0}
+        loss, logs = cfg.loss(lm, head, b | shared)
         loss.backward()
     assert {"acc", "acc2", "acc3"} <= set(logs)

@@ -19,7 +19,9 @@ from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
 from specviz.training import distill
 from specviz.training import eagle3_train as e3t
+from specviz.training.data import in_memory
 from specviz.training.eagle_loss import depth_mask, unrolled
+from specviz.training.loop import finish, fit
 from specviz.training.shards import DataError
 from tests.sampling_check import second_token_follows_p
 
@@ -152,17 +154,18 @@ def tiny_data(tokenizer):
 
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     lm, prompts, seqs = tiny_data
-    cfg = e3t.TrainConfig(epochs=30, batch_tokens=256, draft_vocab=512, warmup=4, lr=3e-3, unroll=2, layers="0,1,1")
-    with torch.enable_grad():
-        full, weight, stats = e3t.fit(lm, seqs, cfg, tmp_path / "a")
-        _, _, cut = e3t.fit(lm, seqs, cfg, tmp_path / "b", minutes=1e-9)  # stops after one step
-        assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
-        resumed, _, _ = e3t.fit(lm, seqs, cfg, tmp_path / "b")
+    trainer = e3t.Eagle3Trainer(batch_tokens=256, draft_vocab=512, unroll=2, layers="0,1,1")
+    cfg, data = replace(e3t.Eagle3Trainer.recipe, epochs=30, warmup=0.1, lr=3e-3), in_memory(seqs)
+    run = fit(lm, trainer, data, cfg, tmp_path / "a")
+    full, stats = run.head, run.record
+    cut = fit(lm, trainer, data, replace(cfg, minutes=1e-9), tmp_path / "b").record  # stops after one step
+    assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
+    resumed = fit(lm, trainer, data, cfg, tmp_path / "b", resume=True).head
     for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
     first, last = stats["history"][0], stats["history"][-1]
     assert last["loss"] < first["loss"] - 3 and last["acc1"] > 0.6 and last["acc2"] > 0.6
-    final = e3t.finish(lm, full, weight, stats, seqs, tmp_path / "head")
+    final = finish(lm, trainer, run, seqs, tmp_path / "head")
     assert len(final["heldout_top1_by_depth"]) == e3t.EVAL_DEPTHS and final["heldout_top1_by_depth"][0] > 0.6
     head = load_head(tmp_path / "head", lm.hf.config)
     assert head.config.calibration[0][0] == final["heldout_top1_by_depth"][0] and head.config.train["unroll"] == 2

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specviz.training import conversations, features, fixed_train, medusa_train
+from specviz.training import conversations, features, medusa_train
+from specviz.training.loop import lr_at
 
 
 def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
@@ -52,6 +53,6 @@ def test_medusa_targets_are_the_targets_own_tokens():
 
 
 def test_lr_schedule_warms_up_then_decays_to_five_percent():
-    assert fixed_train.lr_at(0, 1000, 1.0, 100) < 0.02
-    assert fixed_train.lr_at(100, 1000, 1.0, 100) == 1.0
-    assert abs(fixed_train.lr_at(1000, 1000, 1.0, 100) - 0.05) < 1e-9
+    assert lr_at(0, 1000, 1.0, 100) < 0.02
+    assert lr_at(100, 1000, 1.0, 100) == 1.0
+    assert abs(lr_at(1000, 1000, 1.0, 100) - 0.05) < 1e-9

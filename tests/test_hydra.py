@@ -3,21 +3,23 @@ files and errors, and losslessness at T = 0.8 through the real generate."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from specviz.core.details import HydraStep
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_heads, save_heads
-from specviz.heads.medusa import HeadsConfig, HeadsError
+from specviz.heads.medusa import HeadsError
 from specviz.methods import autoregressive as ar
 from specviz.methods import hydra
-from specviz.training.hydra_train import TrainConfig, positions, rank_accuracy, train_heads
-from specviz.training.medusa_train import IGNORE, OOV, draft_map
-from specviz.training.medusa_train import TrainConfig as MedusaTrain
-from specviz.training.medusa_train import rank_accuracy as medusa_accuracy
-from specviz.training.medusa_train import train_heads as train_medusa
+from specviz.training.data import in_memory
+from specviz.training.hydra_train import HydraTrainer, positions
+from specviz.training.loop import fit
+from specviz.training.medusa_train import IGNORE, OOV, MedusaTrainer, draft_map
 from specviz.training.shards import Sequence
+from specviz.training.trainer import rank_accuracy as accuracy
 from specviz.trees.tree import TreeSpec
 from tests.sampling_check import second_token_follows_p
 
@@ -72,17 +74,27 @@ def _chain_data(n: int = 8, length: int = 24) -> list[Sequence]:
     return seqs
 
 
+def train_heads(lm, seqs, trainer, tc, ckpt):
+    """The loop on these sequences, resuming what ckpt holds."""
+    return fit(lm, trainer, in_memory(seqs), tc, ckpt, resume=True).head
+
+
+def rank_accuracy(lm, trainer, heads, seqs, ranks):
+    """The held-out table of the heads on seqs."""
+    return accuracy(trainer.ranks(lm, heads, seqs), ranks)
+
+
 def test_hydra_learns_what_independent_heads_cannot_and_resumes(tiny_lm, tmp_path) -> None:
     """h_t is the same everywhere, so only the branch says what comes next: Hydra reaches ~1, Medusa ~1/5."""
     seqs = _chain_data()
-    cfg = HydraConfig(num_heads=2, hidden_size=64, draft_vocab=16, model="tiny")
-    tc = TrainConfig(epochs=20, batch=32, lr=1e-2, checkpoint_every=10, bf16=False)
+    cfg = HydraTrainer(heads=2, layers=1, draft_vocab=16, batch=32)
+    tc = replace(HydraTrainer.recipe, epochs=20, lr=1e-2, bf16=False)
     heads = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")
-    assert all(row[0] > 0.95 for row in rank_accuracy(heads, seqs, ranks=3)[0])
+    assert all(row[0] > 0.95 for row in rank_accuracy(tiny_lm, cfg, heads, seqs, ranks=3)[0])
     assert set(range(300, 305)) <= set(heads.vocab.tolist())
-    mcfg = HeadsConfig(num_heads=2, hidden_size=64, draft_vocab=16, model="tiny")
-    medusa = train_medusa(tiny_lm, seqs, mcfg, MedusaTrain(epochs=20, batch=32, lr=1e-2), tmp_path / "m")
-    assert all(row[0] < 0.4 for row in medusa_accuracy(medusa, seqs, ranks=3)[0])
+    mcfg = MedusaTrainer(heads=2, layers=1, draft_vocab=16, batch=32)
+    medusa = train_heads(tiny_lm, seqs, mcfg, replace(MedusaTrainer.recipe, epochs=20, lr=1e-2), tmp_path / "m")
+    assert all(row[0] < 0.4 for row in rank_accuracy(tiny_lm, mcfg, medusa, seqs, ranks=3)[0])
     again = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")  # finished: resumes at the last step
     h, b = torch.randn(3, 64), torch.randint(300, 305, (3, 2))
     torch.testing.assert_close(again(h, b), heads(h, b))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -199,18 +199,22 @@ def _cycle_data(lm, n: int = 6):
 
 
 def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
-    from specviz.training.medusa_train import TrainConfig, rank_accuracy, train_heads
+    from specviz.training.data import in_memory
+    from specviz.training.loop import fit
+    from specviz.training.medusa_train import MedusaTrainer
+    from specviz.training.trainer import rank_accuracy
 
     seqs = _cycle_data(tiny_lm)
     cfg = HeadsConfig(num_heads=2, hidden_size=64, draft_vocab=16, model="tiny")
-    tc = TrainConfig(epochs=12, batch=32, lr=1e-2, checkpoint_every=10)
+    trainer = MedusaTrainer(heads=2, layers=1, draft_vocab=16, batch=32)
+    tc = replace(MedusaTrainer.recipe, epochs=12, lr=1e-2)
     fresh = new_heads(tiny_lm, cfg, torch.arange(300, 316))
-    before, _ = rank_accuracy(fresh, seqs, ranks=3)
-    heads = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")
-    after, n = rank_accuracy(heads, seqs, ranks=3)
+    before, _ = rank_accuracy(trainer.ranks(tiny_lm, fresh, seqs), 3)
+    heads = fit(tiny_lm, trainer, in_memory(seqs), tc, tmp_path / "ckpt").head
+    after, n = rank_accuracy(trainer.ranks(tiny_lm, heads, seqs), 3)
     assert n == 6 * 22 and all(row[0] > 0.95 for row in after)
     assert all(b[0] < 0.5 for b in before)
-    again = train_heads(tiny_lm, seqs, cfg, tc, tmp_path / "ckpt")  # finished: resumes at the last step
+    again = fit(tiny_lm, trainer, in_memory(seqs), tc, tmp_path / "ckpt", resume=True).head  # finished: no step
     h = torch.randn(3, 64)
     torch.testing.assert_close(again(h), heads(h))
 

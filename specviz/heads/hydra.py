@@ -10,7 +10,6 @@ target's, frozen; only W_in and the ResBlocks are trained (and saved).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,9 +18,9 @@ from torch import nn
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import HYDRA_DIR
-from specviz.heads.files import Kind, is_file, read_table, read_weights, stamp
-from specviz.heads.files import read_config as read_config_file
-from specviz.heads.medusa import CALIBRATION, SPECS, HeadsError, ResBlock, project, vocab_map
+from specviz.heads import store
+from specviz.heads.files import Kind, is_file, read_table, stamp
+from specviz.heads.medusa import CALIBRATION, SPECS, HeadsError, ResBlock, load_folder, project
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -89,12 +88,6 @@ class HydraHeads(nn.Module):
         """Training: h [B, H], the true tokens x_{t+1..t+K} [B, K] → draft logits of every head [B, K, Vd]."""
         return torch.stack([self.head_logits(k, h, branch[:, :k]) for k in range(1, len(self.heads) + 1)], dim=1)
 
-    def state(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-        """Trainable weights (optionally cast) plus the vocabulary map, for safetensors."""
-        out = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in self.heads.state_dict().items()}
-        out["vocab"] = self.vocab.to(torch.int32)
-        return out
-
 
 def _target_weights(lm: LoadedModel) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's LM-head weight and input embedding, fp32."""
@@ -106,45 +99,23 @@ def new_heads(lm: LoadedModel, cfg: HydraConfig, vocab: torch.Tensor) -> HydraHe
     return HydraHeads(cfg, vocab, *_target_weights(lm))
 
 
-def save_heads(heads: HydraHeads, folder: Path, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
-    """Weights (safetensors) and config (JSON) into folder, atomically per file."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (WEIGHTS_FILE + ".partial")
-    save_file(heads.state(dtype), str(tmp), metadata={"format": FORMAT})
-    tmp.rename(folder / WEIGHTS_FILE)
-    (folder / CONFIG_FILE).write_text(json.dumps({**asdict(heads.cfg), **(extra or {})}, indent=1))
-    return folder
+def save_heads(heads: HydraHeads, folder: Path, dtype: torch.dtype | None = None, manifest: dict | None = None) -> Path:
+    """Weights (safetensors, cast to dtype if given), config (JSON) and the manifest when given, into folder."""
+    weights = store.tensors(heads.heads.state_dict(), dtype, ids=("vocab", heads.vocab))
+    return store.save(folder, (WEIGHTS_FILE, weights), FORMAT, asdict(heads.cfg), manifest)
 
 
 def read_config(folder: Path) -> HydraConfig:
     """The HydraConfig stored beside the weights; HeadsError when missing or corrupt."""
-    path = folder / CONFIG_FILE
-    if not is_file(path):
-        raise HeadsError(
-            f"No Hydra heads in {folder} ({CONFIG_FILE} missing); train them: python -m specviz train hydra"
-        )
-    return read_config_file(path, HydraConfig, SPECS, KIND)
+    missing = f"No Hydra heads in {folder} ({CONFIG_FILE} missing); train them: python -m specviz train hydra"
+    return store.config(folder, HydraConfig, SPECS, KIND, missing)
 
 
 def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | None = None) -> HydraHeads:
     """Trained heads for lm (optionally only the first num_heads); HeadsError when unusable."""
     folder = Path(folder or models_dir())
     cfg = read_config(folder)
-    if cfg.hidden_size != int(lm.hf.config.hidden_size):
-        raise HeadsError(f"The heads in {folder} expect hidden size {cfg.hidden_size}; they belong to {cfg.model}.")
-    state = read_weights(folder / WEIGHTS_FILE, KIND)
-    heads = HydraHeads(cfg, vocab_map(state, cfg.draft_vocab, lm, folder / WEIGHTS_FILE), *_target_weights(lm))
-    try:
-        heads.heads.load_state_dict(state)
-    except RuntimeError as exc:
-        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({str(exc)[:120]}).") from None
-    if num_heads is not None:
-        if not 1 <= num_heads <= cfg.num_heads:
-            raise HeadsError(f"heads must be between 1 and {cfg.num_heads} for the heads in {folder}.")
-        heads.heads = heads.heads[:num_heads]
-    return heads.to(lm.device).eval().requires_grad_(False)
+    return load_folder(lm, folder, cfg, KIND, lambda vocab: new_heads(lm, cfg, vocab), "heads", num_heads)
 
 
 def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: int | None = None) -> HydraHeads:

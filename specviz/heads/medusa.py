@@ -10,7 +10,7 @@ to a draft vocabulary (the most frequent continuation tokens), done for all head
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,8 @@ from specviz.core.kernels import PackedLinear, can_pack
 from specviz.core.model import LoadedModel, ModelError
 from specviz.core.paths import MEDUSA_DIR
 from specviz.core.schema import Between
+from specviz.heads import store
 from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_table, read_weights, stamp
-from specviz.heads.files import read_config as read_config_file
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -112,12 +112,6 @@ class MedusaHeads(nn.Module):
         p, idx = probs.topk(k, dim=-1)
         return self.vocab[idx], p
 
-    def state(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-        """Trainable weights (optionally cast to dtype) plus the vocabulary map, for safetensors."""
-        out = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in self.blocks.state_dict().items()}
-        out["vocab"] = self.vocab.to(torch.int32)
-        return out
-
 
 def project(heads: Any, feats: torch.Tensor) -> torch.Tensor:
     """feats [..., H] → draft logits [..., Vd] through `heads.proj`; at inference on a CPU, through a weight
@@ -147,31 +141,22 @@ def new_heads(lm: LoadedModel, cfg: HeadsConfig, vocab: torch.Tensor) -> MedusaH
     return MedusaHeads(cfg, vocab, lm.lm_head.get_parameter("weight").float())
 
 
-def save_heads(heads: MedusaHeads, folder: Path, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
-    """Write weights (safetensors, cast to dtype if given) and config (JSON) into folder; atomic per file.
+def save_heads(
+    heads: MedusaHeads, folder: Path, dtype: torch.dtype | None = None, manifest: dict | None = None
+) -> Path:
+    """Write weights (safetensors, cast to dtype if given), config (JSON) and the manifest when given, into folder.
 
     Checkpoints keep fp32 so a resumed run is exact; the committed heads are stored in bf16 (half the
     size) and loaded back into fp32, and their calibration is measured on those rounded weights.
     """
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (WEIGHTS_FILE + ".partial")
-    save_file(heads.state(dtype), str(tmp), metadata={"format": FORMAT})
-    tmp.rename(folder / WEIGHTS_FILE)
-    meta = {**asdict(heads.cfg), **(extra or {})}
-    (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=1))
-    return folder
+    weights = store.tensors(heads.blocks.state_dict(), dtype, ids=("vocab", heads.vocab))
+    return store.save(folder, (WEIGHTS_FILE, weights), FORMAT, asdict(heads.cfg), manifest)
 
 
 def read_config(folder: Path) -> HeadsConfig:
     """The HeadsConfig stored beside the weights; HeadsError when missing, corrupt or foreign."""
-    path = folder / CONFIG_FILE
-    if not is_file(path):
-        raise HeadsError(
-            f"No Medusa heads in {folder} ({CONFIG_FILE} missing); train them with: python -m specviz train medusa"
-        )
-    return read_config_file(path, HeadsConfig, SPECS, KIND)
+    missing = f"No Medusa heads in {folder} ({CONFIG_FILE} missing); train them with: python -m specviz train medusa"
+    return store.config(folder, HeadsConfig, SPECS, KIND, missing)
 
 
 def vocab_map(state: dict[str, torch.Tensor], draft_vocab: int, lm: LoadedModel, path: Path) -> torch.Tensor:
@@ -187,22 +172,26 @@ def load_heads(lm: LoadedModel, folder: Path | None = None, num_heads: int | Non
     """Load trained heads for `lm` (optionally only the first num_heads); HeadsError when unusable."""
     folder = Path(folder or models_dir())
     cfg = read_config(folder)
+    return load_folder(lm, folder, cfg, KIND, lambda vocab: new_heads(lm, cfg, vocab), "blocks", num_heads)
+
+
+def load_folder(
+    lm: LoadedModel, folder: Path, cfg: Any, kind: Kind, build: Callable, part: str, num_heads: int | None
+) -> Any:
+    """Heads of a checked config (Medusa's or Hydra's) built over their stored vocabulary map, the weights of
+    their trained `part` loaded (fp32, whatever the stored dtype) and cut to num_heads; HeadsError when unusable."""
     if cfg.hidden_size != int(lm.hf.config.hidden_size):
         raise HeadsError(
             f"The heads in {folder} expect hidden size {cfg.hidden_size}, "
             f"but the model has {lm.hf.config.hidden_size}; they belong to {cfg.model}."
         )
-    state = read_weights(folder / WEIGHTS_FILE, KIND)
-    vocab = vocab_map(state, cfg.draft_vocab, lm, folder / WEIGHTS_FILE)
-    heads = MedusaHeads(cfg, vocab, lm.lm_head.get_parameter("weight").float())
-    try:
-        heads.blocks.load_state_dict(state)  # copies into the fp32 parameters, whatever the stored dtype
-    except RuntimeError as exc:
-        raise HeadsError(f"{folder / WEIGHTS_FILE} does not match its config ({str(exc)[:120]}).") from None
+    state = read_weights(folder / WEIGHTS_FILE, kind)
+    heads = build(vocab_map(state, cfg.draft_vocab, lm, folder / WEIGHTS_FILE))
+    store.load_state(getattr(heads, part), state, folder / WEIGHTS_FILE, kind)
     if num_heads is not None:
         if not 1 <= num_heads <= cfg.num_heads:
             raise HeadsError(f"heads must be between 1 and {cfg.num_heads} for the heads in {folder}.")
-        heads.blocks = heads.blocks[:num_heads]
+        setattr(heads, part, getattr(heads, part)[:num_heads])
     return heads.to(lm.device).eval().requires_grad_(False)
 
 

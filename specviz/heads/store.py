@@ -37,11 +37,11 @@ def write_json(path: Path, data: Any) -> Path:
     return write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8"))
 
 
-def write_tensors(path: Path, tensors: dict[str, torch.Tensor], fmt: str) -> Path:
-    """A safetensors file (never a pickle), atomically, its format named in the metadata."""
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor], fmt: str, meta: dict[str, str] | None = None) -> Path:
+    """A safetensors file (never a pickle), atomically, its format (and any other text) in the metadata."""
     from safetensors.torch import save_file
 
-    return write_atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": fmt}))
+    return write_atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": fmt, **(meta or {})}))
 
 
 def tensors(

@@ -1,48 +1,45 @@
-"""`python -m specviz train <head> …`: build distillation data, train heads, measure rank accuracy.
+"""`python -m specviz train KIND [--data DIR] [--minutes M] [--out DIR] [--resume] …`: any head through the one loop.
 
-`calibrate <head>` (held-out tables, offline replay, the live sweeps) is dispatched by specviz.tuning.calibrate;
-Medusa's held-out table (calibrate_medusa) is here, since `train medusa` ends with it.
+Every kind takes the same options: the data (a folder of self-distilled or of feature shards), the held-out set
+its learning curve is measured on, where the head and the checkpoint go, and the loop's settings (TrainConfig,
+with the kind's own defaults); then its trainer's own settings. Each option's help is its field's comment.
+`calibrate medusa|hydra` (through specviz.tuning.calibrate) remeasures a saved head's held-out table.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import re
+import shlex
 import sys
-import time
 from collections.abc import Callable
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.paths import cache_root
-from specviz.heads import medusa
-from specviz.training import distill, eagle3_train, eagle_train, hydra_train, medusa_train
+from specviz.heads import store
 from specviz.training.args import Parser
-from specviz.training.shards import DataError, load_dataset
+from specviz.training.data import open_folder
+from specviz.training.heldout import heldout_set
+from specviz.training.kinds import TRAINERS
+from specviz.training.loop import finish, fit
+from specviz.training.shards import DataError, Sequence, load_dataset
+from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
 
-HEADS = ("medusa", "hydra", "eagle", "eagle3")
+HEADS = tuple(TRAINERS)
 
 
 def fail(message: str) -> int:
     """Print one error line; exit code 2."""
     print(f"specviz: error: {message}", file=sys.stderr)
     return 2
-
-
-def train(head: str, argv: list[str]) -> int:
-    """Dispatch `train <head>`; returns an exit code."""
-    if head == "hydra":
-        return guard(hydra_train.main, argv)
-    if head == "eagle":
-        return eagle_train.main(argv)
-    if head == "eagle3":
-        return guard(eagle3_train.main, argv)
-    if head != "medusa":
-        return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return guard(train_medusa, argv)
 
 
 def guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
@@ -53,126 +50,100 @@ def guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
         return fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
 
-def _medusa_parser(prog: str) -> Parser:
-    """The options `train medusa` and `calibrate medusa` share."""
-    ap = Parser(prog=prog)
-    ap.add_argument("--data-dir", type=Path, default=None, help="distillation shards (default: cache)")
-    ap.add_argument("--out", type=Path, default=None, help="heads folder (default: models/medusa)")
-    ap.add_argument("--ranks", type=int, default=10, help="ranks per head in the calibration table")
+def train(kind: str, argv: list[str], lm: LoadedModel | None = None) -> int:
+    """`train KIND …`; returns an exit code. `lm` replaces the built-in model (tests pass a tiny one)."""
+    if kind not in TRAINERS:
+        return fail(f"Unknown head {kind!r}; choose from {', '.join(HEADS)}.")
+    return guard(lambda args: run(TRAINERS[kind], args, lm), argv)
+
+
+def helps(cls: type) -> dict[str, str]:
+    """Each dataclass field's trailing comment in its class's source (and its bases'): the option's help."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        for m in re.finditer(r"^\s+(\w+): [^=\n]+=[^#\n]*#\s*(.+)$", inspect.getsource(klass), re.M):
+            out[m[1]] = m[2]
+    return out
+
+
+def add_options(ap: argparse.ArgumentParser, cls: type, defaults: object) -> None:
+    """An option for every int, float, str or bool field of a dataclass, defaulting to `defaults`' value."""
+    notes = helps(cls)
+    for f in fields(cls):  # type: ignore[arg-type]
+        value = getattr(defaults, f.name)
+        if f.default is MISSING or not isinstance(value, int | float | str):
+            continue
+        flag, kind = "--" + f.name.replace("_", "-"), type(value)
+        action = argparse.BooleanOptionalAction if kind is bool else None
+        ap.add_argument(flag, type=None if action else kind, action=action, default=value, help=notes.get(f.name))
+
+
+def parser(cls: type[Trainer]) -> Parser:
+    """`train KIND`'s options: where things are, then the loop's settings, then the trainer's."""
+    ap = Parser(prog=f"python -m specviz train {cls.kind}", description=(cls.__doc__ or "").strip())
+    data = cache_root() / getattr(cls, "data_dir", "distill")
+    ap.add_argument("--data", "--data-dir", type=Path, default=data, help="self-distilled or feature shards")
+    ap.add_argument("--heldout", default="shared", help="'shared' (training.heldout) or a folder's held-out shards")
+    ap.add_argument("--heldout-sequences", type=int, default=64, help="held-out sequences measured")
+    ap.add_argument("--out", type=Path, default=cls.models, help="the head folder")  # type: ignore[attr-defined]
+    ap.add_argument("--checkpoint", type=Path, default=cache_root() / f"{cls.kind}-train", help="checkpoint folder")
+    ap.add_argument("--resume", action="store_true", help="continue the run checkpointed there")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
+    add_options(ap, TrainConfig, cls.recipe)
+    add_options(ap, cls, cls())
     return ap
 
 
-def _train_medusa_args(argv: list[str]) -> argparse.Namespace:
-    """`train medusa`'s options, checked (ValueError with one sentence when unusable)."""
-    ap = _medusa_parser("python -m specviz train medusa")
-    ap.add_argument("--prompts", type=int, default=1280, help="ShareGPT prompts to distil")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=32, help="prompts per generation batch")
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--draft-vocab", type=int, default=8192)
-    ap.add_argument("--layers", type=int, default=2, help="ResBlocks per head")
-    ap.add_argument("--epochs", type=float, default=1.5)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument(
-        "--soft",
-        type=float,
-        default=medusa_train.TrainConfig.soft,
-        help="weight of the model's own distribution as the target, against its greedy token (0-1)",
-    )
-    ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this long (0 = no limit)")
-    ap.add_argument("--checkpoint", type=Path, default=None, help="resumable checkpoint folder")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
-    a = ap.parse_args(argv)
+def held_out(lm: LoadedModel, where: str, n: int) -> list[Sequence]:
+    """The held-out sequences: the shared set (fp32 greedy answers to unseen ShareGPT openings) or a folder's."""
+    if n < 1:
+        raise ValueError(f"--heldout-sequences must be at least 1, got {n}.")
+    return heldout_set(lm, n) if where == "shared" else load_dataset(Path(where), "heldout")[:n]
+
+
+def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> int:
+    """Parse and check everything, open the data, then train, save the head with its manifest, and report."""
+    a = parser(cls).parse_args(argv)
     if a.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {a.threads}.")
-    if a.heads < 1 or a.draft_vocab < 16 or a.prompts < 1 or a.epochs <= 0:
-        raise ValueError("heads, prompts and epochs must be positive and draft-vocab at least 16.")
-    if not 0 <= a.soft <= 1:
-        raise ValueError(f"--soft must be between 0 and 1, got {a.soft}.")
-    return a
-
-
-def _distil(lm: LoadedModel, a: argparse.Namespace) -> Path:
-    """Build (or extend) the distillation set the options ask for, with a progress bar; return its folder."""
-    bar = tqdm(total=(a.prompts + a.batch_size - 1) // a.batch_size, unit="shard", desc="distil")
-
-    def shard_done(done: int, _total: int, _note: str) -> None:
-        bar.update(done - bar.n)
-
-    data = distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir, shard_done)
-    bar.close()
-    return data
-
-
-def _train_heads(
-    lm: LoadedModel, data: Path, cfg: medusa.HeadsConfig, tc: medusa_train.TrainConfig, ckpt: Path
-) -> medusa.MedusaHeads:
-    """Train the heads on the set's training shards, with a progress bar showing the loss."""
-    tbar = tqdm(unit="step", desc="train")
-
-    def tick(step: int, total: int, loss: float) -> None:
-        tbar.total = total
-        tbar.n = step
-        if step % 10 == 0 or step == total:
-            tbar.set_postfix(loss=f"{loss:.3f}")
-            tbar.refresh()
-
-    heads = medusa_train.train_heads(lm, load_dataset(data, "train"), cfg, tc, ckpt, tick)
-    tbar.close()
-    return heads
-
-
-def train_medusa(argv: list[str]) -> int:
-    """Build (or extend) the distillation set, train Medusa-1 heads, then calibrate them."""
-    a = _train_medusa_args(argv)
+    cfg = replace(cls.recipe, **{f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)})
+    trainer = cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})  # type: ignore[arg-type]
+    data = open_folder(a.data)
     torch.set_num_threads(a.threads)
-    lm = load_model("default", device="cpu", dtype="fp32")
-    data = _distil(lm, a)
-    cfg = medusa.HeadsConfig(
-        num_heads=a.heads,
-        hidden_size=int(lm.hf.config.hidden_size),
-        layers=a.layers,
-        draft_vocab=a.draft_vocab,
-        model=lm.name,
-    )
-    tc = medusa_train.TrainConfig(epochs=a.epochs, lr=a.lr, minutes=a.minutes, soft=a.soft)
-    ckpt = a.checkpoint or (cache_root() / "medusa-checkpoint")
-    t0 = time.monotonic()
-    heads = _train_heads(lm, data, cfg, tc, ckpt)
-    out = a.out or medusa.models_dir()
-    run = json.loads((ckpt / "progress.json").read_text())  # positions, steps, batch, lr of this run
-    kept = ("positions", "total_steps", "batch", "lr", "soft")
-    medusa.save_heads(
-        heads,
-        out,
-        {
-            "train_minutes": round((time.monotonic() - t0) / 60, 1),
-            "epochs": a.epochs,
-            **{k: run[k] for k in kept if k in run},
-        },
-        dtype=torch.bfloat16,
-    )
-    print(f"saved heads to {out} ({(out / medusa.WEIGHTS_FILE).stat().st_size / 1e6:.1f} MB)")
-    return calibrate_medusa([*_passthrough(a), "--heads-dir", str(out)])
+    lm = lm or load_model("default", device="cpu", dtype="fp32")
+    held = held_out(lm, a.heldout, a.heldout_sequences)
+    bar = tqdm(desc=f"train {cls.kind}", unit="step")
+
+    def tick(state: dict, logs: dict[str, float]) -> None:
+        bar.total, bar.n = state["planned"], state["step"]
+        bar.set_postfix({k: f"{v:.3f}" for k, v in logs.items() if k == "loss" or k.startswith("acc")}, refresh=True)
+
+    result = fit(lm, trainer, data, cfg, a.checkpoint, held, a.resume, tick)
+    bar.close()
+    command = "python -m specviz train " + shlex.join([cls.kind, *argv])
+    extra = {"heldout": f"{a.heldout} ({len(held)} sequences)", "threads": a.threads, "command": command}
+    manifest = finish(lm, trainer, result, held, a.out, extra)
+    keys = ("stopped", "steps", "positions", "train_seconds", "heldout_top1_by_depth")
+    print(json.dumps({k: manifest[k] for k in keys} | {"saved": str(a.out)}, indent=1))
+    return 0
 
 
-def _passthrough(a: argparse.Namespace) -> list[str]:
-    """The options `train medusa` hands on to `calibrate medusa`."""
-    return (["--data-dir", str(a.data_dir)] if a.data_dir else []) + ["--ranks", str(a.ranks)]
-
-
-def calibrate_medusa(argv: list[str]) -> int:
-    """Measure a_k^(i) on the held-out shards and write calibration.json beside the heads."""
-    ap = _medusa_parser("python -m specviz calibrate medusa")
-    ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/medusa)")
+def calibrate_heads(kind: str, argv: list[str]) -> int:
+    """`calibrate medusa|hydra`: measure a saved head's a_k^(i) on held-out shards into calibration.json."""
+    ap = Parser(prog=f"python -m specviz calibrate {kind}")
+    ap.add_argument("--data-dir", type=Path, default=None, help="distillation shards (default: cache)")
+    ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/KIND)")
+    ap.add_argument("--ranks", type=int, default=10, help="ranks per head in the calibration table")
     a = ap.parse_args(argv)
     if not 1 <= a.ranks <= 64:
         raise ValueError(f"--ranks must be between 1 and 64, got {a.ranks}.")
+    trainer = TRAINERS[kind]()
     lm = load_model("default", device="cpu", dtype="fp32")
-    folder = a.heads_dir or a.out or medusa.models_dir()
-    heads = medusa.load_heads(lm, folder)
-    acc, n = medusa_train.rank_accuracy(heads, load_dataset(a.data_dir, "heldout"), a.ranks)
-    path = medusa_train.write_calibration(folder, acc, n, "held-out self-distilled ShareGPT continuations")
+    folder = a.heads_dir or trainer.models  # type: ignore[attr-defined]
+    head = trainer.load(lm, folder)
+    acc, n = rank_accuracy(trainer.ranks(lm, head, load_dataset(a.data_dir, "heldout")), a.ranks)
+    note = f"held-out self-distilled continuations in {a.data_dir or 'the cache'}"
+    path = store.write_calibration(folder, acc, n, note, provenance(lm.describe()).to_dict())
     print(f"wrote {path} from {n} held-out positions")
     for k, row in enumerate(acc, start=1):
         print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))

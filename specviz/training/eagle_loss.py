@@ -1,45 +1,27 @@
-"""EAGLE's training objective: batches of (f_j, x_{j+1}) pairs, the head unrolled on its own drafts, the loss,
-and the rank accuracy that measures it.
-
-The head sees the pair (f_j, x_{j+1}) at position j and is trained to output f_{j+1}: SmoothL1 on the
-next feature + 0.1 × CE on its tokens through the frozen LM head; the loss counts continuation
-positions only. With `unroll` > 1 it also learns from features it drafted itself (HASS, EAGLE-3).
+"""What EAGLE-2's and EAGLE-3's trainers share: whole sequences in length-grouped batches of (f_j, x_{j+1}) pairs, the
+head unrolled on its own outputs under the inference mask (training-time test, as in HASS and EAGLE-3), and held-out
+ranks by draft depth, drafting from the head's own outputs. Their losses are in training.eagle_train and
+training.eagle3_train.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter, abc
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 
 from specviz.core.model import LoadedModel
-from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle import EagleHead, draft_weight, save_head
 from specviz.training.shards import Sequence
+from specviz.training.trainer import Batch, summary, token_ranks
 
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Settings of one training run (all of them go into the checkpoint, so resuming is exact)."""
-
-    # The defaults made the committed head (models/eagle): 6,912 training sequences, 47 min on 1 core.
-    epochs: float = 2.0  # passes over the training split (more data beats more epochs here)
-    batch_tokens: int = 2048  # padded tokens per optimiser step
-    lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
-    warmup: int = 30  # warm-up steps
-    # EAGLE: L = SmoothL1(features) + 0.1 × CE(tokens). A 1-epoch ablation on 1,728 sequences gave held-out
-    # top-1 by depth 0.293/0.246/0.224 at 0.1, 0.302/0.262/0.225 at 1.0 and 0.302/0.260/0.224 at 3.0.
-    ce_weight: float = 0.1
-    noise: float = 0.2  # EAGLE: uniform noise U(-a/2, a/2) on input features, in units of their std
-    draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = full vocabulary)
-    max_len: int = 512  # longer sequences are cut
-    seed: int = 0
-    unroll: int = 2  # > 1: also train depth-2… drafts made from the head's own features (see unrolled)
-    unroll_weight: float = 0.5  # weight of each unrolled depth's loss
-    # bf16 autocast (AMX units): the head's matmuls run about 4× faster; the weights and Adam stay fp32
-    bf16: bool = False
+EVAL_DEPTHS = 6  # draft depths a held-out evaluation measures by default
 
 
 def draft_vocab(seqs: abc.Sequence[Sequence], size: int, vocab: int) -> tuple[torch.Tensor | None, float]:
@@ -85,19 +67,6 @@ def collate(seqs: abc.Sequence[Sequence], idx: list[int], max_len: int) -> dict[
     return {"feats": feats, "tokens": tokens, "target": target, "mask": mask}
 
 
-def _depth_loss(
-    out: torch.Tensor, tgt: torch.Tensor, weight: torch.Tensor, ce_weight: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """SmoothL1 on predicted features + ce_weight × soft cross-entropy over the draft vocabulary."""
-    reg = F.smooth_l1_loss(out, tgt)
-    with torch.no_grad():
-        p = torch.softmax(tgt @ weight.T, dim=-1)
-    logq = torch.log_softmax(out @ weight.T, dim=-1)
-    ce = -(p * logq).sum(-1).mean()
-    acc = float((logq.argmax(-1) == p.argmax(-1)).float().mean())
-    return reg + ce_weight * ce, reg, ce, acc
-
-
 def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: int) -> list[torch.Tensor]:
     """Head outputs [B, T, h] at depth 1 (true features) … depth `depths` (features the head drafted).
 
@@ -120,38 +89,6 @@ def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: in
     return outs
 
 
-def loss_fn(
-    head: EagleHead,
-    lm: LoadedModel,
-    b: dict[str, torch.Tensor],
-    cfg: TrainConfig,
-    feat_std: float,
-    weight: torch.Tensor,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """EAGLE's loss on the true pairs; with cfg.unroll > 1 (as in HASS and EAGLE-3), plus unroll_weight ×
-    the same loss on each deeper depth's drafts from the head's own features (see `unrolled`)."""
-    feats = b["feats"]
-    if cfg.noise > 0:
-        feats = feats + (torch.rand_like(feats) - 0.5) * cfg.noise * feat_std
-    with torch.no_grad():
-        emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
-    parts: list[torch.Tensor] = []  # the loss at depth 1, 2, …
-    logs: dict[str, float] = {}
-    for d, out in enumerate(unrolled(head, feats, emb, max(1, cfg.unroll)), start=1):
-        rows = b["mask"].clone()
-        rows[:, : d - 1] = False  # the first d-1 rows have no drafted input yet
-        part, reg, ce, acc = _depth_loss(out[rows], b["target"][rows], weight, cfg.ce_weight)
-        parts.append(part)
-        if d == 1:
-            logs = {"l1": float(reg.detach()), "ce": float(ce.detach()), "acc": acc}
-        else:
-            logs[f"acc{d}"] = acc
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + cfg.unroll_weight * part
-    return total, logs
-
-
 def depth_mask(T: int, d: int) -> torch.Tensor:
     """Keys [true pairs | depth-2 … depth-d drafts] a depth-d draft row may see, bool [T, d·T].
 
@@ -169,41 +106,99 @@ def depth_mask(T: int, d: int) -> torch.Tensor:
 
 @torch.no_grad()
 def sequence_ranks(
-    head: EagleHead, lm: LoadedModel, s: Sequence, weight: torch.Tensor, tok2draft: torch.Tensor, depths: int
+    head: EagleHead,
+    lm: LoadedModel,
+    s: Sequence,
+    feats: torch.Tensor,
+    read: Callable[[torch.Tensor], torch.Tensor],
+    weight: torch.Tensor,
+    tok2draft: torch.Tensor,
+    depths: int,
 ) -> list[torch.Tensor]:
-    """Rank of the target's next token in the draft at each depth, drafting from the head's own features."""
+    """Rank of the target's next token in the draft at each depth, drafting from the head's own outputs: feats
+    [1, T, h] are the head's inputs at depth 1, read(out) what the LM-head rows `weight` score (MISS outside the
+    draft vocabulary)."""
     ids, T = s.ids, len(s.ids) - 1
     emb = lm.hf.get_input_embeddings()(ids[1:]).float()[None]
     start, out = int(s.mask.float().argmax()), []
-    for d, o in enumerate(unrolled(head, s.hidden[:-1].float()[None], emb, depths), start=1):
-        logits = o[0] @ weight.T  # [T, Vd]
+    for d, o in enumerate(unrolled(head, feats, emb, depths), start=1):
+        logits = read(o[0]) @ weight.T  # [T, Vd]
         rows = torch.arange(max(0, start + d - 2), T - 1)  # root N = i-d+2 is a continuation token
-        tgt = tok2draft[ids[rows + 2]]
-        hit = logits[rows].gather(1, tgt.clamp_min(0)[:, None])[:, 0]
-        rank = (logits[rows] > hit[:, None]).sum(-1)
-        out.append(torch.where(tgt >= 0, rank, torch.full_like(rank, 10**6)))
+        out.append(token_ranks(logits[rows], tok2draft[ids[rows + 2]]))
     return out
 
 
-def rank_accuracy(
-    head: EagleHead,
-    lm: LoadedModel,
-    seqs: abc.Sequence[Sequence],
-    weight: torch.Tensor,
-    depths: int = 4,
-    ranks: int = 8,
-) -> list[list[float]]:
-    """acc[d][i] = P(the target's token is rank i of the depth-(d+1) draft), over the given sequences."""
-    tok2draft = torch.full((lm.hf.config.vocab_size,), -1, dtype=torch.long)
-    tok2draft[head.draft_ids] = torch.arange(head.draft_ids.numel())
-    per_depth: list[list[torch.Tensor]] = [[] for _ in range(depths)]
-    head.eval()
-    for s in seqs:
-        for d, r in enumerate(sequence_ranks(head, lm, s, weight, tok2draft, depths)):
-            per_depth[d].append(r)
-    head.train()
-    acc = []
-    for rs in per_depth:
-        r = torch.cat(rs) if rs else torch.zeros(0, dtype=torch.long)
-        acc.append([round(float((r == i).float().mean()), 4) if len(r) else 0.0 for i in range(ranks)])
-    return acc
+def draft_index(head: EagleHead, vocab: int) -> torch.Tensor:
+    """Token id → the head's draft-vocabulary row, -1 outside it; [vocab]."""
+    ids = head.draft_ids
+    out = torch.full((vocab,), -1, dtype=torch.long, device=ids.device)
+    out[ids] = torch.arange(ids.numel(), device=ids.device)
+    return out
+
+
+@dataclass(frozen=True)
+class EagleFamily:
+    """The settings and steps EAGLE-2's and EAGLE-3's trainers share (each adds its head and its loss)."""
+
+    n_ranks: ClassVar[int] = 8
+    read: ClassVar[Callable[..., Any]]  # the kind's head loader: (folder, hf_config) -> head
+    batch_tokens: int = 2048  # padded tokens per optimiser step
+    max_len: int = 512  # longer sequences are cut
+    draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = the full vocabulary)
+    unroll: int = 2  # training-time test: also train depth-2… drafts made from the head's own outputs
+    unroll_weight: float = 0.5  # weight of the unrolled depths' losses
+    depths: int = EVAL_DEPTHS  # draft depths measured on held-out data
+
+    def __post_init__(self) -> None:
+        if self.batch_tokens < 64 or self.max_len < 2 or self.depths < 1 or self.draft_vocab < 0:
+            raise ValueError("--batch-tokens must be at least 64, --max-len 2, --depths 1, --draft-vocab 0.")
+        if not 1 <= self.unroll <= 8 or not 0 < self.unroll_weight <= 1:
+            raise ValueError(
+                f"--unroll must be 1-8 and --unroll-weight in (0, 1], got {self.unroll}, {self.unroll_weight}."
+            )
+
+    def batches(self, lm: LoadedModel, head: Any, seqs: list[Sequence], seed: int) -> list[Batch]:
+        """Sequences of similar length together, in a seeded order; each batch collated when the loop reaches it."""
+        ctx = self.context(lm, head, seqs)
+        plan = batches(seqs, self.batch_tokens, self.max_len, seed)
+        return [
+            Batch(
+                sum(int(seqs[i].mask[1 : self.max_len].sum()) for i in idx),
+                functools.partial(self.collate, seqs, idx, ctx | {"seed": seed * 100_003 + j}),
+            )
+            for j, idx in enumerate(plan)
+        ]
+
+    def context(self, lm: LoadedModel, head: Any, seqs: list[Sequence]) -> dict:
+        """What every batch of a chunk shares: the frozen LM-head rows of the draft vocabulary [Vd, h]."""
+        return {"weight": draft_weight(head, lm.lm_head, torch.float32)}
+
+    def collate(self, seqs: list[Sequence], idx: list[int], ctx: dict) -> dict:
+        """One batch's tensors (training.eagle_loss.collate) with the chunk's shared ones."""
+        return collate(seqs, idx, self.max_len) | ctx
+
+    def features(self, lm: LoadedModel, head: Any, s: Sequence) -> torch.Tensor:
+        """The head's depth-1 inputs along a held-out sequence, [1, T, h]: the target's features."""
+        return s.hidden[:-1].float()[None]
+
+    @torch.no_grad()
+    def ranks(self, lm: LoadedModel, head: Any, held: abc.Sequence[Sequence]) -> list[torch.Tensor]:
+        """Rank of the target's token at every held-out position and draft depth 1..depths."""
+        weight = draft_weight(head, lm.lm_head, torch.float32)
+        tok2draft = draft_index(head, lm.hf.config.vocab_size)
+        read = getattr(head, "readout", lambda out: out)
+        per_depth: list[list[torch.Tensor]] = [[] for _ in range(self.depths)]
+        for s in held:
+            feats = self.features(lm, head, s)
+            for d, r in enumerate(sequence_ranks(head, lm, s, feats, read, weight, tok2draft, self.depths)):
+                per_depth[d].append(r)
+        return [torch.cat(r) if r else torch.zeros(0, dtype=torch.long) for r in per_depth]
+
+    def save(self, lm: LoadedModel, head: Any, folder: Path, acc: list[list[float]], manifest: dict) -> Path:
+        """The head (bf16) with its held-out table and a summary of its training in config.json, and its manifest."""
+        head.config = replace(head.config, calibration=acc, train=summary(manifest))
+        return save_head(head, folder, manifest=manifest)
+
+    def load(self, lm: LoadedModel, folder: Path) -> Any:
+        """The head saved in folder."""
+        return self.read(folder, lm.hf.config)

@@ -2,9 +2,9 @@
 
 The opening user turns of the held-out conversations (index % HELDOUT_EVERY == HELDOUT_EVERY - 1, the
 ones `features` never reads) are decoded greedily by the fp32 target, with its post-norm hidden state
-at every position: exactly what a head sees at decode time. Rank accuracies of EAGLE and Medusa on
-this set are comparable across training recipes (self-distilled or fixed-dataset, bf16 or fp32
-features). Spec-Bench turns are excluded as everywhere.
+at every position: exactly what a head sees at decode time. Rank accuracies of every head kind on this set
+are comparable across training recipes (self-distilled or fixed-dataset, bf16 or fp32 features); the learning
+curves of `python -m specviz train` are measured on it. Spec-Bench turns are excluded as everywhere.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import torch
 
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
-from specviz.heads import medusa
-from specviz.heads.eagle import load_head
-from specviz.training import distill, medusa_train
-from specviz.training.eagle_loss import rank_accuracy
+from specviz.training import distill
 from specviz.training.features import HELDOUT_EVERY
+from specviz.training.kinds import TRAINERS
 from specviz.training.shards import Sequence, pack, unpack
+from specviz.training.trainer import rank_accuracy
 
 
 def heldout_prompts(n: int) -> list[str]:
@@ -60,24 +59,18 @@ def heldout_set(lm: LoadedModel, n: int = 64, max_new_tokens: int = 128, batch: 
     return seqs
 
 
-def eagle_accuracy(lm: LoadedModel, folder: Path, seqs: list[Sequence], depths: int = 6) -> list[float]:
-    """Held-out top-1 by draft depth of the EAGLE head in `folder`, drafting from its own features."""
-    head = load_head(folder, lm.hf.config)
-    weight = lm.lm_head.get_parameter("weight").detach().float()[head.draft_ids]
-    return [row[0] for row in rank_accuracy(head, lm, seqs, weight, depths=depths)]
-
-
-def medusa_accuracy(lm: LoadedModel, folder: Path, seqs: list[Sequence]) -> list[float]:
-    """Held-out top-1 of each Medusa head in `folder`."""
-    acc, _n = medusa_train.rank_accuracy(medusa.load_heads(lm, folder), seqs, ranks=1)
+def top1(lm: LoadedModel, kind: str, folder: Path, seqs: list[Sequence]) -> list[float]:
+    """Held-out top-1 by depth (EAGLE's, drafting from its own outputs) or by head of the `kind` head in folder."""
+    trainer = TRAINERS[kind]()
+    acc, _n = rank_accuracy(trainer.ranks(lm, trainer.load(lm, folder), seqs), 1)
     return [row[0] for row in acc]
 
 
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.training.heldout --eagle DIR … --medusa DIR …: held-out top-1 by depth / head."""
     ap = argparse.ArgumentParser(prog="python -m specviz.training.heldout", description=main.__doc__)
-    ap.add_argument("--eagle", type=Path, nargs="*", default=[])
-    ap.add_argument("--medusa", type=Path, nargs="*", default=[])
+    for kind in TRAINERS:
+        ap.add_argument(f"--{kind}", type=Path, nargs="*", default=[], help=f"{kind} head folders")
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
@@ -88,10 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_sequences": len(seqs),
         "positions": int(sum(int(s.mask.sum()) for s in seqs)),
     }
-    for f in args.eagle:
-        out[f"eagle:{f}"] = [round(a, 4) for a in eagle_accuracy(lm, f, seqs)]
-    for f in args.medusa:
-        out[f"medusa:{f}"] = [round(a, 4) for a in medusa_accuracy(lm, f, seqs)]
+    for kind in TRAINERS:
+        for f in getattr(args, kind):
+            out[f"{kind}:{f}"] = [round(a, 4) for a in top1(lm, kind, f, seqs)]
     print(json.dumps(out, indent=1))
     return 0
 

@@ -1,55 +1,40 @@
-"""Medusa-1 training (frozen backbone, loss Σ_k 0.8^(k-1)·CE) and calibration of rank accuracies a_k^(i).
+"""Medusa-1's trainer: the data and the loss (frozen backbone, Σ_k 0.8^(k-1)·CE_k) for training.loop.
 
-Training reads the self-distilled shards (specviz.training.distill): head k at position t learns the
-model's own greedy token t+1+k from the stored hidden state h_t. Checkpoints (weights, AdamW moments,
-step) are safetensors + JSON, so an interrupted run resumes where it stopped.
+Head k at position t learns the target's own token t+1+k from the stored hidden state h_t: in the self-distilled
+shards (training.distill) the continuation is the target's greedy text already; in teacher-forced feature shards
+(training.features) the label is the target's argmax. Batches are random sets of positions, reshuffled every pass.
+Hydra's trainer (training.hydra_train) is this one with heads that also read their branch.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import time
+import functools
 from collections import abc
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.heads import store
 from specviz.heads.medusa import (
-    CALIBRATION_FILE,
     HeadsConfig,
     MedusaHeads,
     frequent_tokens,
     load_heads,
+    models_dir,
     new_heads,
     save_heads,
 )
+from specviz.training.data import Data
 from specviz.training.shards import Sequence
+from specviz.training.trainer import Batch, TrainConfig, token_ranks
 
 DECAY = 0.8  # head k's loss weight is DECAY**(k-1), as in Medusa
 IGNORE = -100  # no target: the sequence ended before token t+1+k
 OOV = -1  # the target is outside the draft vocabulary: not trained on, but a miss when calibrating
-
-Tick = Callable[[int, int, float], None]  # (step, total steps, loss)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings for the heads."""
-
-    epochs: float = 1.5  # passes over the training positions (fractions allowed)
-    batch: int = 256  # positions per step
-    lr: float = 1e-3  # AdamW peak learning rate, cosine decay after 2% warm-up
-    seed: int = 0
-    checkpoint_every: int = 200  # steps between resumable checkpoints
-    minutes: float = 0.0  # stop (cleanly, with a checkpoint) after this long; 0 = no limit
-    # weight of the soft target (the model's own distribution there) against the greedy token. A 1-epoch
-    # ablation on 1,728 sequences (held-out top-1, heads 1-4) found no gain: 0.286/0.157/0.106/0.086 at 0,
-    # 0.287/0.159/0.106/0.084 at 0.5, 0.283/0.157/0.105/0.082 at 1; so the committed heads use 0.
-    soft: float = 0.0
+EVAL_BATCH = 1024  # held-out positions per forward when ranking
 
 
 def target_tokens(s: Sequence) -> torch.Tensor:
@@ -137,128 +122,82 @@ def teacher_probs(heads: MedusaHeads, hidden: torch.Tensor, targets: torch.Tenso
     return torch.softmax(logits, dim=-1) * valid[..., None]
 
 
-def lr_at(step: int, total: int, peak: float) -> float:
-    """Linear warm-up over 2% of steps, then cosine decay to 10% of peak."""
-    warm = max(1, total // 50)
-    if step < warm:
-        return peak * (step + 1) / warm
-    frac = (step - warm) / max(1, total - warm)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+@dataclass(frozen=True)
+class MedusaTrainer:
+    """Medusa-1 heads: K ResBlocks on h_t, each drafting a token further ahead, over a frequency-ranked vocabulary."""
 
+    kind: ClassVar[str] = "medusa"
+    recipe: ClassVar[TrainConfig] = TrainConfig(epochs=1.5, floor=0.1, betas=(0.9, 0.999), clip=0.0)
+    n_ranks: ClassVar[int] = 10
+    models: ClassVar[Path] = models_dir()  # where `train` saves by default
+    heads: int = 4  # K: head k predicts the token k+1 places after the one h_t produced
+    layers: int = 2  # ResBlocks per head
+    draft_vocab: int = 8192  # the most frequent continuation tokens the heads draft from
+    batch: int = 256  # positions per optimiser step
+    # weight of the soft target (the model's own distribution there) against the greedy token. A 1-epoch
+    # ablation on 1,728 sequences (held-out top-1, heads 1-4) found no gain: 0.286/0.157/0.106/0.086 at 0,
+    # 0.287/0.159/0.106/0.084 at 0.5, 0.283/0.157/0.105/0.082 at 1; so the committed heads use 0.
+    soft: float = 0.0  # weight of the target's own distribution as the target, against its token (0-1)
+    init: str = ""  # start from the heads in this folder (their vocabulary kept) instead of fresh ones
+    shape = HeadsConfig  # the heads' config, their module's constructor, loader and saver, and their positions
+    fresh, read, write = staticmethod(new_heads), staticmethod(load_heads), staticmethod(save_heads)
+    stack = staticmethod(positions)
 
-def _opt_state(opt: torch.optim.Optimizer, heads: MedusaHeads) -> dict[str, torch.Tensor]:
-    """AdamW's moments of every block parameter, keyed for safetensors."""
-    names = {id(p): n for n, p in heads.blocks.named_parameters()}
-    out = {}
-    for p, st in opt.state.items():
-        for key in ("exp_avg", "exp_avg_sq"):
-            out[f"{names[id(p)]}.{key}"] = st[key].contiguous()
-    return out
+    def __post_init__(self) -> None:
+        if self.heads < 1 or self.layers < 1 or self.batch < 1 or self.draft_vocab < 16:
+            raise ValueError("--heads, --layers and --batch must be positive and --draft-vocab at least 16.")
+        if not 0 <= self.soft <= 1:
+            raise ValueError(f"--soft must be between 0 and 1, got {self.soft}.")
 
+    def new_head(self, lm: LoadedModel, data: Data, seed: int) -> Any:
+        """Fresh heads (W1 = 0: the model's own next-token predictor) over the sample's most frequent tokens."""
+        if self.init:
+            return self.load(lm, Path(self.init))
+        tokens = torch.cat([s.ids[s.mask] for s in data.sample()])
+        vocab = frequent_tokens(tokens, self.draft_vocab, sorted(lm.eos_ids))
+        cfg = self.shape(self.heads, int(lm.hf.config.hidden_size), self.layers, len(vocab), lm.name)
+        return self.fresh(lm, cfg, vocab)
 
-def save_checkpoint(folder: Path, heads: MedusaHeads, opt: torch.optim.Optimizer, step: int, meta: dict) -> None:
-    """Weights + AdamW moments (safetensors) and the step (JSON), written atomically."""
-    from safetensors.torch import save_file
+    def rows(self, lm: LoadedModel, head: Any, seqs: abc.Sequence[Sequence]) -> tuple[torch.Tensor, ...]:
+        """Every training position of seqs: (hidden [N, H], draft-vocabulary targets [N, K])."""
+        size = max(int(lm.hf.config.vocab_size), max(int(s.ids.max()) for s in seqs) + 1)
+        return self.stack(seqs, head.cfg.num_heads, draft_map(head.vocab.cpu(), size))
 
-    save_heads(heads, folder, {"step": step, **meta})
-    tmp = folder / "optimizer.safetensors.partial"
-    save_file(_opt_state(opt, heads), str(tmp))
-    tmp.rename(folder / "optimizer.safetensors")
-    (folder / "progress.json").write_text(json.dumps({"step": step, **meta}))
+    def logits(self, head: Any, rows: tuple[torch.Tensor, ...], idx: torch.Tensor) -> torch.Tensor:
+        """Draft logits [B, K, Vd] of the positions idx."""
+        return head(rows[0][idx].float())
 
+    def batches(self, lm: LoadedModel, head: Any, seqs: list[Sequence], seed: int) -> list[Batch]:
+        """Random batches of positions (a new order every pass)."""
+        rows = self.rows(lm, head, seqs)
+        order = torch.randperm(len(rows[0]), generator=torch.Generator().manual_seed(seed))
+        cut = [order[at : at + self.batch] for at in range(0, len(order), self.batch)]
+        return [Batch(len(idx), functools.partial(dict, rows=rows, idx=idx)) for idx in cut]
 
-def resume(folder: Path, lm: LoadedModel, heads: MedusaHeads, opt: torch.optim.Optimizer) -> int:
-    """Load a checkpoint into heads and optimizer; return the step to continue from (0 if none)."""
-    from safetensors.torch import load_file
+    def loss(self, lm: LoadedModel, head: Any, b: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        """Σ_k 0.8^(k-1)·CE_k (mixed with the soft target when asked); each head's top-1 logged."""
+        rows, idx = b["rows"], b["idx"]
+        teacher = teacher_probs(head, rows[0], rows[-1], idx) if self.soft > 0 else None
+        loss, accs = head_loss(self.logits(head, rows, idx).float(), rows[-1][idx], teacher, self.soft)
+        return loss, {"loss": float(loss.detach()), **{f"acc{k}": a for k, a in enumerate(accs, start=1)}}
 
-    prog = folder / "progress.json"
-    if not prog.is_file() or not (folder / "optimizer.safetensors").is_file():
-        return 0
-    step = int(json.loads(prog.read_text())["step"])
-    heads.blocks.load_state_dict(load_heads(lm, folder).blocks.state_dict())
-    moments = load_file(str(folder / "optimizer.safetensors"))
-    for name, p in heads.blocks.named_parameters():
-        opt.state[p] = {
-            "step": torch.tensor(float(step)),
-            "exp_avg": moments[f"{name}.exp_avg"],
-            "exp_avg_sq": moments[f"{name}.exp_avg_sq"],
-        }
-    return step
+    @torch.no_grad()
+    def ranks(self, lm: LoadedModel, head: Any, held: abc.Sequence[Sequence]) -> list[torch.Tensor]:
+        """Rank of the target's token t+1+k under head k at every held-out position (-1: none there)."""
+        rows = self.rows(lm, head, held)
+        out = []
+        for at in range(0, len(rows[0]), EVAL_BATCH):
+            idx = torch.arange(at, min(at + EVAL_BATCH, len(rows[0])))
+            y = rows[-1][idx]  # [B, K]; OOV never matches a rank, so it counts as a miss
+            out.append(torch.where(y == IGNORE, -1, token_ranks(self.logits(head, rows, idx).float(), y)))
+        return list(torch.cat(out).T)
 
+    def save(self, lm: LoadedModel, head: Any, folder: Path, acc: list[list[float]], manifest: dict) -> Path:
+        """The heads (bf16), their manifest, and the held-out table as calibration.json."""
+        self.write(head, folder, torch.bfloat16, manifest)
+        note = f"held-out: {manifest.get('heldout', 'the held-out set')}"
+        return store.write_calibration(folder, acc, manifest["heldout_positions"], note, manifest["provenance"])
 
-def train_heads(
-    lm: LoadedModel, train: list[Sequence], cfg: HeadsConfig, tc: TrainConfig, ckpt: Path, tick: Tick | None = None
-) -> MedusaHeads:
-    """Train Medusa-1 heads on frozen hidden states; resumable from `ckpt`."""
-    conts = torch.cat([s.ids[s.mask] for s in train])
-    vocab = frequent_tokens(conts, cfg.draft_vocab, sorted(lm.eos_ids))
-    heads = new_heads(lm, cfg, vocab)
-    if (ckpt / "progress.json").is_file():  # resume with the checkpoint's own vocabulary
-        heads = load_heads(lm, ckpt)
-        heads.blocks.requires_grad_(True)
-    heads.train()
-    hidden, targets = positions(train, cfg.num_heads, draft_map(heads.vocab, lm.hf.config.vocab_size))
-    total = max(1, int(tc.epochs * len(hidden) / tc.batch))
-    opt = torch.optim.AdamW(heads.blocks.parameters(), lr=tc.lr, weight_decay=0.0)
-    step = resume(ckpt, lm, heads, opt)
-    gen = torch.Generator().manual_seed(tc.seed)
-    perms = [torch.randperm(len(hidden), generator=gen) for _ in range(math.ceil(tc.epochs) + 1)]
-    meta = {"positions": len(hidden), "total_steps": total, "batch": tc.batch, "lr": tc.lr, "soft": tc.soft}
-    started = time.monotonic()
-    while step < total:
-        order = perms[(step * tc.batch) // len(hidden)]
-        at = (step * tc.batch) % len(hidden)
-        idx = order[at : at + tc.batch]
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, total, tc.lr)
-        teacher = teacher_probs(heads, hidden, targets, idx) if tc.soft > 0 else None
-        loss, _ = head_loss(heads(hidden[idx].float()), targets[idx], teacher, tc.soft)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        step += 1
-        if tick is not None:
-            tick(step, total, float(loss))
-        out_of_time = tc.minutes > 0 and time.monotonic() - started > 60 * tc.minutes
-        if step % tc.checkpoint_every == 0 or step == total or out_of_time:
-            save_checkpoint(ckpt, heads, opt, step, meta)
-        if out_of_time:
-            break
-    return heads.eval().requires_grad_(False)
-
-
-@torch.inference_mode()
-def rank_accuracy(
-    heads: MedusaHeads, seqs: list[Sequence], ranks: int = 10, batch: int = 1024
-) -> tuple[list[list[float]], int]:
-    """a_k^(i) = P(the model's true token t+1+k is rank i of head k) on seqs; also the positions used."""
-    size = max(max(int(s.ids.max()) for s in seqs), int(heads.vocab.max())) + 1
-    to_draft = draft_map(heads.vocab.cpu(), size)
-    k_heads = len(heads.blocks)
-    hidden, targets = positions(seqs, k_heads, to_draft)
-    hits = torch.zeros(k_heads, ranks)
-    counted = torch.zeros(k_heads)
-    for at in range(0, len(hidden), batch):
-        logits = heads(hidden[at : at + batch].float())  # [B, K, Vd]
-        top = logits.topk(ranks, dim=-1).indices  # [B, K, ranks]
-        y = targets[at : at + batch]  # [B, K]; OOV never matches a rank, so it counts as a miss
-        for k in range(k_heads):
-            valid = y[:, k] != IGNORE
-            match = (top[:, k] == y[:, k : k + 1]) & valid[:, None]
-            hits[k] += match.float().sum(0)
-            counted[k] += float(valid.sum())
-    acc = (hits / counted.clamp_min(1)[:, None]).tolist()
-    return [[round(a, 6) for a in row] for row in acc], len(hidden)
-
-
-def write_calibration(folder: Path, acc: list[list[float]], n_positions: int, note: str = "") -> Path:
-    """Store the a_k^(i) table as JSON beside the heads."""
-    path = folder / CALIBRATION_FILE
-    top1 = [row[0] for row in acc]
-    path.write_text(
-        json.dumps(
-            {"accuracy": acc, "top1": top1, "positions": n_positions, "ranks": len(acc[0]) if acc else 0, "note": note},
-            indent=1,
-        )
-    )
-    return path
+    def load(self, lm: LoadedModel, folder: Path) -> Any:
+        """The heads saved in folder."""
+        return self.read(lm, folder)

@@ -1,4 +1,4 @@
-"""`python -m specviz calibrate <head> …`: the held-out tables (specviz.training.cli, hydra_train), EAGLE's offline
+"""`python -m specviz calibrate <head> …`: the held-out tables (specviz.training.cli), EAGLE's offline
 replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree budgets
 and shapes measured live against plain decoding on unseen ShareGPT prompts, written beside the heads."""
 
@@ -18,9 +18,9 @@ from specviz.core.sampling import Sampling
 from specviz.heads import medusa
 from specviz.methods import autoregressive, eagle
 from specviz.methods import medusa as method
-from specviz.training import distill, hydra_train
+from specviz.training import distill
 from specviz.training.args import Parser
-from specviz.training.cli import HEADS, calibrate_medusa, fail, guard
+from specviz.training.cli import HEADS, calibrate_heads, fail, guard
 from specviz.tuning import eagle_replay, sweep
 
 SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
@@ -29,12 +29,12 @@ SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
 def calibrate(head: str, argv: list[str]) -> int:
     """Dispatch `calibrate <head>`; returns an exit code."""
     if head == "hydra":
-        return guard(hydra_train.main, ["--calibrate-only", *argv])
+        return guard(lambda args: calibrate_heads("hydra", args), argv)
     if head == "eagle":
         return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
     if head != "medusa":
         return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return guard(sweep_medusa if "--sweep" in argv else calibrate_medusa, argv)
+    return guard(sweep_medusa if "--sweep" in argv else lambda args: calibrate_heads("medusa", args), argv)
 
 
 def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:

@@ -1,0 +1,62 @@
+"""A training run's checkpoint and progress file.
+
+`checkpoint.safetensors` holds the head's trainable weights, AdamW's moments and step counts, and, in its
+metadata, the run's state as JSON (its position in the data stream, the learning curve, the settings it was
+started with): one file, renamed into place, so a killed run leaves either the last checkpoint or the new one,
+never half of each. `progress.json` beside it is for people: where the run is, how fast, and its last numbers.
+Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from specviz.heads import store
+
+WEIGHTS, PROGRESS = "checkpoint.safetensors", "progress.json"
+FORMAT = "specviz-checkpoint/1"
+
+
+def save(folder: Path, head: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
+    """Weights, AdamW's state per parameter and the run's state, in one file written atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for name, p in head.named_parameters():
+        tensors[f"w.{name}"] = p.detach().contiguous()
+        for key, value in opt.state.get(p, {}).items():  # step, exp_avg, exp_avg_sq
+            tensors[f"{key}.{name}"] = value.detach().reshape(value.shape or (1,)).contiguous()
+    store.write_tensors(folder / WEIGHTS, tensors, FORMAT, {"state": json.dumps(state)})
+
+
+def load(folder: Path, head: nn.Module, opt: torch.optim.Optimizer) -> dict | None:
+    """Restore a checkpoint into head and optimiser and return the run's state; None when there is none."""
+    from safetensors import safe_open
+
+    path = folder / WEIGHTS
+    if not path.is_file():
+        return None
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata() or {}
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a training checkpoint; delete it or use another --checkpoint.")
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    with torch.no_grad():
+        for name, p in head.named_parameters():
+            p.copy_(tensors[f"w.{name}"])
+            if f"exp_avg.{name}" in tensors:
+                opt.state[p] = {
+                    "step": tensors[f"step.{name}"].reshape(()),
+                    "exp_avg": tensors[f"exp_avg.{name}"],
+                    "exp_avg_sq": tensors[f"exp_avg_sq.{name}"],
+                }
+    return json.loads(meta["state"])
+
+
+def write_progress(folder: Path, progress: dict) -> None:
+    """progress.json beside the checkpoint (atomically; a reader never sees half of it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store.write_json(folder / PROGRESS, progress)

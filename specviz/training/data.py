@@ -1,0 +1,86 @@
+"""What a training run reads, as chunks: the self-distilled set (training.distill) is one chunk held in memory, a
+folder of teacher-forced features (training.features, from ShareGPT or the corpus) is one chunk per shard, read
+when the run reaches it. Either way a run's position in its data is (pass, chunk, batch)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from specviz.training.features import read_shard
+from specviz.training.shards import DataError, Sequence, load_dataset, shard_paths
+
+SAMPLE_TOKENS = 2_000_000  # tokens of a streamed folder counted for a head's draft vocabulary
+
+
+@dataclass(frozen=True)
+class Data:
+    """Training data as chunks, with what a manifest says about them."""
+
+    chunks: tuple[Callable[[], list[Sequence]], ...]  # each reads one chunk's sequences
+    sample: Callable[[], list[Sequence]]  # sequences whose tokens choose a draft vocabulary (all, or a stream's head)
+    source: dict = field(default_factory=dict)  # kind, folder, size: for the manifest and the resume check
+    folder: Path | None = None
+
+    def read(self, chunk: int) -> list[Sequence]:
+        """The sequences of one chunk."""
+        return self.chunks[chunk]()
+
+
+def in_memory(seqs: list[Sequence], source: dict | None = None, folder: Path | None = None) -> Data:
+    """Sequences already loaded, as one chunk."""
+    if not seqs:
+        raise DataError("No training sequences.")
+    source = source or {"kind": "sequences"}
+    return Data((lambda: seqs,), lambda: seqs, {**source, "sequences": len(seqs)}, folder)
+
+
+def open_folder(folder: Path) -> Data:
+    """A folder of self-distilled shards (held in memory) or of feature shards (streamed); DataError when empty."""
+    paths = shard_paths(folder, "train")
+    if not paths:
+        raise DataError(
+            f"No train shards in {folder}; build them with: python -m specviz.training.distill "
+            "(or python -m specviz.training.features --out FOLDER)"
+        )
+    manifest = _manifest(folder)
+    if not _labelled(paths[0]):
+        source = {"kind": "self-distilled", "folder": str(folder), "shards": len(paths), "manifest": manifest}
+        return in_memory(load_dataset(folder, "train"), source, folder)
+    paths = sorted(folder.glob("shard_*.safetensors"))  # a feature folder holds one split, every shard of it
+    chunks = tuple((lambda p=p: list(read_shard(p))) for p in paths)
+    source = {"kind": "features", "folder": str(folder), "shards": len(paths), "manifest": manifest}
+    return Data(chunks, lambda: token_sample(paths), source, folder)
+
+
+def _manifest(folder: Path) -> dict:
+    """The data folder's manifest.json (what made it), or {} without one."""
+    path = folder / "manifest.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _labelled(path: Path) -> bool:
+    """Whether a shard is a feature shard (it carries the target's labels), not a self-distilled one."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return "label" in f.keys()  # noqa: SIM118 (safe_open is not a mapping)
+
+
+def token_sample(paths: list[Path], limit: int = SAMPLE_TOKENS) -> list[Sequence]:
+    """The first shards' token ids and masks (no features: they are not read), up to `limit` tokens."""
+    from safetensors import safe_open
+
+    out: list[Sequence] = []
+    for path in paths:
+        with safe_open(str(path), "pt") as f:
+            ids, mask, off = f.get_tensor("ids").long(), f.get_tensor("mask").bool(), f.get_tensor("offsets").tolist()
+        out += [Sequence(ids[a:b], torch.empty(b - a, 0), mask[a:b]) for a, b in itertools.pairwise(off)]
+        if sum(len(s.ids) for s in out) >= limit:
+            break
+    return out

@@ -1,0 +1,139 @@
+"""`python -m specviz train KIND`: every head kind trains a few steps end to end on tiny data (self-distilled shards,
+and a streamed feature folder), leaves a head that loads, its manifest with a learning curve, and resumes; the
+committed heads under models/ load through the store and save back to the same tensors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from specviz.heads import eagle, eagle3, hydra, medusa, store
+from specviz.heads.eagle3 import default_layers
+from specviz.training import cli, distill
+from specviz.training.data import in_memory
+from specviz.training.features import LabelledSequence, _write_shard
+from specviz.training.kinds import TRAINERS
+from specviz.training.shards import pack
+
+from .conftest import make_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny(tokenizer):
+    """A fp32 tiny model and its greedy continuations of six prompts, with the fused layers' inputs."""
+    lm = make_tiny(tokenizer, seed=3)
+    lm.hf.float()
+    lm.dtype = torch.float32
+    prompts = ["Hello there", "What is a cat?", "Tell me a joke", "Write some code", "Name a colour", "Count"]
+    seqs = distill.distill_batch(lm, prompts, 16)
+    for s in seqs:
+        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), default_layers(2))[2].half()
+    return lm, seqs
+
+
+@pytest.fixture(scope="module")
+def distilled(tiny, tmp_path_factory):
+    """A self-distilled folder: shard 0 for training, shard 9 held out (every tenth is)."""
+    _, seqs = tiny
+    folder = tmp_path_factory.mktemp("distilled")
+    save_file(pack(seqs[:4]), str(folder / "shard_00000.safetensors"))
+    save_file(pack(seqs[4:]), str(folder / "shard_00009.safetensors"))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def features(tiny, tmp_path_factory):
+    """A feature folder of two shards (the target's argmax as labels), streamed shard by shard."""
+    lm, seqs = tiny
+    folder = tmp_path_factory.mktemp("features")
+    labelled = []
+    for s in seqs:
+        with torch.no_grad():
+            label = lm.hf(s.ids[None]).logits[0].argmax(-1).to(torch.int32)
+        labelled.append(LabelledSequence(s.ids, s.hidden, s.mask, label))
+    _write_shard(folder, 0, labelled[:3])
+    _write_shard(folder, 1, labelled[3:])
+    return folder
+
+
+def train(lm, kind, data, held, out, *more) -> int:
+    opts = ["--data", str(data), "--heldout", str(held), "--out", str(out / "head"), "--checkpoint", str(out / "ck")]
+    return cli.train(kind, [*opts, "--draft-vocab", "512", "--epochs", "3", "--threads", "1", *more], lm=lm)
+
+
+RUNS = [("medusa", "distilled"), ("hydra", "distilled"), ("eagle", "distilled"), ("eagle3", "distilled")]
+
+
+@pytest.mark.parametrize("kind, source", [*RUNS, ("eagle", "features"), ("medusa", "features")])
+def test_every_kind_trains_end_to_end_through_the_cli(kind, source, tiny, distilled, features, tmp_path, capsys):
+    lm = tiny[0]
+    data = distilled if source == "distilled" else features
+    assert train(lm, kind, data, distilled, tmp_path, "--eval-every", "40") == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
+    curve = manifest["curve"]
+    assert manifest["trainer"]["kind"] == kind and manifest["data"]["kind"] in ("self-distilled", "features")
+    assert len(curve) >= 2 and curve[-1]["positions"] == manifest["positions"] > curve[0]["positions"]
+    assert len(curve[-1]["top1"]) == len(manifest["heldout_top1_by_depth"]) > 1
+    assert manifest["history"][0]["loss"] > manifest["history"][-1]["loss"]
+    head = TRAINERS[kind]().load(lm, tmp_path / "head")
+    assert head is not None and "passes over the data done" in manifest["stopped"]["reason"]
+    if kind in ("medusa", "hydra"):
+        table = json.loads((tmp_path / "head" / store.CALIBRATION).read_text())
+        assert table["top1"] == manifest["heldout_top1_by_depth"]
+    steps = manifest["steps"]
+    assert train(lm, kind, data, distilled, tmp_path, "--eval-every", "40", "--resume") == 0  # finished: no step
+    assert json.loads((tmp_path / "head" / store.MANIFEST).read_text())["steps"] == steps
+
+
+def test_bad_settings_and_missing_data_are_one_line(tiny, distilled, tmp_path, capsys):
+    lm = tiny[0]
+    assert cli.train("nope", []) == 2 and "Unknown head 'nope'" in capsys.readouterr().err
+    assert train(lm, "medusa", tmp_path / "none", distilled, tmp_path) == 2
+    assert "No train shards" in capsys.readouterr().err
+    assert train(lm, "eagle", distilled, distilled, tmp_path, "--unroll", "9") == 2
+    assert "--unroll must be 1-8" in capsys.readouterr().err
+    assert train(lm, "medusa", distilled, distilled, tmp_path, "--warmup", "1.5") == 2
+    assert "--warmup must be in [0, 1)" in capsys.readouterr().err
+    assert train(lm, "medusa", distilled, distilled, tmp_path, "--minutes", "1e-9") == 0
+    assert train(lm, "medusa", distilled, distilled, tmp_path, "--resume", "--lr", "0.5") == 2
+    assert "other config settings" in capsys.readouterr().err
+
+
+COMMITTED = {  # kind: (its files' kind, load, save in the stored precision, weights file)
+    "eagle": (eagle.KIND, lambda lm, f: eagle.load_head(f, lm.hf.config), eagle.save_head, eagle.WEIGHTS),
+    "eagle3": (eagle3.KIND, lambda lm, f: eagle3.load_head(f), eagle3.save_head, eagle3.WEIGHTS),
+    "medusa": (
+        medusa.KIND,
+        medusa.load_heads,
+        lambda h, f: medusa.save_heads(h, f, torch.bfloat16),
+        medusa.WEIGHTS_FILE,
+    ),
+    "hydra": (hydra.KIND, hydra.load_heads, lambda h, f: hydra.save_heads(h, f, torch.bfloat16), hydra.WEIGHTS_FILE),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COMMITTED))
+def test_committed_heads_load_through_the_store_and_keep_their_record(kind, app_lm, tmp_path):
+    files, load, save, weights = COMMITTED[kind]
+    folder = TRAINERS[kind].models  # type: ignore[attr-defined]
+    manifest = store.read_manifest(folder, files)
+    assert manifest["curve"] == [] and manifest["train"] and len(manifest["heldout_top1_by_depth"]) in (4, 6)
+    assert manifest["positions"] in (783137, 291334, None)  # what their config.json recorded (EAGLE-3's has none)
+    save(load(app_lm, folder), tmp_path)
+    before, after = load_file(str(folder / weights)), load_file(str(tmp_path / weights))
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_eagle3_measures_held_out_sequences_without_layer_inputs(tiny):
+    """The shared held-out set has no layer inputs: EAGLE-3's trainer teacher-forces them once, to the same ranks."""
+    lm, seqs = tiny
+    trainer = TRAINERS["eagle3"](draft_vocab=512, depths=2)  # type: ignore[call-arg]
+    head = trainer.new_head(lm, in_memory(seqs[:4]), 0)
+    bare = [replace(s, layers=None) for s in seqs[4:]]
+    for a, b in zip(trainer.ranks(lm, head, seqs[4:]), trainer.ranks(lm, head, bare), strict=True):
+        assert torch.equal(a, b) and len(a) > 10
+    assert all(s.layers is not None for s in bare)
