@@ -273,19 +273,18 @@ def tiny_data(tokenizer):
 
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     from specviz.training import eagle_train as et
-    from specviz.training.data import in_memory
-    from specviz.training.loop import finish, fit
+    from specviz.training.loop import finish
     from specviz.training.trainer import rank_accuracy
     from specviz.tuning import eagle_replay
 
+    from .train_check import whole_cut_resumed
+
     lm, prompts, seqs = tiny_data
     trainer = et.EagleTrainer(batch_tokens=256, draft_vocab=512, noise=0.0, unroll=1)
-    cfg, data = replace(et.EagleTrainer.recipe, epochs=30, warmup=0.1, lr=3e-3), in_memory(seqs)
-    run = fit(lm, trainer, data, cfg, tmp_path / "a")
+    cfg = replace(et.EagleTrainer.recipe, epochs=30, warmup=0.1, lr=3e-3)
+    run, cut, resumed = whole_cut_resumed(lm, trainer, cfg, seqs, tmp_path)
     full, stats = run.head, run.record
-    cut = fit(lm, trainer, data, replace(cfg, minutes=1e-9), tmp_path / "b").record  # stops after one step
     assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
-    resumed = fit(lm, trainer, data, cfg, tmp_path / "b", resume=True).head
     for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
     acc, _ = rank_accuracy(trainer.ranks(lm, full, seqs), trainer.n_ranks)

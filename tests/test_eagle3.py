@@ -19,11 +19,11 @@ from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
 from specviz.training import distill
 from specviz.training import eagle3_train as e3t
-from specviz.training.data import in_memory
 from specviz.training.eagle_loss import depth_mask, unrolled
-from specviz.training.loop import finish, fit
+from specviz.training.loop import finish
 from specviz.training.shards import DataError
 from tests.sampling_check import second_token_follows_p
+from tests.train_check import whole_cut_resumed
 
 
 @pytest.fixture(scope="module")
@@ -155,12 +155,10 @@ def tiny_data(tokenizer):
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     lm, prompts, seqs = tiny_data
     trainer = e3t.Eagle3Trainer(batch_tokens=256, draft_vocab=512, unroll=2, layers="0,1,1")
-    cfg, data = replace(e3t.Eagle3Trainer.recipe, epochs=30, warmup=0.1, lr=3e-3), in_memory(seqs)
-    run = fit(lm, trainer, data, cfg, tmp_path / "a")
+    cfg = replace(e3t.Eagle3Trainer.recipe, epochs=30, warmup=0.1, lr=3e-3)
+    run, cut, resumed = whole_cut_resumed(lm, trainer, cfg, seqs, tmp_path)
     full, stats = run.head, run.record
-    cut = fit(lm, trainer, data, replace(cfg, minutes=1e-9), tmp_path / "b").record  # stops after one step
     assert cut["steps"] == 1 < cut["planned_steps"] == stats["steps"]
-    resumed = fit(lm, trainer, data, cfg, tmp_path / "b", resume=True).head
     for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
     first, last = stats["history"][0], stats["history"][-1]

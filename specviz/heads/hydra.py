@@ -19,7 +19,7 @@ from torch import nn
 from specviz.core.model import LoadedModel
 from specviz.core.paths import HYDRA_DIR
 from specviz.heads import store
-from specviz.heads.files import Kind, is_file, read_table, stamp
+from specviz.heads.files import Kind, stamp
 from specviz.heads.medusa import CALIBRATION, SPECS, HeadsError, ResBlock, load_folder, project
 
 WEIGHTS_FILE = "heads.safetensors"
@@ -127,8 +127,4 @@ def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: i
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:
     """Rank accuracies a_k^(i) (head k, rank i, the branch's true tokens given) measured on held-out data."""
-    path = Path(folder or models_dir()) / CALIBRATION_FILE
-    if not is_file(path):
-        raise HeadsError(f"No calibration at {path}; run: python -m specviz calibrate hydra")
-    acc = read_table(path, CALIBRATION, "accuracy", KIND, "rerun: python -m specviz calibrate hydra")
-    return [[float(a) for a in row] for row in acc]
+    return store.read_calibration(folder or models_dir(), KIND, CALIBRATION, "python -m specviz calibrate hydra")

@@ -23,7 +23,7 @@ from specviz.core.model import LoadedModel, ModelError
 from specviz.core.paths import MEDUSA_DIR
 from specviz.core.schema import Between
 from specviz.heads import store
-from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_table, read_weights, stamp
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, read_weights, stamp
 
 WEIGHTS_FILE = "heads.safetensors"
 CONFIG_FILE = "config.json"
@@ -205,8 +205,4 @@ def cached_heads(lm: LoadedModel, folder: str | Path | None = None, num_heads: i
 
 def load_calibration(folder: Path | None = None) -> list[list[float]]:
     """Rank accuracies a_k^(i) (head k, rank i) measured on held-out data."""
-    path = Path(folder or models_dir()) / CALIBRATION_FILE
-    if not is_file(path):
-        raise HeadsError(f"No calibration at {path}; run: python -m specviz calibrate medusa")
-    acc = read_table(path, CALIBRATION, "accuracy", KIND, "rerun: python -m specviz calibrate medusa")
-    return [[float(a) for a in row] for row in acc]
+    return store.read_calibration(folder or models_dir(), KIND, CALIBRATION, "python -m specviz calibrate medusa")

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from specviz.core.schema import SchemaError, read_json
-from specviz.heads.files import MAX_CONFIG_BYTES, Kind, is_file, read_config
+from specviz.heads.files import MAX_CONFIG_BYTES, Kind, is_file, read_config, read_table
 
 C = TypeVar("C")
 
@@ -100,6 +100,15 @@ def write_calibration(folder: Path, acc: list[list[float]], positions: int, note
     """The rank accuracies acc[depth][rank] measured on held-out data, as calibration.json beside the head."""
     body = {"accuracy": acc, "top1": [r[0] for r in acc], "positions": positions, "ranks": len(acc[0]) if acc else 0}
     return write_json(folder / CALIBRATION, body | {"note": note, "provenance": where})
+
+
+def read_calibration(folder: str | Path, kind: Kind, spec: Any, command: str) -> list[list[float]]:
+    """The rank accuracies acc[depth][rank] of calibration.json, checked by `spec`; kind.error naming `command`."""
+    path = Path(folder) / CALIBRATION
+    if not is_file(path):
+        raise kind.error(f"No calibration at {path}; run: {command}")
+    acc = read_table(path, spec, "accuracy", kind, f"rerun: {command}")
+    return [[float(a) for a in row] for row in acc]
 
 
 def read_manifest(folder: str | Path, kind: Kind) -> dict:
