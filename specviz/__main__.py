@@ -215,8 +215,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--formats", default="png,svg")
     _sampling_args(e, 64)
     _model_args(e)
+    helps = {"train": "train a head through the one loop: eagle, eagle3, medusa, hydra (train KIND --help)",
+             "calibrate": "measure heads' held-out tables and tune their trees: medusa, hydra, eagle"}  # fmt: skip
     for name in ("train", "calibrate"):
-        t = sub.add_parser(name, help=f"{name} draft heads (medusa, eagle)")
+        t = sub.add_parser(name, help=helps[name])
         t.add_argument("head")
         t.add_argument("rest", nargs=argparse.REMAINDER)
     return p

@@ -34,6 +34,7 @@ from specviz.training.shards import DataError, Sequence, load_dataset
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
 
 HEADS = tuple(TRAINERS)
+DEFAULTS_SHOWN = argparse.ArgumentDefaultsHelpFormatter
 
 
 def fail(message: str) -> int:
@@ -80,7 +81,8 @@ def add_options(ap: argparse.ArgumentParser, cls: type, defaults: object) -> Non
 
 def parser(cls: type[Trainer]) -> Parser:
     """`train KIND`'s options: where things are, then the loop's settings, then the trainer's."""
-    ap = Parser(prog=f"python -m specviz train {cls.kind}", description=(cls.__doc__ or "").strip())
+    doc = (cls.__doc__ or "").strip()
+    ap = Parser(prog=f"python -m specviz train {cls.kind}", description=doc, formatter_class=DEFAULTS_SHOWN)
     data = cache_root() / getattr(cls, "data_dir", "distill")
     ap.add_argument("--data", "--data-dir", type=Path, default=data, help="self-distilled or feature shards")
     ap.add_argument("--heldout", default="shared", help="'shared' (training.heldout) or a folder's held-out shards")

@@ -37,7 +37,7 @@ class TrainConfig:
     seed: int = 0  # the fresh head's weights and the data order
     minutes: float = 0.0  # time budget of this process: then checkpoint, evaluate and stop (0: none)
     checkpoint_minutes: float = 3.0  # between checkpoints (0: after every step)
-    eval_every: int = 0  # training positions between held-out evaluations (0: only at the end)
+    eval_every: int = 100_000  # training positions between held-out evaluations (0: only at the end)
     patience: int = 0  # stop when the last `patience` evaluations gained less than min_gain (0: never)
     min_gain: float = 0.002  # in mean held-out top-1 over depths or heads
 
