@@ -71,8 +71,8 @@ RUNS = [("medusa", "distilled"), ("hydra", "distilled"), ("eagle", "distilled"),
 @pytest.mark.parametrize("kind, source", [*RUNS, ("eagle", "features"), ("medusa", "features")])
 def test_every_kind_trains_end_to_end_through_the_cli(kind, source, tiny, distilled, features, tmp_path, capsys):
     lm = tiny[0]
-    data = distilled if source == "distilled" else features
-    assert train(lm, kind, data, distilled, tmp_path, "--eval-every", "40") == 0, capsys.readouterr().err
+    data = distilled if source == "distilled" else features  # a feature folder's shards are all held out
+    assert train(lm, kind, data, data, tmp_path, "--eval-every", "40") == 0, capsys.readouterr().err
     manifest = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
     curve = manifest["curve"]
     assert manifest["trainer"]["kind"] == kind and manifest["data"]["kind"] in ("self-distilled", "features")
@@ -85,7 +85,7 @@ def test_every_kind_trains_end_to_end_through_the_cli(kind, source, tiny, distil
         table = json.loads((tmp_path / "head" / store.CALIBRATION).read_text())
         assert table["top1"] == manifest["heldout_top1_by_depth"]
     steps = manifest["steps"]
-    assert train(lm, kind, data, distilled, tmp_path, "--eval-every", "40", "--resume") == 0  # finished: no step
+    assert train(lm, kind, data, data, tmp_path, "--eval-every", "40", "--resume") == 0  # finished: no step
     assert json.loads((tmp_path / "head" / store.MANIFEST).read_text())["steps"] == steps
 
 
@@ -101,6 +101,21 @@ def test_bad_settings_and_missing_data_are_one_line(tiny, distilled, tmp_path, c
     assert train(lm, "medusa", distilled, distilled, tmp_path, "--minutes", "1e-9") == 0
     assert train(lm, "medusa", distilled, distilled, tmp_path, "--resume", "--lr", "0.5") == 2
     assert "other config settings" in capsys.readouterr().err
+
+
+def test_a_feature_folder_that_grows_still_resumes(tiny, features, distilled, tmp_path):
+    """Features are made while a head trains on the first shards: a resumed run reads the new ones too."""
+    lm = tiny[0]
+    growing = tmp_path / "features"
+    growing.mkdir()
+    for name in ("shard_00000.safetensors", "shard_00001.safetensors"):
+        (growing / name).write_bytes((features / name).read_bytes())
+    assert train(lm, "eagle", growing, distilled, tmp_path, "--minutes", "1e-9") == 0
+    first = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
+    (growing / "shard_00002.safetensors").write_bytes((features / "shard_00000.safetensors").read_bytes())
+    assert train(lm, "eagle", growing, distilled, tmp_path, "--resume") == 0
+    again = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
+    assert first["steps"] == 1 < again["steps"] and again["data"]["shards"] == 3 > first["data"]["shards"]
 
 
 COMMITTED = {  # kind: (its files' kind, load, save in the stored precision, weights file)

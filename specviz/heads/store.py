@@ -24,7 +24,7 @@ C = TypeVar("C")
 CONFIG, MANIFEST, CALIBRATION = "config.json", "manifest.json", "calibration.json"
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call write(tmp) on a sibling `.partial` file, then rename it over `path`."""
     tmp = path.with_name(path.name + ".partial")
     write(tmp)
@@ -133,7 +133,8 @@ def _legacy_manifest(folder: Path) -> dict:
     if not isinstance(cfg, dict):
         raise SchemaError(f"{folder / CONFIG} is not an object.")
     shape = {"num_heads", "hidden_size", "layers", "draft_vocab", "model", "format", "calibration"}
-    train = cfg.get("train") if isinstance(cfg.get("train"), dict) else {k: v for k, v in cfg.items() if k not in shape}
+    kept = cfg.get("train")
+    train: dict = kept if isinstance(kept, dict) else {k: v for k, v in cfg.items() if k not in shape}
     top1 = train.get("heldout_top1_by_depth")
     if top1 is None and is_file(folder / CALIBRATION):
         table = read_json(folder / CALIBRATION, MAX_CONFIG_BYTES, "a calibration table")

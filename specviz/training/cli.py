@@ -26,7 +26,7 @@ from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.paths import cache_root
 from specviz.heads import store
 from specviz.training.args import Parser
-from specviz.training.data import open_folder
+from specviz.training.data import held_out, open_folder
 from specviz.training.heldout import heldout_set
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
@@ -74,9 +74,11 @@ def add_options(ap: argparse.ArgumentParser, cls: type, defaults: object) -> Non
         value = getattr(defaults, f.name)
         if f.default is MISSING or not isinstance(value, int | float | str):
             continue
-        flag, kind = "--" + f.name.replace("_", "-"), type(value)
-        action = argparse.BooleanOptionalAction if kind is bool else None
-        ap.add_argument(flag, type=None if action else kind, action=action, default=value, help=notes.get(f.name))
+        flag, note = "--" + f.name.replace("_", "-"), notes.get(f.name)
+        if isinstance(value, bool):
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=value, help=note)
+        else:
+            ap.add_argument(flag, type=type(value), default=value, help=note)
 
 
 def parser(cls: type[Trainer]) -> Parser:
@@ -96,11 +98,11 @@ def parser(cls: type[Trainer]) -> Parser:
     return ap
 
 
-def held_out(lm: LoadedModel, where: str, n: int) -> list[Sequence]:
+def held_set(lm: LoadedModel, where: str, n: int) -> list[Sequence]:
     """The held-out sequences: the shared set (fp32 greedy answers to unseen ShareGPT openings) or a folder's."""
     if n < 1:
         raise ValueError(f"--heldout-sequences must be at least 1, got {n}.")
-    return heldout_set(lm, n) if where == "shared" else load_dataset(Path(where), "heldout")[:n]
+    return heldout_set(lm, n) if where == "shared" else held_out(Path(where), n)
 
 
 def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> int:
@@ -113,7 +115,7 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     data = open_folder(a.data)
     torch.set_num_threads(a.threads)
     lm = lm or load_model("default", device="cpu", dtype="fp32")
-    held = held_out(lm, a.heldout, a.heldout_sequences)
+    held = held_set(lm, a.heldout, a.heldout_sequences)
     bar = tqdm(desc=f"train {cls.kind}", unit="step")
 
     def tick(state: dict, logs: dict[str, float]) -> None:

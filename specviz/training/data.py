@@ -4,6 +4,7 @@ when the run reaches it. Either way a run's position in its data is (pass, chunk
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable
@@ -31,6 +32,12 @@ class Data:
         """The sequences of one chunk."""
         return self.chunks[chunk]()
 
+    def key(self) -> dict:
+        """What a checkpoint's data must match for a run to resume: kind, folder and, held in memory, the size (a
+        feature folder may grow by whole shards while a run trains on the first ones; those stay as they were)."""
+        drop = ("manifest", "shards") if self.source.get("kind") == "features" else ("manifest",)
+        return {k: v for k, v in self.source.items() if k not in drop}
+
 
 def in_memory(seqs: list[Sequence], source: dict | None = None, folder: Path | None = None) -> Data:
     """Sequences already loaded, as one chunk."""
@@ -53,9 +60,28 @@ def open_folder(folder: Path) -> Data:
         source = {"kind": "self-distilled", "folder": str(folder), "shards": len(paths), "manifest": manifest}
         return in_memory(load_dataset(folder, "train"), source, folder)
     paths = sorted(folder.glob("shard_*.safetensors"))  # a feature folder holds one split, every shard of it
-    chunks = tuple((lambda p=p: list(read_shard(p))) for p in paths)
+    chunks = tuple(functools.partial(_shard, p) for p in paths)
     source = {"kind": "features", "folder": str(folder), "shards": len(paths), "manifest": manifest}
     return Data(chunks, lambda: token_sample(paths), source, folder)
+
+
+def held_out(folder: Path, n: int) -> list[Sequence]:
+    """The first n held-out sequences in a folder: the held-out shards of a self-distilled set, or a feature folder
+    made from held-out conversations (features --split heldout), all of whose shards are held out."""
+    paths = sorted(folder.glob("shard_*.safetensors"))
+    if not paths or not _labelled(paths[0]):
+        return load_dataset(folder, "heldout")[:n]
+    out: list[Sequence] = []
+    for path in paths:
+        out += _shard(path)
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+def _shard(path: Path) -> list[Sequence]:
+    """One feature shard's windows."""
+    return [*read_shard(path)]
 
 
 def _manifest(folder: Path) -> dict:

@@ -88,7 +88,7 @@ class Fitting:
         self.progress: Progress | None = progress
         self.head = trainer.new_head(lm, data, cfg.seed).float().train().requires_grad_(True)
         self.opt = torch.optim.AdamW(self.head.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)
-        self.settings = {"trainer": settings(trainer), "config": cfg.weights_part(), "data": data.source}
+        self.settings = {"trainer": settings(trainer), "config": cfg.weights_part(), "data": data.key()}
         self.state: dict = {"step": 0, "epoch": 0, "chunk": 0, "index": 0, "seen": 0, "seconds": 0.0}
         self.state |= {"planned": 0, "curve": [], "history": [], "stopped": None}
         self.table: list[list[float]] | None = None
@@ -214,7 +214,7 @@ class Fitting:
         trend = [hist[i] for i in sorted({round(j * (len(hist) - 1) / 9) for j in range(10)})] if hist else []
         run = {"steps": st["step"], "planned_steps": st["planned"], "positions": st["seen"], "passes": st["epoch"]}
         run |= {"train_seconds": round(st["seconds"]), "stopped": st["stopped"], "curve": st["curve"]}
-        return run | {"history": trend, **self.settings}
+        return run | {"history": trend, **self.settings, "data": self.data.source}
 
 
 def _plain(data: dict) -> dict:
