@@ -3,7 +3,10 @@ starting guesses of a Jacobi window (jacobi, lookahead)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from torch import nn
 
 from specviz.core.model import LoadedModel, growing_cache
 from specviz.core.sampling import ConfigError
@@ -36,14 +39,28 @@ def parse_layers(spec: str, n_layers: int | None) -> list[int]:
     return sorted({i for lo, hi in spans for i in range(lo, hi + 1)})
 
 
-class LayerDraft:
-    """The target's chosen layers, final norm and (part of the) LM head, with its own KV cache."""
+@dataclass(frozen=True)
+class DraftParts:
+    """What a draft runs: decoder blocks, a final norm, LM-head rows [Vd, H] and the token id of each row."""
 
-    def __init__(self, lm: LoadedModel, layers: list[int], vocab: int) -> None:
+    blocks: list[nn.Module]
+    norm: nn.Module
+    head: torch.Tensor
+    ids: torch.Tensor | None = None  # [Vd] token ids of the head's rows; None: the first Vd ids of the vocabulary
+
+
+class LayerDraft:
+    """A small draft with its own KV cache: by default the target's chosen layers, final norm and (part of
+    the) LM head; given `parts`, any blocks at the target's width (a trained draft, heads.draft)."""
+
+    def __init__(self, lm: LoadedModel, layers: list[int], vocab: int, parts: DraftParts | None = None) -> None:
         self.lm, self.model = lm, lm.hf.model
-        self.blocks = [self.model.layers[i] for i in layers]
-        weight = lm.lm_head.get_parameter("weight")  # [V, H]
-        self.head = weight[: vocab or weight.shape[0]]  # [Vd, H]; a view, no copy
+        if parts is None:
+            weight = lm.lm_head.get_parameter("weight")  # [V, H]
+            parts = DraftParts(
+                [self.model.layers[i] for i in layers], self.model.norm, weight[: vocab or weight.shape[0]]
+            )
+        self.blocks, self.norm, self.head, self.ids = parts.blocks, parts.norm, parts.head, parts.ids
         self.cache = growing_cache(lm.hf.config)
         self.length = 0  # tokens held in the draft cache
 
@@ -63,7 +80,7 @@ class LayerDraft:
                 x, attention_mask=mask, position_ids=pos, cache=self.cache, use_cache=True, position_embeddings=rope
             )
         self.length += k
-        return (self.model.norm(x[0, -1]) @ self.head.T).float()
+        return (self.norm(x[0, -1]) @ self.head.T).float()
 
     def rollback(self, length: int) -> None:
         """Forget cached tokens beyond `length`."""
@@ -72,8 +89,11 @@ class LayerDraft:
             self.length = length
 
 
-def as_full(probs: torch.Tensor, vocab: int) -> torch.Tensor:
-    """A draft distribution over the first Vd ids, zero-padded to the whole vocabulary [V]."""
+def as_full(probs: torch.Tensor, vocab: int, ids: torch.Tensor | None = None) -> torch.Tensor:
+    """A draft distribution over its Vd rows as one over the whole vocabulary [V] (zero elsewhere): the rows
+    are the token ids `ids`, or the first Vd ids when ids is None."""
+    if ids is not None:
+        return probs.new_zeros(vocab).index_copy_(0, ids.to(probs.device), probs)
     if probs.shape[0] == vocab:
         return probs
     return torch.cat([probs, probs.new_zeros(vocab - probs.shape[0])])

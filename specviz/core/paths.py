@@ -10,6 +10,7 @@ MODELS = REPO / "models"  # trained heads and calibration tables, committed
 MEDUSA_DIR = MODELS / "medusa"
 EAGLE_DIR = MODELS / "eagle"
 HYDRA_DIR = MODELS / "hydra"
+DRAFT_DIR = MODELS / "draft"  # the trained speculative-sampling draft model
 LOOKAHEAD_SWEEP = MODELS / "lookahead_sweep.json"
 SCREENSHOTS = REPO / "docs" / "screenshots"
 BENCH_DIR = REPO / "docs" / "bench"  # committed bench results (python -m specviz bench --json), with provenance

@@ -12,10 +12,12 @@ from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
+from specviz.heads.draft import cached_draft, parts
 from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
 
 NAME = "sps"
 LABEL = "Speculative sampling"
+DRAFTS = ("layers", "trained")
 SUMMARY = "A shallow copy of the model (its first layers) drafts γ tokens; the full model verifies them at once."
 
 
@@ -24,6 +26,7 @@ class Config:
     """Draft length, which target layers make the draft, and the acceptance rule used when sampling."""
 
     gamma: int = 3  # tokens drafted per step
+    draft: str = "layers"  # "layers": the target's own first layers, untrained; "trained": models/draft
     layers: str = "0-3"  # target layers the draft runs, e.g. "0-3" or "0,1,2,29"; then final norm + LM head
     draft_vocab: int = 8192  # the draft's LM head covers token ids below this (0 = the whole vocabulary)
     rule: str = "speculative"  # at T > 0: speculative (lossless), typical or flawed (lossy, for teaching)
@@ -33,6 +36,8 @@ class Config:
     def __post_init__(self) -> None:
         if not 1 <= self.gamma <= 16:
             raise ConfigError(f"gamma must be between 1 and 16, got {self.gamma!r}.")
+        if self.draft not in DRAFTS:
+            raise ConfigError(f"draft must be one of {', '.join(DRAFTS)}, got {str(self.draft)[:40]!r}.")
         parse_layers(self.layers, None)
         if self.draft_vocab < 0:
             raise ConfigError(f"draft_vocab must be 0 (all) or a positive size, got {self.draft_vocab!r}.")
@@ -50,7 +55,7 @@ def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[in
     qs: list[torch.Tensor] = []
     for _ in range(gamma):
         logits = draft.forward(feed)
-        q = as_full(target_probs(logits, run.sampling), vocab)  # softmax when greedy (for display)
+        q = as_full(target_probs(logits, run.sampling), vocab, draft.ids)  # softmax when greedy (for display)
         # run.gen is a CPU generator: the draw happens on the CPU, whatever device q lives on
         x = int(q.argmax()) if run.sampling.greedy else int(torch.multinomial(q.cpu(), 1, generator=run.gen))
         drafts.append(x)
@@ -66,7 +71,10 @@ class Speculator:
 
     def __init__(self, run: Run, cfg: Config) -> None:
         self.cfg = cfg
-        self.draft = LayerDraft(run.lm, parse_layers(cfg.layers, len(run.lm.hf.model.layers)), cfg.draft_vocab)
+        if cfg.draft == "trained":  # a draft model trained on the target's own answers (heads.draft)
+            self.draft = LayerDraft(run.lm, [], 0, parts(cached_draft(run.lm)))
+        else:
+            self.draft = LayerDraft(run.lm, parse_layers(cfg.layers, len(run.lm.hf.model.layers)), cfg.draft_vocab)
 
     def step(self, run: Run, root: int) -> Outcome:
         """propose → verify → accept → commit."""

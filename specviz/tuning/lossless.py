@@ -49,7 +49,7 @@ def context_dists(
     if draft != "layers":
         raise ValueError(f"Unknown lab draft {draft!r}; choose one of {', '.join(DRAFTS)}.")
     layer_draft = LayerDraft(lm, parse_layers(layers, len(lm.hf.model.layers)), 0)
-    q = as_full(target_probs(layer_draft.forward(prompt_ids), s), logits.shape[-1])
+    q = as_full(target_probs(layer_draft.forward(prompt_ids), s), logits.shape[-1], layer_draft.ids)
     return p, q.double()
 
 
