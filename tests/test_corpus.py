@@ -233,3 +233,12 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
     with torch.inference_mode():
         ref = tiny_lm.hf(input_ids=torch.tensor([ids[0]])).logits[0].argmax(-1)
     assert seqs[0].label.tolist() == ref.tolist()
+
+
+def test_evaluation_prompts_include_the_shipped_presets() -> None:
+    import json
+
+    from specviz.core.paths import PROMPT_PRESETS
+
+    first = json.loads(PROMPT_PRESETS.read_text(encoding="utf-8").splitlines()[0])["prompt"]
+    assert " ".join(first.split()) in conversations.evaluation_prompts()

@@ -178,7 +178,7 @@ def provenance(batch: int, threads: int) -> dict:
         "torch": torch.__version__,
         "cpu": _cpu(),
         "cores": os.cpu_count(),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": _git_commit(),
     }
 
