@@ -152,3 +152,26 @@ def test_eagle3_measures_held_out_sequences_without_layer_inputs(tiny):
     for a, b in zip(trainer.ranks(lm, head, seqs[4:]), trainer.ranks(lm, head, bare), strict=True):
         assert torch.equal(a, b) and len(a) > 10
     assert all(s.layers is not None for s in bare)
+
+
+@pytest.mark.parametrize("source", ["distilled", "features"])
+def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled, features, tmp_path, monkeypatch):
+    """train draft: its loss falls, its curve (top-1 agreement with the target) lands in the manifest, and sps
+    with draft="trained" decodes through the saved folder token-identical to plain decoding."""
+    from specviz.core.sampling import Sampling
+    from specviz.heads import draft
+    from specviz.methods import autoregressive as ar
+    from specviz.methods import speculative as sps
+
+    lm = tiny[0]
+    data = distilled if source == "distilled" else features
+    assert train(lm, "draft", data, data, tmp_path, "--eval-every", "40", "--init-layers", "0") == 0
+    manifest = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
+    assert manifest["trainer"]["kind"] == "draft" and len(manifest["curve"]) >= 2
+    assert len(manifest["heldout_top1_by_depth"]) == 1 and 0 <= manifest["heldout_top1_by_depth"][0] <= 1
+    assert manifest["history"][0]["loss"] > manifest["history"][-1]["loss"]
+    saved = draft.load_draft(lm, tmp_path / "head")
+    assert saved.config.init_layers == [0] and len(saved.draft_ids) == 512
+    monkeypatch.setattr(sps, "cached_draft", lambda _lm: saved)
+    ids, s = lm.encode_prompt("Hello there"), Sampling(max_new_tokens=24)
+    assert sps.generate(lm, ids, s, sps.Config(draft="trained")).output_ids == ar.generate(lm, ids, s).output_ids

@@ -11,7 +11,6 @@ a `core.drafting.LayerDraft` over its own parts (`parts`), exactly as the untrai
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,8 @@ from specviz.core.drafting import DraftParts
 from specviz.core.model import LoadedModel
 from specviz.core.paths import DRAFT_DIR
 from specviz.core.schema import Between, SchemaError
-from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, is_file, read_weights
-from specviz.heads.files import read_config as read_config_file
+from specviz.heads import store
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, read_weights
 
 FORMAT = "specviz-draft/1"
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -105,36 +104,34 @@ def parts(draft: DraftModel) -> DraftParts:
     return DraftParts(list(draft.layers), draft.norm, draft.head.get_parameter("weight"), draft.draft_ids)
 
 
-def save_draft(draft: DraftModel, out_dir: Path, train: dict | None = None) -> Path:
-    """Weights (bf16 safetensors, with the draft ids) and config.json with what training measured."""
-    from safetensors.torch import save_file
+def save_draft(
+    draft: DraftModel, out_dir: Path, dtype: torch.dtype | None = None, manifest: dict | None = None
+) -> Path:
+    """Weights (with the draft ids; cast to dtype if given), config.json and the manifest when given."""
+    weights = store.tensors(draft.state_dict(), dtype, ids=("draft_ids", draft.draft_ids))
+    cfg = asdict(draft.config) | ({"train": summary(manifest)} if manifest else {})
+    return store.save(out_dir, (WEIGHTS, weights), FORMAT, cfg, manifest)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in draft.state_dict().items()}
-    state["draft_ids"] = draft.draft_ids.to(torch.int32).contiguous()
-    save_file(state, str(out_dir / WEIGHTS), metadata={"format": FORMAT})
-    cfg = asdict(draft.config) | ({"train": train} if train is not None else {})
-    (out_dir / CONFIG).write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
-    return out_dir
+
+def summary(manifest: dict) -> dict:
+    """What config.json keeps of a manifest: how it trained and what it scored, no curve."""
+    keep = ("steps", "positions", "train_seconds", "stopped", "heldout_top1_by_depth")
+    return {k: manifest[k] for k in keep if k in manifest}
 
 
 def load_draft(lm: LoadedModel, folder: Path = DRAFT_DIR) -> DraftModel:
     """A saved draft for this target, in the target's dtype and device; DraftError with one sentence otherwise."""
-    if not is_file(Path(folder) / CONFIG):
-        raise DraftError(f"No draft model in {folder}; train one with: python -m specviz train draft")
-    cfg = read_config_file(Path(folder) / CONFIG, DraftConfig, SPECS, KIND, _check)
+    missing = f"No draft model in {folder}; train one with: python -m specviz train draft"
+    cfg = store.config(folder, DraftConfig, SPECS, KIND, missing, _check)
     c = lm.hf.config
-    if (cfg.hidden_size, cfg.vocab_size) != (c.hidden_size, c.vocab_size) or max(cfg.init_layers) >= 1024:
+    if (cfg.hidden_size, cfg.vocab_size) != (c.hidden_size, c.vocab_size):
         raise DraftError(f"The draft model in {folder} was made for another model (hidden {cfg.hidden_size}).")
     state = read_weights(Path(folder) / WEIGHTS, KIND)
     ids = state.pop("draft_ids", None)
-    if not ids_fit(ids, cfg.draft_vocab, cfg.vocab_size):
+    if ids is None or not ids_fit(ids, cfg.draft_vocab, cfg.vocab_size):
         raise DraftError(f"{folder} has a draft vocabulary that does not match its config; retrain the draft.")
-    draft = DraftModel(cfg, c, ids.long())  # type: ignore[union-attr]  # ids_fit checked it is a tensor
-    try:
-        draft.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise DraftError(f"{folder} does not match its config ({str(exc)[:120]}).") from None
+    draft = DraftModel(cfg, c, ids.long())
+    store.load_state(draft, state, Path(folder) / WEIGHTS, KIND)
     draft.requires_grad_(False)
     return draft.to(device=lm.device, dtype=lm.dtype).eval()
 

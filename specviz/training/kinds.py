@@ -4,6 +4,7 @@ and one line below."""
 
 from __future__ import annotations
 
+from specviz.training.draft_train import DraftTrainer
 from specviz.training.eagle3_train import Eagle3Trainer
 from specviz.training.eagle_train import EagleTrainer
 from specviz.training.hydra_train import HydraTrainer
@@ -15,5 +16,5 @@ TRAINERS: dict[str, type[Trainer]] = {
     "eagle3": Eagle3Trainer,
     "medusa": MedusaTrainer,
     "hydra": HydraTrainer,
-    # next: "draft": DraftTrainer (training/draft_train.py), the speculative-sampling draft of heads/draft.py
+    "draft": DraftTrainer,
 }
