@@ -1,19 +1,27 @@
 """The contract every registered method keeps, checked the same way for each (no per-method code here).
 
-Greedy output equals plain decoding token for token (tiny random model and the real one); a seeded run
+Greedy output equals plain decoding token for token (tiny random model and the real one); drafts are accepted,
+several in one step, on a model built to be predictable, with output still equal to plain decoding; a seeded run
 at T > 0 repeats exactly; the trace round-trips through JSON; the method's figures build from the trace.
 Every check runs on each available device (the CPU, and a GPU when there is one): on the CPU in float64, where
 argmax ties cannot flip, and on a GPU in the dtype production runs there (fp32); greedy identity is checked on every
 device in the production dtype and kernels too (fp32, oneDNN-prepacked on the CPU).
 A method that needs resources the tiny model lacks (trained heads, enough layers) provides
-`tiny_resources(lm) -> generate keyword arguments` in its module.
+`tiny_resources(lm) -> generate keyword arguments` in its module, and `accepting_resources(lm)` where its drafts
+need more to be right on the predictable model (heads that hand the target's own prediction on).
 """
 
 from __future__ import annotations
 
+import copy
+import threading
+from dataclasses import replace
+
 import pytest
+import torch
 
 from specviz import methods
+from specviz.core.model import Resources
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace, load_traces
 from specviz.output.viz.gallery import figures
@@ -22,6 +30,8 @@ from tests.devices import DEVICES, production
 
 METHODS = methods.available()
 GREEDY = Sampling(max_new_tokens=24)
+DRAFTING = [n for n in METHODS if n != "ar"]  # plain decoding proposes nothing
+STEADY = " story"  # the one token the steady model says; its prompt repeats it, so prompt lookup finds it there
 HOT = Sampling(max_new_tokens=10, temperature=1.0, top_p=0.95, seed=7)  # several steps; each is a top-p over V
 
 
@@ -105,6 +115,45 @@ def test_figures_build_from_the_trace(tiny_runs, name):
     assert {"timeline", "tokens_over_time"} <= set(figs)
     lines = [t.get("name") for t in figs["tokens_over_time"].to_dict()["data"]]
     assert sorted(lines) == sorted({"ar", name}), lines  # one line per trace: the replayed one is drawn too
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def steady(request, tiny_lm):
+    """The tiny model made to say STEADY after anything, on every available device. Every embedding (tied to the
+    LM head) gains 50 on dimension 0 and STEADY's 55, so the final hidden state points along dimension 0 whatever
+    the layers add and the largest logit is STEADY's; the layers, attention and KV cache still run as ever."""
+    token = tiny_lm.tokenizer.encode(STEADY)[0]
+    hf = copy.deepcopy(tiny_lm.hf)
+    with torch.no_grad():
+        weight = hf.get_input_embeddings().weight
+        weight[:, 0] = 50.0
+        weight[token, 0] += 5.0
+    lm = replace(tiny_lm, hf=hf, name="tiny-steady", lock=threading.Lock(), resources=Resources())
+    return lm if request.param == "cpu" else production(lm, request.param)
+
+
+@pytest.fixture(scope="module")
+def steady_runs(steady):
+    """name -> (greedy trace, plain decoding's trace) on the steady model, with each method's accepting_resources
+    (else its tiny_resources): drafts every method can get right."""
+    ids = steady.encode_prompt(STEADY * 12)
+    plain = _ar(steady, tuple(ids), GREEDY)
+    runs = {}
+    for n in DRAFTING:
+        module = methods.get(n)
+        hook = getattr(module, "accepting_resources", None) or getattr(module, "tiny_resources", None)
+        runs[n] = (module.generate(steady, ids, GREEDY, **(hook(steady) if hook else {})), plain)
+    return runs
+
+
+@pytest.mark.parametrize("name", DRAFTING)
+def test_drafts_are_accepted_and_greedy_still_equals_plain_decoding(steady_runs, name):
+    trace, plain = steady_runs[name]
+    assert len(set(plain.output_ids)) == 1  # the model is steady: plain decoding repeats one token
+    assert trace.method == name and trace.output_ids == plain.output_ids
+    assert trace.mean_accepted > 1.0, f"A = {trace.mean_accepted:.2f}: no drafts accepted"
+    depth = max(s.drafts_accepted for s in trace.steps)
+    assert depth >= 2, f"at most {depth} drafted token(s) accepted in one step"
 
 
 @pytest.mark.real_model

@@ -183,6 +183,20 @@ def new_head(hf_config: Any, target: str = "", draft_ids: torch.Tensor | None = 
     return head.float()
 
 
+def pass_through(head: EagleHead) -> EagleHead:
+    """Make the head hand on the next token's embedding as its predicted feature (fc reads the embedding half,
+    the layer adds nothing), so it drafts what the target's LM head reads off an embedding: every draft is right
+    on a model whose next token does not depend on its input (the contract test's acceptance check)."""
+    h = head.fc.out_features
+    with torch.no_grad():
+        head.fc.weight.zero_()
+        head.fc.weight[:, :h].diagonal().fill_(1.0)
+        head.fc.bias.zero_()
+        head.get_parameter("layer.self_attn.o_proj.weight").zero_()
+        head.get_parameter("layer.mlp.down_proj.weight").zero_()
+    return head
+
+
 def init_linears(module: nn.Module, gen: torch.Generator) -> None:
     """nn.Linear's own default init (Kaiming-uniform, a = √5; bias ±1/√fan_in), drawn from `gen`."""
     with torch.no_grad():

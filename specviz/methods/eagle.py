@@ -8,7 +8,7 @@ from specviz.core.details import EagleStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.heads.eagle import EagleHead, new_head
+from specviz.heads.eagle import EagleHead, new_head, pass_through
 from specviz.heads.eagle_drafter import TreeStepper, head_for, load_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.trees.eagle_tree import check_shape
@@ -77,3 +77,11 @@ def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
     """An untrained head in the model's own dtype, for any model (the contract test's tiny random model)."""
     head = new_head(lm.hf.config, lm.name, seed=seed).to(lm.device, lm.dtype).eval().requires_grad_(False)
     return {"config": Config(depth=3, top_k=3, total_tokens=8, head_dtype="model"), "head": head}
+
+
+def accepting_resources(lm: LoadedModel) -> dict:
+    """tiny_resources with the head passing the next token's embedding through (heads.eagle.pass_through), so
+    every draft is right on a model whose next token does not depend on its input."""
+    kw = tiny_resources(lm)
+    pass_through(kw["head"])
+    return kw

@@ -17,7 +17,7 @@ from specviz.core.details import Eagle3Step
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.heads.eagle import HeadError
+from specviz.heads.eagle import HeadError, pass_through
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, cached_head, default_layers, new_head
 from specviz.heads.eagle3_drafter import Eagle3Stepper
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
@@ -108,3 +108,11 @@ def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
         "config": Config(depth=3, top_k=3, total_tokens=8, head_dtype="model"),
         "head": head.eval().requires_grad_(False),
     }
+
+
+def accepting_resources(lm: LoadedModel) -> dict:
+    """tiny_resources with the head passing the next token's embedding through (heads.eagle.pass_through), so
+    every draft is right on a model whose next token does not depend on its input."""
+    kw = tiny_resources(lm)
+    pass_through(kw["head"])
+    return kw

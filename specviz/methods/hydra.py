@@ -146,3 +146,17 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
     heads = heads.to(lm.device, torch.float32).eval().requires_grad_(False)
     return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}
+
+
+def accepting_resources(lm: LoadedModel) -> dict[str, Any]:
+    """tiny_resources with each head's input projection back at the identity on h (the branch unread), so each
+    head reads the target's own prediction: every draft is right on a model whose next token does not depend on
+    its input."""
+    kw = tiny_resources(lm)
+    with torch.no_grad():
+        for head in kw["heads"].heads:
+            w = head.inp.weight
+            w.zero_()
+            w[:, : w.shape[0]].diagonal().fill_(1.0)
+            head.inp.bias.zero_()
+    return kw

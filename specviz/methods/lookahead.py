@@ -203,3 +203,8 @@ def generate(
 ) -> Trace:
     """Decode until EOS or max_new_tokens with lookahead steps."""
     return finish(*start(lm, prompt_ids, sampling, config or Config(), prompt, on_step))
+
+
+def accepting_resources(lm: LoadedModel) -> dict:
+    """N = 3, so a verified n-gram can commit two drafted tokens in one step (the default N = 2 commits one)."""
+    return {"config": Config(ngram=3)}
