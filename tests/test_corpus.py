@@ -242,3 +242,11 @@ def test_evaluation_prompts_include_the_shipped_presets() -> None:
 
     first = json.loads(PROMPT_PRESETS.read_text(encoding="utf-8").splitlines()[0])["prompt"]
     assert " ".join(first.split()) in conversations.evaluation_prompts()
+
+
+def test_a_second_pass_answers_the_same_records_again() -> None:
+    settings = corpus.Settings(model="m")
+    per_pass = -(-1000 // settings.shard_records)
+    assert corpus.shard_plan(1000, 3, settings) == (0, conversations.shard_records(1000, 3, 0, settings.shard_records))
+    assert corpus.shard_plan(1000, per_pass + 3, settings) == (1, corpus.shard_plan(1000, 3, settings)[1])
+    assert corpus.shard_plan(1000, 2 * per_pass, settings)[0] == 2

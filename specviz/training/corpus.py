@@ -203,6 +203,15 @@ def write_shard(folder: Path, k: int, convs: list[Conversation], entry: dict) ->
     write_manifest(folder, manifest)
 
 
+def shard_plan(n_records: int, k: int, settings: Settings) -> tuple[int, list[int]]:
+    """(pass, ShareGPT records) of shard k: pass p answers the same records again as shard k - p·n_shards, with
+    another seed, so the corpus grows past one sampled answer per turn (shards 0-138 are pass 0 for 17.7k
+    records at 128 a shard, 139-277 pass 1, …)."""
+    per_pass = -(-n_records // settings.shard_records)
+    pass_, j = divmod(k, per_pass)
+    return pass_, shard_records(n_records, j, settings.seed, settings.shard_records)
+
+
 def generate(folder: Path, shards: list[int], batch: int, threads: int, log: Any = print) -> None:
     """Make the missing shards of `shards` under folder, each written atomically with its manifest entry."""
     from specviz.core.model_files import DEFAULT_MODEL
@@ -217,18 +226,18 @@ def generate(folder: Path, shards: list[int], batch: int, threads: int, log: Any
     records = list(sharegpt_conversations())
     banned = evaluation_prompts()
     for k in shards:
-        idx = shard_records(len(records), k, settings.seed, settings.shard_records)
-        if shard_path(folder, k).is_file() or not idx:
+        pass_, idx = shard_plan(len(records), k, settings)
+        if shard_path(folder, k).is_file():
             continue
-        convs = conversations_of(
-            {i: records[i] for i in idx}, banned, k, settings.seed, settings.greedy_share, settings.heldout_every
-        )
+        greedy = settings.greedy_share if pass_ == 0 else 0.0  # a greedy answer exists once, in pass 0
+        convs = conversations_of({i: records[i] for i in idx}, banned, k, settings.seed, greedy, settings.heldout_every)
         load0, t0 = os.getloadavg()[0], time.perf_counter()
         counts = answer_shard(hf, tok, convs, settings, stop, k, batch, log)
         secs = time.perf_counter() - t0
         rate = round(counts["answer_tokens"] / secs, 1)
         entry = {
             "shard": k,
+            "pass": pass_,
             "records": [idx[0], idx[-1]],
             **counts,
             "seconds": round(secs, 1),
