@@ -104,6 +104,8 @@ def test_bench_json_schema(tmp_path):
     assert data["prompts"] == 2 and data["repeats"] == 1 and data["max_new_tokens"] == 8
     for name in ("ar", "hf"):
         row = data["methods"][name]
-        assert set(row) == {"speedup", "tokens_per_s", "mean_accepted", "step_cost", "identical", "total"}
+        spread = {"speedup_low", "speedup_high", "speedup_q1", "speedup_q3"}  # the median's range and quartiles
+        assert set(row) == {"speedup", "tokens_per_s", "mean_accepted", "step_cost", "identical", "total", *spread}
+        assert row["speedup_low"] <= row["speedup_q1"] <= row["speedup"] <= row["speedup_q3"] <= row["speedup_high"]
         assert row["identical"] == row["total"] == 2
     assert data["methods"]["ar"]["mean_accepted"] == 1.0
