@@ -117,11 +117,11 @@ def check_config(spec: str, cfg: object) -> None:
         raise ModelError(
             f"Model {spec!r} is a {shown!r} model; specviz drives Llama-like causal LMs ({', '.join(LLAMA_LIKE)})."
         )
-    dims = [c.get(k) for k in ("max_position_embeddings", "vocab_size", "hidden_size", "intermediate_size")]
-    layers = c.get("num_hidden_layers")
-    if not all(isinstance(d, int) and d > 0 for d in [*dims, layers]):
+    keys = ("max_position_embeddings", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers")
+    dims = [c.get(k) for k in keys]
+    if not all(isinstance(d, int) and d > 0 for d in dims):
         raise ModelError(f"Model {spec!r} has a config without a usable context, vocabulary or layer sizes.")
-    context, vocab, hidden, inter = dims
+    context, vocab, hidden, inter, layers = (int(d) for d in dims)  # type: ignore[arg-type]  # checked above
     if context < MIN_CONTEXT:
         raise ModelError(f"Model {spec!r} holds a context of {context} tokens; specviz needs at least {MIN_CONTEXT}.")
     params = vocab * hidden * 2 + layers * (4 * hidden * hidden + 3 * hidden * inter)  # embeddings, attention, MLP

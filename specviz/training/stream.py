@@ -50,7 +50,7 @@ class Stream:
             pad,
         )
         self.dev = next(hf.parameters()).device
-        self.cache = growing_cache(hf.config)
+        self.cache: Any = growing_cache(hf.config)  # its layers are DynamicLayers (keys, values) here
         self.att = torch.zeros(slots, 0, dtype=torch.long)
         self.pos = torch.zeros(slots, dtype=torch.long)
         self.last = torch.zeros(slots, int(hf.config.hidden_size), dtype=next(hf.parameters()).dtype)
@@ -96,7 +96,7 @@ class Stream:
         ids = torch.full((len(take), width), self.pad, dtype=torch.long)
         for row, (_n, _o, p, _g, _r) in enumerate(take):
             ids[row, : len(p)] = torch.tensor(p)
-        tmp = DynamicCache(config=self.hf.config)
+        tmp: Any = DynamicCache(config=self.hf.config)
         out = self.hf.model(input_ids=ids.to(self.dev), past_key_values=tmp, use_cache=True)
         self.prefilled += sum(lengths)
         if not self.cache.layers[0].is_initialized:  # the first admission: layers take their dtype and device
