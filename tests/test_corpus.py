@@ -223,7 +223,7 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
     roles = [[0] * 10 + [1] * 27, [0] * 20 + [2] * 60]
     (corpus_dir / "shard_00000.safetensors.gz").write_bytes(corpus_files.pack_shard(ids, roles, [4, 7], [1, 1]))
     monkeypatch.setattr(corpus_files, "CORPUS_DIR", corpus_dir)
-    windows = list(corpus_files.corpus_windows(64, 4))
+    windows = list(features.corpus_windows(64, 4))
     assert [(s, len(w)) for s, w, _m in windows] == [(4, 37), (7, 64), (7, 16)]
     cfg = features.FeatureConfig(source="corpus", max_positions=10**6, max_len=64, batch_tokens=128, shard_windows=1)
     features.build(tiny_lm, tmp_path / "feat", cfg)

@@ -79,28 +79,23 @@ def shard_records(n_records: int, k: int, seed: int = 0, shard: int = 256) -> li
 class Turns:
     """The chat template, turn by turn: the ids that open a conversation and the ids of each next user turn."""
 
+    HISTORY = ({"role": "user", "content": "x"}, {"role": "assistant", "content": "y"})  # a stand-in first exchange
+
     def __init__(self, tokenizer: Any) -> None:
         self.tok = tokenizer
-
-    def _templated(self, msgs: list[dict]) -> list[int]:
-        out = self.tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-        if isinstance(out, dict) or hasattr(out, "input_ids"):
-            out = out["input_ids"]
-        return [int(t) for t in out]
+        # a templated [x, y, next] is first(x) + y + <end of turn> + the next turn's ids: skip that prefix (an
+        # answer carries its own end token)
+        y = tokenizer.encode("y", add_special_tokens=False)
+        self.skip = len(self.first("x")) + len(y) + 1
 
     def first(self, text: str) -> list[int]:
         """The opening ids (system prompt, the user's turn, the assistant's header)."""
-        return self._templated([{"role": "user", "content": text}])
+        return _templated(self.tok, [{"role": "user", "content": text}], add_generation_prompt=True)
 
     def next(self, text: str) -> list[int]:
         """What follows an answer that ended with its end-of-turn token: the next user turn and the header."""
-        first = self._templated([{"role": "user", "content": "x"}])
-        both = self._templated(
-            [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}, {"role": "user", "content": text}]
-        )
-        y = self.tok.encode("y", add_special_tokens=False)
-        # both = first + y + <end of turn> + the next turn's ids; the answer carries its own end token
-        return both[len(first) + len(y) + 1 :]
+        msgs = [*self.HISTORY, {"role": "user", "content": text}]
+        return _templated(self.tok, msgs, add_generation_prompt=True)[self.skip :]
 
 
 def conversations_of(

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +29,8 @@ from typing import Any
 
 import torch
 
+from specviz.core import measure
+from specviz.core.model_files import DEFAULT_MODEL
 from specviz.training.conversations import Conversation, Turns, conversations_of, evaluation_prompts, shard_records
 from specviz.training.corpus_files import (
     CORPUS_DIR,
@@ -69,31 +69,6 @@ class Settings:
     seed: int = SEED
     heldout_every: int = HELDOUT_EVERY
     dtype: str = "bfloat16"
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(CORPUS_DIR), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def _cpu() -> str:
-    """The CPU's model name and the matrix flags that decide bf16 speed (AMX, AVX-512 bf16), as one label."""
-    name, flags = platform.processor() or "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    have = [f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in flags]
-    return f"{name} ({', '.join(have) or 'no avx512'})"
 
 
 # --- the decoding loop -------------------------------------------------------------------------------
@@ -170,17 +145,10 @@ def load_target(threads: int) -> tuple[Any, Any, set[int]]:
 
 
 def provenance(batch: int, threads: int) -> dict:
-    """Where and how a shard was made: the machine, the software, the commit and the date."""
-    return {
-        "batch": batch,
-        "threads": threads,
-        "dtype": "bfloat16",
-        "torch": torch.__version__,
-        "cpu": _cpu(),
-        "cores": os.cpu_count(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _git_commit(),
-    }
+    """How a shard was made (batch, threads, dtype) and where: core.measure's record of this machine (CPU and its
+    flags, cores, memory, hashed machine id, load, torch, commit, date), as every stored figure carries."""
+    where = measure.provenance(f"{DEFAULT_MODEL} · cpu · bfloat16 · {threads} threads").to_dict()
+    return {"batch": batch, "threads": threads, "dtype": "bfloat16", "provenance": where}
 
 
 def write_shard(folder: Path, k: int, convs: list[Conversation], entry: dict) -> None:
@@ -214,8 +182,6 @@ def shard_plan(n_records: int, k: int, settings: Settings) -> tuple[int, list[in
 
 def generate(folder: Path, shards: list[int], batch: int, threads: int, log: Any = print) -> None:
     """Make the missing shards of `shards` under folder, each written atomically with its manifest entry."""
-    from specviz.core.model_files import DEFAULT_MODEL
-
     folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(model=DEFAULT_MODEL)
     manifest = read_manifest(folder) or {"format": FORMAT, "settings": asdict(settings), "shards": []}
@@ -242,14 +208,13 @@ def generate(folder: Path, shards: list[int], batch: int, threads: int, log: Any
             **counts,
             "seconds": round(secs, 1),
             "answer_tokens_per_s": rate,
-            "load_start": round(load0, 2),
-            "load_end": round(os.getloadavg()[0], 2),
+            "load_start": round(load0, 2),  # the provenance's load is the one at the end
             **provenance(batch, threads),
         }
         write_shard(folder, k, convs, entry)
         log(
             f"shard {k} written: {counts['answer_tokens']} answer tokens in {secs:.0f} s ({rate} tokens/s, "
-            f"load {load0:.1f}->{entry['load_end']})"
+            f"load {load0:.1f}->{entry['provenance']['load']})"
         )
 
 

@@ -123,23 +123,3 @@ def write_manifest(folder: Path, data: dict) -> None:
 def shard_files(folder: Path = CORPUS_DIR) -> list[Path]:
     """The folder's shards in order."""
     return sorted(Path(folder).glob("shard_*.safetensors.gz"))
-
-
-def corpus_windows(
-    max_len: int, per_conversation: int, folder: Path | None = None
-) -> Iterator[tuple[int, list[int], list[bool]]]:
-    """(ShareGPT record, ids, answer mask) windows of the corpus's conversations, shard by shard in order.
-
-    The mask is True on the target's own answer tokens (what a head learns to predict), as
-    training.features.template_ids marks ShareGPT's assistant tokens; at most per_conversation windows of
-    max_len tokens each, skipping windows with fewer than 16 answer tokens.
-    """
-    for path in shard_files(folder or CORPUS_DIR):
-        shard = read_shard(path)
-        for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
-            made = 0
-            for start in range(0, len(ids), max_len):
-                w, m = ids[start : start + max_len].tolist(), (role[start : start + max_len] > 0).tolist()
-                if made < per_conversation and sum(m) >= 16 and len(w) > 1:
-                    made += 1
-                    yield source, w, m

@@ -28,8 +28,8 @@ import torch
 
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
+from specviz.training import corpus_files
 from specviz.training.conversations import conversation_messages, template_ids
-from specviz.training.corpus_files import corpus_windows
 from specviz.training.distill import sharegpt_conversations, spec_bench_turns
 from specviz.training.shards import HIDDEN_DTYPE, Sequence, pack
 
@@ -50,6 +50,19 @@ def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[li
         w, m = ids[start : start + max_len], mask[start : start + max_len]
         if sum(m) >= MIN_ASSISTANT and len(w) > 1:
             yield w, m
+
+
+def corpus_windows(
+    max_len: int, per_conversation: int, folder: Path | None = None
+) -> Iterator[tuple[int, list[int], list[bool]]]:
+    """(ShareGPT record, ids, mask) windows of the corpus's conversations (training.corpus), shard by shard: the
+    mask is True on the target's own answer tokens, and windows are cut as `split_windows` cuts ShareGPT's."""
+    for path in corpus_files.shard_files(folder or corpus_files.CORPUS_DIR):
+        shard = corpus_files.read_shard(path)
+        for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
+            keep = max_len * per_conversation
+            for w, m in windows(ids[:keep].tolist(), (role[:keep] > 0).tolist(), max_len):
+                yield source, w, m
 
 
 def split_windows(

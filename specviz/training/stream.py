@@ -128,7 +128,6 @@ class Stream:
 
     def run(self, done: Any) -> None:
         """Decode until no request is pending and every slot is free; call done(request, answer) per answer."""
-        steps = 0
         while True:
             free = [i for i, r in enumerate(self.req) if r is None]
             busy = self.slots - len(free)
@@ -157,10 +156,9 @@ class Stream:
             )
             self.pos += 1
             self.last = out.last_hidden_state[:, -1].to("cpu")
-            steps += 1
             self.steps += 1
             self.width_sum += self.width
-            if steps % 32 == 0:
+            if self.steps % 32 == 0:
                 self._trim()
 
 
