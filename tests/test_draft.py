@@ -62,7 +62,7 @@ def test_teacher_forced_logits_equal_cached_decoding(tiny4) -> None:
 
 def test_folder_round_trip_and_bad_folders(tiny4, tmp_path) -> None:
     model = draft_head.from_target(tiny4, [0, 1], _ids(tiny4))
-    folder = draft_head.save_draft(model, tmp_path / "d", torch.bfloat16, {"positions": 10, "curve": []})
+    folder = draft_head.save_draft(model, tmp_path / "d", torch.bfloat16, {"curve": []}, {"positions": 10})
     back = draft_head.load_draft(tiny4, folder)
     assert back.config.train == {"positions": 10} and back.draft_ids.tolist() == model.draft_ids.tolist()
     assert torch.allclose(back.head.weight.float(), model.head.weight.float(), atol=1e-2)

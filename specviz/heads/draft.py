@@ -105,18 +105,17 @@ def parts(draft: DraftModel) -> DraftParts:
 
 
 def save_draft(
-    draft: DraftModel, out_dir: Path, dtype: torch.dtype | None = None, manifest: dict | None = None
+    draft: DraftModel,
+    out_dir: Path,
+    dtype: torch.dtype | None = None,
+    manifest: dict | None = None,
+    train: dict | None = None,
 ) -> Path:
-    """Weights (with the draft ids; cast to dtype if given), config.json and the manifest when given."""
+    """Weights (with the draft ids; cast to dtype if given), config.json (with `train`, what training measured)
+    and the manifest when given."""
     weights = store.tensors(draft.state_dict(), dtype, ids=("draft_ids", draft.draft_ids))
-    cfg = asdict(draft.config) | ({"train": summary(manifest)} if manifest else {})
+    cfg = asdict(draft.config) | ({"train": train} if train is not None else {})
     return store.save(out_dir, (WEIGHTS, weights), FORMAT, cfg, manifest)
-
-
-def summary(manifest: dict) -> dict:
-    """What config.json keeps of a manifest: how it trained and what it scored, no curve."""
-    keep = ("steps", "positions", "train_seconds", "stopped", "heldout_top1_by_depth")
-    return {k: manifest[k] for k in keep if k in manifest}
 
 
 def load_draft(lm: LoadedModel, folder: Path = DRAFT_DIR) -> DraftModel:

@@ -25,8 +25,9 @@ from specviz.heads import draft as draft_head
 from specviz.heads.eagle import HeadError, load_head
 from specviz.heads.medusa import frequent_tokens
 from specviz.training.data import Data
+from specviz.training.medusa_train import draft_map
 from specviz.training.shards import Sequence
-from specviz.training.trainer import Batch, TrainConfig, token_ranks
+from specviz.training.trainer import Batch, TrainConfig, summary, token_ranks
 
 
 def _layers(text: str) -> list[int]:
@@ -113,8 +114,7 @@ class DraftTrainer:
     @torch.no_grad()
     def ranks(self, lm: LoadedModel, head: Any, held: abc.Sequence[Sequence]) -> list[torch.Tensor]:
         """Rank of the target's own next token (its argmax) among the draft's rows; a miss outside them."""
-        row = torch.full((int(lm.hf.config.vocab_size),), -1, dtype=torch.long)
-        row[head.draft_ids.cpu()] = torch.arange(len(head.draft_ids))
+        row = draft_map(head.draft_ids.cpu(), int(lm.hf.config.vocab_size))  # OOV (-1): a miss
         out = []
         for at in range(0, len(held), 8):
             logits, _p, top, mask = self.forward(lm, head, held[at : at + 8])
@@ -123,7 +123,7 @@ class DraftTrainer:
 
     def save(self, lm: LoadedModel, head: Any, folder: Path, acc: list[list[float]], manifest: dict) -> Path:
         """The draft in bf16 with its manifest (its curve and held-out top-1 agreement with the target)."""
-        return draft_head.save_draft(head, folder, torch.bfloat16, manifest)
+        return draft_head.save_draft(head, folder, torch.bfloat16, manifest, summary(manifest))
 
     def load(self, lm: LoadedModel, folder: Path) -> Any:
         return draft_head.load_draft(lm, folder).float()
