@@ -79,6 +79,31 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
     return {}
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def _race_cached(configs_json: str, prompt: str, sampling_json: str, model_spec: str) -> list[Trace]:
+    lm = _load(model_spec)
+    configs = {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()}
+    return compare.race(lm, prepare(lm, prompt), configs, Sampling(**json.loads(sampling_json)), prompt=prompt)
+
+
+def run_race(names: list[str], s: Settings | None) -> list[Trace]:
+    """Plain decoding and each method once, every lane warmed up first (compare.race); cached per (methods,
+    prompt, settings). When replaying, the loaded traces of those methods."""
+    if replaying():
+        return [t for n in ["ar", *names] if (t := replayed(n)) is not None]
+    if s is None or get_model() is None:
+        return []
+    cfg = json.dumps({n: _config_json(n, None) for n in names if n != "ar"}, sort_keys=True)
+    try:
+        with st.spinner(f"Warming up, then racing plain decoding and {', '.join(names) or 'nothing'}…"):
+            lanes = _race_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+        deck.note_traces(lanes)
+        return lanes
+    except (PromptError, ConfigError, ModelError) as exc:
+        st.warning(str(exc))
+    return []
+
+
 def speedup_metric(col, runs: dict[str, list[Trace]], name: str, label: str, help: str) -> None:
     """The median speedup as a metric ('1.31× · 3 runs', short enough for a quarter of the page) and its
     range over the interleaved runs beneath it (measure.paired)."""

@@ -7,8 +7,8 @@ import streamlit as st
 from specviz import methods
 from specviz.core import measure
 from specviz.output.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
-from ui.common import download_traces, page_header, replayed, replaying, run_method, settings, show_figure
-from ui.live import same_tokens
+from ui.common import download_traces, page_header, replayed, replaying, settings, show_figure
+from ui.live import run_race, same_tokens
 
 page_header(
     "Serial versus parallel",
@@ -26,9 +26,9 @@ chosen = st.multiselect(
     key="timeline.methods",
 )
 s = settings()
-traces = [t for t in (run_method(n, None, s) for n in ["ar", *chosen]) if t is not None]
+traces = run_race(chosen, s)
 if traces:
-    show_figure(timeline_animation(traces, title="Press ▶ to race the methods on one clock"), "timeline_race")
+    show_figure(timeline_animation(traces, title="The race on one clock: press ▶ to replay it"), "timeline_race")
     end_ms = int(1000 * max(measure.generation_s(t) for t in traces)) + 1
     upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
     show_figure(timeline_figure(traces, upto_s=upto / 1000, title=f"All lanes at t = {upto} ms"), "timeline_at")
@@ -47,5 +47,9 @@ if traces:
         ],
         hide_index=True,
     )
-    st.caption("One run of each method: for speedups with their spread over interleaved repeats, see Compare.")
+    st.caption(
+        "One run of each method, in the order of the lanes, after a short untimed warm-up run of every lane, so "
+        "no lane's prefill pays the first-run costs. For speedups with their spread over interleaved repeats, "
+        "see Compare."
+    )
     download_traces(traces, "timeline_runs")

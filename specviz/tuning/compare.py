@@ -141,6 +141,24 @@ def interleaved_runs(
     return runs
 
 
+WARM_TOKENS = 4  # a warm-up run's length: its prefill and first steps are what a cold process pays for
+
+
+def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sampling, prompt: str = "") -> list[Trace]:
+    """Plain decoding, then each method, once each on one prompt, for the timeline's lanes.
+
+    Every lane first runs a short untimed warm-up, so no lane pays the first-run costs (allocation, kernel
+    choice) in its timed prefill: unwarmed, the first lane's prefill ran about twice the others'.
+    """
+    names = ["ar"] + [n for n in configs if n != "ar"]
+    warm = replace(sampling, max_new_tokens=min(WARM_TOKENS, sampling.max_new_tokens))
+    for name in names:
+        with lm.lock:
+            methods.get(name).generate(lm, ids, warm, configs.get(name), prompt=prompt)
+    runs = interleaved_runs(lm, ids, configs, sampling, repeats=1, warmup=False, prompt=prompt)
+    return [runs[n][0] for n in names]
+
+
 def install_latency(lm: LoadedModel) -> None:
     """Hand this device's measured latency curve (the probe's, stored or measured now) to the methods that
     steer by it: PLD picks its draft length from it, and without one falls back to a fixed length."""

@@ -82,9 +82,11 @@ def _height(traces: list[Trace]) -> int:
 def timeline_animation(
     traces: list[Trace], frames: int = 40, title: str | None = None, slide: bool = False
 ) -> go.Figure:
-    """The timeline with a Play button: every lane grows on the same clock, so the fastest ends first."""
+    """The timeline with a Play button: every lane grows on the same clock, so the fastest ends first.
+
+    It is drawn finished (never an empty chart on arrival); ▶ replays the race from t = 0."""
     lanes, end = _lanes(traces), _end(traces, None)
-    fig = timeline_figure(traces, upto_s=0.0, title=title, slide=slide)
+    fig = timeline_figure(traces, title=title, slide=slide)
     cuts = [end * (i + 1) / frames for i in range(frames)]
     names = [f"{1000 * c:.0f}" for c in cuts]  # each frame is named by its cut, in ms
     fig.frames = [go.Frame(data=_bars_at(traces, lanes, c), name=n) for c, n in zip(cuts, names)]
@@ -118,6 +120,7 @@ def _slider(names: list[str]) -> dict[str, Any]:
         "x": 0.12,
         "len": 0.88,
         "y": -0.05,
+        "active": len(names) - 1,  # the figure is drawn finished
         "currentvalue": {"prefix": "t = ", "suffix": " ms"},
         "steps": [{"label": n, "method": "animate", "args": [[n], jump]} for n in names],
     }
