@@ -88,6 +88,8 @@ def test_the_loop_trains_a_heads_loss_down_and_measures_it(tmp_path):
     curve = run.record["curve"]
     assert losses[-1] < 0.5 * losses[0] and curve[-1]["top1"][0] > 0.85 > curve[0]["top1"][0]
     assert [p["positions"] for p in curve] == sorted(p["positions"] for p in curve)
+    start = run.record["curve_start"]  # the untrained head, measured before the first step
+    assert start["positions"] == start["step"] == 0 and start["top1"][0] < curve[0]["top1"][0]
     assert run.record["steps"] == run.record["planned_steps"] == 8 * 12 and run.record["positions"] == 8 * 96
     assert "8 passes" in run.record["stopped"]["reason"]
 

@@ -90,7 +90,7 @@ class Fitting:
         self.opt = torch.optim.AdamW(self.head.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)
         self.settings = {"trainer": settings(trainer), "config": cfg.weights_part(), "data": data.key()}
         self.state: dict = {"step": 0, "epoch": 0, "chunk": 0, "index": 0, "seen": 0, "seconds": 0.0}
-        self.state |= {"planned": 0, "curve": [], "history": [], "stopped": None}
+        self.state |= {"planned": 0, "curve": [], "start": None, "history": [], "stopped": None}
         self.table: list[list[float]] | None = None
         self.logs: dict[str, float] = {}
         self._key: tuple[int, int] | None = None
@@ -100,6 +100,8 @@ class Fitting:
         """Resume or start, step until a stop, then checkpoint and measure where it stopped."""
         if not (resume and self.restore()):
             self.state["planned"] = self.planned()
+            if self.held and self.cfg.eval_every:  # where the curve starts: the head before any training
+                self.state["start"] = self.measure()
         st, t0 = self.state, time.perf_counter()
         saved, seconds0 = t0, st["seconds"]
         while (why := self.done()) is None:
@@ -172,13 +174,18 @@ class Fitting:
         if self.progress is not None:
             self.progress(st, self.logs)
 
-    def evaluate(self) -> None:
-        """Held-out ranks now: the calibration table and one more point of the learning curve."""
+    def measure(self) -> dict:
+        """Held-out ranks now (the calibration table kept): a point of the learning curve."""
         with torch.no_grad():
             self.table, _ = rank_accuracy(self.trainer.ranks(self.lm, self.head, self.held), self.trainer.n_ranks)
         st = self.state
-        point = {"positions": st["seen"], "step": st["step"], "top1": [row[0] for row in self.table]}
-        st["curve"].append(point | {"seconds": round(st["seconds"], 1)})
+        return {"positions": st["seen"], "step": st["step"], "top1": [row[0] for row in self.table]} | {
+            "seconds": round(st["seconds"], 1)
+        }
+
+    def evaluate(self) -> None:
+        """One more point of the learning curve (the untrained start is kept apart: flat() judges training only)."""
+        self.state["curve"].append(self.measure())
 
     def save(self) -> None:
         """The checkpoint, then the progress file beside it."""
@@ -214,6 +221,7 @@ class Fitting:
         trend = [hist[i] for i in sorted({round(j * (len(hist) - 1) / 9) for j in range(10)})] if hist else []
         run = {"steps": st["step"], "planned_steps": st["planned"], "positions": st["seen"], "passes": st["epoch"]}
         run |= {"train_seconds": round(st["seconds"]), "stopped": st["stopped"], "curve": st["curve"]}
+        run |= {"curve_start": st.get("start")}  # the held-out top-1 of the head before training (None: not measured)
         return run | {"history": trend, **self.settings, "data": self.data.source}
 
 
