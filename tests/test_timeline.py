@@ -54,11 +54,12 @@ def test_the_race_is_drawn_finished_and_replays_from_the_start(tiny_lm):
     ids, s = prepare(tiny_lm, PROMPT), Sampling(max_new_tokens=6)
     lanes = race(tiny_lm, ids, {"pld": None}, s, prompt=PROMPT)
     fig = timeline_animation(lanes)
-    drawn = sum(len(b.x or ()) for b in fig.data)
+    spec = fig.to_dict()
+    drawn = sum(len(b.get("x", ())) for b in spec["data"])
     assert drawn == sum(1 + len(t.steps) + sum(x.draft_s > 0 for x in t.steps) for t in lanes)  # every bar
-    first = fig.to_dict()["frames"][0]["data"]
+    first = spec["frames"][0]["data"]
     assert sum(len(b.get("x", ())) for b in first) < drawn  # ▶ replays from t ≈ 0
-    assert fig.layout.sliders[0].active == len(fig.frames) - 1  # the slider sits at the finish
+    assert spec["layout"]["sliders"][0]["active"] == len(spec["frames"]) - 1  # the slider sits at the finish
 
 
 def test_the_timeline_page_shows_the_finished_race_on_arrival(tiny_app):
