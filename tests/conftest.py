@@ -46,12 +46,13 @@ def make_tiny(
     heads: int = 4,
     kv_heads: int = 2,
     dtype: torch.dtype = torch.float64,
+    vocab: int | None = None,
 ) -> LoadedModel:
-    """A random Llama over the real vocabulary; float64 by default so argmax ties cannot flip."""
+    """A random Llama over the real vocabulary or its first `vocab` ids; float64 so argmax ties cannot flip."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab or len(tokenizer),
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
