@@ -82,6 +82,7 @@ if rule == "flawed":
         "It is a common mistake, shown here to be measured wrong."
     )
 
+SHORT_RULES = {"speculative": "min(1, p/q)", "typical": "typical", "flawed": "flawed rule"}  # fit a third
 s = settings()
 cfg = speculative.Config(gamma=gamma, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
 here = Settings(s.prompt, replace(s.sampling, temperature=temp), s.model_spec) if s else None
@@ -92,7 +93,12 @@ if trace is not None:
     m1, m2, m3 = st.columns(3)
     m1.metric("A (tokens per forward)", f"{trace.mean_accepted:.2f}")
     m2.metric("Drafts accepted", f"{taken}/{proposed}")
-    m3.metric("Decided by", "greedy matching" if temp == 0 else RULE_LABELS[rule])
+    m3.metric(
+        "Decided by",
+        "greedy match" if temp == 0 else SHORT_RULES[rule],
+        help="The rule that accepted or rejected each draft: "
+        + ("greedy matching (T = 0)" if temp == 0 else RULE_LABELS[rule]),
+    )
     st.text(trace.text)
     judged = [x for x in trace.steps if records(x)]
     if judged:
