@@ -38,7 +38,7 @@ def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
 )
 def test_presets_fill_the_sliders(tiny_app, page, method):
     at = app_on(page, max_new_tokens=3)
-    assert at.radio(key=f"{method}.preset").value == "fastest"
+    assert at.radio(key=f"{method}.preset").value == presets.start(method).key
     at.radio(key=f"{method}.preset").set_value("paper").run()
     assert not problems(at), problems(at)
     paper = presets.values(method, presets.get(method, "paper"))

@@ -36,12 +36,12 @@ def _set(page: str, method: str, clamp: dict[str, tuple[int, int]]) -> None:
 def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | None = None) -> Preset | None:
     """Presets for `method` that fill the sliders keyed `<page>.<field>`; call it before they are drawn.
 
-    The sliders must be drawn without a default value (this sets their starting values, the fastest preset's).
+    The sliders must be drawn without a default value (this sets their starting values, presets.start's).
     The control reads "custom" once a slider is moved off every preset. Returns the chosen preset, if any.
     """
     clamp = clamp or {}
     options = presets.presets(method)
-    for name, value in presets.values(method, options[0]).items():
+    for name, value in presets.values(method, presets.start(method)).items():
         st.session_state.setdefault(_widget(page, name), _clamped(name, value, clamp))
     current = {n: st.session_state[_widget(page, n)] for n in FIELDS[method]}
     match = presets.matching(method, current)
@@ -57,7 +57,8 @@ def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | N
         args=(page, method, clamp),
         help="Fastest measured: the setting a sweep found fastest where it ran (named for that machine; it may "
         "not be the fastest here, see what each preset costs below). As in the paper: the reference setting, where "
-        "the figures look as they do in the paper. Moving a slider makes it custom.",
+        "the figures look as they do in the paper. A page may start elsewhere where its figures need it (and says "
+        "why beneath). Moving a slider makes it custom.",
     )
     chosen = next((p for p in options if p.key == key), None)
     if chosen is not None:

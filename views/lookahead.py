@@ -15,6 +15,7 @@ from specviz.output.viz.lookahead import (
     mask_figure,
     pool_figure,
     sweep_figure,
+    telling_step,
     verify_figure,
     window_figure,
 )
@@ -26,13 +27,14 @@ from ui.presets import preset_control, preset_costs
 
 
 def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
-    """A step picker that survives the run getting shorter (its stored value is clamped first)."""
+    """A step picker that starts at `default` and survives the run getting shorter (its value is clamped)."""
     if count <= 1:
         return 0
-    if st.session_state.get(key, 0) > count - 1:
+    # the start goes in through the session state, not the slider's value, as the presentation stepper's does
+    st.session_state.setdefault(key, min(default, count - 1))
+    if st.session_state[key] > count - 1:
         st.session_state[key] = count - 1
-    # no default when it is the first step (the slider's own): the presentation stepper sets the value then
-    return st.slider(label, 0, count - 1, min(default, count - 1) or None, key=key)
+    return st.slider(label, 0, count - 1, key=key)
 
 
 SWEEP = Path(__file__).resolve().parents[1] / "models" / "lookahead_sweep.json"
@@ -75,10 +77,11 @@ if "ar" in runs and "lookahead" in runs:
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
     stepper("lookahead.step", len(work))
-    k = step_slider("Step", len(work), "lookahead.step")
+    start = telling_step(la)
+    k = step_slider("Step", len(work), "lookahead.step", work.index(start) if start in work else 0)
     if work:
         d = la.steps[work[k]].detail
-        show_figure(steps_figure(la, ar, upto=work[k]), "lookahead_steps")
+        show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")
         show_figure(
             window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"), "lookahead_window"
         )

@@ -51,16 +51,24 @@ def steps_figure(
     slide: bool = False,
     upto: int | None = None,
     title: str = "Tokens per step and the running speedup",
+    current: int | None = None,
 ) -> go.Figure:
     """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
-    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only."""
+    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only.
+    `current` marks the step a page is showing: its bar solid and outlined, the others paler."""
     steps = trace.steps[: None if upto is None else upto + 1]
     idx = [st.index for st in steps]
-    fig = go.Figure(
-        go.Bar(
-            x=idx, y=[st.accepted for st in steps], name="tokens this step (A)", marker_color=method_color(trace.method)
+    marker: dict = {"color": method_color(trace.method)}
+    if current is not None:
+        marker |= {
+            "opacity": [1.0 if i == current else 0.45 for i in idx],
+            "line": {"color": ["#111827" if i == current else "rgba(0,0,0,0)" for i in idx], "width": 2},
+        }
+    fig = go.Figure(go.Bar(x=idx, y=[st.accepted for st in steps], name="tokens this step (A)", marker=marker))
+    if current is not None and current in idx:
+        fig.add_annotation(
+            x=current, y=steps[idx.index(current)].accepted, text=f"step {current}", yshift=12, showarrow=False
         )
-    )
     if baseline is not None:
         speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
         fig.add_trace(
