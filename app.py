@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import lesson
 from ui.common import sidebar
 from ui.deck import deck_button
 
@@ -25,10 +26,13 @@ PAGES = [
 ]
 
 st.set_page_config(page_title="specviz", page_icon=":material/speed:", layout="wide")
-nav = st.navigation(
-    [st.Page(f, title=t, icon=i, default=(n == 0)) for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()]
-)
+pages = {f: st.Page(f, title=t, icon=i, default=(n == 0)) for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()}
+nav = st.navigation(list(pages.values()))
+lesson.route(pages, nav)  # a lesson stop just chosen on another page goes there first
 with st.sidebar:
+    lesson.controls(st.sidebar)
     sidebar()
+stop = lesson.banner(pages, nav)  # the stop's header and narration above the page
 nav.run()
+lesson.focus(stop)  # the figure the page just drew, in focus at the top
 deck_button(nav.title)  # after the page: it holds every figure the page drew

@@ -141,7 +141,23 @@ def cmd_probe(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lesson_deck(a: argparse.Namespace) -> int:
+    """export --lesson: every stop of the lesson as a slide, its figure drawn from runs made now."""
+    from specviz.output.lesson import LessonError, load_lesson
+    from specviz.output.lesson_deck import write_lesson_deck
+
+    lesson = load_lesson(a.lesson_file)  # a bad file fails here, before the model loads
+    path = Path(a.lesson)
+    if path.suffix.lower() != ".pptx":
+        raise LessonError(f"--lesson must name a .pptx file, got {path.name!r}.")
+    write_lesson_deck(path, _load(a), lesson, progress=lambda m: print(m, file=sys.stderr))
+    print(f"wrote {len(lesson.stops)} slides (the lesson {lesson.source}) to {path}")
+    return 0
+
+
 def cmd_export(a: argparse.Namespace) -> int:
+    if a.lesson:
+        return cmd_lesson_deck(a)
     from specviz.output import publish
 
     names = tuple(n.strip() for n in a.methods.split(",") if n.strip())
@@ -213,6 +229,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--out", help="folder to write the images, traces.json and index.html into")
     e.add_argument("--pptx", metavar="DECK.pptx", help="write the figures as a slide deck, provenance in the notes")
     e.add_argument("--formats", default="png,svg")
+    e.add_argument("--lesson", metavar="DECK.pptx", help="write the lesson as a deck: one slide per stop")
+    e.add_argument(
+        "--lesson-file", help="the lesson to write (default: $SPECVIZ_LESSON, else specviz/output/lesson.toml)"
+    )
     _sampling_args(e, 64)
     _model_args(e)
     helps = {"train": "train a head through the one loop: eagle, eagle3, medusa, hydra (train KIND --help)",

@@ -18,6 +18,7 @@ from specviz.output.export import figure_bytes
 
 SLIDE_IN = (13.333, 7.5)  # 16:9, PowerPoint's widescreen size in inches
 TITLE_TOP_IN, TITLE_H_IN, MARGIN_IN = 0.2, 1.0, 0.25
+TEXT_H_IN = 1.15  # a slide's text under its title (a lesson stop's narration: three or four lines at 16 pt)
 SCALE = 2  # the figure's 1600 × 900 slide theme at 2×: 3200 × 1800 pixels
 
 
@@ -27,12 +28,13 @@ class DeckError(ValueError):
 
 @dataclass(frozen=True)
 class Slide:
-    """One figure with its slide title (and subtitle), and the speaker notes."""
+    """One figure with its slide title (and subtitle), optionally a text under them, and the speaker notes."""
 
     title: str
     figure: go.Figure
     notes: str = ""
     subtitle: str = ""
+    text: str = ""  # sentences above the figure (a lesson stop's narration); the figure shrinks to make room
 
 
 def split_title(fig: go.Figure, fallback: str) -> tuple[str, str]:
@@ -107,10 +109,16 @@ def _title(slide: Any, s: Slide) -> None:
     if s.subtitle:
         p = tf.add_paragraph()
         p.text, p.font.size = s.subtitle, Pt(14)
+    if s.text:
+        top, width = TITLE_TOP_IN + TITLE_H_IN, SLIDE_IN[0] - 2 * MARGIN_IN
+        frame = slide.shapes.add_textbox(Inches(MARGIN_IN), Inches(top), Inches(width), Inches(TEXT_H_IN)).text_frame
+        frame.word_wrap = True
+        frame.text = s.text
+        frame.paragraphs[0].font.size = Pt(16)
 
 
 def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | None = None) -> bytes:
-    """The .pptx file: per slide a title, the figure's image below it, centred at 16:9, and the notes.
+    """The .pptx file: per slide a title (and its text), the figure's image below, centred at 16:9, and the notes.
 
     `render` turns a figure into PNG bytes (default: render_png, the slide theme through kaleido).
     """
@@ -123,12 +131,12 @@ def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | N
         raise DeckError("There are no figures to put in a deck.")
     prs = Presentation()
     prs.slide_width, prs.slide_height = Inches(SLIDE_IN[0]), Inches(SLIDE_IN[1])
-    top = TITLE_TOP_IN + TITLE_H_IN
-    height = SLIDE_IN[1] - top - MARGIN_IN
-    width = height * 16 / 9
     for s in slides:
         slide = prs.slides.add_slide(prs.slide_layouts[6])  # the blank layout
         _title(slide, s)
+        top = TITLE_TOP_IN + TITLE_H_IN + (TEXT_H_IN if s.text else 0.0)
+        height = SLIDE_IN[1] - top - MARGIN_IN
+        width = height * 16 / 9
         image = io.BytesIO(render(s.figure))
         slide.shapes.add_picture(image, Inches((SLIDE_IN[0] - width) / 2), Inches(top), Inches(width), Inches(height))
         if (frame := slide.notes_slide.notes_text_frame) is not None:

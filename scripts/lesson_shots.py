@@ -1,0 +1,128 @@
+"""The lesson in a real browser, by key presses only: one 1600 × 900 screenshot per stop, and the time it took.
+
+Serves the app on the built-in model, opens it at ?lesson (the lesson's first stop), and presses PageDown (what a
+presenter's clicker sends) until the last stop, waiting at each for its page to finish and its figure in focus
+to be drawn. Each stop is saved as docs/screenshots/lesson/<nn>_<stop id>.png. Run it with
+`.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE]`; tests/test_browser.py runs the same tour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: specviz from this checkout
+CHROMIUM = "/usr/bin/chromium"
+BANNER = ".st-key-lesson_banner"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(env: dict[str, str] | None = None, python: str = sys.executable) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free port; returns the process and its address once it answers."""
+    port = free_port()
+    cmd = [python, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1"]
+    cmd += ["--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit("the app did not start within two minutes")
+
+
+def settle(pg, timeout_ms: int = 900_000) -> None:
+    """Wait until the script run finishes (the app root reports its script state)."""
+    pg.wait_for_timeout(800)
+    pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
+    pg.wait_for_timeout(800)
+
+
+def at_stop(pg, k: int, total: int, timeout_ms: int = 900_000) -> None:
+    """Wait for stop k (1-based) to be shown, its page to finish and its figure in focus to be drawn."""
+    pg.wait_for_selector(f"{BANNER} >> text=Stop {k} of {total}", timeout=timeout_ms)
+    settle(pg, timeout_ms)
+    pg.wait_for_selector(f"{BANNER} .js-plotly-plot .main-svg", timeout=timeout_ms)
+    pg.wait_for_timeout(1200)  # plotly's transitions
+
+
+def problems(pg) -> list[str]:
+    """Exceptions, errors and warnings on the page (the stop's own 'no figure' warning among them)."""
+    found = pg.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
+    texts = [found.nth(i).inner_text()[:200] for i in range(found.count())]
+    missing = pg.locator(f"{BANNER} >> text=The page drew no figure")
+    return texts + ([missing.first.inner_text()[:200]] if missing.count() else [])
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def tour(url: str, out: Path, stops: list[str], key: str = "PageDown") -> list[tuple[str, float]]:
+    """Every stop by key presses only, a screenshot of each; (file, seconds until the stop was drawn) per stop."""
+    from playwright.sync_api import sync_playwright
+
+    done = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1600, "height": 900})
+        start = time.monotonic()
+        pg.goto(url + "/?lesson")
+        for k, stop in enumerate(stops, 1):
+            if k > 1:
+                start = time.monotonic()
+                pg.keyboard.press(key)
+            at_stop(pg, k, len(stops))
+            took = time.monotonic() - start
+            if bad := problems(pg):
+                raise AssertionError(f"stop {k} ({stop}): {bad}")
+            name = f"{k:02d}_{slug(stop)}.png"
+            pg.screenshot(path=str(out / name))
+            done.append((name, took))
+        browser.close()
+    return done
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "lesson"))
+    ap.add_argument("--lesson", default="", help="a lesson file (default: the shipped one, or $SPECVIZ_LESSON)")
+    a = ap.parse_args()
+    from specviz.output.lesson import ENV, load_lesson
+
+    lesson = load_lesson(a.lesson or None)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    proc, url = serve({ENV: lesson.source})
+    try:
+        shots = tour(url, out, [s.id for s in lesson.stops])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    for name, took in shots:
+        print(f"{out / name}  {took:6.1f} s")
+    print(f"{len(shots)} stops in {sum(t for _, t in shots):.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The lesson: an ordered path of stops across the app's pages, read from a TOML file a lecturer can edit or replace.
+
+Each stop names a page, the figure it puts in focus (one that page draws), two or three sentences of narration,
+whose live numbers to show, the shipped prompt it runs on and the page's settings that make its point. The
+settings are the page's own widget keys (what a lecturer sees on the page); `<page>.preset` fills a method
+page's sliders from a named preset. Nothing here imports streamlit: ui/lesson.py runs the lesson in the app,
+output/lesson_deck.py writes it as slides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specviz import methods
+from specviz.core.acceptance import RULES
+from specviz.core.prompts import PromptError, PromptItem, preset_prompts
+from specviz.methods.jacobi import INIT_SOURCES
+from specviz.tuning import presets
+from specviz.tuning.lossless import DRAFTS
+
+LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
+ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
+MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
+
+# page id -> (file, what the page is called in the app)
+PAGES: dict[str, tuple[str, str]] = {
+    "home": ("views/home.py", "Why parallel decoding"),
+    "timeline": ("views/timeline.py", "Timeline"),
+    "medusa": ("views/medusa.py", "Medusa"),
+    "eagle": ("views/eagle.py", "EAGLE"),
+    "lookahead": ("views/lookahead.py", "Lookahead & Jacobi"),
+    "acceptance": ("views/acceptance.py", "Acceptance decisions"),
+    "compare": ("views/compare.py", "Compare methods"),
+    "lineage": ("views/lineage.py", "Lineage"),
+}
+# the figures a stop may focus, by the name each page gives it (ui.common.show_figure); each is drawn from traces
+# or stored measurements, and output/lesson_deck.py draws the same one for the slide
+FIGURES: dict[str, tuple[str, ...]] = {
+    "home": ("latency_curve",),
+    "timeline": ("timeline_race", "timeline_at", "tokens_over_time"),
+    "medusa": ("medusa_tree", "medusa_mask", "medusa_steps", "medusa_tokens"),
+    "eagle": ("eagle_growth", "eagle_features", "eagle_verify", "eagle_steps", "hybrid_origins"),
+    "lookahead": ("lookahead_window", "lookahead_verify", "lookahead_mask", "lookahead_steps", "jacobi_grid"),
+    "acceptance": ("acceptance_decisions", "acceptance_typical", "acceptance_lab"),
+    "compare": ("speedup", "a_and_r", "where_methods_win", "speedup_vs_batch", "speedup_vs_context"),
+    "lineage": ("lineage",),
+}
+REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
+# page -> widget key -> ("int"|"float", low, high) | ("bool",) | ("choice", options) | ("methods",)
+SETTINGS: dict[str, dict[str, tuple]] = {
+    "home": {},
+    "timeline": {"timeline.methods": ("methods",)},
+    "medusa": {
+        "medusa.preset": ("choice", ("fastest", "paper")),
+        "medusa.budget": ("int", 0, 64),
+        "medusa.acceptance": ("choice", ("exact", "typical")),
+        "medusa.temperature": ("float", 0.0, 1.5),
+        "medusa.eps": ("float", 0.01, 0.5),
+        "medusa.delta": ("float", 0.05, 1.0),
+        "medusa.hydra": ("bool",),
+        "medusa.repeats": ("int", *REPEATS),
+    },
+    "eagle": {
+        "eagle.preset": ("choice", ("fastest", "paper")),
+        "eagle.depth": ("int", 1, 8),
+        "eagle.top_k": ("int", 1, 16),
+        "eagle.total_tokens": ("int", 2, 80),
+        "eagle.tree": ("choice", ("dynamic", "static")),
+        "eagle.temperature": ("float", 0.0, 1.5),
+        "eagle.eagle3": ("bool",),
+        "eagle.hybrid": ("bool",),
+        "eagle.repeats": ("int", *REPEATS),
+    },
+    "lookahead": {
+        "lookahead.preset": ("choice", ("fastest", "paper")),
+        "lookahead.window": ("int", 1, 12),
+        "lookahead.ngram": ("int", 2, 6),
+        "lookahead.guesses": ("int", 0, 8),
+        "lookahead.init": ("choice", INIT_SOURCES),
+        "lookahead.seed_prompt": ("bool",),
+        "lookahead.jacobi_guesses": ("int", 1, 16),
+        "lookahead.jacobi_init": ("choice", INIT_SOURCES),
+        "lookahead.repeats": ("int", *REPEATS),
+    },
+    "acceptance": {
+        "acceptance.rule": ("choice", RULES),
+        "acceptance.temperature": ("float", 0.0, 2.0),
+        "acceptance.gamma": ("int", 1, 8),
+        "acceptance.depth": ("int", 1, 16),
+        "acceptance.eps": ("float", 0.01, 0.5),
+        "acceptance.delta": ("float", 0.05, 1.0),
+        "acceptance.samples": ("choice", (1000, 5000, 20000, 100000)),
+        "acceptance.lab_draft": ("choice", DRAFTS),
+        "acceptance.step": ("int", 0, 512),  # the step shown (the page keeps it inside the run)
+    },
+    "compare": {
+        **{f"compare.on.{n}": ("bool",) for n in methods.MODULES if n != "ar"},
+        "compare.repeats": ("int", *REPEATS),
+    },
+    "lineage": {},
+}
+STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings"}
+TOP_KEYS = {"title", "prompt", "max_new_tokens", "stop"}
+
+
+class LessonError(ValueError):
+    """A lesson file that cannot be used; the message says which file, which stop and why, in one sentence."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One point of the lesson: a page, the figure in focus, what to say, and the settings that make the point."""
+
+    id: str
+    title: str
+    page: str  # a key of PAGES
+    figure: str  # one of FIGURES[page]
+    narration: str
+    prompt: str  # a shipped prompt's id (specviz/data/prompts.jsonl)
+    methods: tuple[str, ...] = ()  # whose live numbers the stop shows (A, speedup against plain decoding)
+    settings: tuple[tuple[str, Any], ...] = ()  # (widget key, value), as written in the file
+
+    @property
+    def file(self) -> str:
+        return PAGES[self.page][0]
+
+    def widget_values(self) -> dict[str, Any]:
+        """The page's widget values for this stop: a `<page>.preset` becomes the sliders' values it stands for."""
+        out: dict[str, Any] = {}
+        for key, value in self.settings:
+            if key.endswith(".preset"):
+                out |= {
+                    f"{self.page}.{k}": v for k, v in presets.values(self.page, presets.get(self.page, value)).items()
+                }
+            else:
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """The stops in order, the shipped prompts they run on (by id) and the answer length every stop asks for."""
+
+    title: str
+    stops: tuple[Stop, ...]
+    prompts: tuple[tuple[str, str, str], ...]  # (id, text, "kind · title") of every shipped prompt a stop uses
+    max_new_tokens: int
+    source: str  # the file it was read from
+
+    def prompt_text(self, stop: Stop) -> str:
+        return next(text for pid, text, _ in self.prompts if pid == stop.prompt)
+
+    def prompt_label(self, stop: Stop) -> str:
+        """'code · Add type hints': the shipped prompt's kind and title."""
+        return next(label for pid, _, label in self.prompts if pid == stop.prompt)
+
+    def index(self, stop_id: str) -> int:
+        """The position of the stop called `stop_id`; LessonError names the ones there are."""
+        for i, s in enumerate(self.stops):
+            if s.id == stop_id:
+                return i
+        raise LessonError(f"The lesson has no stop {stop_id!r}; its stops are {', '.join(s.id for s in self.stops)}.")
+
+
+def lesson_path(path: str | Path | None = None) -> Path:
+    """The lesson file to read: `path` if given, else the one named by $SPECVIZ_LESSON, else the shipped one."""
+    return Path(path or os.environ.get(ENV) or LESSON_FILE).expanduser()
+
+
+def _toml(text: str, name: str) -> dict[str, Any]:
+    # tomllib is in the standard library from Python 3.11; on 3.10 huggingface_hub's tomli stands in for it
+    try:
+        toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    except ImportError:
+        raise LessonError("Reading a lesson needs Python 3.11 or the tomli package.") from None
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise LessonError(f"{name} is not valid TOML ({exc}).") from None
+
+
+def load_lesson(path: str | Path | None = None) -> Lesson:
+    """Read and check a lesson file (see lesson_path); LessonError with one sentence when it cannot be used."""
+    file = lesson_path(path)
+    try:
+        if file.stat().st_size > MAX_BYTES:
+            raise LessonError(f"{file} is larger than a lesson file may be ({MAX_BYTES // 1024} KB).")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LessonError(f"The lesson file {file} could not be read ({type(exc).__name__}: {exc}).") from None
+    return parse_lesson(_toml(text, str(file)), str(file))
+
+
+def _text(value: Any, where: str, key: str, limit: int = 200) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise LessonError(f"{where}: '{key}' must be non-empty text.")
+    if len(value) > limit:
+        raise LessonError(f"{where}: '{key}' is {len(value)} characters long; at most {limit} fit a stop.")
+    return " ".join(value.split())
+
+
+def _shipped() -> dict[str, PromptItem]:
+    try:
+        return {p.id: p for p in preset_prompts()}
+    except PromptError as exc:
+        raise LessonError(f"The shipped prompts could not be read ({exc}).") from None
+
+
+def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
+    """Check a lesson's parsed TOML (a table with `title`, `prompt`, `max_new_tokens` and `[[stop]]` entries)."""
+    if extra := sorted(set(data) - TOP_KEYS):
+        raise LessonError(f"{source}: unknown key {extra[0]!r} at the top (known: {', '.join(sorted(TOP_KEYS))}).")
+    title = _text(data.get("title", "The lesson"), source, "title")
+    shipped = _shipped()
+    prompt = data.get("prompt", "code-hints")
+    if prompt not in shipped:
+        raise LessonError(f"{source}: 'prompt' {prompt!r} is not a shipped prompt ({', '.join(shipped)}).")
+    tokens = data.get("max_new_tokens", 48)
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 512:
+        raise LessonError(f"{source}: 'max_new_tokens' must be a whole number from 1 to 512, not {tokens!r}.")
+    raw = data.get("stop")
+    if not isinstance(raw, list) or not raw:
+        raise LessonError(f"{source}: a lesson needs at least one [[stop]].")
+    if len(raw) > MAX_STOPS:
+        raise LessonError(f"{source}: {len(raw)} stops; a lesson may have at most {MAX_STOPS}.")
+    stops = tuple(_stop(s, f"{source}: stop {i + 1}", prompt, shipped) for i, s in enumerate(raw))
+    seen: set[str] = set()
+    for i, s in enumerate(stops):
+        if s.id in seen:
+            raise LessonError(f"{source}: stop {i + 1}: the id {s.id!r} is used by an earlier stop.")
+        seen.add(s.id)
+    used = tuple(
+        (pid, shipped[pid].text, f"{shipped[pid].category} · {shipped[pid].title or pid}")
+        for pid in dict.fromkeys(s.prompt for s in stops)
+    )
+    return Lesson(title, stops, used, tokens, source)
+
+
+def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptItem]) -> Stop:
+    if not isinstance(raw, dict):
+        raise LessonError(f"{where}: a stop is a table ([[stop]] with keys), not {type(raw).__name__}.")
+    if extra := sorted(set(raw) - STOP_KEYS):
+        raise LessonError(f"{where}: unknown key {extra[0]!r} (a stop has {', '.join(sorted(STOP_KEYS))}).")
+    sid = _text(raw.get("id"), where, "id", 40)
+    where = f"{where} ({sid!r})"
+    page = raw.get("page")
+    if page not in PAGES:
+        raise LessonError(f"{where}: 'page' {page!r} is not a page; choose from {', '.join(PAGES)}.")
+    figure = raw.get("figure")
+    if figure not in FIGURES[page]:
+        names = ", ".join(FIGURES[page])
+        raise LessonError(f"{where}: 'figure' {figure!r} is not one the {page} page can focus; choose from {names}.")
+    prompt = raw.get("prompt", default_prompt)
+    if prompt not in shipped:
+        raise LessonError(f"{where}: 'prompt' {prompt!r} is not a shipped prompt ({', '.join(shipped)}).")
+    names = raw.get("methods", [])
+    if not isinstance(names, list) or any(n not in methods.available() for n in names):
+        raise LessonError(f"{where}: 'methods' must list methods among {', '.join(methods.available())}.")
+    settings = raw.get("settings", {})
+    if not isinstance(settings, dict):
+        raise LessonError(f"{where}: 'settings' must be a table of the page's widget keys and values.")
+    checked = tuple((k, _setting(page, k, v, where)) for k, v in settings.items())
+    narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
+    return Stop(
+        sid, _text(raw.get("title"), where, "title", 90), page, figure, narration, prompt, tuple(names), checked
+    )
+
+
+def _setting(page: str, key: str, value: Any, where: str) -> Any:
+    """The value as the page's widget holds it; LessonError naming the key and what it accepts."""
+    spec = SETTINGS[page].get(key)
+    if spec is None:
+        known = ", ".join(SETTINGS[page]) or "none"
+        raise LessonError(f"{where}: the {page} page has no setting {key!r} (settings: {known}).")
+    kind = spec[0]
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind == "methods" and isinstance(value, list) and all(v in methods.available() and v != "ar" for v in value):
+        return tuple(value)
+    if kind == "choice" and value in spec[1] and not isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and spec[1] <= value <= spec[-1]:
+        if kind == "int" and value == int(value):
+            return int(value)
+        if kind == "float":
+            return float(value)
+    raise LessonError(f"{where}: setting {key!r} must be {_wants(kind, spec)}, not {value!r}.")
+
+
+def _wants(kind: str, spec: tuple) -> str:
+    """What a setting of this kind accepts, in words."""
+    if kind in ("int", "float"):
+        return f"a {'whole ' if kind == 'int' else ''}number from {spec[1]} to {spec[2]}"
+    if kind == "choice":
+        return f"one of {', '.join(map(str, spec[1]))}"
+    if kind == "methods":
+        return f"a list of methods among {', '.join(n for n in methods.available() if n != 'ar')}"
+    return "true or false"

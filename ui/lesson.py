@@ -1,0 +1,199 @@
+"""The lesson in the app: each stop's narration, figure in focus and live numbers above its page; ◀ / ▶, PageUp /
+PageDown and a presenter's clicker (or the arrow keys) move through the stops, and the page navigates itself.
+
+The stops are data (specviz/output/lesson.py reads them). app.py calls route() before the sidebar, controls() in
+it, banner() before the page runs and focus() after it: the figure in focus is one the page drew (ui.deck notes
+every figure a page draws), shown again at the top of the page with the numbers of the runs behind it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from specviz.core.measure import provenance
+from specviz.core.trace import Trace
+from specviz.output.lesson import PAGES, Lesson, LessonError, Stop, lesson_path, load_lesson
+from specviz.output.lesson_deck import numbers
+from ui import deck, presentation
+
+ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
+VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
+NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handler finds them by CSS class
+FIGURE_HEIGHT = 500  # px: the stop's header, narration and this figure fit a 1600 × 900 screen
+STYLE = """<style>
+[data-testid="stMainBlockContainer"] { padding: 2rem 2.5rem 4rem 2.5rem; }
+.st-key-lesson_banner [data-testid="stMarkdownContainer"] p { font-size: 1.08rem; line-height: 1.45; }
+</style>"""
+# PageDown / PageUp (what a presenter's clicker sends) and the arrow keys click ▶ / ◀; the arrows are left to a
+# focused slider or text box. Installed once on the app's window; a rerun replaces it.
+KEYS_JS = """<script>
+const P = window.parent;
+const body = `
+  const t = e.target || {}; const tag = (t.tagName || '').toLowerCase();
+  if (tag === 'input' || tag === 'textarea' || tag === 'select' || t.isContentEditable) return;
+  const slider = t.getAttribute && t.getAttribute('role') === 'slider';
+  let key = null;
+  if (e.key === 'PageDown' || (e.key === 'ArrowRight' && !slider)) key = 'NEXT_KEY';
+  if (e.key === 'PageUp' || (e.key === 'ArrowLeft' && !slider)) key = 'PREV_KEY';
+  if (!key || e.ctrlKey || e.altKey || e.metaKey) return;
+  const button = document.querySelector('.st-key-' + key + ' button');
+  if (!button) return;
+  e.preventDefault(); e.stopImmediatePropagation();
+  if (!button.disabled) button.click();`;
+if (P.__specvizLessonKeys) P.removeEventListener('keydown', P.__specvizLessonKeys, true);
+P.__specvizLessonKeys = new P.Function('e', body);
+P.addEventListener('keydown', P.__specvizLessonKeys, true);
+</script>""".replace("NEXT_KEY", NEXT).replace("PREV_KEY", PREV)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _read(path: str, _stamp: float) -> Lesson:
+    return load_lesson(path)
+
+
+def current() -> Lesson | None:
+    """The lesson of the sidebar's file (re-read when it changes); None, with the reason on the page, if unusable."""
+    path = str(lesson_path(st.session_state.get(FILE) or None))
+    try:
+        stamp = Path(path).stat().st_mtime if Path(path).is_file() else 0.0
+        return _read(path, stamp)
+    except LessonError as exc:
+        st.error(f"The lesson cannot run: {exc}")
+    return None
+
+
+def _enter(lesson: Lesson, i: int) -> None:
+    """Go to stop `i`: the page's settings as the stop has them (the rest at their defaults), its prompt, its page."""
+    stop = lesson.stops[i]
+    ss = st.session_state
+    for other in lesson.stops:  # forget what earlier stops set on this page, so each stop starts the same
+        if other.page == stop.page:
+            for key in other.widget_values():
+                ss.pop(key, None)
+    values = stop.widget_values() | {
+        "sidebar.prompt": lesson.prompt_text(stop),
+        "sidebar.max_new_tokens": lesson.max_new_tokens,
+    }
+    for key, value in values.items():
+        ss[key] = value
+    ss[AT], ss[GOTO], ss[VALUES] = i, stop.file, values
+
+
+def _move(delta: int) -> None:
+    lesson = current()
+    if lesson is not None:
+        _enter(lesson, max(0, min(len(lesson.stops) - 1, int(st.session_state.get(AT, 0)) + delta)))
+
+
+def _switched() -> None:
+    """The sidebar's Lesson switch: turning it on starts at the stop where it was left (the first, at first)."""
+    if st.session_state.get(ON) and (lesson := current()) is not None:
+        _enter(lesson, min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1))
+
+
+def route(pages: dict[str, Any], nav: Any) -> None:
+    """Before the sidebar: start the lesson when the address asks for it (?lesson, or ?lesson=<stop id>), and go
+    to the page of the stop just chosen. `pages`: file -> st.Page, as app.py registered them."""
+    ss = st.session_state
+    for key, value in ss.pop(CARRY, {}).items():  # before any widget of this run is drawn
+        ss[key] = value
+    wanted = st.query_params.get("lesson")
+    if wanted is not None and not ss.get(STARTED):
+        ss[STARTED] = True
+        if (lesson := current()) is not None:
+            try:
+                start = lesson.index(wanted) if wanted not in ("", "1", "on") else 0
+            except LessonError as exc:
+                st.warning(str(exc))
+                start = 0
+            ss[ON] = True
+            _enter(lesson, start)
+    goto, values = ss.pop(GOTO, None), ss.pop(VALUES, {})
+    if goto in pages and pages[goto].url_path != nav.url_path:
+        # st.switch_page drops every widget's value (its rerun carries none): keep the sidebar's and the stop's
+        ss[CARRY] = {k: ss[k] for k in list(ss) if str(k).startswith("sidebar.") or k in (ON, FILE)} | values
+        st.switch_page(pages[goto])
+
+
+def controls(sb) -> None:
+    """The sidebar's Lesson switch and the lesson file it reads (the shipped one, $SPECVIZ_LESSON's, or another)."""
+    sb.toggle(
+        "Lesson",
+        False,
+        key=ON,
+        on_change=_switched,
+        help="A guided path through the pages, one figure in focus at each stop: ◀ / ▶, PageDown / PageUp, "
+        "the arrow keys or a presenter's clicker move through it. Open the app at ?lesson to start on it.",
+    )
+    if st.session_state.get(ON):
+        st.session_state.setdefault(FILE, os.environ.get("SPECVIZ_LESSON", ""))
+        sb.text_input(
+            "Lesson file",
+            key=FILE,
+            max_chars=400,
+            placeholder="the shipped lesson (specviz/output/lesson.toml)",
+            help="A TOML file of stops (copy specviz/output/lesson.toml and edit it); empty for the shipped one.",
+        )
+
+
+def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | None:
+    """Before the page runs: the stop's header, ◀ / ▶ and narration; returns where its numbers and figure go.
+    `pages`: file -> st.Page, as for route()."""
+    if not st.session_state.get(ON) or (lesson := current()) is None:
+        return None
+    i = min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1)
+    stop = lesson.stops[i]
+    st.markdown(STYLE, unsafe_allow_html=True)
+    box = st.container(border=True, key="lesson_banner")
+    head, back, ahead = box.columns([10, 1, 1], vertical_alignment="center")
+    head.markdown(f"**Stop {i + 1} of {len(lesson.stops)}** · **{stop.title}**")
+    back.button("◀", key=PREV, on_click=_move, args=(-1,), disabled=i == 0, help="Previous stop (PageUp, ←)")
+    last = i == len(lesson.stops) - 1
+    ahead.button("▶", key=NEXT, on_click=_move, args=(1,), disabled=last, help="Next stop (PageDown, →)")
+    with box:
+        st.html(KEYS_JS, unsafe_allow_javascript=True)
+    if stop.file not in pages or pages[stop.file].url_path != nav.url_path:
+        box.info(f"This stop is on the {PAGES[stop.page][1]} page.")
+        box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
+        return None
+    left, right = box.columns([2, 5])
+    left.markdown(stop.narration)
+    return lesson, stop, left.container(), right.empty()
+
+
+def _noted(name: str) -> tuple[go.Figure, str] | None:
+    """The last figure called `name` the page drew in this run, with where a stored one was measured."""
+    found = [f for f in st.session_state.get(deck.FIGURES, []) if f[0] == name]
+    return (found[-1][1], found[-1][2] if len(found[-1]) > 2 else "") if found else None
+
+
+def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
+    """After the page ran: its figure in focus at the top, the stop's numbers and where they were measured."""
+    if slot is None:
+        return
+    lesson, stop, side, place = slot
+    found = _noted(stop.figure)
+    if found is None:
+        place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
+        return
+    fig, measured = found
+    shown = presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig)
+    place.plotly_chart(shown.update_layout(height=FIGURE_HEIGHT), key="lesson.figure", config={"displaylogo": False})
+    traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
+    lines = numbers(stop, traces)
+    if lines:
+        side.markdown("  \n".join(lines))
+    first = next(iter(traces.values()), None)
+    if measured:
+        where = f"From a stored measurement, {measured}."
+    elif first is not None:
+        stamp = provenance(first.device)
+        where = f"{first.device}, measured here on {stamp.date[:10]} (commit {stamp.commit})."
+    else:
+        where = ""
+    side.caption(f"{where} Prompt: {lesson.prompt_label(stop)} (shipped).")
