@@ -6,6 +6,11 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+# Imported when the app starts rather than on first use: plotly's validators read sys.modules["pandas"]
+# without importing it, so a figure built while another session's thread is still importing pandas sees it half
+# initialised (AttributeError: partially initialized module 'pandas' has no attribute 'Series'; found by
+# scripts/load_test.py). Here every session waits for the one import to finish.
+import pandas  # noqa: F401
 import streamlit as st
 
 from specviz import methods
