@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specviz.core.drafting import LayerDraft, as_full
-from specviz.core.sampling import Sampling
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads import draft as draft_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import speculative as sps
@@ -101,6 +101,18 @@ def test_sps_with_the_trained_draft_is_greedy_identical(tiny4, trained_sps) -> N
     trained_sps(draft_head.from_target(tiny4, [0, 2], _ids(tiny4, 8192)))
     part = sps.generate(tiny4, ids, Sampling(max_new_tokens=30), sps.Config(gamma=3, draft="trained"))
     assert part.output_ids == ar.generate(tiny4, ids, Sampling(max_new_tokens=30)).output_ids
+
+
+def test_sps_says_when_its_trained_draft_cannot_be_used(tiny4, monkeypatch) -> None:
+    """A missing or foreign models/draft is a setting to change (ConfigError: a message in the app, one line in the
+    CLI), not a crash."""
+
+    def foreign(_lm):
+        raise draft_head.DraftError("The draft model in models/draft was made for another model (hidden 576).")
+
+    monkeypatch.setattr(sps, "cached_draft", foreign)
+    with pytest.raises(ConfigError, match="another model"):
+        sps.generate(tiny4, tiny4.encode_prompt("Hi"), Sampling(max_new_tokens=4), sps.Config(draft="trained"))
 
 
 def test_sps_with_the_trained_draft_samples_p(peaked, monkeypatch) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from specviz.heads import draft as draft_head
 from specviz.tuning import lossless
 from tests.devices import DEVICES, production
 
@@ -55,7 +56,31 @@ def test_lab_is_plain_json() -> None:
     assert res["tokens"][0] == 0 and len(res["p"]) == len(res["tokens"])
 
 
-def test_lab_on_a_model_context(tiny_lm) -> None:
+@pytest.fixture
+def trained(tiny_lm, monkeypatch):
+    """The lab's `trained` draft: a two-layer draft model cut from the tiny target, as models/draft would hold one;
+    returns the models it built, so a test can see the lab ran it."""
+    built = []
+
+    def model(lm):
+        ids = torch.arange(0, lm.hf.config.vocab_size, 2)  # a reduced head: q is zero on odd ids
+        # cut from the plain tiny model: a production copy's packed layers keep no weight matrices to copy
+        built.append(draft_head.from_target(tiny_lm, [0, 1], ids).to(device=lm.device, dtype=lm.dtype))
+        return built[-1]
+
+    monkeypatch.setattr(lossless, "cached_draft", model)
+    return built
+
+
+def test_the_trained_draft_is_the_labs_q(tiny_lm, trained) -> None:
+    _p, q = lossless.context_dists(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 1.0, draft="trained")
+    assert len(trained) == 1 and float(q.sum()) == pytest.approx(1.0)
+    assert float(q[1::2].abs().sum()) == 0.0 < float(q[0::2].min())  # its head's rows, and no others
+    _p, prefix = lossless.context_dists(tiny_lm, tiny_lm.encode_prompt("Pick a word"), 1.0, "0", draft="layers")
+    assert not torch.allclose(q, prefix)
+
+
+def test_lab_on_a_model_context(tiny_lm, trained) -> None:
     for draft in lossless.DRAFTS:
         cfg = lossless.LabConfig(temperature=0.0, n=2000, layers="0", draft=draft)
         res = lossless.lab(tiny_lm, tiny_lm.encode_prompt("Pick a word"), cfg)
@@ -67,7 +92,7 @@ def test_lab_on_a_model_context(tiny_lm) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_the_lab_runs_on_the_models_device_and_draws_the_same(tiny_lm, device) -> None:
+def test_the_lab_runs_on_the_models_device_and_draws_the_same(tiny_lm, device, trained) -> None:
     """On a GPU the model's p and q live there, the lab's generators on the CPU; the same seed, the same counts."""
     lm = production(tiny_lm, device)
     ids = lm.encode_prompt("Pick a word")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from specviz.core.acceptance import RULE_LABELS, RULES
 from specviz.core.prompts import PromptError, prepare
+from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
 from specviz.output.viz.acceptance import (
     decisions_figure,
@@ -23,7 +24,24 @@ from ui.presentation import stepper
 
 DEF = speculative.Config()
 SAMPLES = [1000, 5000, 20000, 100000]
-DRAFT_LABELS = {"perturbed": "perturbed p (a plausible weaker model)", "layers": "the first L layers (as sps)"}
+DRAFT_LABELS = {
+    "perturbed": "perturbed p (a plausible weaker model)",
+    "layers": "the first L layers (as sps)",
+    "trained": "the trained draft model",
+}
+RUN_DRAFTS = {"trained": "trained draft model", "layers": "first L layers, untrained"}
+
+
+def trained_draft_ready() -> bool:
+    """Whether models/draft holds a draft this model can run (loaded once per model and kept)."""
+    lm = get_model()
+    if lm is None:
+        return False
+    try:
+        cached_draft(lm)
+    except DraftError:
+        return False
+    return True
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -70,12 +88,25 @@ c1, c2, c3, c4 = st.columns(4)
 rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
 temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
 gamma = c3.slider("γ: drafted tokens per step", 1, 8, DEF.gamma, key="acceptance.gamma")
-depth = c4.slider("Draft depth L (first layers)", 1, 16, 4, key="acceptance.depth")
+ready = trained_draft_ready()
+run_draft = c4.selectbox(
+    "Draft",
+    list(RUN_DRAFTS) if ready else ["layers"],
+    format_func=RUN_DRAFTS.get,
+    key="acceptance.draft",
+    help="The trained draft model (models/draft: layers started from the target's, distilled on its own answers) "
+    "or the target's first L layers, untrained."
+    + ("" if ready else " No trained draft for this model: train one with python -m specviz train draft."),
+)
+depth = 4
+if run_draft == "layers":
+    depth = c4.slider("Draft depth L (first layers)", 1, 16, 4, key="acceptance.depth")
 c5, c6, c7, c8 = st.columns(4)
 eps = c5.slider("ε (typical)", 0.01, 0.5, DEF.eps, 0.01, key="acceptance.eps")
 delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.delta")
 n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
-lab_draft = c8.selectbox("Lab draft q", DRAFTS, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
+lab_drafts = [d for d in DRAFTS if ready or d != "trained"]
+lab_draft = c8.selectbox("Lab draft q", lab_drafts, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
 if rule == "flawed":
     st.warning(
         "The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
@@ -84,7 +115,7 @@ if rule == "flawed":
 
 SHORT_RULES = {"speculative": "min(1, p/q)", "typical": "typical", "flawed": "flawed rule"}  # fit a third
 s = settings()
-cfg = speculative.Config(gamma=gamma, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
+cfg = speculative.Config(gamma=gamma, draft=run_draft, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
 here = Settings(s.prompt, replace(s.sampling, temperature=temp), s.model_spec) if s else None
 trace = run_method("sps", cfg, here)
 if trace is not None:

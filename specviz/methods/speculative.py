@@ -12,7 +12,7 @@ from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
-from specviz.heads.draft import cached_draft, parts
+from specviz.heads.draft import DraftError, cached_draft, parts
 from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
 
 NAME = "sps"
@@ -72,7 +72,10 @@ class Speculator:
     def __init__(self, run: Run, cfg: Config) -> None:
         self.cfg = cfg
         if cfg.draft == "trained":  # a draft model trained on the target's own answers (heads.draft)
-            self.draft = LayerDraft(run.lm, [], 0, parts(cached_draft(run.lm)))
+            try:
+                self.draft = LayerDraft(run.lm, [], 0, parts(cached_draft(run.lm)))
+            except DraftError as exc:  # missing, corrupt, or made for another model: a setting the user can change
+                raise ConfigError(str(exc)) from None
         else:
             self.draft = LayerDraft(run.lm, parse_layers(cfg.layers, len(run.lm.hf.model.layers)), cfg.draft_vocab)
 

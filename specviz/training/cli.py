@@ -114,7 +114,8 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     trainer = cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})  # type: ignore[arg-type]
     data = open_folder(a.data)
     torch.set_num_threads(a.threads)
-    lm = lm or load_model("default", device="cpu", dtype="fp32")
+    # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
+    lm = lm or load_model("default", device="cpu", dtype="fp32", kernels="aten")
     held = held_set(lm, a.heldout, a.heldout_sequences)
     bar = tqdm(desc=f"train {cls.kind}", unit="step")
 

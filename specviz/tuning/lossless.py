@@ -17,11 +17,12 @@ from specviz.core.acceptance import RULE_LABELS, RULES, keep_probs, residual, to
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling, target_probs
+from specviz.heads.draft import cached_draft, parts
 
 LAB_TEMPERATURE = 1.0  # the lab needs a real distribution; T = 0 is replaced by this
 
 
-DRAFTS = ("perturbed", "layers")  # where the lab's draft q comes from
+DRAFTS = ("perturbed", "layers", "trained")  # where the lab's draft q comes from (trained: models/draft)
 
 
 def perturbed(p: torch.Tensor, strength: float = 1.0, seed: int = 0) -> torch.Tensor:
@@ -40,15 +41,19 @@ def context_dists(
     draft: str = "perturbed",
     seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Target p [V] and a draft q [V] (perturbed p, or the first layers) for the token after the prompt."""
+    """Target p [V] and a draft q [V] (perturbed p, the first layers, or the trained draft model) for the token after
+    the prompt."""
     s = Sampling(max_new_tokens=1, temperature=temperature or LAB_TEMPERATURE, top_p=top_p)
     logits, _ = lm.forward(prompt_ids, lm.new_cache(), logits_for=slice(-1, None))
     p = target_probs(logits[-1], s).double()
     if draft == "perturbed":
         return p, perturbed(p, seed=seed)
-    if draft != "layers":
+    if draft not in DRAFTS:
         raise ValueError(f"Unknown lab draft {draft!r}; choose one of {', '.join(DRAFTS)}.")
-    layer_draft = LayerDraft(lm, parse_layers(layers, len(lm.hf.model.layers)), 0)
+    if draft == "trained":  # heads.draft.DraftError (a RuntimeError) when models/draft is missing or corrupt
+        layer_draft = LayerDraft(lm, [], 0, parts(cached_draft(lm)))
+    else:
+        layer_draft = LayerDraft(lm, parse_layers(layers, len(lm.hf.model.layers)), 0)
     q = as_full(target_probs(layer_draft.forward(prompt_ids), s), logits.shape[-1], layer_draft.ids)
     return p, q.double()
 
