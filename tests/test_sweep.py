@@ -45,3 +45,29 @@ def test_lookahead_sweep_rows_feed_its_figure(tiny_lm):
     assert {"command", "device", "threads", "prompts", "best", "chosen"} <= set(out)
     fig = sweep_figure(out)
     assert list(fig.data[0].x) == [1, 2]
+
+
+def test_the_draft_sweep_measures_every_gamma_and_the_untrained_prefix(tiny_lm, monkeypatch):
+    """`calibrate draft`'s rows: one per γ for the trained draft (here a copy of the tiny target's first two layers
+    over its whole vocabulary), the untrained prefix beside them, greedy-identical, with the share of drafts kept."""
+    import json
+
+    import torch
+
+    from specviz.heads import draft as draft_head
+    from specviz.methods import speculative
+
+    model = draft_head.from_target(tiny_lm, [0, 1], torch.arange(tiny_lm.hf.config.vocab_size)).to(tiny_lm.dtype)
+    monkeypatch.setattr(speculative, "cached_draft", lambda _lm: model)
+    res = sweep.measure_sps(tiny_lm, ["Say hi.", "Count."], (1, 3), "0", 8, 1, lambda _m: None)
+    json.dumps(res, allow_nan=False)
+    assert [(r["draft"], r["gamma"]) for r in res["rows"]] == [("trained", 1), ("trained", 3), ("layers", 3)]
+    assert all(r["identical"] == 2 and 0.0 <= r["accept_rate"] <= 1.0 for r in res["rows"])
+    assert res["best"]["draft"] == "trained" and res["provenance"] and res["prompts"] == ["Say hi.", "Count."]
+
+
+def test_sweep_prompts_are_held_out_and_past_the_curves(monkeypatch):
+    from specviz.tuning import sweep as module
+
+    monkeypatch.setattr(module, "heldout_prompts", lambda n: [f"held {i}" for i in range(n)])
+    assert module.sweep_prompts(3) == ["held 64", "held 65", "held 66"]

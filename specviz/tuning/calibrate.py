@@ -32,6 +32,8 @@ def calibrate(head: str, argv: list[str]) -> int:
         return guard(lambda args: calibrate_heads("hydra", args), argv)
     if head == "eagle":
         return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
+    if head == "draft":
+        return guard(sweep_draft, argv)
     if head != "medusa":
         return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
     return guard(sweep_medusa if "--sweep" in argv else lambda args: calibrate_heads("medusa", args), argv)
@@ -153,6 +155,37 @@ def sweep_eagle(argv: list[str]) -> int:
         print(
             f"{shape:8s} {r['speedup']:.3f}x  A {r['A']:.2f}  draft {r['draft_ms']:.1f} ms  "
             f"verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}"
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+def sweep_draft(argv: list[str]) -> int:
+    """`calibrate draft`: the trained draft's γ against plain decoding (and the untrained prefix beside it) on
+    held-out prompts → models/draft/gamma_sweep.json."""
+    ap = Parser(prog="python -m specviz calibrate draft")
+    ap.add_argument("--prompts", type=int, default=8, help="held-out ShareGPT openings to decode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--gammas", default=",".join(map(str, sweep.SPS_GAMMAS)), help="γ values, comma-separated")
+    ap.add_argument("--untrained", default="0-3", help="the layer-prefix draft measured beside it ('' for none)")
+    ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/draft/gamma_sweep.json)")
+    a = ap.parse_args(argv)
+    try:
+        gammas = tuple(int(g) for g in a.gammas.split(","))
+    except ValueError:
+        raise ValueError(f"--gammas must look like 1,2,3,4, got {a.gammas!r}.") from None
+    if not gammas or min(gammas) < 1 or max(gammas) > 16 or a.prompts < 1 or a.repeats < 1 or a.max_new_tokens < 2:
+        raise ValueError("--gammas between 1 and 16; --prompts and --repeats at least 1, --max-new-tokens at least 2.")
+    out = a.out or sweep.SPS_PATH
+    res = sweep.write_sps(
+        out, a.prompts, gammas=gammas, untrained=a.untrained, max_new_tokens=a.max_new_tokens, repeats=a.repeats
+    )
+    for r in res["rows"]:
+        name = f"{r['draft']} {r['layers']}".strip()
+        print(
+            f"{name:14s} γ={r['gamma']}  {r['speedup']:.3f}x  A {r['A']:.2f}  kept {r['accept_rate']:.2f}  "
+            f"draft {r['draft_ms']:.1f} ms  verify {r['verify_ms']:.1f} ms  identical {r['identical']}/{r['prompts']}"
         )
     print(f"wrote {out}")
     return 0
