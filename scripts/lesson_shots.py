@@ -77,8 +77,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def tour(url: str, out: Path, stops: list[str], key: str = "PageDown") -> list[tuple[str, float]]:
-    """Every stop by key presses only, a screenshot of each; (file, seconds until the stop was drawn) per stop."""
+def tour(
+    url: str, out: Path, stops: list[str], key: str = "PageDown", back: tuple[str, ...] = ()
+) -> list[tuple[str, float]]:
+    """Every stop by key presses only, a screenshot of each; (file, seconds until the stop was drawn) per stop.
+    Then each key of `back` (PageUp, ArrowLeft: what a clicker's other button sends) must go one stop back."""
     from playwright.sync_api import sync_playwright
 
     done = []
@@ -98,6 +101,9 @@ def tour(url: str, out: Path, stops: list[str], key: str = "PageDown") -> list[t
             name = f"{k:02d}_{slug(stop)}.png"
             pg.screenshot(path=str(out / name))
             done.append((name, took))
+        for k, press in enumerate(back, 1):
+            pg.keyboard.press(press)
+            at_stop(pg, len(stops) - k, len(stops))
         browser.close()
     return done
 

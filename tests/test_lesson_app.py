@@ -93,6 +93,8 @@ def test_the_keys_are_bound_and_the_switch_starts_it(tiny_app, tmp_path, monkeyp
     assert page_of(at) == "timeline.py" and banner(at).startswith("**Stop 1 of 4**")
     script = " ".join(str(h.proto) for h in at.get("html"))
     assert "PageDown" in script and "lesson_next" in script and "lesson_prev" in script
+    decks = [str(d.proto.label) for d in at.get("download_button")]
+    assert "Slide deck of the lesson (4 slides, .pptx)" in decks, decks
 
 
 def test_a_bad_lesson_file_is_a_message(tiny_app, tmp_path, monkeypatch):

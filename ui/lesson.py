@@ -75,10 +75,7 @@ def _enter(lesson: Lesson, i: int) -> None:
         if other.page == stop.page:
             for key in other.widget_values():
                 ss.pop(key, None)
-    values = stop.widget_values() | {
-        "sidebar.prompt": lesson.prompt_text(stop),
-        "sidebar.max_new_tokens": lesson.max_new_tokens,
-    }
+    values = lesson.values(stop)
     for key, value in values.items():
         ss[key] = value
     ss[AT], ss[GOTO], ss[VALUES] = i, stop.file, values
@@ -141,6 +138,34 @@ def controls(sb) -> None:
         )
 
 
+def _deck(lm: Any, lesson: Lesson) -> bytes:
+    """The lesson's deck (run when the button is pressed, outside the script: it reads no session state)."""
+    from specviz.output.deck import deck_bytes
+    from specviz.output.lesson_deck import lesson_slides
+
+    return deck_bytes(lesson_slides(lm, lesson))
+
+
+def deck_control(lesson: Lesson) -> None:
+    """The sidebar's button for the lesson as slides: every stop's figure drawn from runs made when it is pressed."""
+    from ui.common import get_model, replaying  # at call time, as ui.deck does
+
+    lm = None if replaying() else get_model()
+    if lm is None:
+        return
+    st.sidebar.download_button(
+        f"Slide deck of the lesson ({len(lesson.stops)} slides, .pptx)",
+        lambda: _deck(lm, lesson),
+        file_name="specviz_lesson.pptx",
+        mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        key="lesson.deck",
+        on_click="ignore",
+        help="Runs every stop's methods on its prompt and settings (a few minutes on a CPU) and writes one slide "
+        "per stop: its figure at 1600 × 900, its narration, and the provenance and settings in the notes. "
+        "The same as `python -m specviz export --lesson deck.pptx`.",
+    )
+
+
 def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | None:
     """Before the page runs: the stop's header, ◀ / ▶ and narration; returns where its numbers and figure go.
     `pages`: file -> st.Page, as for route()."""
@@ -148,6 +173,7 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | N
         return None
     i = min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1)
     stop = lesson.stops[i]
+    deck_control(lesson)
     st.markdown(STYLE, unsafe_allow_html=True)
     box = st.container(border=True, key="lesson_banner")
     head, back, ahead = box.columns([10, 1, 1], vertical_alignment="center")
@@ -193,7 +219,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
         where = f"From a stored measurement, {measured}."
     elif first is not None:
         stamp = provenance(first.device)
-        where = f"{first.device}, measured here on {stamp.date[:10]} (commit {stamp.commit})."
+        where = f"{first.device}, {stamp.describe(stamp)} (commit {stamp.commit})."  # flags a loaded machine
     else:
         where = ""
     side.caption(f"{where} Prompt: {lesson.prompt_label(stop)} (shipped).")

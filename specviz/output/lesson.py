@@ -91,6 +91,7 @@ SETTINGS: dict[str, dict[str, tuple]] = {
         "acceptance.rule": ("choice", RULES),
         "acceptance.temperature": ("float", 0.0, 2.0),
         "acceptance.gamma": ("int", 1, 8),
+        "acceptance.draft": ("choice", ("layers", "trained")),  # "trained" needs models/draft
         "acceptance.depth": ("int", 1, 16),
         "acceptance.eps": ("float", 0.01, 0.5),
         "acceptance.delta": ("float", 0.05, 1.0),
@@ -105,7 +106,7 @@ SETTINGS: dict[str, dict[str, tuple]] = {
     "lineage": {},
 }
 STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings"}
-TOP_KEYS = {"title", "prompt", "max_new_tokens", "stop"}
+TOP_KEYS = {"title", "prompt", "max_new_tokens", "repeats", "stop"}
 
 
 class LessonError(ValueError):
@@ -151,6 +152,13 @@ class Lesson:
     prompts: tuple[tuple[str, str, str], ...]  # (id, text, "kind · title") of every shipped prompt a stop uses
     max_new_tokens: int
     source: str  # the file it was read from
+    repeats: int = 0  # interleaved runs on the live pages (their `<page>.repeats`); 0: the pages' own default
+
+    def values(self, stop: Stop) -> dict[str, Any]:
+        """Everything a stop sets: its page's widgets (the lesson's repeats on a live page), prompt and length."""
+        repeats = {f"{stop.page}.repeats": self.repeats} if self.repeats else {}
+        out = {k: v for k, v in repeats.items() if k in SETTINGS[stop.page]} | stop.widget_values()
+        return out | {"sidebar.prompt": self.prompt_text(stop), "sidebar.max_new_tokens": self.max_new_tokens}
 
     def prompt_text(self, stop: Stop) -> str:
         return next(text for pid, text, _ in self.prompts if pid == stop.prompt)
@@ -223,6 +231,9 @@ def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
     tokens = data.get("max_new_tokens", 48)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 512:
         raise LessonError(f"{source}: 'max_new_tokens' must be a whole number from 1 to 512, not {tokens!r}.")
+    repeats = data.get("repeats", 0)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 0 <= repeats <= REPEATS[1]:
+        raise LessonError(f"{source}: 'repeats' must be a whole number from 1 to {REPEATS[1]} (0: the pages' own).")
     raw = data.get("stop")
     if not isinstance(raw, list) or not raw:
         raise LessonError(f"{source}: a lesson needs at least one [[stop]].")
@@ -238,7 +249,7 @@ def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
         (pid, shipped[pid].text, f"{shipped[pid].category} · {shipped[pid].title or pid}")
         for pid in dict.fromkeys(s.prompt for s in stops)
     )
-    return Lesson(title, stops, used, tokens, source)
+    return Lesson(title, stops, used, tokens, source, repeats)
 
 
 def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptItem]) -> Stop:

@@ -46,6 +46,7 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
         sps = methods.get("sps").Config
         cfg = sps(
             gamma=v.get("acceptance.gamma", sps.gamma),
+            draft=v.get("acceptance.draft", "layers"),
             layers=f"0-{v.get('acceptance.depth', 4) - 1}",
             rule=v.get("acceptance.rule", "speculative"),
             eps=v.get("acceptance.eps", sps.eps),
