@@ -10,6 +10,7 @@ from specviz.methods import autoregressive
 from specviz.output.viz.latency import latency_figure
 from specviz.output.viz.timeline import timeline_figure
 from specviz.tuning.probe import cached_curve
+from specviz.tuning.roofline import device_roofs
 from ui.common import get_model, page_header, settings, show_figure
 
 page_header(
@@ -63,8 +64,9 @@ if lm is not None and s is not None:
             st.info("Press **Decode** to run plain decoding on the sidebar prompt.")
     with right:
         st.subheader("The cost of one forward pass")
-        with st.spinner("Measuring forward latency on this device (once)…"), lm.lock:
+        with st.spinner("Measuring forward latency, bandwidth and matmul peak on this device (once)…"), lm.lock:
             curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
+            roofs = device_roofs(lm, curve.ks, curve.prefix_len)
         here = provenance(lm.describe())
         if curve.contended:
             st.warning(
@@ -72,8 +74,12 @@ if lm is not None and s is not None:
                 "overstate the cost. Press **Re-measure** when the machine is quiet."
             )
         flag = f", disturbed: {curve.contended}" if curve.contended else ""
-        show_figure(latency_figure(curve, here=here), "latency_curve", measured=curve.measured(here) + flag)
-        st.caption(
-            f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. On a "
-            "memory-bound device the curve is nearly flat: that flatness is the budget every method spends."
+        show_figure(
+            latency_figure(curve, here=here, roof=roofs[0][0]), "latency_curve", measured=curve.measured(here) + flag
         )
+        st.caption(
+            f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. Dashed: the "
+            "roofline from this device's measured read bandwidth and matmul peak (the best of short runs). Below "
+            "the knee the curve is nearly flat: that flatness is the budget every method spends."
+        )
+        st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why in roofs))

@@ -115,11 +115,15 @@ BIG = ModelShape("7B (Vicuna-7B class)", 6.7e9, 32, 2 * 32 * 32 * 128)
 
 
 def model_shape(lm: LoadedModel) -> ModelShape:
-    """The loaded model's shape, read from its config."""
+    """The loaded model's shape, read from its config (a Llama's weights counted from it: the CPU's packed
+    linears keep their weights in buffers, which `parameters()` leaves out)."""
     c = lm.hf.config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-    params = sum(p.numel() for p in lm.hf.parameters())
+    h, q = c.hidden_size, c.num_attention_heads * head_dim
+    layer = h * q + 2 * h * kv_heads * head_dim + q * h + 3 * h * c.intermediate_size + 2 * h
+    embed = c.vocab_size * h * (1 if getattr(c, "tie_word_embeddings", False) else 2)
+    params = embed + c.num_hidden_layers * layer + h
     return ModelShape(lm.name, float(params), c.num_hidden_layers, 2 * c.num_hidden_layers * kv_heads * head_dim)
 
 

@@ -10,16 +10,24 @@ from plotly.subplots import make_subplots
 from specviz.core.measure import Provenance
 from specviz.output.viz.theme import VERIFY, apply
 from specviz.tuning.probe import LatencyCurve
+from specviz.tuning.roofline import Roof
+
+FLOOR, CEILING, FREE = "#0f766e", "#b45309", "rgba(15,118,110,0.10)"
 
 
-def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | None = None) -> go.Figure:
-    """Forward latency (ms) and cost relative to one token, against new tokens per pass.
+def latency_figure(
+    curve: LatencyCurve, slide: bool = False, here: Provenance | None = None, roof: Roof | None = None
+) -> go.Figure:
+    """Forward latency (ms) and cost relative to one token, against new tokens per pass; with `roof`, this
+    device's measured roofline beneath: the memory floor, the compute ceiling and the flat stretch up to the knee.
 
     The subtitle says where and when the curve was measured (`here` is the current machine, so "this
     machine" appears only when it is) and warns when the measurement was disturbed.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rel = curve.relative()
+    if roof is not None:
+        _add_roof(fig, roof, max(curve.ms))
     _add_curves(fig, curve, rel)
     k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
     # annotations on a log axis take log10 of the data coordinate; the label sits in the empty upper left
@@ -41,6 +49,43 @@ def latency_figure(curve: LatencyCurve, slide: bool = False, here: Provenance | 
     note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
     title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
     return apply(fig, title, slide=slide, height=460)
+
+
+def _add_roof(fig: go.Figure, roof: Roof, top_ms: float) -> None:
+    """The floor (weights read once), the ceiling (2·params·k FLOPs) and, shaded, the stretch below the knee."""
+    ks, lo = roof.ks, roof.ks[0]
+    knee = min(max(roof.knee, lo), ks[-1])
+    if roof.knee > lo:  # the flat stretch, as a filled trace (data coordinates on the log axis)
+        fig.add_scatter(
+            x=[lo, knee, knee, lo],
+            y=[0, 0, 1.15 * top_ms, 1.15 * top_ms],
+            fill="toself",
+            fillcolor=FREE,
+            line={"width": 0},
+            mode="lines",
+            name=f"nearly free: up to ~{roof.knee:.0f} tokens",
+            hoverinfo="skip",
+        )
+    fig.add_scatter(
+        x=[lo, ks[-1]],
+        y=[roof.floor_ms] * 2,
+        mode="lines",
+        name=f"memory floor ({roof.label}): weights / read bandwidth",
+        line={"color": FLOOR, "dash": "dash", "width": 2},
+        hovertemplate=f"floor {roof.floor_ms:.1f} ms<extra></extra>",
+    )
+    slope = roof.ceiling_ms[0] / lo  # ms per token
+    end = min(ks[-1], 1.15 * max(top_ms, roof.floor_ms) / slope)  # where the line leaves the plot, if it does
+    xs = [k for k in ks if k < end] + [end]
+    if len(xs) > 1:
+        fig.add_scatter(
+            x=xs,
+            y=[slope * k for k in xs],
+            mode="lines",
+            name="compute ceiling: 2·params·k / matmul peak",
+            line={"color": CEILING, "dash": "dash", "width": 2},
+            hovertemplate="k=%{x}: %{y:.1f} ms of arithmetic<extra></extra>",
+        )
 
 
 def _add_curves(fig: go.Figure, curve: LatencyCurve, rel: list[float]) -> None:
