@@ -230,9 +230,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--pptx", metavar="DECK.pptx", help="write the figures as a slide deck, provenance in the notes")
     e.add_argument("--formats", default="png,svg")
     e.add_argument("--lesson", metavar="DECK.pptx", help="write the lesson as a deck: one slide per stop")
-    e.add_argument(
-        "--lesson-file", help="the lesson to write (default: $SPECVIZ_LESSON, else specviz/output/lesson.toml)"
-    )
+    e.add_argument("--lesson-file", help="the lesson to write (default: $SPECVIZ_LESSON or the shipped one)")
     _sampling_args(e, 64)
     _model_args(e)
     helps = {"train": "train a head through the one loop: eagle, eagle3, medusa, hydra (train KIND --help)",

@@ -17,94 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from specviz import methods
-from specviz.core.acceptance import RULES
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
-from specviz.methods.jacobi import INIT_SOURCES
+from specviz.output.lesson_pages import FIGURES, PAGES, REPEATS, SETTINGS
 from specviz.tuning import presets
-from specviz.tuning.lossless import DRAFTS
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
 ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
 MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
-
-# page id -> (file, what the page is called in the app)
-PAGES: dict[str, tuple[str, str]] = {
-    "home": ("views/home.py", "Why parallel decoding"),
-    "timeline": ("views/timeline.py", "Timeline"),
-    "medusa": ("views/medusa.py", "Medusa"),
-    "eagle": ("views/eagle.py", "EAGLE"),
-    "lookahead": ("views/lookahead.py", "Lookahead & Jacobi"),
-    "acceptance": ("views/acceptance.py", "Acceptance decisions"),
-    "compare": ("views/compare.py", "Compare methods"),
-    "lineage": ("views/lineage.py", "Lineage"),
-}
-# the figures a stop may focus, by the name each page gives it (ui.common.show_figure); each is drawn from traces
-# or stored measurements, and output/lesson_deck.py draws the same one for the slide
-FIGURES: dict[str, tuple[str, ...]] = {
-    "home": ("latency_curve",),
-    "timeline": ("timeline_race", "timeline_at", "tokens_over_time"),
-    "medusa": ("medusa_tree", "medusa_mask", "medusa_steps", "medusa_tokens"),
-    "eagle": ("eagle_growth", "eagle_features", "eagle_verify", "eagle_steps", "hybrid_origins"),
-    "lookahead": ("lookahead_window", "lookahead_verify", "lookahead_mask", "lookahead_steps", "jacobi_grid"),
-    "acceptance": ("acceptance_decisions", "acceptance_typical", "acceptance_lab"),
-    "compare": ("speedup", "a_and_r", "where_methods_win", "speedup_vs_batch", "speedup_vs_context"),
-    "lineage": ("lineage",),
-}
-REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
-# page -> widget key -> ("int"|"float", low, high) | ("bool",) | ("choice", options) | ("methods",)
-SETTINGS: dict[str, dict[str, tuple]] = {
-    "home": {},
-    "timeline": {"timeline.methods": ("methods",)},
-    "medusa": {
-        "medusa.preset": ("choice", ("fastest", "paper")),
-        "medusa.budget": ("int", 0, 64),
-        "medusa.acceptance": ("choice", ("exact", "typical")),
-        "medusa.temperature": ("float", 0.0, 1.5),
-        "medusa.eps": ("float", 0.01, 0.5),
-        "medusa.delta": ("float", 0.05, 1.0),
-        "medusa.hydra": ("bool",),
-        "medusa.repeats": ("int", *REPEATS),
-    },
-    "eagle": {
-        "eagle.preset": ("choice", ("fastest", "paper")),
-        "eagle.depth": ("int", 1, 8),
-        "eagle.top_k": ("int", 1, 16),
-        "eagle.total_tokens": ("int", 2, 80),
-        "eagle.tree": ("choice", ("dynamic", "static")),
-        "eagle.temperature": ("float", 0.0, 1.5),
-        "eagle.eagle3": ("bool",),
-        "eagle.hybrid": ("bool",),
-        "eagle.repeats": ("int", *REPEATS),
-    },
-    "lookahead": {
-        "lookahead.preset": ("choice", ("fastest", "paper")),
-        "lookahead.window": ("int", 1, 12),
-        "lookahead.ngram": ("int", 2, 6),
-        "lookahead.guesses": ("int", 0, 8),
-        "lookahead.init": ("choice", INIT_SOURCES),
-        "lookahead.seed_prompt": ("bool",),
-        "lookahead.jacobi_guesses": ("int", 1, 16),
-        "lookahead.jacobi_init": ("choice", INIT_SOURCES),
-        "lookahead.repeats": ("int", *REPEATS),
-    },
-    "acceptance": {
-        "acceptance.rule": ("choice", RULES),
-        "acceptance.temperature": ("float", 0.0, 2.0),
-        "acceptance.gamma": ("int", 1, 8),
-        "acceptance.draft": ("choice", ("layers", "trained")),  # "trained" needs models/draft
-        "acceptance.depth": ("int", 1, 16),
-        "acceptance.eps": ("float", 0.01, 0.5),
-        "acceptance.delta": ("float", 0.05, 1.0),
-        "acceptance.samples": ("choice", (1000, 5000, 20000, 100000)),
-        "acceptance.lab_draft": ("choice", DRAFTS),
-        "acceptance.step": ("int", 0, 512),  # the step shown (the page keeps it inside the run)
-    },
-    "compare": {
-        **{f"compare.on.{n}": ("bool",) for n in methods.MODULES if n != "ar"},
-        "compare.repeats": ("int", *REPEATS),
-    },
-    "lineage": {},
-}
+__all__ = ["FIGURES", "PAGES", "SETTINGS", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
 STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings"}
 TOP_KEYS = {"title", "prompt", "max_new_tokens", "repeats", "stop"}
 
