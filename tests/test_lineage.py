@@ -66,3 +66,34 @@ def test_each_method_comes_from_the_newest_file_that_measured_it(tmp_path, monke
     (tmp_path / "specbench-a-2026-03-01.json").write_text(json.dumps(later))
     merged, used = merged_spec_bench()
     assert merged["methods"]["eagle"]["speedup"] == 1.4 and used[0][0].name == "specbench-a-2026-03-01.json"
+
+
+def _off_segment(p: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Distance from p to the segment a-b, in the figure's pixels (about 150 per column, 71 per row)."""
+    (px, py), (ax, ay), (bx, by) = [(x * 150, y * 71) for x, y in (p, a, b)]
+    dx, dy = bx - ax, by - ay
+    t = max(0.0, min(1.0, ((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy)))
+    return ((px - ax - t * dx) ** 2 + (py - ay - t * dy) ** 2) ** 0.5
+
+
+def test_no_arrow_runs_through_another_work_or_its_caption():
+    """A node's name and caption sit under it (above it on the top row): no arrow may cross that block."""
+    for parent, child, _why in edges():
+        for w in WORKS:
+            if w.key in (parent.key, child.key):
+                continue
+            x, y = w.place
+            below = 1 if y >= 0.5 else -1
+            for dy in (0.0, 0.25 * below, 0.45 * below):  # the node, its name, its caption
+                assert _off_segment((x, y + dy), parent.place, child.place) > 25, (parent.key, child.key, w.key)
+
+
+def test_edge_labels_keep_apart_and_the_figure_leaves_room_at_its_edges():
+    fig = lineage_figure(BENCH)
+    labels = [(a.x, a.y) for a in fig.layout.annotations if not a.showarrow and a.text]
+    for i, (x0, y0) in enumerate(labels):
+        for x1, y1 in labels[i + 1 :]:
+            assert abs(x0 - x1) * 150 > 90 or abs(y0 - y1) * 71 > 40, ((x0, y0), (x1, y1))
+    lo, hi = fig.layout.xaxis.range
+    xs = [w.place[0] for w in WORKS]
+    assert min(xs) - lo >= 0.9 and hi - max(xs) >= 0.75  # half a wrapped caption on either side

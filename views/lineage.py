@@ -31,7 +31,8 @@ if used:
 else:
     st.info("No stored Spec-Bench result in docs/bench: the works the app runs show no measurement yet.")
 measured = measured_values(bench)
-st.dataframe(
+# a static table: its long cells wrap, so every column fits the page (a data grid cut the last one off)
+st.table(
     [
         {
             "work": f"{w.name} ({w.year})",

@@ -3,6 +3,7 @@ app runs, the A and speedup a stored bench measured (a node without them says it
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Any
 
@@ -35,11 +36,30 @@ def node_caption(work: Work, measured: dict[str, tuple[float, float]]) -> str:
     return "described, not measured"
 
 
+def _name(w: Work, width: int = 16) -> str:
+    """'<b>Medusa</b> 2024'; a long name breaks after its first words, so an edge column's caption fits."""
+    if len(w.name) <= width:
+        return f"<b>{w.name}</b> {w.year}"
+    head, _, tail = w.name.rpartition(" ")
+    return f"<b>{head}<br>{tail}</b> {w.year}"
+
+
 def _hover(w: Work) -> str:
     return (
         f"<b>{w.name}</b> ({w.authors}, {w.year}{', arXiv:' + w.arxiv if w.arxiv else ''})<br>"
         f"drafts: {w.drafts}<br>candidates: {w.organised}<br>lossless: {w.lossless}<br>step: {w.bound}"
     )
+
+
+def _gap(x0: float, y0: float, x1: float, y1: float, px: float = 18) -> tuple[float, float]:
+    """How far an arrow stops short of its nodes, in data units: a rising arrow along its own direction (it
+    leaves a node from its top, clear of the labels beside it), any other from the node's side (below a node is
+    its caption). `px` pixels at the figure's usual scale, about 150 px per column and 71 per row."""
+    if y1 >= y0 - 0.05:
+        return 0.12, 0.0
+    dx, dy = (x1 - x0) * 150, (y1 - y0) * 71
+    norm = math.hypot(dx, dy) or 1.0
+    return px * dx / norm / 150, px * dy / norm / 71
 
 
 def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
@@ -59,12 +79,13 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     fig = go.Figure()
     for parent, child, why in edges():
         (x0, y0), (x1, y1) = parent.place, child.place
+        ox, oy = _gap(x0, y0, x1, y1)
         fig.add_annotation(
-            x=x1 - 0.12, y=y1, ax=x0 + 0.12, ay=y0, xref="x", yref="y", axref="x", ayref="y",
+            x=x1 - ox, y=y1 - oy, ax=x0 + ox, ay=y0 + oy, xref="x", yref="y", axref="x", ayref="y",
             showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor="#64748b", text="",
         )  # fmt: skip
         if why:
-            fig.add_annotation(**_label_place(x0, y0, x1, y1), text="<br>".join(textwrap.wrap(why, 20)),
+            fig.add_annotation(**_label_place(x0, y0, x1, y1), text="<br>".join(textwrap.wrap(why, 16)),
                                showarrow=False, font={"size": 15 if slide else 10, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
@@ -77,16 +98,17 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
                 "color": method_color(w.runs) if runs else "white",
                 "line": {"color": method_color(w.runs) if runs else DESCRIBED, "width": 3},
             },
-            text=[f"<b>{w.name}</b> {w.year}<br>{node_caption(w, measured)}"],
+            text=[f"{_name(w)}<br>{node_caption(w, measured)}"],
             textposition="top center" if w.place[1] < 0.5 else "bottom center",  # the top row: captions above
             textfont={"size": 16 if slide else 11},
             hovertext=[_hover(w)],
             hoverinfo="text",
             showlegend=False,
         )
-    fig.update_xaxes(visible=False, range=[-0.6, 6.6])
-    fig.update_yaxes(visible=False, range=[6.3, -1.0])  # row 0 at the top
+    # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px
+    fig.update_xaxes(visible=False, range=[-0.9, 6.75])
+    fig.update_yaxes(visible=False, range=[5.9, -1.6])  # row 0 at the top
     title = "From blockwise decoding to DFlash: what each work changed"
     sub = f"filled: runs here, A and speedup {where}" if where else "filled: runs here"
     sub += " · hollow: described, not measured"
-    return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=620)
+    return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=660)
