@@ -82,4 +82,9 @@ if lm is not None and s is not None:
             "roofline from this device's measured read bandwidth and matmul peak (the best of short runs). Below "
             "the knee the curve is nearly flat: that flatness is the budget every method spends."
         )
-        st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why in roofs))
+        st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why, _p in roofs))
+        st.caption(
+            "Peaks: the best of short runs of a sum over a large buffer and of an MLP-sized matmul, "
+            + "; ".join(f"{p.dtype} {p.measured()}" for _roof, _why, p in roofs)
+            + "."
+        )

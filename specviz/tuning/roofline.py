@@ -126,8 +126,9 @@ def device_label(p: Peaks) -> str:
     return f"{where}, {SHORT.get(p.dtype, p.dtype)}"
 
 
-def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float) -> str:
-    """One sentence: why verification is nearly free on this device and setting, and where that ends."""
+def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float, where: bool = True) -> str:
+    """One sentence: why verification is nearly free on this device and setting, and where that ends; `where`
+    adds the peaks' provenance (off where a caption gives it once for several)."""
     weights = model.weight_bytes(bytes_per_value) / 1e6
     head = (
         f"**{r.label}**: a forward reads {weights:.0f} MB of weights whatever it carries, {r.floor_ms:.1f} ms at "
@@ -141,7 +142,8 @@ def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float) -> str
         )
     elif p.dtype == "float32":
         tail = (
-            f", so only up to about {r.knee:.0f} tokens ride along nearly free; past that each token adds its "
+            f", so only up to about {r.knee:.0f} token{'' if round(r.knee) == 1 else 's'} ride along nearly "
+            "free; past that each token adds its "
             "arithmetic, which is why small trees and short chains win on a CPU."
         )
     else:
@@ -149,12 +151,13 @@ def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float) -> str
             f": half fp32's bytes halve the floor, and at this peak the knee sits at about {r.knee:.0f} tokens "
             "(the bf16 mode: `--dtype bf16` on the command line; the app runs fp32, where greedy output is exact)."
         )
-    return f"{head}{tail} ({p.measured()}.)"
+    return f"{head}{tail}" + (f" ({p.measured()}.)" if where else "")
 
 
-def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof, str]]:
-    """(roofline, its sentence) for the loaded model's device and dtype first; then, on a CPU in fp32, the
-    same CPU in bf16; and a GPU's in bf16 when one is present but the model runs on the CPU."""
+def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof, str, Peaks]]:
+    """(roofline, its sentence without provenance, the peaks it is drawn from) for the loaded model's device and
+    dtype first; then, on a CPU in fp32, the same CPU in bf16; and a GPU's in bf16 when one is present but the
+    model runs on the CPU."""
     model = model_shape(lm)
     dtype = str(lm.dtype).removeprefix("torch.")
     settings = [(str(lm.device), dtype, lm.dtype.itemsize)]
@@ -166,5 +169,5 @@ def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof
     for device, dt, nbytes in settings:
         p = peaks(device, dt, torch.get_num_threads())
         r = roof(p, model, ks, prefix, nbytes)
-        out.append((r, explain(p, r, model, nbytes)))
+        out.append((r, explain(p, r, model, nbytes, where=False), p))
     return out

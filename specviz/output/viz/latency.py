@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -46,8 +47,10 @@ def latency_figure(
         bgcolor="rgba(255,255,255,0.85)",
     )
     _style_axes(fig, curve.ks, rel)
-    note = curve.measured(here) + (f" · disturbed: {curve.contended}" if curve.contended else "")
-    title = f"Cost of one forward pass<br><sup>{curve.device}<br>{note}</sup>"
+    # the home page draws it in a narrow column: the subtitle's lines are kept short
+    lines = [curve.device, *textwrap.wrap(curve.measured(here), 60)]
+    lines += textwrap.wrap(f"disturbed: {curve.contended}", 60) if curve.contended else []
+    title = f"Cost of one forward pass<br><sup>{'<br>'.join(lines)}</sup>"
     return apply(fig, title, slide=slide, height=460)
 
 
@@ -63,7 +66,7 @@ def _add_roof(fig: go.Figure, roof: Roof, top_ms: float) -> None:
             fillcolor=FREE,
             line={"width": 0},
             mode="lines",
-            name=f"nearly free: up to ~{roof.knee:.0f} tokens",
+            name=f"nearly free: up to ~{roof.knee:.0f} token{'' if round(roof.knee) == 1 else 's'}",
             hoverinfo="skip",
         )
     fig.add_scatter(
