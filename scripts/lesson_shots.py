@@ -108,10 +108,33 @@ def tour(
     return done
 
 
+def retake(url: str, out: Path, stops: list[str], only: list[str]) -> list[tuple[str, float]]:
+    """Some stops again, each opened at ?lesson=<id> (after a change to them), saved under the tour's names."""
+    from playwright.sync_api import sync_playwright
+
+    done = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for stop in only:
+            k, start = stops.index(stop) + 1, time.monotonic()
+            pg = browser.new_page(viewport={"width": 1600, "height": 900})
+            pg.goto(f"{url}/?lesson={stop}")
+            at_stop(pg, k, len(stops))
+            if bad := problems(pg):
+                raise AssertionError(f"stop {k} ({stop}): {bad}")
+            name = f"{k:02d}_{slug(stop)}.png"
+            pg.screenshot(path=str(out / name))
+            done.append((name, time.monotonic() - start))
+            pg.close()
+        browser.close()
+    return done
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "lesson"))
     ap.add_argument("--lesson", default="", help="a lesson file (default: the shipped one, or $SPECVIZ_LESSON)")
+    ap.add_argument("--only", default="", help="retake these stops (ids, comma-separated), each opened by its address")
     a = ap.parse_args()
     from specviz.output.lesson import ENV, load_lesson
 
@@ -120,7 +143,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     proc, url = serve({ENV: lesson.source})
     try:
-        shots = tour(url, out, [s.id for s in lesson.stops])
+        ids = [s.id for s in lesson.stops]
+        only = [x for x in a.only.split(",") if x]
+        shots = retake(url, out, ids, only) if only else tour(url, out, ids)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

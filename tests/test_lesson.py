@@ -121,6 +121,7 @@ def test_cli_refuses_a_bad_lesson_in_one_line(tmp_path, capsys, monkeypatch):
 DECK = lesson_text(
     stop("serial", "timeline", "timeline_at", 'methods = ["ar", "pld"]\nsettings = { "timeline.methods" = ["pld"] }'),
     stop("flat", "home", "latency_curve"),
+    stop("alone", "timeline", "timeline_race", 'settings = { "timeline.methods" = [] }'),
     stop("medusa", "medusa", "medusa_tree", 'methods = ["medusa"]\nprompt = "extract-json"'),
     stop("eagle", "eagle", "eagle_growth", 'methods = ["eagle"]\nsettings = { "eagle.preset" = "paper" }'),
     stop("window", "lookahead", "lookahead_window", 'settings = { "lookahead.preset" = "paper" }'),

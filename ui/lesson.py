@@ -24,7 +24,7 @@ from ui import deck, presentation
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
 NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handler finds them by CSS class
-FIGURE_HEIGHT = 500  # px: the stop's header, narration and this figure fit a 1600 × 900 screen
+FIGURE_HEIGHT = (420, 640)  # px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding: 2rem 2.5rem 4rem 2.5rem; }
 .st-key-lesson_banner [data-testid="stMarkdownContainer"] p { font-size: 1.08rem; line-height: 1.45; }
@@ -209,7 +209,10 @@ def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
         return
     fig, measured = found
     shown = presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig)
-    place.plotly_chart(shown.update_layout(height=FIGURE_HEIGHT), key="lesson.figure", config={"displaylogo": False})
+    # a tree is as tall as its leaves need (so labels never overlap): a stop's settings keep it within the screen
+    own = fig.to_dict()["layout"].get("height") or 450
+    height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1])
+    place.plotly_chart(shown.update_layout(height=height), key="lesson.figure", config={"displaylogo": False})
     traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
     lines = numbers(stop, traces)
     if lines:

@@ -76,9 +76,7 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
 
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
     """Plain decoding and the stop's methods on its prompt, once each after a warm-up (name -> run)."""
-    cfgs, temperature = configs(stop)
-    if not cfgs:
-        return {}
+    cfgs, temperature = configs(stop)  # none: plain decoding alone
     text = lesson.prompt_text(stop)
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=temperature or 0.0, seed=seed)
     runs = interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=1, prompt=text)
