@@ -175,3 +175,21 @@ def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled,
     monkeypatch.setattr(sps, "cached_draft", lambda _lm: saved)
     ids, s = lm.encode_prompt("Hello there"), Sampling(max_new_tokens=24)
     assert sps.generate(lm, ids, s, sps.Config(draft="trained")).output_ids == ar.generate(lm, ids, s).output_ids
+
+
+def test_several_feature_folders_are_one_stream_taken_in_turn(features, distilled, tmp_path):
+    """`--data A B`: the shards of A and B alternate (A0, B0, A1, B1), the manifest names both; a self-distilled
+    folder cannot be mixed in."""
+    from specviz.training.data import open_folders
+    from specviz.training.shards import DataError
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "shard_00000.safetensors").write_bytes((features / "shard_00001.safetensors").read_bytes())
+    both = open_folders([features, other])
+    a0, a1, b0 = (open_folders([f]).read(i) for f, i in ((features, 0), (features, 1), (other, 0)))
+    assert [len(both.read(i)) for i in range(3)] == [len(a0), len(b0), len(a1)] and len(both.chunks) == 3
+    assert torch.equal(both.read(1)[0].ids, b0[0].ids) and torch.equal(both.read(2)[0].ids, a1[0].ids)
+    assert both.source["shards"] == 3 and str(other) in both.source["folder"] and both.key()["kind"] == "features"
+    with pytest.raises(DataError, match="feature folders"):
+        open_folders([features, distilled])

@@ -26,7 +26,7 @@ from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.paths import cache_root
 from specviz.heads import store
 from specviz.training.args import Parser
-from specviz.training.data import held_out, open_folder
+from specviz.training.data import held_out, open_folders
 from specviz.training.heldout import heldout_set
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
@@ -86,7 +86,14 @@ def parser(cls: type[Trainer]) -> Parser:
     doc = (cls.__doc__ or "").strip()
     ap = Parser(prog=f"python -m specviz train {cls.kind}", description=doc, formatter_class=DEFAULTS_SHOWN)
     data = cache_root() / getattr(cls, "data_dir", "distill")
-    ap.add_argument("--data", "--data-dir", type=Path, default=data, help="self-distilled or feature shards")
+    ap.add_argument(
+        "--data",
+        "--data-dir",
+        type=Path,
+        nargs="+",
+        default=[data],
+        help="self-distilled or feature shards (several feature folders: their shards taken in turn)",
+    )
     ap.add_argument("--heldout", default="shared", help="'shared' (training.heldout) or a folder's held-out shards")
     ap.add_argument("--heldout-sequences", type=int, default=64, help="held-out sequences measured")
     ap.add_argument("--out", type=Path, default=cls.models, help="the head folder")  # type: ignore[attr-defined]
@@ -112,7 +119,7 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
         raise ValueError(f"--threads must be at least 1, got {a.threads}.")
     cfg = replace(cls.recipe, **{f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)})
     trainer = cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})  # type: ignore[arg-type]
-    data = open_folder(a.data)
+    data = open_folders(a.data)
     torch.set_num_threads(a.threads)
     # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
     lm = lm or load_model("default", device="cpu", dtype="fp32", kernels="aten")

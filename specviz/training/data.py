@@ -65,6 +65,22 @@ def open_folder(folder: Path) -> Data:
     return Data(chunks, lambda: token_sample(paths), source, folder)
 
 
+def open_folders(folders: list[Path]) -> Data:
+    """One folder as open_folder reads it, or several feature folders as one stream: their shards taken in turn (the
+    first shard of each, then the second of each, ...), so every part of a pass mixes the sources."""
+    if len(folders) == 1:
+        return open_folder(folders[0])
+    parts = [open_folder(f) for f in folders]
+    if any(d.source.get("kind") != "features" for d in parts):
+        raise DataError("Several --data folders must all be feature folders (python -m specviz.training.features).")
+    turns = itertools.zip_longest(*(d.chunks for d in parts))
+    chunks = tuple(c for turn in turns for c in turn if c is not None)
+    shards = sum(d.source["shards"] for d in parts)
+    source = {"kind": "features", "folder": " + ".join(str(f) for f in folders), "shards": shards}
+    source["manifest"] = {str(f): d.source.get("manifest", {}) for f, d in zip(folders, parts, strict=True)}
+    return Data(chunks, parts[0].sample, source, folders[0])
+
+
 def held_out(folder: Path, n: int) -> list[Sequence]:
     """The first n held-out sequences in a folder: the held-out shards of a self-distilled set, or a feature folder
     made from held-out conversations (features --split heldout), all of whose shards are held out."""
