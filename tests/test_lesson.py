@@ -161,3 +161,17 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
     assert "Settings (pld)" in serial and "Live numbers: Plain decoding: A 1.00" in serial
     assert "; Prompt lookup: A " in serial and "× plain decoding (one run each)" in serial
     assert '"budget": 4' in by_id["medusa"]["notes"] and '"total_tokens": 60' in by_id["eagle"]["notes"]
+
+
+def test_the_export_command_writes_the_lesson(tiny_app, tmp_path, monkeypatch, capsys):
+    import specviz.__main__ as cli
+
+    monkeypatch.setattr(deck, "render_png", fake_png)
+    monkeypatch.setattr(cli, "_load", lambda a: tiny_app)  # the command's own model loader, on the tiny model
+    own = write(tmp_path, lesson_text(stop("a", extra='methods = ["ar"]'), stop("b", "lineage", "lineage")))
+    out = tmp_path / "deck.pptx"
+    assert main(["export", "--lesson", str(out), "--lesson-file", str(own)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 2 slides (the lesson {own}) to {out}"
+    slides = read_back(out.read_bytes())
+    assert [s["pictures"] for s in slides] == [1, 1]
+    assert "Live numbers: Plain decoding: A 1.00" in slides[0]["notes"] and "Measured: " in slides[0]["notes"]
