@@ -110,7 +110,7 @@ def preset_costs(page: str, method: str, config: Any, s: Settings | None, repeat
         return
     stamp = json.dumps([s.prompt, asdict(s.sampling), s.model_spec, repeats, asdict(config)], sort_keys=True)
     flag = f"{page}.presets_measured"
-    if st.button("Measure both presets on this prompt", key=f"{page}.measure_presets"):
+    if st.button("Measure the presets on this prompt", key=f"{page}.measure_presets"):
         st.session_state[flag] = stamp
     if st.session_state.get(flag) != stamp:
         st.caption("Runs plain decoding and each preset in turn on the sidebar prompt, after a warm-up.")
