@@ -24,7 +24,8 @@ def test_the_app_imports_pandas_before_any_page_runs():
 @pytest.mark.real_model
 def test_four_sessions_at_once_for_a_minute(tmp_path):
     """Four browser sessions on one server for a minute: no exception on any page or in the server's log, every
-    session's own prompt and token budget kept, every session through at least one page, the server under 4 GB."""
+    session's own prompt and token budget kept, every session through at least one page, the server (with any child
+    process) under 6 GB: docs/load_test.json's 10-minute run peaked at 4.2 GB and ended at 2.1 GB."""
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     out = tmp_path / "load.json"
@@ -34,4 +35,4 @@ def test_four_sessions_at_once_for_a_minute(tmp_path):
     assert res["page_exceptions"] == 0, res["exception_boxes"]
     assert res["server_tracebacks"] == 0, res["tracebacks"]
     assert res["settings_kept"] == res["pages_visited"] and all(res["visits_by_session"])
-    assert res["peak_rss_mb"] < 4096 and res["passed"]
+    assert res["peak_rss_mb"] < 6144 and res["passed"]
