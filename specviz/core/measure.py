@@ -134,9 +134,6 @@ def paired(baselines: Sequence[TraceLike], methods: Sequence[TraceLike]) -> dict
     }
 
 
-UNKNOWN_CPUS = ("", "unknown cpu", "unrecorded cpu")  # a CPU model field that says nothing of the CPU
-
-
 @dataclass(frozen=True)
 class Provenance:
     """Where and when a figure was measured."""
@@ -154,13 +151,11 @@ class Provenance:
 
     @property
     def machine(self) -> str:
-        """'Intel(R) Xeon(R) Processor (2 cores, 23.5 GiB, avx512_bf16 amx_bf16)': what is known of it; 'a 2-core
-        CPU' where the CPU's model was not recorded (older records were backfilled without it)."""
+        """'Intel(R) Xeon(R) Processor (2 cores, 23.5 GiB, avx512_bf16)'; 'a 2-core CPU' if no model was recorded."""
         extra = [f"{self.memory_gb:g} GiB"] if self.memory_gb > 0 else []
         extra += [self.cpu_flags] if self.cpu_flags else []
-        if self.cpu.strip().lower() in UNKNOWN_CPUS:
-            head = f"a {self.cores}-core CPU" if self.cores > 0 else "a CPU"
-            return f"{head} ({', '.join(extra)})" if extra else head
+        if self.cpu.strip().lower() in ("", "unknown cpu", "unrecorded cpu"):  # older records were backfilled
+            return f"a {self.cores}-core CPU" + (f" ({', '.join(extra)})" if extra else "")
         return f"{self.cpu} ({', '.join([f'{self.cores} cores', *extra])})"
 
     def same_machine(self, other: Provenance) -> bool:
