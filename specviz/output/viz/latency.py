@@ -47,6 +47,9 @@ def latency_figure(
         bgcolor="rgba(255,255,255,0.85)",
     )
     _style_axes(fig, curve.ks, rel)
+    # from zero: a disturbed curve's error bars would otherwise pull the axis below it
+    top = max(m + sp / 2 for m, sp in zip(curve.ms, curve.spread_ms))
+    fig.update_yaxes(range=[0, 1.1 * max(top, roof.floor_ms if roof else 0.0)], secondary_y=False)
     # the home page draws it in a narrow column: the subtitle's lines are kept short
     lines = [curve.device, *textwrap.wrap(curve.measured(here), 60)]
     lines += textwrap.wrap(f"disturbed: {curve.contended}", 60) if curve.contended else []
