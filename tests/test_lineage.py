@@ -97,3 +97,12 @@ def test_edge_labels_keep_apart_and_the_figure_leaves_room_at_its_edges():
     lo, hi = fig.layout.xaxis.range
     xs = [w.place[0] for w in WORKS]
     assert min(xs) - lo >= 0.9 and hi - max(xs) >= 0.75  # half a wrapped caption on either side
+
+
+def test_arrows_meet_their_nodes_clear_of_the_captions_below_them():
+    fig = lineage_figure(BENCH)
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    for (parent, child, _why), a in zip(edges(), arrows):
+        for y, node_y in ((a.ay, parent.place[1]), (a.y, child.place[1])):
+            if node_y >= 0.5:  # its caption is below it: the arrow may not leave or arrive from below
+                assert y <= node_y + 1e-9, (parent.key, child.key)

@@ -51,15 +51,16 @@ def _hover(w: Work) -> str:
     )
 
 
-def _gap(x0: float, y0: float, x1: float, y1: float, px: float = 18) -> tuple[float, float]:
-    """How far an arrow stops short of its nodes, in data units: a rising arrow along its own direction (it
-    leaves a node from its top, clear of the labels beside it), any other from the node's side (below a node is
-    its caption). `px` pixels at the figure's usual scale, about 150 px per column and 71 per row."""
-    if y1 >= y0 - 0.05:
-        return 0.12, 0.0
+def _ends(x0: float, y0: float, x1: float, y1: float, px: float = 18) -> tuple[float, float, float, float]:
+    """Where an arrow starts and ends, short of its nodes: from a node's side, except that a steeply rising arrow
+    leaves from the node's top (clear of the labels beside it) and reaches a top-row node from below (below any
+    other node is its caption). Pixels at the figure's usual scale: about 150 per column, 71 per row."""
     dx, dy = (x1 - x0) * 150, (y1 - y0) * 71
-    norm = math.hypot(dx, dy) or 1.0
-    return px * dx / norm / 150, px * dy / norm / 71
+    if dy >= 0 or abs(dy) <= abs(dx):
+        return x0 + 0.12, y0, x1 - 0.12, y1
+    norm = math.hypot(dx, dy)
+    ox, oy = px * dx / norm / 150, px * dy / norm / 71
+    return (x0 + ox, y0 + oy, *((x1 - ox, y1 - oy) if y1 < 0.5 else (x1 - 0.12, y1)))
 
 
 def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
@@ -79,9 +80,9 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     fig = go.Figure()
     for parent, child, why in edges():
         (x0, y0), (x1, y1) = parent.place, child.place
-        ox, oy = _gap(x0, y0, x1, y1)
+        ax, ay, ex, ey = _ends(x0, y0, x1, y1)
         fig.add_annotation(
-            x=x1 - ox, y=y1 - oy, ax=x0 + ox, ay=y0 + oy, xref="x", yref="y", axref="x", ayref="y",
+            x=ex, y=ey, ax=ax, ay=ay, xref="x", yref="y", axref="x", ayref="y",
             showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor="#64748b", text="",
         )  # fmt: skip
         if why:
