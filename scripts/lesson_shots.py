@@ -50,14 +50,17 @@ def serve(env: dict[str, str] | None = None, python: str = sys.executable) -> tu
     raise SystemExit("the app did not start within two minutes")
 
 
-def settle(pg, timeout_ms: int = 900_000) -> None:
+WAIT_MS = 2_400_000  # a cold stop on a loaded 2-core CPU can take many minutes: its page runs every method
+
+
+def settle(pg, timeout_ms: int = WAIT_MS) -> None:
     """Wait until the script run finishes (the app root reports its script state)."""
     pg.wait_for_timeout(800)
     pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
     pg.wait_for_timeout(800)
 
 
-def at_stop(pg, k: int, total: int, timeout_ms: int = 900_000) -> None:
+def at_stop(pg, k: int, total: int, timeout_ms: int = WAIT_MS) -> None:
     """Wait for stop k (1-based) to be shown, its page to finish and its figure in focus to be drawn."""
     pg.wait_for_selector(f"{BANNER} >> text=Stop {k} of {total}", timeout=timeout_ms)
     settle(pg, timeout_ms)
@@ -78,24 +81,26 @@ def slug(text: str) -> str:
 
 
 def tour(
-    url: str, out: Path, stops: list[str], key: str = "PageDown", back: tuple[str, ...] = ()
+    url: str, out: Path, stops: list[str], key: str = "PageDown", back: tuple[str, ...] = (), start: int = 0
 ) -> list[tuple[str, float]]:
-    """Every stop by key presses only, a screenshot of each; (file, seconds until the stop was drawn) per stop.
-    Then each key of `back` (PageUp, ArrowLeft: what a clicker's other button sends) must go one stop back."""
+    """Every stop by key presses only (from stop `start`, 0-based), a screenshot of each; (file, seconds until the
+    stop was drawn) per stop. Then each key of `back` (PageUp, ArrowLeft: a clicker's other button) goes one back."""
     from playwright.sync_api import sync_playwright
 
     done = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         pg = browser.new_page(viewport={"width": 1600, "height": 900})
-        start = time.monotonic()
-        pg.goto(url + "/?lesson")
+        began = time.monotonic()
+        pg.goto(url + (f"/?lesson={stops[start]}" if start else "/?lesson"))
         for k, stop in enumerate(stops, 1):
-            if k > 1:
-                start = time.monotonic()
+            if k <= start:
+                continue
+            if k > start + 1:
+                began = time.monotonic()
                 pg.keyboard.press(key)
             at_stop(pg, k, len(stops))
-            took = time.monotonic() - start
+            took = time.monotonic() - began
             if bad := problems(pg):
                 raise AssertionError(f"stop {k} ({stop}): {bad}")
             name = f"{k:02d}_{slug(stop)}.png"
@@ -134,6 +139,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "lesson"))
     ap.add_argument("--lesson", default="", help="a lesson file (default: the shipped one, or $SPECVIZ_LESSON)")
+    ap.add_argument("--start", default="", help="begin the tour at this stop (its id) instead of the first")
     ap.add_argument("--only", default="", help="retake these stops (ids, comma-separated), each opened by its address")
     a = ap.parse_args()
     from specviz.output.lesson import ENV, load_lesson
@@ -145,7 +151,8 @@ def main() -> int:
     try:
         ids = [s.id for s in lesson.stops]
         only = [x for x in a.only.split(",") if x]
-        shots = retake(url, out, ids, only) if only else tour(url, out, ids)
+        begin = ids.index(a.start) if a.start else 0
+        shots = retake(url, out, ids, only) if only else tour(url, out, ids, start=begin)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
