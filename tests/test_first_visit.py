@@ -60,3 +60,12 @@ def test_compare_opens_with_the_fastest_methods_on(tiny_app):
     assert not at.exception
     on = {str(t.key).removeprefix("compare.on.") for t in at.toggle if str(t.key).startswith("compare.on.") and t.value}
     assert {"pld", "hybrid"} <= on and "sps" not in on, on
+
+
+def test_lookahead_moves_to_a_telling_step_when_the_run_changes(tiny_app):
+    at = app_on("views/lookahead.py", max_new_tokens=12)
+    at.radio(key="lookahead.preset").set_value(presets.PAPER).run()  # N 5: the window fills over three steps
+    assert not at.exception and not at.error
+    window = titled(chart_specs(at), "Jacobi window")
+    levels = {y for d in window["data"] if d.get("mode") == "markers+text" for y in d["y"]}
+    assert "level 3" in levels, levels  # the full four-level window, not step 0's one level

@@ -26,12 +26,15 @@ from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
 
 
-def step_slider(label: str, count: int, key: str, default: int = 0) -> int:
-    """A step picker that starts at `default` and survives the run getting shorter (its value is clamped)."""
+def step_slider(label: str, count: int, key: str, default: int = 0, run: str = "") -> int:
+    """A step picker that starts at `default`, again whenever `run` (what identifies the run) changes, and
+    survives the run getting shorter (its value is clamped)."""
     if count <= 1:
         return 0
     # the start goes in through the session state, not the slider's value, as the presentation stepper's does
-    st.session_state.setdefault(key, min(default, count - 1))
+    if st.session_state.get(f"{key}.run") != run:
+        st.session_state[f"{key}.run"] = run
+        st.session_state[key] = min(default, count - 1)
     if st.session_state[key] > count - 1:
         st.session_state[key] = count - 1
     return st.slider(label, 0, count - 1, key=key)
@@ -78,7 +81,7 @@ if "ar" in runs and "lookahead" in runs:
     work = [x.index for x in la.steps if x.detail is not None]
     stepper("lookahead.step", len(work))
     start = telling_step(la)
-    k = step_slider("Step", len(work), "lookahead.step", work.index(start) if start in work else 0)
+    k = step_slider("Step", len(work), "lookahead.step", work.index(start) if start in work else 0, f"{cfg}{s}")
     if work:
         d = la.steps[work[k]].detail
         show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")
