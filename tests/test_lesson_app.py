@@ -102,3 +102,10 @@ def test_a_bad_lesson_file_is_a_message(tiny_app, tmp_path, monkeypatch):
     assert not at.exception
     said = [e.value for e in at.error]
     assert any(e.startswith("The lesson cannot run:") and "'figure' 'the_race'" in e for e in said), said
+
+
+def test_a_typed_lesson_path_must_be_a_lesson_file(tiny_app, tmp_path, monkeypatch):
+    at = lesson_app(tmp_path, monkeypatch)
+    at.session_state["lesson.file"] = "/etc/passwd"  # a visitor's box on a shared server
+    at.run()
+    assert not at.exception and any("'/etc/passwd' is not a lesson file" in e.value for e in at.error)

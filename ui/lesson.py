@@ -17,7 +17,7 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
-from specviz.output.lesson import PAGES, Lesson, LessonError, Stop, lesson_path, load_lesson
+from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path, load_lesson
 from specviz.output.lesson_deck import numbers
 from ui import deck, presentation
 
@@ -58,7 +58,11 @@ def _read(path: str, _stamp: float) -> Lesson:
 
 def current() -> Lesson | None:
     """The lesson of the sidebar's file (re-read when it changes); None, with the reason on the page, if unusable."""
-    path = str(lesson_path(st.session_state.get(FILE) or None))
+    typed = str(st.session_state.get(FILE) or "")
+    if typed and not typed.endswith(".toml"):  # a visitor's path on a shared server: lesson files only
+        st.error(f"The lesson cannot run: {typed[:80]!r} is not a lesson file (a .toml file).")
+        return None
+    path = str(lesson_path(typed or None))
     try:
         stamp = Path(path).stat().st_mtime if Path(path).is_file() else 0.0
         return _read(path, stamp)
@@ -128,7 +132,7 @@ def controls(sb) -> None:
         "the arrow keys or a presenter's clicker move through it. Open the app at ?lesson to start on it.",
     )
     if st.session_state.get(ON):
-        st.session_state.setdefault(FILE, os.environ.get("SPECVIZ_LESSON", ""))
+        st.session_state.setdefault(FILE, os.environ.get(ENV, ""))
         sb.text_input(
             "Lesson file",
             key=FILE,
