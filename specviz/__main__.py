@@ -233,8 +233,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--lesson-file", help="the lesson to write (default: $SPECVIZ_LESSON or the shipped one)")
     _sampling_args(e, 64)
     _model_args(e)
-    helps = {"train": "train a head through the one loop: eagle, eagle3, medusa, hydra (train KIND --help)",
-             "calibrate": "measure heads' held-out tables and tune their trees: medusa, hydra, eagle"}  # fmt: skip
+    helps = {"train": "train through the one loop: eagle, eagle3, medusa, hydra, draft (train KIND --help)",
+             "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)"}  # fmt: skip
     for name in ("train", "calibrate"):
         t = sub.add_parser(name, help=helps[name])
         t.add_argument("head")
