@@ -24,6 +24,7 @@ from ui import deck, presentation
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
 NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handler finds them by CSS class
+WIDE = {"eagle_features", "lineage"}  # figures that need the stop's whole width: the narration goes above them
 FIGURE_HEIGHT = (420, 640)  # px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding: 2rem 2.5rem 4rem 2.5rem; }
@@ -191,6 +192,9 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | N
         box.info(f"This stop is on the {PAGES[stop.page][1]} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
+    if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
+        box.markdown(stop.narration)
+        return lesson, stop, box.container(), box.empty()
     left, right = box.columns([2, 5])
     left.markdown(stop.narration)
     return lesson, stop, left.container(), right.empty()
@@ -215,7 +219,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
     shown = presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig)
     # a tree is as tall as its leaves need (so labels never overlap): a stop's settings keep it within the screen
     own = fig.to_dict()["layout"].get("height") or 450
-    height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1])
+    height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
     place.plotly_chart(shown.update_layout(height=height), key="lesson.figure", config={"displaylogo": False})
     traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
     lines = numbers(stop, traces)
