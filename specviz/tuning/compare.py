@@ -148,7 +148,7 @@ def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sam
     """Plain decoding, then each method, once each on one prompt, for the timeline's lanes.
 
     Every lane first runs a short untimed warm-up, so no lane pays the first-run costs (allocation, kernel
-    choice) in its timed prefill: unwarmed, the first lane's prefill ran about twice the others'.
+    choice) in its timed prefill: unwarmed, the first lane's ran 1.25x to 2x the others' on a 2-core CPU.
     """
     names = ["ar"] + [n for n in configs if n != "ar"]
     warm = replace(sampling, max_new_tokens=min(WARM_TOKENS, sampling.max_new_tokens))
