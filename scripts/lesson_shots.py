@@ -136,7 +136,7 @@ def retake(url: str, out: Path, stops: list[str], only: list[str]) -> list[tuple
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "lesson"))
     ap.add_argument("--lesson", default="", help="a lesson file (default: the shipped one, or $SPECVIZ_LESSON)")
     ap.add_argument("--start", default="", help="begin the tour at this stop (its id) instead of the first")
