@@ -39,7 +39,7 @@ def test_page_follows_rule_and_sliders():
     assert any("common mistake" in w.value for w in at.warning)
     at.slider(key="acceptance.temperature").set_value(0.0).run()
     assert not at.exception and not at.error
-    assert any(m.value == "greedy matching" for m in at.metric)
+    assert any(m.value == "greedy match" for m in at.metric)
     at.slider(key="acceptance.eps").set_value(0.2).run()
     at.slider(key="acceptance.gamma").set_value(2).run()
     assert not at.exception and not at.error
