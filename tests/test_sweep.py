@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specviz.methods import autoregressive, lookahead
 from specviz.output.viz.lookahead import sweep_figure
-from specviz.tuning import sweep
+from specviz.tuning import draft_sweep, sweep
 
 
 def test_interleaved_counts_identity_and_accepted_length(tiny_lm):
@@ -59,7 +59,7 @@ def test_the_draft_sweep_measures_every_gamma_and_the_untrained_prefix(tiny_lm, 
 
     model = draft_head.from_target(tiny_lm, [0, 1], torch.arange(tiny_lm.hf.config.vocab_size)).to(tiny_lm.dtype)
     monkeypatch.setattr(speculative, "cached_draft", lambda _lm: model)
-    res = sweep.measure_sps(tiny_lm, ["Say hi.", "Count."], (1, 3), "0", 8, 1, lambda _m: None)
+    res = draft_sweep.measure_sps(tiny_lm, ["Say hi.", "Count."], (1, 3), "0", 8, 1, lambda _m: None)
     json.dumps(res, allow_nan=False)
     assert [(r["draft"], r["gamma"]) for r in res["rows"]] == [("trained", 1), ("trained", 3), ("layers", 3)]
     assert all(r["identical"] == 2 and 0.0 <= r["accept_rate"] <= 1.0 for r in res["rows"])
@@ -67,7 +67,7 @@ def test_the_draft_sweep_measures_every_gamma_and_the_untrained_prefix(tiny_lm, 
 
 
 def test_sweep_prompts_are_held_out_and_past_the_curves(monkeypatch):
-    from specviz.tuning import sweep as module
+    from specviz.tuning import draft_sweep as module
 
     monkeypatch.setattr(module, "heldout_prompts", lambda n: [f"held {i}" for i in range(n)])
     assert module.sweep_prompts(3) == ["held 64", "held 65", "held 66"]

@@ -21,7 +21,7 @@ from specviz.methods import medusa as method
 from specviz.training import distill
 from specviz.training.args import Parser
 from specviz.training.cli import HEADS, calibrate_heads, fail, guard
-from specviz.tuning import eagle_replay, sweep
+from specviz.tuning import draft_sweep, eagle_replay, sweep
 
 SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
 
@@ -167,7 +167,7 @@ def sweep_draft(argv: list[str]) -> int:
     ap.add_argument("--prompts", type=int, default=8, help="held-out ShareGPT openings to decode")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--gammas", default=",".join(map(str, sweep.SPS_GAMMAS)), help="γ values, comma-separated")
+    ap.add_argument("--gammas", default=",".join(map(str, draft_sweep.SPS_GAMMAS)), help="γ values, comma-separated")
     ap.add_argument("--untrained", default="0-3", help="the layer-prefix draft measured beside it ('' for none)")
     ap.add_argument("--out", type=Path, default=None, help="where to write (default: models/draft/gamma_sweep.json)")
     a = ap.parse_args(argv)
@@ -177,8 +177,8 @@ def sweep_draft(argv: list[str]) -> int:
         raise ValueError(f"--gammas must look like 1,2,3,4, got {a.gammas!r}.") from None
     if not gammas or min(gammas) < 1 or max(gammas) > 16 or a.prompts < 1 or a.repeats < 1 or a.max_new_tokens < 2:
         raise ValueError("--gammas between 1 and 16; --prompts and --repeats at least 1, --max-new-tokens at least 2.")
-    out = a.out or sweep.SPS_PATH
-    res = sweep.write_sps(
+    out = a.out or draft_sweep.SPS_PATH
+    res = draft_sweep.write_sps(
         out, a.prompts, gammas=gammas, untrained=a.untrained, max_new_tokens=a.max_new_tokens, repeats=a.repeats
     )
     for r in res["rows"]:
