@@ -233,4 +233,5 @@ def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
         where = f"{first.device}, {stamp.describe(stamp)} (commit {stamp.commit})."  # flags a loaded machine
     else:
         where = ""
-    side.caption(f"{where} Prompt: {lesson.prompt_label(stop)} (shipped).")
+    own = ", this stop's own" if stop.prompt != lesson.prompt else ""
+    side.caption(f"{where} Prompt: {lesson.prompt_label(stop)} (shipped{own}).")

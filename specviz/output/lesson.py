@@ -73,6 +73,7 @@ class Lesson:
     max_new_tokens: int
     source: str  # the file it was read from
     repeats: int = 0  # interleaved runs on the live pages (their `<page>.repeats`); 0: the pages' own default
+    prompt: str = ""  # the shipped prompt's id every stop runs on unless it names its own
 
     def values(self, stop: Stop) -> dict[str, Any]:
         """Everything a stop sets: its page's widgets (the lesson's repeats on a live page), prompt and length."""
@@ -169,7 +170,7 @@ def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
         (pid, shipped[pid].text, f"{shipped[pid].category} · {shipped[pid].title or pid}")
         for pid in dict.fromkeys(s.prompt for s in stops)
     )
-    return Lesson(title, stops, used, tokens, source, repeats)
+    return Lesson(title, stops, used, tokens, source, repeats, prompt)
 
 
 def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptItem]) -> Stop:
