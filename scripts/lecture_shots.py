@@ -35,11 +35,16 @@ def serve() -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     cmd += ["--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, when_up(proc, port)
+
+
+def when_up(proc: subprocess.Popen, port: int) -> str:
+    """The served app's address once its health check answers (two minutes at most; then the server is stopped)."""
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                return proc, url
+                return url
         except OSError:
             time.sleep(0.5)
     proc.terminate()

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,15 +38,9 @@ def serve(env: dict[str, str] | None = None, python: str = sys.executable) -> tu
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
     )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit("the app did not start within two minutes")
+    from scripts.lecture_shots import when_up  # one health wait for every script that serves the app
+
+    return proc, when_up(proc, port)
 
 
 WAIT_MS = 2_400_000  # a cold stop on a loaded 2-core CPU can take many minutes: its page runs every method

@@ -27,13 +27,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: scripts.lecture_shots from this checkout
 CHROMIUM = "/usr/bin/chromium"
 NAV = '[data-testid="stSidebarNav"] a'
 SIDEBAR = '[data-testid="stSidebar"]'
@@ -97,15 +97,9 @@ def serve(app_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
     args += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     out = log.open("w")
     proc = subprocess.Popen([sys.executable, "-c", SERVE, *args], cwd=app_dir, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit("the app did not start within two minutes")
+    from scripts.lecture_shots import when_up  # one health wait for every script that serves the app
+
+    return proc, when_up(proc, port)
 
 
 async def settle(pg, timeout_ms: int = 900_000) -> None:
