@@ -1,4 +1,4 @@
-"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export}."""
+"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor}."""
 
 from __future__ import annotations
 
@@ -234,15 +234,25 @@ def parser() -> argparse.ArgumentParser:
     _sampling_args(e, 64)
     _model_args(e)
     helps = {"train": "train through the one loop: eagle, eagle3, medusa, hydra, draft (train KIND --help)",
-             "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)"}  # fmt: skip
-    for name in ("train", "calibrate"):
-        t = sub.add_parser(name, help=helps[name])
-        t.add_argument("head")
-        t.add_argument("rest", nargs=argparse.REMAINDER)
+             "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)",
+             "doctor": "is every method token-identical to plain decoding here? (doctor --help)"}  # fmt: skip
+    for name in helps:  # each passes the rest of the line to its own parser (doctor: all of it)
+        t = sub.add_parser(name, help=helps[name], add_help=name != "doctor")
+        for arg in ["head", "rest"] if name != "doctor" else ["rest"]:
+            t.add_argument(arg, nargs=argparse.REMAINDER if arg == "rest" else None)
     return p
 
 
+def cmd_doctor(argv: list[str]) -> int:
+    from specviz.tuning.doctor import main as doctor
+
+    return doctor(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["doctor"]:  # its own parser reads every option (python -m specviz.tuning.doctor's)
+        return cmd_doctor(argv[1:])
     a = parser().parse_args(argv)
     handler = {
         "generate": cmd_generate,

@@ -38,6 +38,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         (["calibrate", "eagle", "--live", "--shapes", "2/x"], "--shapes must look like"),
         (["calibrate", "eagle", "--live", "--shapes", "2/4/1"], "total_tokens must be between"),
         (["calibrate", "eagle", "--bogus"], "unrecognized arguments"),
+        (["calibrate", "draft", "--gammas", "0,2"], "--gammas between 1 and 16"),
+        (["calibrate", "draft", "--gammas", "a"], "--gammas must look like"),
+        (["doctor", "--methods", "ar,nosuch"], "Unknown method 'nosuch'"),
     ],
 )
 def test_bad_input_is_one_line(args, reason, capsys, monkeypatch, tiny_lm):
