@@ -9,6 +9,9 @@ from specviz import methods
 from specviz.core.acceptance import RULES
 from specviz.methods.jacobi import INIT_SOURCES
 from specviz.tuning.lossless import DRAFTS
+from specviz.tuning.presets import PRESETS
+
+PRESET_KEYS = {m: tuple(p.key for p in ps) for m, ps in PRESETS.items()}  # the pages' own preset radios
 
 # page id -> (file, what the page is called in the app)
 PAGES: dict[str, tuple[str, str]] = {
@@ -39,7 +42,7 @@ SETTINGS: dict[str, dict[str, tuple]] = {
     "home": {},
     "timeline": {"timeline.methods": ("methods",)},
     "medusa": {
-        "medusa.preset": ("choice", ("fastest", "paper")),
+        "medusa.preset": ("choice", PRESET_KEYS["medusa"]),
         "medusa.budget": ("int", 0, 64),
         "medusa.acceptance": ("choice", ("exact", "typical")),
         "medusa.temperature": ("float", 0.0, 1.5),
@@ -49,7 +52,7 @@ SETTINGS: dict[str, dict[str, tuple]] = {
         "medusa.repeats": ("int", *REPEATS),
     },
     "eagle": {
-        "eagle.preset": ("choice", ("fastest", "paper")),
+        "eagle.preset": ("choice", PRESET_KEYS["eagle"]),
         "eagle.depth": ("int", 1, 8),
         "eagle.top_k": ("int", 1, 16),
         "eagle.total_tokens": ("int", 2, 80),
@@ -60,7 +63,7 @@ SETTINGS: dict[str, dict[str, tuple]] = {
         "eagle.repeats": ("int", *REPEATS),
     },
     "lookahead": {
-        "lookahead.preset": ("choice", ("fastest", "paper")),
+        "lookahead.preset": ("choice", PRESET_KEYS["lookahead"]),
         "lookahead.window": ("int", 1, 12),
         "lookahead.ngram": ("int", 2, 6),
         "lookahead.guesses": ("int", 0, 8),
