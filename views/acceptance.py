@@ -24,11 +24,7 @@ from ui.presentation import stepper
 
 DEF = speculative.Config()
 SAMPLES = [1000, 5000, 20000, 100000]
-DRAFT_LABELS = {
-    "perturbed": "perturbed p (a plausible weaker model)",
-    "layers": "the first L layers (as sps)",
-    "trained": "the trained draft model",
-}
+DRAFT_LABELS = {"perturbed": "perturbed p", "layers": "first L layers", "trained": "trained draft"}  # fit a quarter
 RUN_DRAFTS = {"trained": "trained draft model", "layers": "first L layers, untrained"}
 
 
@@ -106,7 +102,14 @@ eps = c5.slider("ε (typical)", 0.01, 0.5, DEF.eps, 0.01, key="acceptance.eps")
 delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.delta")
 n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
 lab_drafts = [d for d in DRAFTS if ready or d != "trained"]
-lab_draft = c8.selectbox("Lab draft q", lab_drafts, format_func=DRAFT_LABELS.get, key="acceptance.lab_draft")
+lab_draft = c8.selectbox(
+    "Lab draft q",
+    lab_drafts,
+    format_func=DRAFT_LABELS.get,
+    key="acceptance.lab_draft",
+    help="perturbed p: p flattened and jittered, a plausible weaker model; first L layers: as sps drafts untrained; "
+    "trained draft: models/draft.",
+)
 if rule == "flawed":
     st.warning(
         "The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
