@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.core.trace import Trace
+from specviz.output.viz.labels import annotate
 from specviz.output.viz.theme import apply, method_color
 from specviz.tuning.compare import LengthPoint, Row, acceptance_series
 from specviz.tuning.hardware import Surface
@@ -50,18 +51,19 @@ def a_r_figure(rows: list[Row], slide: bool = False) -> go.Figure:
         row=1,
         col=2,
     )
+    points = [(r.predicted, r.speedup) for r in rows]
     fig.add_scatter(
-        x=[r.predicted for r in rows],
-        y=[r.speedup for r in rows],
-        mode="markers+text",
-        text=names,
-        textposition="top center",
+        x=[p[0] for p in points],
+        y=[p[1] for p in points],
+        mode="markers",
+        customdata=names,
         marker={"size": 14, "color": _colors(names)},
         name="methods",
-        hovertemplate="%{text}: A/r %{x:.2f}, measured %{y:.2f}×<extra></extra>",
+        hovertemplate="%{customdata}: A/r %{x:.2f}, measured %{y:.2f}×<extra></extra>",
         row=1,
         col=2,
     )
+    annotate(fig, points, names, (0, top), (0, top), row=1, col=2, diagonal=True)  # no two labels overlap
     fig.update_xaxes(title="A / r", range=[0, top], row=1, col=2)
     fig.update_yaxes(title="measured speedup", range=[0, top], row=1, col=2)
     fig.update_layout(barmode="group")
