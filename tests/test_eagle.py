@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.core.acceptance import residual
+from specviz.core.acceptance import drop, residual
 from specviz.core.details import EagleStep
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
@@ -20,7 +20,7 @@ from specviz.methods import autoregressive as ar
 from specviz.methods import eagle
 from specviz.trees.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
 from specviz.trees.tree import TreeSpec, verify_tree
-from specviz.trees.tree_sampling import drop, sample_path
+from specviz.trees.walk import sample_path
 
 from .conftest import PROMPTS
 

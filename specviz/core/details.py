@@ -73,7 +73,7 @@ RECORD = {  # one judged token of a chain (specviz.core.acceptance)
     "text?": "str",
     "entropy?": "float",
 }
-NODE = {  # one node of a heads method's verified tree (specviz.trees.tree_fates)
+NODE = {  # one node of a heads method's verified tree (specviz.trees.walk.node_records)
     "token": "int",
     "text": "str",
     "head": "int",

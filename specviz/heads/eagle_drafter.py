@@ -20,8 +20,9 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head
 from specviz.trees.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.trees.eagle_tree import Shape, Step, TreeResult, tree_accept
+from specviz.trees.eagle_tree import Shape, Step, TreeResult
 from specviz.trees.tree import TreeSpec, commit_path, verify_tree
+from specviz.trees.walk import walk
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
 # long as the head and the LM head it was made from (a new model never finds an old model's projection)
@@ -220,7 +221,8 @@ class TreeStepper:
             tokens = [tree.tokens[n] for n in nodes]
         with run.phase("verify"):
             logits, hidden, feats = self.verify(run, tokens, spec)
-        path, nxt, decisions = tree_accept(run.sampling, run.gen, tokens, spec, logits)
+        w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+        path = w.path
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
             if head:
@@ -228,7 +230,7 @@ class TreeStepper:
             else:
                 self.drafter.push(f_t[None], [root])  # the root's pair, which drafting would have run
             self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
-        return TreeResult(tree, nodes, spec, tokens, logits, hidden, path, nxt, decisions, f_t)
+        return TreeResult(tree, nodes, spec, tokens, logits, hidden, path, w.next_root, w.decisions, f_t)
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
         """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""

@@ -14,9 +14,9 @@ from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run
-from specviz.trees.head_tree import check_config, ensure_last_logits, verify, walk
+from specviz.trees.head_tree import check_config, ensure_last_logits, rule_of, verify
 from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
-from specviz.trees.tree_fates import node_records
+from specviz.trees.walk import node_records, walk
 
 NAME = "hydra"
 LABEL = "Hydra"
@@ -78,7 +78,8 @@ class Hydra:
             tokens, head_p, reads = propose(self.heads, run.pending_hidden, spec, root)
         with run.phase("verify"):
             logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
-        path, next_root, why = walk(run, self.cfg, tokens, spec, logits, probs)
+        w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
+        path = w.path
         with run.phase("verify"):
             ensure_last_logits(run.lm, logits, hidden, path[-1])
         with run.phase("commit"):
@@ -86,7 +87,7 @@ class Hydra:
         rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
 
         def detail() -> HydraStep:
-            nodes = node_records(spec, tokens, head_p, probs, path, why, run.lm.token_text)
+            nodes = node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text)
             for j, node in enumerate(nodes[1:]):
                 node["reads"] = [run.lm.token_text(t) for t in reads[j]]
             return HydraStep(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
@@ -97,7 +98,7 @@ class Hydra:
             forward_tokens=len(tokens),
             logits=logits[path[-1]],
             hidden=hidden[path[-1]],
-            next_root=next_root,
+            next_root=w.next_root,
             detail=detail,
         )
 

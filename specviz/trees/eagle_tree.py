@@ -1,7 +1,7 @@
 """One EAGLE tree step's shapes and types, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 and the pool
-hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a Run, the
-tree's acceptance and the verified result. The stepper itself drives a head's drafter, so it lives beside
-the drafter (specviz.heads.eagle_drafter.TreeStepper).
+hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a Run and
+the verified result (accepted by specviz.trees.walk, as every tree method's tree is). The stepper itself
+drives a head's drafter, so it lives beside the drafter (specviz.heads.eagle_drafter.TreeStepper).
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import torch
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
-from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.trees.draft_tree import DraftTree
 from specviz.trees.draft_tree import Shape as TreeShape
 from specviz.trees.tree import TreeSpec
-from specviz.trees.tree_sampling import greedy_path, sample_path
 
 
 class Shape(TreeShape, Protocol):
@@ -69,15 +68,6 @@ def check_shape(cfg: Any) -> None:
         raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {str(cfg.head_dtype)[:40]!r}.")
     if why := folder_problem(cfg.head):
         raise ConfigError(f"head {why}.")
-
-
-def tree_accept(
-    sampling: Sampling, gen: torch.Generator, tokens: list[int], spec: TreeSpec, logits: torch.Tensor
-) -> tuple[list[int], int | None, list[dict] | None]:
-    """Greedy matching at T = 0, tree speculative sampling at T > 0: (path, residual token, decisions)."""
-    if sampling.greedy:
-        return greedy_path(tokens, spec, logits), None, None
-    return sample_path(tokens, spec, target_probs(logits, sampling), gen)
 
 
 @dataclass

@@ -1,13 +1,13 @@
-"""A tree filled by heads on one hidden state (Medusa, Hydra): its verify pass and its acceptance walk.
+"""A tree filled by heads on one hidden state (Medusa, Hydra): its Config's checks, its verify pass and its rule.
 
 Both methods draft a fixed sparse tree (specviz.trees.tree.sparse_tree over the heads' calibration) with
-point-mass proposals, so they share how the tree is verified (LM-head rows only for nodes with
-children) and walked (argmax match at T = 0, tree rejection sampling or typical acceptance at T > 0).
+point-mass proposals, so they share how the tree is verified (LM-head rows only for nodes with children)
+and which rule walks it (specviz.trees.walk: argmax match at T = 0, "exact" or "typical" at T > 0).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -15,7 +15,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.trees.tree import TreeSpec, verify_tree
-from specviz.trees.tree_fates import Walk, greedy_walk, sampled_walk, typical_walk
+from specviz.trees.walk import RULES, Rule
 
 
 def verify(
@@ -38,55 +38,23 @@ def verify(
     return logits, probs, hidden
 
 
-ACCEPTANCE = ("exact", "typical")
-
-
 def check_config(cfg: Any) -> None:
     """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and acceptance."""
     if not 1 <= cfg.heads <= 8:
         raise ConfigError(f"heads must be between 1 and 8, got {cfg.heads}.")
     if not 0 <= cfg.budget <= 128:
         raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {cfg.budget}.")
-    if cfg.acceptance not in ACCEPTANCE:
-        raise ConfigError(f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {str(cfg.acceptance)[:40]!r}.")
+    if cfg.acceptance not in RULES:
+        raise ConfigError(f"acceptance must be one of {', '.join(RULES)}, got {str(cfg.acceptance)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
         raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
     if why := folder_problem(cfg.heads_dir):
         raise ConfigError(f"heads_dir {why}.")
 
 
-class Rule(Protocol):
-    """The acceptance settings of a heads method's Config."""
-
-    @property
-    def acceptance(self) -> str: ...  # "exact" (lossless) or "typical"
-    @property
-    def eps(self) -> float: ...
-    @property
-    def delta(self) -> float: ...
-
-
-class Judge(Protocol):
-    """What a walk reads off the Run: the sampling, its generator and the tokenizer's text."""
-
-    @property
-    def sampling(self) -> Sampling: ...
-    @property
-    def gen(self) -> torch.Generator: ...
-    @property
-    def lm(self) -> LoadedModel: ...
-
-
-def walk(run: Judge, rule: Rule, tokens: list[int], spec: TreeSpec, logits: torch.Tensor, probs: torch.Tensor) -> Walk:
-    """Walk the tree: (accepted node path, pre-drawn next root or None, rejection reason per checked node).
-
-    "exact" is lossless (tree rejection sampling at T > 0); "typical" is Medusa's typical acceptance.
-    """
-    if run.sampling.greedy:
-        return greedy_walk(tokens, spec, logits, run.lm.token_text)
-    if rule.acceptance == "exact":
-        return sampled_walk(tokens, spec, probs, run.gen)
-    return typical_walk(tokens, spec, probs, rule.eps, rule.delta)
+def rule_of(cfg: Any) -> Rule:
+    """The acceptance rule a heads method's Config names (its acceptance, eps and delta)."""
+    return Rule(cfg.acceptance, cfg.eps, cfg.delta)
 
 
 def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int) -> None:

@@ -1,0 +1,175 @@
+"""The acceptance walk over a verified token tree, one for every tree method (Medusa, Hydra, EAGLE-2, EAGLE-3,
+the hybrid): which path is accepted, what the next root is, and why every judged node off it was rejected.
+
+At T = 0 the path is the longest one matching the target's argmax. At T > 0 the "exact" rule is tree
+speculative sampling: tree nodes are deterministic top-k picks, so each sibling's proposal is a point mass
+q = δ_x; then min(1, p(x)/q(x)) = p(x) and the residual norm(max(p − δ_x, 0)) is p with x removed,
+renormalised. Trying siblings one after another with that update is sequential sampling from p, so the token
+that leaves each node is distributed exactly as p — whatever the draft proposed. "typical" is Medusa's typical
+acceptance (not lossless): the longest path whose every token beats min(eps, delta·exp(-H)) of its parent's p.
+`node_records` then labels every node accepted, rejected, passed or unreached, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.core.acceptance import draw, drop, point_mass_accept, typical_threshold
+from specviz.core.sampling import Sampling, target_probs
+from specviz.trees.tree import TreeSpec, greedy_accept_path, longest_path
+
+RULES = ("exact", "typical")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a drafted node is judged at T > 0: "exact" (lossless) or "typical" with its eps and delta."""
+
+    name: str = "exact"
+    eps: float = 0.09  # typical: p(x) > min(eps, delta·exp(-H(p)))
+    delta: float = 0.3
+
+
+EXACT = Rule()
+
+
+@dataclass(frozen=True)
+class Walk:
+    """One tree's acceptance: the accepted path, the next root when the rule drew it, and why nodes fell."""
+
+    path: list[int]  # accepted node indices from the root (0)
+    next_root: int | None  # drawn from the residual where every child was rejected (exact, T > 0), else None
+    why: dict[int, str]  # node -> why it was rejected, for every judged node off the path
+    decisions: list[dict[str, Any]] | None  # exact at T > 0: each child's draw {node, token, p, u, accepted}
+
+
+def walk(
+    sampling: Sampling,
+    gen: torch.Generator,
+    tokens: list[int],
+    spec: TreeSpec,
+    logits: torch.Tensor,
+    probs: torch.Tensor | None,
+    text: Callable[[int], str],
+    rule: Rule = EXACT,
+) -> Walk:
+    """Accept down the tree: argmax match at T = 0, else `rule`; logits [n, V], probs [n, V] the target's p.
+
+    probs may be None (then they come from the logits); only the rows of nodes with children are read.
+    """
+    if sampling.greedy:
+        return _greedy(tokens, spec, logits, text)
+    p = probs if probs is not None else target_probs(logits, sampling)
+    if rule.name == "exact":
+        path, nxt, records = sample_path(tokens, spec, p, gen)
+        why = {r["node"]: f"rejected: u={r['u']:.3f} ≥ p={r['p']:.3f}" for r in records if not r["accepted"]}
+        return Walk(path, nxt, why, records)
+    return _typical(tokens, spec, p, rule.eps, rule.delta)
+
+
+def _greedy(tokens: list[int], spec: TreeSpec, logits: torch.Tensor, text: Callable[[int], str]) -> Walk:
+    """T = 0: the longest path matching the target's argmax; a child off it is not what was chosen."""
+    choice = logits.argmax(-1).tolist()
+    path = greedy_accept_path(tokens, spec, choice)
+    why = {c: f"target chose {text(choice[j])!r}" for j in path for c in spec.children(j) if c not in path}
+    return Walk(path, None, why, None)
+
+
+def _typical(tokens: list[int], spec: TreeSpec, probs: torch.Tensor, eps: float, delta: float) -> Walk:
+    """Typical acceptance: the longest path whose every token beats min(eps, delta·exp(-H)) of its parent's p."""
+    thresholds: dict[int, float] = {}
+    why: dict[int, str] = {}
+
+    def ok(c: int) -> bool:
+        parent = spec.parents[c]
+        if parent not in thresholds:
+            thresholds[parent] = typical_threshold(probs[parent], eps, delta)
+        p_x = float(probs[parent, tokens[c]])
+        if p_x > thresholds[parent]:
+            return True
+        why[c] = f"p={p_x:.3f} ≤ threshold {thresholds[parent]:.3f}"
+        return False
+
+    return Walk(longest_path(spec, ok), None, why, None)
+
+
+def sample_node(
+    p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator, records: list[dict[str, Any]]
+) -> tuple[int | None, torch.Tensor]:
+    """Recursive rejection over the children of one node; p [V] the target's distribution there.
+
+    Returns (accepted child or None, the distribution left after the rejections).
+    """
+    p = p.double()
+    for c in kids:
+        ok, p_x, u = point_mass_accept(p, tokens[c], gen)
+        records.append({"node": c, "token": tokens[c], "p": round(p_x, 6), "u": round(u, 6), "accepted": ok})
+        if ok:
+            return c, p
+        p = drop(p, tokens[c])
+    return None, p
+
+
+def sample_path(
+    tokens: list[int], spec: TreeSpec, probs: torch.Tensor, gen: torch.Generator
+) -> tuple[list[int], int | None, list[dict[str, Any]]]:
+    """T > 0, lossless: walk down the tree by tree speculative sampling; probs [n, V] target distributions.
+
+    Returns (accepted node path from the root, the token drawn from the residual where every child was
+    rejected — None when the walk ended at a leaf, so the bonus comes from that leaf's p —, decisions).
+    """
+    path: list[int] = [0]
+    records: list[dict[str, Any]] = []
+    while True:
+        kids = spec.children(path[-1])
+        if not kids:
+            return path, None, records
+        child, left = sample_node(probs[path[-1]], kids, tokens, gen, records)
+        if child is None:
+            return path, draw(left, gen), records
+        path.append(child)
+
+
+def _fate(j: int, parent: int, on_path: set[int], why: dict[int, str]) -> tuple[str, str]:
+    """(status, reason) of node j."""
+    if j in on_path:
+        return "accepted", "root: the target's own token" if j == 0 else "accepted"
+    if j in why:
+        return "rejected", why[j]
+    if parent in on_path:
+        return "passed", "passed, but a longer branch was committed"
+    return "unreached", "its parent was not accepted"
+
+
+def node_records(
+    spec: TreeSpec,
+    tokens: list[int],
+    head_p: list[float],
+    probs: torch.Tensor,
+    path: list[int],
+    why: dict[int, str],
+    text: Callable[[int], str],
+) -> list[dict[str, Any]]:
+    """Plain data per node: token, head, rank, probabilities, status and the reason for a rejection."""
+    on_path = set(path)
+    out = []
+    for j, tok in enumerate(tokens):
+        parent = spec.parents[j]
+        status, reason = _fate(j, parent, on_path, why)
+        out.append(
+            {
+                "token": tok,
+                "text": text(tok),
+                "head": spec.depths[j],
+                "rank": spec.ranks[j][-1] if j else None,
+                "head_prob": head_p[j - 1] if j else None,
+                "target_prob": round(float(probs[parent, tok]), 6) if j else None,
+                "status": status,
+                "reason": reason,
+            }
+        )
+    return out
