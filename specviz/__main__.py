@@ -74,9 +74,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
     config = methods.make_config(a.method, _options(a.opt))
     lm = _load(a)
     if a.method == "pld":  # its draft length follows this device's measured latency curve
-        from specviz.tuning.compare import install_latency
+        from specviz.tuning.probe import with_verify_cost
 
-        install_latency(lm)
+        config = with_verify_cost(lm, {"pld": config})["pld"]
     ids = prepare(lm, a.prompt)
     mod = methods.get(a.method)
     trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)

@@ -123,8 +123,7 @@ def test_each_eagle_row_drafts_the_one_row_trees(case, monkeypatch):
 
 
 def test_the_batch_draft_width_is_the_one_row_length_at_one_row_and_shrinks_with_the_batch():
-    curve = VerifyLatency()
-    curve.set([1, 2, 4, 8, 16, 32, 64], [40.0, 41.0, 42.0, 45.0, 52.0, 70.0, 110.0])
+    curve = VerifyLatency((1, 2, 4, 8, 16, 32, 64), (40.0, 41.0, 42.0, 45.0, 52.0, 70.0, 110.0))
     cost = partial(forward_cost, curve)
     assert cost(128) == pytest.approx(2 * cost(64))  # past the last measured point: proportional to tokens
     for a, avail in [(0.3, 10), (0.7, 10), (0.9, 3), (0.95, 16)]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specviz.core.sampling import ConfigError, Sampling
@@ -32,23 +34,35 @@ def test_best_length_follows_acceptance_and_cost() -> None:
     assert 0 < mid < 10
 
 
-def test_draft_length_reads_the_installed_curve_else_falls_back(tiny_lm) -> None:
-    from specviz.core.drafting import LATENCY_KEY, VerifyLatency, set_verify_latency, verify_latency
-    from specviz.methods.base import Run
+def test_draft_length_reads_the_configs_curve_else_falls_back() -> None:
+    from specviz.core.drafting import VerifyLatency
 
-    run = Run(tiny_lm, [1, 2, 3], Sampling(max_new_tokens=8), "pld")
     cfg = pld.Config(max_draft=10)
-    try:
-        assert verify_latency(tiny_lm) is None
-        assert pld.draft_length(run, 0.05, 8, cfg) == 8  # no curve: the fixed longest draft
-        set_verify_latency(tiny_lm, [1, 2, 4, 8, 16], [10.0, 14.0, 14.5, 14.4, 16.2])
-        curve = verify_latency(tiny_lm)
-        assert curve is not None and curve.relative(1) == 1.0 and curve.relative(3) == pytest.approx(1.425)
-        assert pld.draft_length(run, 0.05, 8, cfg) == 0  # a poor record on a curve that charges for width
-        assert pld.draft_length(run, 0.95, 8, cfg) == 8
-        assert pld.draft_length(run, 0.05, 8, pld.Config(adaptive=False)) == 8
-    finally:
-        tiny_lm.resources.get(LATENCY_KEY, VerifyLatency).ks = []  # leave the shared tiny model as it was
+    assert cfg.latency is None
+    assert pld.draft_length(0.05, 8, cfg) == 8  # no curve: the fixed longest draft
+    curve = VerifyLatency((1, 2, 4, 8, 16), (10.0, 14.0, 14.5, 14.4, 16.2))
+    assert curve.relative(1) == 1.0 and curve.relative(3) == pytest.approx(1.425)
+    measured = replace(cfg, latency=curve)
+    assert pld.draft_length(0.05, 8, measured) == 0  # a poor record on a curve that charges for width
+    assert pld.draft_length(0.95, 8, measured) == 8
+    assert pld.draft_length(0.05, 8, pld.Config(adaptive=False, latency=curve)) == 8
+
+
+def test_the_curve_is_plain_data_in_the_config_and_its_trace(tiny_lm) -> None:
+    """A frozen Config determines the run: the curve it carries round-trips through a trace's record of it, and
+    neither the command line nor the app's widgets take it as an option."""
+    from specviz import methods
+    from specviz.core.drafting import VerifyLatency
+
+    cfg = pld.Config(latency=VerifyLatency((1, 2), (10.0, 30.0)))
+    trace = pld.generate(tiny_lm, [1, 2, 3, 1, 2], Sampling(max_new_tokens=4), cfg)
+    assert pld.Config(**trace.config["method"]) == cfg
+    assert "latency" not in {f.name for f in methods.settings(pld.Config)}
+    for bad in ({"latency": "1,2"}, {"latency": {"ks": [2], "ms": [1.0]}}):
+        with pytest.raises(ConfigError):
+            pld.Config(**bad)
+    with pytest.raises(ConfigError):
+        methods.make_config("pld", {"latency": "x"})
 
 
 def test_evidence_decays_toward_prior() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # Imported when the app starts rather than on first use: plotly's validators read sys.modules["pandas"]
@@ -19,7 +19,7 @@ from specviz.core.paths import MODELS, inside
 from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError, prepare
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
-from specviz.tuning.compare import install_latency
+from specviz.tuning.probe import with_verify_cost
 from ui import deck, presentation
 from ui.prompt_picker import picker
 
@@ -40,9 +40,7 @@ class Settings:
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
 def _load(spec: str) -> LoadedModel:
-    lm = load_model(spec)
-    install_latency(lm)  # PLD steers its draft length by this device's measured latency curve
-    return lm
+    return load_model(spec)
 
 
 def clear_caches() -> None:
@@ -161,7 +159,7 @@ def settings() -> Settings | None:
 def _run_cached(method: str, config_json: str, prompt: str, sampling_json: str, model_spec: str) -> Trace:
     lm = _load(model_spec)
     mod = methods.get(method)
-    config = mod.Config(**json.loads(config_json))
+    config = with_verify_cost(lm, {method: mod.Config(**json.loads(config_json))})[method]  # PLD: this device's curve
     ids = prepare(lm, prompt)
     with lm.lock:  # one run at a time on the shared model; each run has its own cache
         return mod.generate(lm, ids, Sampling(**json.loads(sampling_json)), config, prompt=prompt)
@@ -184,7 +182,7 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     if s is None or get_model() is None:
         return None
     cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
-    cfg_json = json.dumps({f.name: getattr(cfg, f.name) for f in fields(cfg)}, sort_keys=True)
+    cfg_json = json.dumps(asdict(cfg), sort_keys=True)
     try:
         with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
             trace = _run_cached(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
@@ -227,7 +225,7 @@ def config_controls(name: str, container=None):
     box = container or st
     cls = methods.get(name).Config
     values = {}
-    for f in fields(cls):
+    for f in methods.settings(cls):  # a measured field (PLD's latency curve) is the runner's to fill
         key, default = f"cfg.{name}.{f.name}", f.default
         if isinstance(default, bool):
             values[f.name] = box.checkbox(f.name, default, key=key)

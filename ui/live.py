@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 import streamlit as st
@@ -15,6 +15,7 @@ from specviz.core.prompts import PromptError, prepare
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.tuning import compare
+from specviz.tuning.probe import with_verify_cost
 from ui import deck
 from ui.common import Settings, _load, get_model, replayed, replaying
 
@@ -38,8 +39,7 @@ def repeats_control(page: str, container=None) -> int:
 
 
 def _config_json(name: str, config: Any) -> dict:
-    cfg = config if config is not None else methods.get(name).Config()
-    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    return asdict(config if config is not None else methods.get(name).Config())
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -48,6 +48,7 @@ def _paired_cached(
 ) -> dict[str, list[Trace]]:
     lm = _load(model_spec)
     configs = {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()}
+    configs = with_verify_cost(lm, configs)  # prompt lookup steers by this device's latency curve
     ids = prepare(lm, prompt)
     return compare.interleaved_runs(lm, ids, configs, Sampling(**json.loads(sampling_json)), repeats, prompt=prompt)
 
@@ -82,7 +83,7 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
 @st.cache_data(max_entries=32, show_spinner=False)
 def _race_cached(configs_json: str, prompt: str, sampling_json: str, model_spec: str) -> list[Trace]:
     lm = _load(model_spec)
-    configs = {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()}
+    configs = with_verify_cost(lm, {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()})
     return compare.race(lm, prepare(lm, prompt), configs, Sampling(**json.loads(sampling_json)), prompt=prompt)
 
 

@@ -16,7 +16,7 @@ from specviz.output.viz import scaling
 from specviz.output.viz.categories import winners, wins_figure
 from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
 from specviz.tuning import bench, compare, hardware
-from specviz.tuning.probe import cached_curve
+from specviz.tuning.probe import cached_curve, with_verify_cost
 from ui.common import (
     config_controls,
     download_traces,
@@ -176,7 +176,8 @@ def length_section(configs: dict[str, object]) -> None:
             st.warning(str(exc))
             return
         bar = st.progress(0.0)
-        st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, configs, s.sampling, progress=bar.progress)
+        steered = with_verify_cost(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
+        st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, steered, s.sampling, progress=bar.progress)
     if pts := st.session_state.get("compare.lengths"):
         show_figure(figs.length_figure(pts), "speedup_vs_length")
 

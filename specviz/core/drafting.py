@@ -1,9 +1,12 @@
 """What several drafters share: a layer-prefix draft of the target (sps, the lossless lab) and the
-starting guesses of a Jacobi window (jacobi, lookahead)."""
+starting guesses of a Jacobi window (jacobi, lookahead), and the measured verify-cost curve prompt lookup (one-row and
+batched) steers its draft length by."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -120,20 +123,33 @@ def pad_id(lm: LoadedModel) -> int:
     return int(pid) if pid is not None else min(lm.eos_ids)
 
 
-LATENCY_KEY = ("verify_latency",)  # lm.resources slot filled by the tuning layer (specviz.tuning.probe.install)
-
-
+@dataclass(frozen=True)
 class VerifyLatency:
-    """This device's measured forward latency against new tokens, held on the LoadedModel (empty until set)."""
+    """This device's measured forward latency (ms) against k new tokens, from k = 1 in increasing k: the evidence a
+    method steers its draft length by, measured by the caller (specviz.tuning.probe.verify_cost) and passed in its
+    Config."""
 
-    def __init__(self) -> None:
-        self.ks: list[int] = []
-        self.ms: list[float] = []
+    ks: tuple[int, ...]
+    ms: tuple[float, ...]
 
-    def set(self, ks: list[int], ms: list[float]) -> None:
-        if len(ks) != len(ms) or not ks or ks[0] != 1 or any(m <= 0 for m in ms):
-            raise ValueError("A latency curve needs positive times for k = 1, … in increasing k.")
-        self.ks, self.ms = list(ks), list(ms)
+    def __post_init__(self) -> None:
+        try:
+            ks, ms = tuple(int(k) for k in self.ks), tuple(float(m) for m in self.ms)
+        except (TypeError, ValueError):
+            raise ConfigError("A latency curve is two lists of numbers, ks and ms.") from None
+        if len(ks) != len(ms) or not ks or ks[0] != 1 or any(m <= 0 for m in ms) or list(ks) != sorted(set(ks)):
+            raise ConfigError("A latency curve needs positive times for k = 1, … in increasing k.")
+        object.__setattr__(self, "ks", ks)
+        object.__setattr__(self, "ms", ms)
+
+    @classmethod
+    def of(cls, value: object) -> VerifyLatency | None:
+        """A curve from itself, None, or its plain form ({"ks": [...], "ms": [...]}, as a trace records it)."""
+        if value is None or isinstance(value, VerifyLatency):
+            return value
+        if isinstance(value, Mapping) and set(value) == {"ks", "ms"}:
+            return cls(value["ks"], value["ms"])
+        raise ConfigError("latency is a measured curve (the latency probe's), not an option to type.")
 
     def relative(self, k: int) -> float:
         """Cost of a forward with k new tokens over one with 1, linearly interpolated (flat past the last k)."""
@@ -146,12 +162,7 @@ class VerifyLatency:
         return ms[-1] / ms[0]
 
 
-def verify_latency(lm: LoadedModel) -> VerifyLatency | None:
-    """The measured latency curve installed on this model, or None when none was (a method then falls back)."""
-    slot = lm.resources.get(LATENCY_KEY, VerifyLatency)
-    return slot if slot.ks else None
-
-
-def set_verify_latency(lm: LoadedModel, ks: list[int], ms: list[float]) -> None:
-    """Install a measured latency curve (ms per forward of k new tokens) for the methods that read one."""
-    lm.resources.get(LATENCY_KEY, VerifyLatency).set(ks, ms)
+def measured(default: Any = None) -> Any:
+    """A Config field for evidence the caller measured (a verify-cost curve), not a setting a person picks: the app
+    draws no widget for it and the command line takes no option for it (see specviz.methods.settings)."""
+    return field(default=default, metadata={"measured": True})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, Field, fields
 from types import ModuleType
 
 from specviz.core.sampling import ConfigError
@@ -49,10 +49,15 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(MODULES[name])
 
 
+def settings(cls: type) -> list[Field]:
+    """A Config's fields a person sets, without those holding evidence the caller measured (core.drafting.measured)."""
+    return [f for f in fields(cls) if not f.metadata.get("measured")]
+
+
 def make_config(name: str, overrides: dict[str, str] | None = None):
     """The method's Config with `key=value` strings applied, coerced to each field's default type."""
     cls = get(name).Config
-    known = {f.name: f for f in fields(cls)}
+    known = {f.name: f for f in settings(cls)}
     values = {}
     for key, raw in (overrides or {}).items():
         if key not in known:

@@ -10,7 +10,7 @@ import torch
 
 from specviz.core.acceptance import annotate, judge_chain
 from specviz.core.details import PldStep
-from specviz.core.drafting import verify_latency
+from specviz.core.drafting import VerifyLatency, measured
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
@@ -34,13 +34,16 @@ class Config:
     max_ngram: int = 3  # try matching the last 3, then 2, then 1 token
     min_ngram: int = 1  # shortest suffix that may be looked up
     max_draft: int = 10  # longest copied draft
-    # pick the draft length from the running acceptance rate and this device's measured verify cost (the
-    # latency probe's curve, installed on the model by the UI, CLI and bench); without a curve, or off: max_draft
+    # pick the draft length from the running acceptance rate and this device's measured verify cost (`latency`,
+    # the latency probe's curve, filled in by the caller: app, CLI, bench); without a curve, or off: max_draft
     adaptive: bool = True
     prior: float = 0.7  # per-token acceptance assumed before any evidence
     memory: float = 0.8  # per-step decay of the acceptance evidence (forgets toward the prior)
+    # ms per forward of k new tokens on this device (specviz.tuning.probe.verify_cost); None: the fixed max_draft
+    latency: VerifyLatency | None = measured()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "latency", VerifyLatency.of(self.latency))  # also from a trace's plain record
         if not 1 <= self.min_ngram <= self.max_ngram <= 8:
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
         if not 1 <= self.max_draft <= MAX_DRAFT:
@@ -73,9 +76,9 @@ def best_length(a: float, available: int, max_draft: int, cost: Callable[[int], 
     return best_k
 
 
-def draft_length(run: Run, rate: float, available: int, cfg: Config) -> int:
-    """Adaptive length from the measured curve; the fixed longest draft when off or no curve is installed."""
-    curve = verify_latency(run.lm) if cfg.adaptive else None
+def draft_length(rate: float, available: int, cfg: Config) -> int:
+    """Adaptive length from the Config's measured curve; the fixed longest draft when off or it carries none."""
+    curve = cfg.latency if cfg.adaptive else None
     if curve is None:
         return min(available, cfg.max_draft)
     return best_length(rate, available, cfg.max_draft, curve.relative)
@@ -109,7 +112,7 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
         return [], {"ngram": 0, "match_at": -1, "source": "", "rate": 0.0}
     available = min(len(seq) - start, budget)
     rate = ev.rate(n)
-    k = draft_length(run, rate, available, cfg)
+    k = draft_length(rate, available, cfg)
     source = "prompt" if start < len(run.prompt_ids) else "output"
     return seq[start : start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
 

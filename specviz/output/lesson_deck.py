@@ -20,7 +20,8 @@ from specviz.output.export import ExportError
 from specviz.output.lesson import PAGES, Lesson, LessonError, Stop
 from specviz.output.lesson_figures import Drawn
 from specviz.tuning import presets
-from specviz.tuning.compare import install_latency, interleaved_runs, pairable
+from specviz.tuning.compare import interleaved_runs, pairable
+from specviz.tuning.probe import with_verify_cost
 
 TIMELINE = ("medusa", "eagle", "lookahead", "pld")  # the Timeline page's default lanes besides plain decoding
 COMPARE = ("medusa", "eagle", "lookahead")  # Compare's default toggles
@@ -77,6 +78,7 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
     """Plain decoding and the stop's methods on its prompt, once each after a warm-up (name -> run)."""
     cfgs, temperature = configs(stop)  # none: plain decoding alone
+    cfgs = with_verify_cost(lm, cfgs)  # prompt lookup steers its draft length by this device's curve, as in the app
     text = lesson.prompt_text(stop)
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=temperature or 0.0, seed=seed)
     runs = interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=1, prompt=text)
@@ -130,7 +132,6 @@ def notes(lm: LoadedModel, lesson: Lesson, stop: Stop, drawn: Drawn, where: Prov
 
 def lesson_slides(lm: LoadedModel, lesson: Lesson, progress: Callable[[str], None] | None = None) -> list[Slide]:
     """One slide per stop: its title, its narration as the text, its figure, and the notes."""
-    install_latency(lm)  # prompt lookup steers its draft length by this device's latency curve, as in the app
     where = provenance(lm.describe())
     out = []
     for k, stop in enumerate(lesson.stops, 1):

@@ -66,15 +66,15 @@ def run_traces(lm: LoadedModel, req: Request, sampling: Sampling) -> dict[str, T
 
     One run each: the figures show the runs; for speedups with their spread, the pages or `bench`."""
     names = ["ar", *(methods.available() if req.every else [n for n in req.names if n != "ar"])]
-    from specviz.tuning.compare import install_latency
+    from specviz.tuning.probe import with_verify_cost
 
-    install_latency(lm)  # PLD's draft length follows this device's measured latency curve
+    configs = with_verify_cost(lm, {n: methods.make_config(n) for n in names})  # PLD steers by this device's curve
     text, _ = prompt_text(req)
     ids = prepare(lm, text)
     warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)
     for n in names:  # first calls pay one-off costs (kernel selection, allocation); keep them out of the figures
-        methods.get(n).generate(lm, ids, warm, methods.make_config(n), prompt=text)
-    return {n: methods.get(n).generate(lm, ids, sampling, methods.make_config(n), prompt=text) for n in names}
+        methods.get(n).generate(lm, ids, warm, configs[n], prompt=text)
+    return {n: methods.get(n).generate(lm, ids, sampling, configs[n], prompt=text) for n in names}
 
 
 def load(req: Request) -> dict[str, Trace]:

@@ -29,7 +29,7 @@ from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods.batched.methods import NAMES, generate
 from specviz.methods.batched.record import BatchTrace
 from specviz.tuning import contexts
-from specviz.tuning.compare import install_latency
+from specviz.tuning.probe import with_verify_cost
 
 Progress = Callable[[int, int, str], None]
 WARM_PROMPT = 128  # tokens of each prompt (its end) that the warm-up decodes from
@@ -217,7 +217,7 @@ def cli_bench(
     batches, names = parse_batches(a.batch or "1"), order(names)  # bad input fails before the model loads
     lengths = parse_contexts(getattr(a, "context", None))
     lm = load()
-    install_latency(lm)  # prompt lookup's draft length follows this device's measured latency curve
+    configs = with_verify_cost(lm, configs, names)  # prompt lookup's draft width follows this device's latency curve
     prompts = [prepare(lm, it.text) for it in items]
 
     def tick(done: int, total: int, what: str) -> None:

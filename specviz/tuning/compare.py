@@ -8,11 +8,9 @@ from typing import Any
 
 from specviz import methods
 from specviz.core import measure
-from specviz.core.drafting import set_verify_latency
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.tuning.probe import cached_curve
 
 
 @dataclass(frozen=True)
@@ -157,13 +155,6 @@ def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sam
             methods.get(name).generate(lm, ids, warm, configs.get(name), prompt=prompt)
     runs = interleaved_runs(lm, ids, configs, sampling, repeats=1, warmup=False, prompt=prompt)
     return [runs[n][0] for n in names]
-
-
-def install_latency(lm: LoadedModel) -> None:
-    """Hand this device's measured latency curve (the probe's, stored or measured now) to the methods that
-    steer by it: PLD picks its draft length from it, and without one falls back to a fixed length."""
-    curve = cached_curve(lm)
-    set_verify_latency(lm, curve.ks, curve.ms)
 
 
 def drafted(step) -> int:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import torch
 
+from specviz.core.drafting import VerifyLatency
 from specviz.core.measure import Provenance, contended, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
+from specviz.methods import prompt_lookup
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
 MAX_SPREAD = 0.25  # (max - min) / median over repeats above which a point is treated as disturbed
@@ -142,3 +146,23 @@ def cached_curve(lm: LoadedModel, refresh: bool = False, measure=probe_latency) 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(curve), indent=1))
     return curve
+
+
+def verify_cost(lm: LoadedModel) -> VerifyLatency:
+    """This device's verify-cost curve (the stored probe curve, measured now if absent), as a Config holds it."""
+    curve = cached_curve(lm)
+    return VerifyLatency(tuple(curve.ks), tuple(curve.ms))
+
+
+def with_verify_cost(lm: LoadedModel, configs: Mapping[str, Any], names: Iterable[str] = ()) -> dict[str, Any]:
+    """`configs` with this device's verify cost in prompt lookup's Config, where it steers by one (adaptive, none
+    given): its default Config too when `names` runs pld and `configs` holds none. What the app, the command line,
+    the benches and the decks run; a Config left without a curve drafts its fixed max_draft."""
+    out = dict(configs)
+    if "pld" not in out and "pld" not in names:
+        return out
+    cfg = out.get("pld") or prompt_lookup.Config()
+    if cfg.adaptive and cfg.latency is None:
+        cfg = replace(cfg, latency=verify_cost(lm))
+    out["pld"] = cfg
+    return out

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from specviz.core.acceptance import greedy_match
-from specviz.core.drafting import VerifyLatency, verify_latency
+from specviz.core.drafting import VerifyLatency
 from specviz.methods import prompt_lookup
 from specviz.methods.batched.loop import PAD, BatchRun, Row, RowOut
 from specviz.methods.prompt_lookup import Evidence, find_match
@@ -77,7 +77,7 @@ class Chain:
         cfg, ngrams = self.pld, [n for _, n in found]
         if cfg is None:
             return [[] for _ in found], ngrams
-        curve = verify_latency(run.lm) if cfg.adaptive else None
+        curve = cfg.latency if cfg.adaptive else None
         if curve is None:
             return [c[: cfg.max_draft] for c, _ in found], ngrams
         rates = [self.evidence[r.index].rate(n) if n else 0.0 for r, n in zip(run.active, ngrams, strict=True)]
