@@ -22,6 +22,7 @@ PAGES = [
     ("views/lookahead.py", "Lookahead & Jacobi", ":material/grid_on:"),
     ("views/acceptance.py", "Acceptance decisions", ":material/rule:"),
     ("views/compare.py", "Compare methods", ":material/leaderboard:"),
+    ("views/data.py", "What data buys", ":material/dataset:"),
     ("views/lineage.py", "Lineage", ":material/history_edu:"),
 ]
 

@@ -18,6 +18,7 @@ PAGES = [
     "views/lookahead.py",
     "views/acceptance.py",
     "views/compare.py",
+    "views/data.py",
     "views/lineage.py",
 ]
 PROMPT = "Name three rivers in Europe and one fact about each."

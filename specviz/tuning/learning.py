@@ -1,0 +1,178 @@
+"""What data buys: the learning curves stored beside every trained draft and head, and the recorded data
+experiments, as plain records for the figures and the page.
+
+A curve is the one training loop's record (training.loop): held-out top-1 by depth or head (the shared held-out
+set of unseen ShareGPT openings decoded by the fp32 target) against the training positions seen, with where the
+data came from: the corpus (the target's own answers), ShareGPT's own responses (the fixed dataset), or the
+target's self-distilled greedy text. A recorded experiment row is one such measurement at one point, from a run
+whose curve was not kept (docs/experiments/*.json).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specviz.core.measure import Provenance
+from specviz.core.paths import MODELS, REPO
+
+EXPERIMENTS_DIR = REPO / "docs" / "experiments"
+KIND_NAMES = {"eagle": "EAGLE-2 head", "eagle3": "EAGLE-3 head", "medusa": "Medusa heads", "hydra": "Hydra heads"}
+KIND_NAMES["draft"] = "sps draft model"
+DATA_NAMES = {
+    "corpus": "the target's own answers (corpus)",
+    "sharegpt": "ShareGPT's own responses",
+    "self-distilled": "the target's greedy continuations",
+}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One trained head's learning curve: (positions seen, held-out top-1 by depth or head) from the start."""
+
+    kind: str  # a training kind: eagle, eagle3, medusa, hydra, draft
+    data: tuple[str, ...]  # where its positions came from, keys of DATA_NAMES, in the order they were read
+    points: tuple[tuple[int, tuple[float, ...]], ...]
+    folder: str  # relative to the repository
+    where: Provenance | None
+    command: str
+
+    @property
+    def label(self) -> str:
+        return f"{KIND_NAMES.get(self.kind, self.kind)} · {' + '.join(self.data)}"
+
+    def top1(self, depth: int) -> list[tuple[int, float]]:
+        """(positions, top-1 at depth `depth`, 1-based) for every point that measured that depth."""
+        return [(n, acc[depth - 1]) for n, acc in self.points if len(acc) >= depth]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One recorded measurement: a head trained on `positions` positions of `data`, from a fresh head or not."""
+
+    kind: str
+    data: str
+    fresh: bool
+    positions: int
+    top1: tuple[float, ...]
+    label: str
+    source: str  # the experiment file, relative to the repository
+    where: Provenance | None
+
+
+def data_sources(data: dict[str, Any]) -> tuple[str, ...]:
+    """Where a manifest's training data came from: a feature folder's split names the corpus ('train-corpus') or
+    ShareGPT ('train'); self-distilled shards are the target's greedy text."""
+    if data.get("kind") != "features":
+        return ("self-distilled",)
+    splits = [m.get("split", "") for m in (data.get("manifest") or {}).values() if isinstance(m, dict)]
+    return tuple(dict.fromkeys("corpus" if s.endswith("corpus") else "sharegpt" for s in splits)) or ("sharegpt",)
+
+
+def _provenance(data: Any) -> Provenance | None:
+    try:
+        return Provenance.from_dict(data)
+    except ValueError:
+        return None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def curve_of(manifest: dict[str, Any], folder: str) -> Curve | None:
+    """The learning curve in a head folder's manifest (with its untrained starting point when recorded)."""
+    raw = [manifest.get("curve_start"), *(manifest.get("curve") or [])]
+    try:
+        points = tuple((int(p["positions"]), tuple(float(x) for x in p["top1"])) for p in raw if p)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(points) < 2:
+        return None
+    kind = str((manifest.get("trainer") or {}).get("kind", "")) or Path(folder).name
+    return Curve(
+        kind=kind,
+        data=data_sources(manifest.get("data") or {}),
+        points=points,
+        folder=folder,
+        where=_provenance(manifest.get("provenance")),
+        command=str(manifest.get("command", "")),
+    )
+
+
+def curves(root: Path = MODELS) -> list[Curve]:
+    """Every learning curve stored under models/ (a head folder's manifest.json, one level or two down)."""
+    found = []
+    for path in sorted([*root.glob("*/manifest.json"), *root.glob("*/*/manifest.json")]):
+        manifest = _read(path)
+        got = curve_of(manifest, str(path.parent.relative_to(root.parent))) if manifest else None
+        if got is not None:
+            found.append(got)
+    return found
+
+
+def experiment_rows(folder: Path = EXPERIMENTS_DIR) -> list[Row]:
+    """Every recorded data experiment's rows (docs/experiments/*.json with 'rows'); unreadable files are skipped."""
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        data = _read(path)
+        if not data or not isinstance(data.get("rows"), list):
+            continue
+        where = _provenance(data.get("provenance"))
+        for r in data["rows"]:
+            try:
+                rows.append(
+                    Row(
+                        kind=str(r["head"]),
+                        data=str(r["data"]),
+                        fresh=r.get("start") == "fresh",
+                        positions=int(r["positions"]),
+                        top1=tuple(float(x) for x in r["top1"]),
+                        label=str(r.get("label", "")),
+                        source=str(path.relative_to(folder.parent.parent)),
+                        where=where,
+                    )
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+    return rows
+
+
+@dataclass(frozen=True)
+class CorpusSummary:
+    """The committed corpus in numbers: its totals and how fast its shards were made, where."""
+
+    shards: int
+    conversations: int
+    answer_tokens: int
+    rates: tuple[float, ...]  # answer tokens per second, shard by shard
+    dtypes: tuple[str, ...]
+    last: Provenance | None  # where the newest shard was made
+
+
+def corpus_summary(folder: Path | None = None) -> CorpusSummary | None:
+    """The corpus manifest's totals and rates (None when the folder holds no readable manifest)."""
+    from specviz.training.corpus_files import CORPUS_DIR, CorpusError, read_manifest
+
+    try:
+        manifest = read_manifest(folder or CORPUS_DIR)
+    except CorpusError:
+        return None
+    shards = sorted(manifest.get("shards") or [], key=lambda s: str((s.get("provenance") or {}).get("date", "")))
+    totals = manifest.get("totals") or {}
+    if not shards:
+        return None
+    return CorpusSummary(
+        shards=len(shards),
+        conversations=int(totals.get("conversations", 0)),
+        answer_tokens=int(totals.get("answer_tokens", 0)),
+        rates=tuple(float(s.get("answer_tokens_per_s", 0)) for s in shards),
+        dtypes=tuple(dict.fromkeys(str(s.get("dtype", "bfloat16")) for s in shards)),
+        last=_provenance(shards[-1].get("provenance")),
+    )

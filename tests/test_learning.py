@@ -1,0 +1,73 @@
+"""What data buys: the learning curves read from head manifests, the recorded experiments, and their figure."""
+
+from __future__ import annotations
+
+import json
+
+from specviz.output.viz.learning import learning_figure
+from specviz.tuning import learning
+
+FEATURES = {"kind": "features", "manifest": {"/a": {"split": "train-corpus"}, "/b": {"split": "train"}}}
+
+
+def _manifest(kind: str = "eagle", data: dict | None = None) -> dict:
+    return {
+        "trainer": {"kind": kind},
+        "data": data or FEATURES,
+        "curve_start": {"positions": 0, "top1": [0.05, 0.01]},
+        "curve": [{"positions": 1000, "top1": [0.2, 0.1]}, {"positions": 3000, "top1": [0.3]}],
+        "command": "python -m specviz train eagle",
+    }
+
+
+def test_a_manifest_curve_reads_with_its_start_and_data(tmp_path) -> None:
+    (tmp_path / "models" / "h").mkdir(parents=True)
+    (tmp_path / "models" / "h" / "manifest.json").write_text(json.dumps(_manifest()))
+    (tmp_path / "models" / "broken").mkdir()
+    (tmp_path / "models" / "broken" / "manifest.json").write_text("{not json")
+    (found,) = learning.curves(tmp_path / "models")
+    assert found.kind == "eagle" and found.data == ("corpus", "sharegpt") and found.folder == "models/h"
+    assert found.top1(1) == [(0, 0.05), (1000, 0.2), (3000, 0.3)]
+    assert found.top1(2) == [(0, 0.01), (1000, 0.1)]  # the last point measured depth 1 only
+    assert found.where is None and "corpus + sharegpt" in found.label
+
+
+def test_data_sources_name_where_positions_came_from() -> None:
+    assert learning.data_sources({"kind": "distilled"}) == ("self-distilled",)
+    assert learning.data_sources({"kind": "features", "manifest": {"/x": {"split": "train"}}}) == ("sharegpt",)
+
+
+def test_a_curve_needs_two_points_and_numbers() -> None:
+    one = _manifest() | {"curve_start": None, "curve": [{"positions": 5, "top1": [0.1]}]}
+    assert learning.curve_of(one, "m") is None
+    bad = _manifest() | {"curve": [{"positions": "many", "top1": [0.1]}]}
+    assert learning.curve_of(bad, "m") is None
+
+
+def test_the_shipped_records_read() -> None:
+    """The committed fixed-dataset experiment and the draft's curve are found, with provenance."""
+    rows = learning.experiment_rows()
+    assert any(r.data == "sharegpt" and r.fresh for r in rows)
+    assert any(r.data == "self-distilled" and r.kind == "eagle" and r.top1[0] > 0.5 for r in rows)
+    assert all(r.where is not None and "Xeon" in r.where.cpu for r in rows)
+    assert any(c.kind == "draft" and c.top1(1)[0][0] == 0 for c in learning.curves())
+
+
+def test_the_figure_draws_every_curve_and_row_on_a_log_axis(tmp_path) -> None:
+    curve = learning.curve_of(_manifest(), "models/h")
+    assert curve is not None
+    rows = [
+        learning.Row("eagle", "sharegpt", True, 500, (0.3,), "fresh", "x.json", None),
+        learning.Row("medusa", "self-distilled", False, 900, (0.4, 0.2), "warm", "x.json", None),
+    ]
+    fig = learning_figure([curve], rows, depth=1)
+    names = [t.name for t in fig.data]
+    assert fig.layout.xaxis.type == "log"
+    assert any(n and "EAGLE-2 head" in n for n in names)
+    assert sum(1 for n in names if n and n.startswith("recorded runs")) == 2  # one legend entry per data source
+    untrained = [t for t in fig.data if t.text == ("untrained",)]
+    assert len(untrained) == 1 and untrained[0].mode == "markers+text"  # not joined to the curve on a log axis
+    line = next(t for t in fig.data if t.name and "EAGLE-2 head" in t.name)
+    assert tuple(line.x) == (1000, 3000)
+    deep = learning_figure([curve], rows, depth=2)
+    assert [len(t.x) for t in deep.data if t.name and t.name.startswith("recorded")] == [1]  # only rows with depth 2

@@ -1,0 +1,96 @@
+"""What data buys: the drafts' learning curves against the positions they trained on, the target's own text
+beside ShareGPT's, and the corpus that grows across machines."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz.output.viz.learning import learning_figure
+from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, corpus_summary, curves, experiment_rows
+from ui.common import page_header, show_figure
+from ui.live import measured_where
+
+
+def where(prov) -> str:
+    return measured_where({"provenance": prov.to_dict()}) if prov is not None else "where is not recorded"
+
+
+page_header(
+    "What data buys",
+    "A draft head learns to guess the target's next token. How much does it gain from more data, and does it "
+    "matter whose text that data is?",
+)
+found, rows = curves(), experiment_rows()
+if not found and not rows:
+    st.info("No learning curve under models/ and no recorded experiment under docs/experiments/ in this checkout.")
+    st.stop()
+depth = (
+    st.segmented_control(
+        "Drafted token",
+        [1, 2, 3, 4],
+        default=1,
+        format_func=lambda d: f"depth {d}",
+        key="data.depth",
+        help="A head's k-th drafted token (Medusa's head k, EAGLE's k-th step); the draft model has depth 1.",
+    )
+    or 1
+)
+show_figure(learning_figure(found, rows, depth), "what_data_buys", measured="; ".join(where(c.where) for c in found))
+st.caption(
+    "Held-out top-1: how often the head's first choice is the token the fp32 target chose, on 64 opening turns of "
+    "ShareGPT conversations no head or draft trained on (7,293 positions). Depth k drafts from the head's own "
+    "earlier guesses, as at decode time."
+)
+fresh = {r.data: r for r in rows if r.fresh and r.kind == "eagle"}
+if "self-distilled" in fresh and "sharegpt" in fresh:
+    own, theirs = fresh["self-distilled"], fresh["sharegpt"]
+    st.markdown(
+        f"**Whose text matters.** An EAGLE-2 head trained from scratch on ShareGPT's own responses reached "
+        f"{theirs.top1[0]:.2f} after {theirs.positions:,} positions; trained on the target's own greedy text it "
+        f"reached {own.top1[0]:.2f} after {own.positions:,}. Fine-tuning the good head on ShareGPT's text "
+        f"lowered it: the head learns the target on contexts it never meets when it decodes."
+    )
+st.subheader("The curves")
+st.table(
+    [
+        {
+            "draft": KIND_NAMES.get(c.kind, c.kind),
+            "trained on": " + ".join(DATA_NAMES.get(d, d) for d in c.data),
+            "positions": f"{c.points[-1][0]:,}",
+            "held-out top-1 (depth 1)": f"{c.top1(1)[0][1]:.3f} → {c.top1(1)[-1][1]:.3f}",
+            "folder": c.folder,
+            "measured": where(c.where),
+            "command": c.command,
+        }
+        for c in found
+    ],
+    hide_index=True,
+)
+if rows:
+    st.subheader("Recorded runs")
+    st.table(
+        [
+            {
+                "head": KIND_NAMES.get(r.kind, r.kind),
+                "trained on": DATA_NAMES.get(r.data, r.data),
+                "start": "fresh" if r.fresh else "a trained head",
+                "positions": f"{r.positions:,}",
+                "top-1 by depth": " / ".join(f"{x:.2f}" for x in r.top1),
+                "run": r.label,
+            }
+            for r in rows
+        ],
+        hide_index=True,
+    )
+    st.caption("; ".join(sorted({f"{r.source}: {where(r.where)}" for r in rows})))
+corpus = corpus_summary()
+if corpus is not None:
+    st.subheader("The corpus")
+    a, b, c = st.columns(3)
+    a.metric("Answer tokens", f"{corpus.answer_tokens:,}", help="The target's own answers, kept as token ids.")
+    b.metric("Conversations", f"{corpus.conversations:,}", help=f"{corpus.shards} shards in data/corpus/")
+    c.metric("Best rate", f"{max(corpus.rates):.0f} tokens/s", help="Answer tokens per second of the fastest shard.")
+    st.caption(
+        f"Made with `python -m specviz.training.corpus --shards N-M` in {', '.join(corpus.dtypes)}; the newest "
+        f"shard {where(corpus.last)}. Features are recomputed from the token ids at training time."
+    )
