@@ -170,7 +170,7 @@ def lineage(here: Provenance) -> Drawn:
             return "where and when it was measured is not recorded"
 
     each = "; ".join(f"{', '.join(names)}: {where(data)}" for _path, data, names in used)
-    fig = lineage_figure(bench if used else None, where(used[0][1]) if len(used) == 1 else "")
+    fig = lineage_figure(bench if used else None, where(used[0][1]) if len(used) == 1 else "", slide=True)
     return Drawn(fig, {}, each)
 
 

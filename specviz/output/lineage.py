@@ -78,7 +78,7 @@ WORKS: tuple[Work, ...] = (
          "one tree: the pool's n-grams take the weakest leaves' places under the same node budget; "
          "while the text is being copied, the pool's chain alone",
          "yes (greedy match; tree rejection sampling over point masses)", BANDWIDTH,
-         parents=(("eagle2", "graft the pool"), ("lookahead", "")), runs="hybrid", place=(4.8, -0.5)),
+         parents=(("eagle2", "graft the pool"), ("lookahead", "")), runs="hybrid", place=(4.55, -0.5)),
     Work("dflash", "DFlash", 2026, "Chen, Liang & Liu", "2602.06036",
          "a light block-diffusion model: a whole block of drafts in one parallel, non-causal pass",
          "a block", "yes", BANDWIDTH + "; drafting stops being serial",

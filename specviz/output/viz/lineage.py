@@ -3,6 +3,7 @@ app runs, the A and speedup a stored bench measured (a node without them says it
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from typing import Any
@@ -53,14 +54,56 @@ def _hover(w: Work) -> str:
 
 def _ends(x0: float, y0: float, x1: float, y1: float, px: float = 18) -> tuple[float, float, float, float]:
     """Where an arrow starts and ends, short of its nodes: from a node's side, except that a steeply rising arrow
-    leaves from the node's top (clear of the labels beside it) and reaches a top-row node from below (below any
-    other node is its caption). Pixels at the figure's usual scale: about 150 per column, 71 per row."""
+    (over 30°) leaves from the node's top (clear of the labels beside it and of a level arrow's label) and reaches
+    a top-row node from below (below any other node is its caption). Pixels at the figure's usual scale: about
+    150 per column, 71 per row."""
     dx, dy = (x1 - x0) * 150, (y1 - y0) * 71
-    if dy >= 0 or abs(dy) <= abs(dx):
+    if dy >= 0 or abs(dy) <= 0.6 * abs(dx):
         return x0 + 0.12, y0, x1 - 0.12, y1
     norm = math.hypot(dx, dy)
     ox, oy = px * dx / norm / 150, px * dy / norm / 71
     return (x0 + ox, y0 + oy, *((x1 - ox, y1 - oy) if y1 < 0.5 else (x1 - 0.12, y1)))
+
+
+ELBOW = 0.5  # columns: wider than half a node's name at a 1280 px window (about 100 px a column)
+
+
+def _route(x0: float, y0: float, x1: float, y1: float) -> list[tuple[float, float]]:
+    """The points an arrow passes. Straight, except beside a node captioned below: a rising arrow into it turns
+    level ELBOW columns before it, a falling one out of it leaves level for ELBOW columns, so neither crosses the
+    node's name."""
+    if y1 < y0 - 0.05 and y1 >= 0.5:
+        bend = (x1 - ELBOW, y1)
+        return [_ends(x0, y0, *bend)[:2], bend, (x1 - 0.12, y1)]
+    if y1 > y0 + 0.05 and y0 >= 0.5:
+        bend = (x0 + ELBOW, y0)
+        return [(x0 + 0.12, y0), bend, _ends(*bend, x1, y1)[2:]]
+    ax, ay, ex, ey = _ends(x0, y0, x1, y1)
+    return [(ax, ay), (ex, ey)]
+
+
+def _sloping_leg(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
+    """The part of an arrow's route that is not level (all of it when it has no bend), node to node."""
+    route = _route(x0, y0, x1, y1)
+    if len(route) == 2:
+        return x0, y0, x1, y1
+    return (x0, y0, *route[1]) if route[1][1] == y1 else (*route[1], x1, y1)
+
+
+def _wrap(text: str) -> str:
+    """A caption's lines of over 14 characters (a column at 1280 px) wrapped at 12, so neighbours keep apart."""
+    lines = [
+        w
+        for line in text.split("<br>")
+        for w in ([line] if len(line) <= 14 else textwrap.wrap(line, 12, break_long_words=False))
+    ]
+    return "<br>".join(lines)
+
+
+def _edge_text(why: str) -> str:
+    """An arrow's label in lines of 10 characters where two lines hold it (narrow between the nodes), else 16."""
+    lines = textwrap.wrap(why, 10)
+    return "<br>".join(lines if len(lines) <= 2 else textwrap.wrap(why, 16))
 
 
 def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
@@ -69,24 +112,29 @@ def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
     mx, my = (x0 + x1) / 2, (y0 + y1) / 2
     if abs(y1 - y0) < 0.05:
         return {"x": mx, "y": my - 0.1, "yanchor": "bottom"}
+    # 0.14 columns aside: a two-line label's corner stays off the line where it slopes gently
     if y1 < y0:  # rising to the right: the label above the line, on its left
-        return {"x": mx - 0.05, "y": my, "xanchor": "right", "yanchor": "middle"}
-    return {"x": mx + 0.05, "y": my, "xanchor": "left", "yanchor": "middle"}
+        return {"x": mx - 0.14, "y": my, "xanchor": "right", "yanchor": "middle"}
+    return {"x": mx + 0.14, "y": my, "xanchor": "left", "yanchor": "middle"}
 
 
 def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = False) -> go.Figure:
     """The works laid out by generation (x) with labelled arrows from each parent to its child."""
     measured = measured_values(bench)
     fig = go.Figure()
+    line = {"color": "#64748b", "width": 1.5}
     for parent, child, why in edges():
         (x0, y0), (x1, y1) = parent.place, child.place
-        ax, ay, ex, ey = _ends(x0, y0, x1, y1)
+        points = _route(x0, y0, x1, y1)
+        for (sx, sy), (tx, ty) in itertools.pairwise(points[:-1]):  # the legs before the arrow's last
+            fig.add_shape(type="line", x0=sx, y0=sy, x1=tx, y1=ty, line=line)
+        (ax, ay), (ex, ey) = points[-2:]
         fig.add_annotation(
             x=ex, y=ey, ax=ax, ay=ay, xref="x", yref="y", axref="x", ayref="y",
-            showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor="#64748b", text="",
+            showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor=line["color"], text="",
         )  # fmt: skip
         if why:
-            fig.add_annotation(**_label_place(x0, y0, x1, y1), text="<br>".join(textwrap.wrap(why, 16)),
+            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why),
                                showarrow=False, font={"size": 15 if slide else 10, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
@@ -99,17 +147,18 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
                 "color": method_color(w.runs) if runs else "white",
                 "line": {"color": method_color(w.runs) if runs else DESCRIBED, "width": 3},
             },
-            text=[f"{_name(w)}<br>{node_caption(w, measured)}"],
+            text=[f"{_name(w)}<br>{_wrap(node_caption(w, measured))}"],
             textposition="top center" if w.place[1] < 0.5 else "bottom center",  # the top row: captions above
             textfont={"size": 16 if slide else 11},
             hovertext=[_hover(w)],
             hoverinfo="text",
             showlegend=False,
         )
-    # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px
-    fig.update_xaxes(visible=False, range=[-0.9, 6.75])
+    # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px (a
+    # 1280 px window): about 100 px a column, so no caption line is wider than a column
+    fig.update_xaxes(visible=False, range=[-0.7, 6.45])
     fig.update_yaxes(visible=False, range=[5.9, -1.6])  # row 0 at the top
     title = "From blockwise decoding to DFlash: what each work changed"
     sub = f"filled: runs here, A and speedup {where}" if where else "filled: runs here"
-    sub += " · hollow: described, not measured"
+    sub += "<br>hollow: described, not measured"
     return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=660)
