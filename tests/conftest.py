@@ -103,13 +103,13 @@ def app_cache(tmp_path_factory, app_lm):
 @pytest.fixture
 def tiny_app(app_lm, monkeypatch, app_cache):
     """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in app_cache."""
-    import ui.common as common
+    import ui.resources as resources
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))  # the latency probe's cache
-    monkeypatch.setattr(common, "load_model", lambda spec="default", **_kw: app_lm)
-    common.clear_caches()
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_kw: app_lm)
+    resources.clear()
     yield app_lm
-    common.clear_caches()
+    resources.clear()
 
 
 @pytest.fixture(scope="session")

@@ -47,12 +47,12 @@ def eagle_bundle(tiny_lm) -> bytes:
 @pytest.fixture
 def spies(tiny_app, monkeypatch) -> dict[str, list]:
     """Count model loads and tree re-growths (the page imports replay_trees afresh on every run)."""
-    import ui.common as common
+    import ui.resources as resources
     from specviz.tuning import eagle_replay
 
     calls: dict[str, list] = {"load": [], "replay": []}
     real_replay = eagle_replay.replay_trees
-    monkeypatch.setattr(common, "load_model", lambda spec="default", **_kw: calls["load"].append(spec) or tiny_app)
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_kw: calls["load"].append(spec) or tiny_app)
 
     def replay(lm, trace, *args, **kwargs):
         calls["replay"].append(trace)
@@ -64,9 +64,9 @@ def spies(tiny_app, monkeypatch) -> dict[str, list]:
 
 def forget_model(spies: dict[str, list]) -> None:
     """Drop the cached model and the calls so far: a later get_model would load it again, and be counted."""
-    import ui.common as common
+    import ui.resources as resources
 
-    common.clear_caches()
+    resources.clear()
     spies["load"].clear()
 
 
@@ -120,12 +120,12 @@ def test_model_box_refuses_what_it_cannot_drive(tmp_path, config, reason):
 
 
 def test_any_model_failure_is_one_message(tiny_app, monkeypatch):
-    import ui.common as common
+    import ui.resources as resources
 
     def broken(spec="default", **_kw):
         raise KeyError("rope_scaling")
 
-    monkeypatch.setattr(common, "load_model", broken)
+    monkeypatch.setattr(resources, "load_model", broken)
     at = app_on("views/home.py", model="some/model")
     assert not at.exception
     assert any("Could not load model 'some/model'" in e.value for e in at.error)

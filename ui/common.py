@@ -1,4 +1,4 @@
-"""Streamlit glue shared by every page: the sidebar, cached resources and runs, figure rendering."""
+"""Streamlit glue shared by every page: the sidebar, a method's run, figure rendering (what is cached: ui.resources)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,17 @@ import pandas  # noqa: F401
 import streamlit as st
 
 from specviz import methods
-from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.model import ModelError
 from specviz.core.paths import MODELS, inside
-from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError, prepare
+from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
-from specviz.tuning.probe import with_verify_cost
-from ui import deck, presentation
+from ui import deck, presentation, resources
 from ui.prompt_picker import picker
+from ui.resources import get_model, replayed, replaying
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
-MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
 FOLDER_FIELDS = ("head", "heads_dir")  # Config fields naming a folder: on this server, only under models/
 
 
@@ -36,37 +35,6 @@ class Settings:
     prompt: str
     sampling: Sampling
     model_spec: str
-
-
-@st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
-def _load(spec: str) -> LoadedModel:
-    return load_model(spec)
-
-
-def clear_caches() -> None:
-    """Forget the loaded models (and the heads each holds) and every cached run."""
-    _load.clear()
-    _run_cached.clear()
-
-
-def get_model(note: bool = False) -> LoadedModel | None:
-    """The model for this server (loaded once, shared by all sessions); None with a message on failure.
-
-    None while traces are loaded: nothing runs the model then (with `note`, a line says so).
-    """
-    if replaying():
-        if note:
-            st.info("This runs the model, which is not run while traces are loaded; remove them in the sidebar.")
-        return None
-    spec = st.session_state.get("sidebar.model", "default") or "default"
-    try:
-        with st.spinner("Loading the model (the first start converts it once, about 20 s)…"):
-            return _load(spec)
-    except ModelError as exc:
-        st.error(str(exc))
-    except Exception as exc:  # a visitor's folder or hub id can fail in any way: one line, never a traceback
-        st.error(f"Could not load model {spec[:80]!r} ({type(exc).__name__}: {str(exc).strip()[:160]}).")
-    return None
 
 
 def sidebar() -> Settings | None:
@@ -83,7 +51,7 @@ def sidebar() -> Settings | None:
     box.text_input(
         "Model",
         "default",
-        key="sidebar.model",
+        key=resources.MODEL_KEY,
         max_chars=200,
         help="'default' is the built-in SmolLM2-135M-Instruct; or a local folder or hub id of a Llama-like model.",
     )
@@ -117,13 +85,9 @@ def replay_controls(sb) -> None:
                 loaded.update({t.method: t for t in load_traces(f.getvalue())})
             except TraceError as exc:
                 st.error(f"{f.name}: {exc}")
-        st.session_state["replay.traces"] = loaded
+        resources.set_replay(loaded)
         if loaded:
             st.caption("Replaying " + ", ".join(loaded) + "; the model is not run while traces are loaded.")
-
-
-def replaying() -> bool:
-    return bool(st.session_state.get("replay.traces"))
 
 
 def download_traces(traces: list[Trace], name: str) -> None:
@@ -152,22 +116,7 @@ def settings() -> Settings | None:
     except ConfigError as exc:
         st.error(str(exc))
         return None
-    return Settings(ss.get("sidebar.prompt", DEFAULT_PROMPT), sampling, ss.get("sidebar.model", "default"))
-
-
-@st.cache_data(max_entries=128, show_spinner=False)
-def _run_cached(method: str, config_json: str, prompt: str, sampling_json: str, model_spec: str) -> Trace:
-    lm = _load(model_spec)
-    mod = methods.get(method)
-    config = with_verify_cost(lm, {method: mod.Config(**json.loads(config_json))})[method]  # PLD: this device's curve
-    ids = prepare(lm, prompt)
-    with lm.lock:  # one run at a time on the shared model; each run has its own cache
-        return mod.generate(lm, ids, Sampling(**json.loads(sampling_json)), config, prompt=prompt)
-
-
-def replayed(method: str) -> Trace | None:
-    """A trace of `method` loaded by the user for replay, if any."""
-    return st.session_state.get("replay.traces", {}).get(method)
+    return Settings(ss.get("sidebar.prompt", DEFAULT_PROMPT), sampling, ss.get(resources.MODEL_KEY, "default"))
 
 
 def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
@@ -185,7 +134,7 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     cfg_json = json.dumps(asdict(cfg), sort_keys=True)
     try:
         with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
-            trace = _run_cached(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+            trace = resources.run(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
         deck.note_traces([trace])
         return trace
     except (PromptError, ConfigError, ModelError) as exc:

@@ -11,6 +11,7 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
+from ui.resources import get_model, replaying
 
 # this run's figures (name, figure, where a stored one was measured: "" for this session's runs) and traces
 FIGURES, TRACES = "deck.figures", "deck.traces"
@@ -60,8 +61,6 @@ def deck_button(page: str, model: str = "", device: str = "") -> None:
     figures = list(st.session_state.get(FIGURES, []))
     if not figures:
         return
-    from ui.common import get_model, replaying  # at call time: ui.common imports this module
-
     traces = dict(st.session_state.get(TRACES, {}))
     first = next(iter(traces.values()), None)
     replaying_now = replaying()

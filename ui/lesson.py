@@ -17,9 +17,9 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
-from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path, load_lesson
+from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson_deck import numbers
-from ui import deck, presentation
+from ui import deck, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
@@ -52,11 +52,6 @@ P.addEventListener('keydown', P.__specvizLessonKeys, true);
 </script>""".replace("NEXT_KEY", NEXT).replace("PREV_KEY", PREV)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def _read(path: str, _stamp: float) -> Lesson:
-    return load_lesson(path)
-
-
 def current() -> Lesson | None:
     """The lesson of the sidebar's file (re-read when it changes); None, with the reason on the page, if unusable."""
     typed = str(st.session_state.get(FILE) or "")
@@ -66,7 +61,7 @@ def current() -> Lesson | None:
     path = str(lesson_path(typed or None))
     try:
         stamp = Path(path).stat().st_mtime if Path(path).is_file() else 0.0
-        return _read(path, stamp)
+        return resources.lesson(path, stamp)
     except LessonError as exc:
         st.error(f"The lesson cannot run: {exc}")
     return None
@@ -153,9 +148,7 @@ def _deck(lm: Any, lesson: Lesson) -> bytes:
 
 def deck_control(lesson: Lesson) -> None:
     """The sidebar's button for the lesson as slides: every stop's figure drawn from runs made when it is pressed."""
-    from ui.common import get_model, replaying  # at call time, as ui.deck does
-
-    lm = None if replaying() else get_model()
+    lm = None if resources.replaying() else resources.get_model()
     if lm is None:
         return
     st.sidebar.download_button(

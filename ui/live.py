@@ -11,13 +11,13 @@ import streamlit as st
 from specviz import methods
 from specviz.core import measure
 from specviz.core.model import ModelError
-from specviz.core.prompts import PromptError, prepare
-from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.prompts import PromptError
+from specviz.core.sampling import ConfigError
 from specviz.core.trace import Trace
 from specviz.tuning import compare
-from specviz.tuning.probe import with_verify_cost
-from ui import deck
-from ui.common import Settings, _load, get_model, replayed, replaying
+from ui import deck, resources
+from ui.common import Settings
+from ui.resources import get_model, replayed, replaying
 
 DEFAULT_REPEATS = 3
 
@@ -42,17 +42,6 @@ def _config_json(name: str, config: Any) -> dict:
     return asdict(config if config is not None else methods.get(name).Config())
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _paired_cached(
-    configs_json: str, prompt: str, sampling_json: str, model_spec: str, repeats: int
-) -> dict[str, list[Trace]]:
-    lm = _load(model_spec)
-    configs = {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()}
-    configs = with_verify_cost(lm, configs)  # prompt lookup steers by this device's latency curve
-    ids = prepare(lm, prompt)
-    return compare.interleaved_runs(lm, ids, configs, Sampling(**json.loads(sampling_json)), repeats, prompt=prompt)
-
-
 def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dict[str, list[Trace]]:
     """name -> interleaved runs (ar first, then each method), cached per (methods, configs, prompt, repeats).
 
@@ -72,19 +61,12 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
     cfg = json.dumps({n: _config_json(n, c) for n, c in configs.items() if n != "ar"}, sort_keys=True)
     try:
         with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
-            runs = _paired_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
+            runs = resources.paired(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
         deck.note_traces([ts[0] for ts in runs.values() if ts])
         return runs
     except (PromptError, ConfigError, ModelError) as exc:
         st.warning(str(exc))
     return {}
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _race_cached(configs_json: str, prompt: str, sampling_json: str, model_spec: str) -> list[Trace]:
-    lm = _load(model_spec)
-    configs = with_verify_cost(lm, {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()})
-    return compare.race(lm, prepare(lm, prompt), configs, Sampling(**json.loads(sampling_json)), prompt=prompt)
 
 
 def run_race(names: list[str], s: Settings | None) -> list[Trace]:
@@ -97,7 +79,7 @@ def run_race(names: list[str], s: Settings | None) -> list[Trace]:
     cfg = json.dumps({n: _config_json(n, None) for n in names if n != "ar"}, sort_keys=True)
     try:
         with st.spinner(f"Warming up, then racing plain decoding and {', '.join(names) or 'nothing'}…"):
-            lanes = _race_cached(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+            lanes = resources.race(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
         deck.note_traces(lanes)
         return lanes
     except (PromptError, ConfigError, ModelError) as exc:

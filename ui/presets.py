@@ -11,8 +11,10 @@ import streamlit as st
 from specviz.core import measure
 from specviz.tuning import presets
 from specviz.tuning.presets import FIELDS, Preset
-from ui.common import Settings, get_model, replaying
+from specviz.tuning.probe import cached_curve
+from ui.common import Settings
 from ui.live import run_paired
+from ui.resources import get_model, replaying
 
 CUSTOM = "custom"
 
@@ -71,10 +73,7 @@ def _probe_note(method: str, widths: dict[str, int]) -> str:
     lm = None if replaying() else get_model()
     if lm is None or not {presets.FASTEST, presets.PAPER} <= set(widths):
         return ""
-    from specviz.tuning.probe import cached_curve
-
-    with lm.lock:
-        curve = cached_curve(lm)
+    curve = cached_curve(lm)  # measured (under the model's lock) only if none is stored
     wf, wp = widths.get(presets.FASTEST, 1), widths.get(presets.PAPER, 1)
     ratio = curve.cost_of(wp) / max(curve.cost_of(wf), 1e-9)
     head = (

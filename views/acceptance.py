@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from specviz.core.acceptance import RULE_LABELS, RULES
-from specviz.core.prompts import PromptError, prepare
+from specviz.core.prompts import PromptError
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
 from specviz.output.viz.acceptance import (
@@ -18,9 +18,11 @@ from specviz.output.viz.acceptance import (
     typical_figure,
     typical_points,
 )
-from specviz.tuning.lossless import DRAFTS, LabConfig, lab
-from ui.common import Settings, download_traces, get_model, page_header, replaying, run_method, settings, show_figure
+from specviz.tuning.lossless import DRAFTS, LabConfig
+from ui import resources
+from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
 from ui.presentation import stepper
+from ui.resources import get_model, replaying
 
 DEF = speculative.Config()
 SAMPLES = [1000, 5000, 20000, 100000]
@@ -38,14 +40,6 @@ def trained_draft_ready() -> bool:
     except DraftError:
         return False
     return True
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _lab(model_spec: str, prompt: str, cfg: LabConfig) -> dict:
-    """The lab's result, cached per model, prompt and (frozen, hashable) lab settings."""
-    lm = get_model()
-    with lm.lock:
-        return lab(lm, prepare(lm, prompt), cfg)
 
 
 def step_slider(count: int, key: str) -> int:
@@ -165,7 +159,7 @@ elif s is not None and get_model() is not None:
     try:
         with st.spinner(f"Sampling {n:,} times per rule…"):
             cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
-            res = _lab(s.model_spec, s.prompt, cfg)
+            res = resources.lab(s.model_spec, s.prompt, cfg)
         show_figure(lab_figure(res), "acceptance_lab")
         st.dataframe(
             [

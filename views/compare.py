@@ -17,17 +17,9 @@ from specviz.output.viz.categories import winners, wins_figure
 from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
 from specviz.tuning import bench, compare, hardware
 from specviz.tuning.probe import cached_curve, with_verify_cost
-from ui.common import (
-    config_controls,
-    download_traces,
-    get_model,
-    page_header,
-    replayed,
-    replaying,
-    settings,
-    show_figure,
-)
+from ui.common import config_controls, download_traces, page_header, settings, show_figure
 from ui.live import measured_where, repeats_control, run_paired
+from ui.resources import get_model, replayed, replaying
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
 # on by default: the fastest measured on a 2-core CPU (docs/bench: prompt lookup, EAGLE-2, and the hybrid of the
@@ -231,7 +223,7 @@ def batch_section(traces: dict) -> None:
         lm = get_model(note=True)
         if lm is None:
             return
-        with st.spinner("Measuring…"), lm.lock:
+        with st.spinner("Measuring…"):
             surface = hardware.cached_surface(lm)
         modeled = {n: hardware.modeled_batch_speedup(surface, a, w, d) for n, (a, w, d) in shapes(traces).items()}
         where = surface.measured(provenance(lm.describe()))
@@ -249,8 +241,7 @@ def whatif_section(traces: dict) -> None:
     lm = None if replaying() else get_model()
     here, model, nbytes = None, hardware.SMALL, 4.0
     if lm is not None:
-        with lm.lock:
-            curve = cached_curve(lm)
+        curve = cached_curve(lm)
         model, nbytes = hardware.model_shape(lm), hardware.bytes_per_value(lm)
         here = hardware.fit_device(curve, model, nbytes)
     target = hardware.BIG if big else model

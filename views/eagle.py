@@ -10,7 +10,6 @@ from statistics import median
 import streamlit as st
 
 from specviz.core.details import HybridStep
-from specviz.core.model import LoadedModel
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
@@ -31,12 +30,13 @@ from specviz.output.viz.eagle3 import fusion_figure
 from specviz.output.viz.hybrid import origins_figure
 from specviz.output.viz.hydra import depth_figure
 from specviz.output.viz.tree import steps_figure, token_strip
-from specviz.tuning.eagle_replay import replay_trees
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
-from ui.common import get_model, page_header, replaying, run_method, settings, show_figure
+from ui import resources
+from ui.common import page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.presentation import controls, stepper
 from ui.presets import preset_control, preset_costs
+from ui.resources import get_model, replaying
 
 page_header(
     "EAGLE-2: draft features, grow the tree where the draft is confident",
@@ -153,13 +153,6 @@ def show_verified(step: StepTrace, key: str) -> None:
         show_figure(mask, f"{key}_mask")
 
 
-@st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
-def _replay(key: str, step_index: int, _lm: LoadedModel, _trace: Trace, _cfg: Config) -> dict:
-    """Both trees for one step of a live run; `key` holds the run's whole content, so runs never share an entry."""
-    with _lm.lock:
-        return replay_trees(_lm, _trace, step_index, _cfg)
-
-
 if drafted:
     stepper("eagle.step", len(drafted))
     i = st.slider("Step", 0, len(drafted) - 1, key="eagle.step") if len(drafted) > 1 else 0
@@ -184,7 +177,7 @@ if drafted:
         st.caption("Static against dynamic trees on this step's context: not while traces are loaded.")
     elif (lm := get_model()) is not None:
         key = json.dumps([asdict(cfg), s.model_spec if s else "", hashlib.sha256(trace.to_json().encode()).hexdigest()])
-        show_figure(compare_figure(_replay(key, step.index, lm, trace, cfg)), "eagle_static_vs_dynamic")
+        show_figure(compare_figure(resources.regrown(key, step.index, lm, trace, cfg)), "eagle_static_vs_dynamic")
     show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
 show_figure(draft_verify_figure(trace), "eagle_costs")
 preset_costs("eagle", "eagle", cfg, s, repeats)

@@ -6,12 +6,13 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.prompts import PromptError, prepare
-from specviz.methods import autoregressive
 from specviz.output.viz.latency import latency_figure
 from specviz.output.viz.timeline import timeline_figure
+from specviz.tuning.compare import run_once
 from specviz.tuning.probe import cached_curve
 from specviz.tuning.roofline import device_roofs
-from ui.common import get_model, page_header, settings, show_figure
+from ui.common import page_header, settings, show_figure
+from ui.resources import get_model
 
 page_header(
     "Why parallel decoding works",
@@ -45,10 +46,7 @@ if lm is not None and s is not None:
 
             try:
                 ids = prepare(lm, s.prompt)
-                with lm.lock:
-                    st.session_state["home.trace"] = autoregressive.generate(
-                        lm, ids, s.sampling, prompt=s.prompt, on_step=stream
-                    )
+                st.session_state["home.trace"] = run_once(lm, "ar", ids, s.sampling, prompt=s.prompt, on_step=stream)
             except PromptError as exc:
                 st.warning(str(exc))
             out.empty()
@@ -64,7 +62,7 @@ if lm is not None and s is not None:
             st.info("Press **Decode** to run plain decoding on the sidebar prompt.")
     with right:
         st.subheader("The cost of one forward pass")
-        with st.spinner("Measuring forward latency, bandwidth and matmul peak on this device (once)…"), lm.lock:
+        with st.spinner("Measuring forward latency, bandwidth and matmul peak on this device (once)…"):
             curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
             roofs = device_roofs(lm, curve.ks, curve.prefix_len)
         here = provenance(lm.describe())

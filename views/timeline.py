@@ -7,8 +7,9 @@ import streamlit as st
 from specviz import methods
 from specviz.core import measure
 from specviz.output.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
-from ui.common import download_traces, page_header, replayed, replaying, settings, show_figure
+from ui.common import download_traces, page_header, settings, show_figure
 from ui.live import run_race, same_tokens
+from ui.resources import replayed, replaying
 
 page_header(
     "Serial versus parallel",

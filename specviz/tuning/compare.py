@@ -11,6 +11,7 @@ from specviz.core import measure
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
+from specviz.methods.base import OnStep
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,21 @@ def running_speedup(baseline: Trace, trace: Trace, upto: int | None = None) -> l
     return out
 
 
+def run_once(
+    lm: LoadedModel,
+    name: str,
+    ids: list[int],
+    sampling: Sampling,
+    config: Any = None,
+    prompt: str = "",
+    on_step: OnStep | None = None,
+) -> Trace:
+    """One run of a method, holding the model's lock: the model is shared (the app's sessions), one run at a time,
+    each with its own cache."""
+    with lm.lock:
+        return methods.get(name).generate(lm, ids, sampling, config, prompt=prompt, on_step=on_step)
+
+
 def interleaved_runs(
     lm: LoadedModel,
     ids: list[int],
@@ -130,8 +146,7 @@ def interleaved_runs(
     warm = [(n, True) for n in names] if warmup else []
     plan = warm + [(n, False) for _ in range(max(1, repeats)) for n in names]
     for i, (name, is_warmup) in enumerate(plan):
-        with lm.lock:
-            t = methods.get(name).generate(lm, ids, sampling, configs.get(name), prompt=prompt)
+        t = run_once(lm, name, ids, sampling, configs.get(name), prompt=prompt)
         if not is_warmup:
             runs[name].append(t)
         if progress:
@@ -151,8 +166,7 @@ def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sam
     names = ["ar"] + [n for n in configs if n != "ar"]
     warm = replace(sampling, max_new_tokens=min(WARM_TOKENS, sampling.max_new_tokens))
     for name in names:
-        with lm.lock:
-            methods.get(name).generate(lm, ids, warm, configs.get(name), prompt=prompt)
+        run_once(lm, name, ids, warm, configs.get(name), prompt=prompt)
     runs = interleaved_runs(lm, ids, configs, sampling, repeats=1, warmup=False, prompt=prompt)
     return [runs[n][0] for n in names]
 

@@ -103,15 +103,16 @@ def replay_trees(
     check_ids(lm, [*ids, *trace.output_ids[done:]], room=cfg.depth + 1)  # before the model runs on any of them
     head = head or get_head(lm, cfg)
     root, cont = trace.output_ids[done], list(trace.output_ids[done + 1 : done + 1 + cfg.depth])
-    _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
-    out = {}
-    for kind in TREES:
-        dr = Drafter(head, lm, head_dtype(lm, cfg))
-        dr.reset(ids, hidden)
-        tree = DraftTree(tokens=[root])
-        tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
-        grow(dr, tree, cfg, kind, static_paths(head.config.calibration, cfg) if kind == "static" else [])
-        out[kind] = {**tree_detail(tree, lm.token_text, kind), "accepted": matched_path(tree, cont)}
+    with lm.lock:  # the model is shared (the app's sessions): one run at a time
+        _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
+        out = {}
+        for kind in TREES:
+            dr = Drafter(head, lm, head_dtype(lm, cfg))
+            dr.reset(ids, hidden)
+            tree = DraftTree(tokens=[root])
+            tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
+            grow(dr, tree, cfg, kind, static_paths(head.config.calibration, cfg) if kind == "static" else [])
+            out[kind] = {**tree_detail(tree, lm.token_text, kind), "accepted": matched_path(tree, cont)}
     return out
 
 

@@ -51,22 +51,23 @@ def probe_surface(
     vocab = lm.hf.config.vocab_size
     where = provenance(lm.describe()).to_dict()  # before the runs: the load average is other work's
     rows = []
-    for b in batches:
-        prefix = torch.randint(100, vocab, (b, prefix_len), generator=gen).to(lm.device)
-        extra = torch.randint(100, vocab, (b, max(ks)), generator=gen).to(lm.device)
-        cache = lm.new_cache()
-        lm.hf(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
-        samples: dict[int, list[float]] = {k: [] for k in ks}
-        for _ in range(repeats):
-            for k in ks:
-                pos = torch.arange(prefix_len, prefix_len + k, device=lm.device).expand(b, k)
-                t = time.perf_counter()
-                lm.hf(input_ids=extra[:, :k], position_ids=pos, cache=cache, use_cache=True)
-                if lm.device.type == "cuda":
-                    torch.cuda.synchronize()
-                samples[k].append((time.perf_counter() - t) * 1000)
-                crop_to(cache, prefix_len)
-        rows.append([round(statistics.median(samples[k]), 2) for k in ks])
+    with lm.lock:  # the model is shared (the app's sessions): nothing else runs on it while this measures
+        for b in batches:
+            prefix = torch.randint(100, vocab, (b, prefix_len), generator=gen).to(lm.device)
+            extra = torch.randint(100, vocab, (b, max(ks)), generator=gen).to(lm.device)
+            cache = lm.new_cache()
+            lm.hf(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+            samples: dict[int, list[float]] = {k: [] for k in ks}
+            for _ in range(repeats):
+                for k in ks:
+                    pos = torch.arange(prefix_len, prefix_len + k, device=lm.device).expand(b, k)
+                    t = time.perf_counter()
+                    lm.hf(input_ids=extra[:, :k], position_ids=pos, cache=cache, use_cache=True)
+                    if lm.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    samples[k].append((time.perf_counter() - t) * 1000)
+                    crop_to(cache, prefix_len)
+            rows.append([round(statistics.median(samples[k]), 2) for k in ks])
     return Surface(lm.describe(), list(batches), list(ks), rows, prefix_len, where)
 
 

@@ -205,7 +205,8 @@ class LabConfig:
 
 def lab(lm: LoadedModel, prompt_ids: list[int], cfg: LabConfig) -> dict[str, Any]:
     """The losslessness lab on the real context: the target p vs each rule's committed-token distribution."""
-    p, q = context_dists(lm, prompt_ids, cfg.temperature, cfg.layers, draft=cfg.draft, seed=cfg.seed)
+    with lm.lock:  # the model is shared (the app's sessions): one run at a time
+        p, q = context_dists(lm, prompt_ids, cfg.temperature, cfg.layers, draft=cfg.draft, seed=cfg.seed)
     result = lab_from_dists(p, q, cfg.n, cfg.seed, cfg.eps, cfg.delta, cfg.top_k)
     result["texts"] = [lm.token_text(t) for t in result["tokens"]]
     result["temperature"] = cfg.temperature or LAB_TEMPERATURE

@@ -77,23 +77,24 @@ def probe_latency(
     lm: LoadedModel, ks: tuple[int, ...] = DEFAULT_KS, prefix_len: int = 128, repeats: int = 5
 ) -> LatencyCurve:
     """Time forwards of k new tokens over a fixed prefix; k values are interleaved within each repeat."""
-    gen = torch.Generator().manual_seed(0)
-    vocab = lm.hf.config.vocab_size
-    prefix = torch.randint(100, vocab, (prefix_len,), generator=gen).tolist()
-    cache = lm.new_cache()
-    lm.forward(prefix, cache, logits_for=slice(-1, None))
-    samples: dict[int, list[float]] = {k: [] for k in ks}
-    extra = torch.randint(100, vocab, (max(ks),), generator=gen).tolist()
-    lm.forward(extra[:4], cache)  # warm-up
-    crop_to(cache, prefix_len)
-    for _ in range(repeats):
-        for k in ks:
-            t = time.perf_counter()
-            lm.forward(extra[:k], cache)
-            if lm.device.type == "cuda":
-                torch.cuda.synchronize()
-            samples[k].append((time.perf_counter() - t) * 1000)
-            crop_to(cache, prefix_len)
+    with lm.lock:  # the model is shared (the app's sessions): nothing else runs on it while this measures
+        gen = torch.Generator().manual_seed(0)
+        vocab = lm.hf.config.vocab_size
+        prefix = torch.randint(100, vocab, (prefix_len,), generator=gen).tolist()
+        cache = lm.new_cache()
+        lm.forward(prefix, cache, logits_for=slice(-1, None))
+        samples: dict[int, list[float]] = {k: [] for k in ks}
+        extra = torch.randint(100, vocab, (max(ks),), generator=gen).tolist()
+        lm.forward(extra[:4], cache)  # warm-up
+        crop_to(cache, prefix_len)
+        for _ in range(repeats):
+            for k in ks:
+                t = time.perf_counter()
+                lm.forward(extra[:k], cache)
+                if lm.device.type == "cuda":
+                    torch.cuda.synchronize()
+                samples[k].append((time.perf_counter() - t) * 1000)
+                crop_to(cache, prefix_len)
     curve = LatencyCurve(
         model=lm.name,
         device=lm.describe(),

@@ -166,8 +166,9 @@ def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof
     if lm.device.type == "cpu" and torch.cuda.is_available():
         settings.append(("cuda:0", "bfloat16", 2))
     out = []
-    for device, dt, nbytes in settings:
-        p = peaks(device, dt, torch.get_num_threads())
-        r = roof(p, model, ks, prefix, nbytes)
-        out.append((r, explain(p, r, model, nbytes, where=False), p))
+    with lm.lock:  # the model is shared (the app's sessions): nothing else runs on it while this measures
+        for device, dt, nbytes in settings:
+            p = peaks(device, dt, torch.get_num_threads())
+            r = roof(p, model, ks, prefix, nbytes)
+            out.append((r, explain(p, r, model, nbytes, where=False), p))
     return out

@@ -1,0 +1,124 @@
+"""Every Streamlit cached resource, and the replay state: the models (one st.cache_resource, two at most, shared
+by every session), the cached runs (st.cache_data keyed by plain strings: method, config, prompt, settings), the
+lesson file, the acceptance lab, EAGLE's re-grown trees, and the traces a visitor loaded to replay.
+
+The library takes the model lock around whatever it runs; nothing here or in the pages takes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from specviz import methods
+from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.prompts import prepare
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace
+from specviz.output.lesson import Lesson, load_lesson
+from specviz.tuning import compare, eagle_replay, lossless
+from specviz.tuning.probe import with_verify_cost
+
+MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
+MODEL_KEY = "sidebar.model"  # the sidebar's Model box
+REPLAY = "replay.traces"  # method -> Trace: the traces loaded to replay (while any are, the model is not run)
+
+
+@st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
+def _model(spec: str) -> LoadedModel:
+    return load_model(spec)
+
+
+def model(spec: str) -> LoadedModel:
+    """The model for `spec` (loaded once, shared by all sessions); raises what loading raises."""
+    return _model(spec)
+
+
+def get_model(note: bool = False) -> LoadedModel | None:
+    """The sidebar's model; None with a message on failure.
+
+    None while traces are loaded: nothing runs the model then (with `note`, a line says so).
+    """
+    if replaying():
+        if note:
+            st.info("This runs the model, which is not run while traces are loaded; remove them in the sidebar.")
+        return None
+    spec = st.session_state.get(MODEL_KEY, "default") or "default"
+    try:
+        with st.spinner("Loading the model (the first start converts it once, about 20 s)…"):
+            return model(spec)
+    except ModelError as exc:
+        st.error(str(exc))
+    except Exception as exc:  # a visitor's folder or hub id can fail in any way: one line, never a traceback
+        st.error(f"Could not load model {spec[:80]!r} ({type(exc).__name__}: {str(exc).strip()[:160]}).")
+    return None
+
+
+def clear() -> None:
+    """Forget the loaded models (and the heads each holds) and every cached run."""
+    for cached in (_model, run, paired, race, lab, regrown):
+        cached.clear()
+
+
+def set_replay(loaded: dict[str, Trace]) -> None:
+    st.session_state[REPLAY] = loaded
+
+
+def replaying() -> bool:
+    return bool(st.session_state.get(REPLAY))
+
+
+def replayed(method: str) -> Trace | None:
+    """A trace of `method` loaded by the user for replay, if any."""
+    return st.session_state.get(REPLAY, {}).get(method)
+
+
+def _configs(lm: LoadedModel, configs_json: str) -> dict[str, object]:
+    """{method: Config} from their plain form, prompt lookup's with this device's measured verify cost."""
+    return with_verify_cost(lm, {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()})
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def run(method: str, config_json: str, prompt: str, sampling_json: str, model_spec: str) -> Trace:
+    """One run of a method (config_json: its Config's fields) on a prompt."""
+    lm = model(model_spec)
+    config = _configs(lm, json.dumps({method: json.loads(config_json)}))[method]
+    sampling = Sampling(**json.loads(sampling_json))
+    return compare.run_once(lm, method, prepare(lm, prompt), sampling, config, prompt=prompt)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def paired(configs_json: str, prompt: str, sampling_json: str, model_spec: str, repeats: int) -> dict[str, list[Trace]]:
+    """Plain decoding and the methods (configs_json: {method: Config fields}) in turn, `repeats` times."""
+    lm = model(model_spec)
+    configs, ids = _configs(lm, configs_json), prepare(lm, prompt)
+    return compare.interleaved_runs(lm, ids, configs, Sampling(**json.loads(sampling_json)), repeats, prompt=prompt)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def race(configs_json: str, prompt: str, sampling_json: str, model_spec: str) -> list[Trace]:
+    """Plain decoding and each method once, every lane warmed up first (compare.race)."""
+    lm = model(model_spec)
+    configs = _configs(lm, configs_json)
+    return compare.race(lm, prepare(lm, prompt), configs, Sampling(**json.loads(sampling_json)), prompt=prompt)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lab(model_spec: str, prompt: str, cfg: lossless.LabConfig) -> dict:
+    """The losslessness lab's result, cached per model, prompt and (frozen, hashable) lab settings."""
+    lm = model(model_spec or "default")
+    return lossless.lab(lm, prepare(lm, prompt), cfg)
+
+
+@st.cache_data(max_entries=32, show_spinner="Re-growing both trees from the same context…")
+def regrown(key: str, step_index: int, _lm: LoadedModel, _trace: Trace, _cfg: Any) -> dict:
+    """Both trees for one step of a live run; `key` holds the run's whole content, so runs never share an entry."""
+    return eagle_replay.replay_trees(_lm, _trace, step_index, _cfg)  # looked up now: tests spy on it
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def lesson(path: str, _stamp: float) -> Lesson:
+    """A lesson file, read again when its modification time (`_stamp`) changes."""
+    return load_lesson(path)
