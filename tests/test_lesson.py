@@ -161,6 +161,16 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
     assert "Settings (pld)" in serial and "Live numbers: Plain decoding: A 1.00" in serial
     assert "; Prompt lookup: A " in serial and "× plain decoding (one run each)" in serial
     assert '"budget": 4' in by_id["medusa"]["notes"] and '"total_tokens": 60' in by_id["eagle"]["notes"]
+    assert "; the roofline from float32 peaks measured on " in by_id["flat"]["notes"]
+
+
+def test_the_cost_curve_slide_has_the_home_pages_roofline(tiny_app):
+    from specviz.output.lesson_figures import latency
+
+    drawn = latency(tiny_app)
+    names = [str(t["name"]) for t in drawn.figure.to_dict()["data"]]
+    assert any(n.startswith("memory floor") for n in names) and any(n.startswith("compute ceiling") for n in names)
+    assert "the roofline from" in drawn.measured
 
 
 def test_the_export_command_writes_the_lesson(tiny_app, tmp_path, monkeypatch, capsys):

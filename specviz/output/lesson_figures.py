@@ -146,14 +146,18 @@ def stored(name: str, here: Provenance) -> Drawn:
 
 
 def latency(lm: LoadedModel) -> Drawn:
-    """This device's forward latency against the number of new tokens (the probe's curve, stored or measured)."""
+    """This device's forward latency against the number of new tokens (the probe's curve, stored or measured)
+    over its roofline, as the home page draws it: the read bandwidth and matmul peak, measured once a process."""
     from specviz.output.viz.latency import latency_figure
     from specviz.tuning.probe import cached_curve
+    from specviz.tuning.roofline import device_roofs
 
     here = provenance(lm.describe())
     curve = cached_curve(lm)
+    roof, _why, peaks = device_roofs(lm, curve.ks, curve.prefix_len)[0]  # the model's own device and dtype
     where = curve.measured(here) + (f", disturbed: {curve.contended}" if curve.contended else "")
-    return Drawn(stored_measurement(latency_figure(curve, here=here), where), {}, where)
+    where += f"; the roofline from {peaks.dtype} peaks {peaks.measured()}"
+    return Drawn(stored_measurement(latency_figure(curve, here=here, roof=roof), where), {}, where)
 
 
 def lineage(here: Provenance) -> Drawn:
@@ -188,4 +192,5 @@ def lab(lm: LoadedModel, prompt: str, v: dict[str, Any]) -> Drawn:
         layers=f"0-{v.get('acceptance.depth', 4) - 1}",
         draft=v.get("acceptance.lab_draft", "perturbed"),
     )
-    return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), cfg)), {})  # the lab takes the model's lock
+    with lm.lock:
+        return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), cfg)), {})
