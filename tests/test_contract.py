@@ -103,7 +103,7 @@ def test_trace_round_trips_and_its_steps_add_up(tiny_runs, name):
     assert load_traces(trace.to_json()) == [trace]
     for s in trace.steps:
         assert s.committed and s.accepted == len(s.committed) and s.drafts_accepted <= s.proposed
-        assert s.draft_s + s.verify_s + s.commit_s <= s.wall_s + 1e-6
+        assert s.propose_s + s.verify_s + s.accept_s + s.commit_s <= s.wall_s + 1e-6
         assert s.detail is None or s.forward_tokens > 0
 
 

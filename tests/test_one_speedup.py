@@ -21,7 +21,7 @@ def trace(method: str, chunks: list[list[int]], wall: float, prefill: float, wid
             committed=c,
             texts=["x"] * len(c),
             forward_tokens=width if i < len(chunks) - 1 else 0,
-            draft_s=0.0,
+            propose_s=0.0,
             verify_s=wall,
             wall_s=wall,
             prob=0.5,

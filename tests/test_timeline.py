@@ -56,7 +56,8 @@ def test_the_race_is_drawn_finished_and_replays_from_the_start(tiny_lm):
     fig = timeline_animation(lanes)
     spec = fig.to_dict()
     drawn = sum(len(b.get("x", ())) for b in spec["data"])
-    assert drawn == sum(1 + len(t.steps) + sum(x.draft_s > 0 for x in t.steps) for t in lanes)  # every bar
+    bars = [1 + len(t.steps) + sum((x.propose_s > 0) + (x.accept_s > 0) for x in t.steps) for t in lanes]
+    assert drawn == sum(bars)  # every bar
     first = spec["frames"][0]["data"]
     assert sum(len(b.get("x", ())) for b in first) < drawn  # ▶ replays from t ≈ 0
     assert spec["layout"]["sliders"][0]["active"] == len(spec["frames"]) - 1  # the slider sits at the finish

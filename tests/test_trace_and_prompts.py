@@ -43,6 +43,16 @@ def test_inconsistent_trace_is_refused(trace):
         Trace.from_dict(data)
 
 
+def test_a_trace_saved_before_the_propose_phase_reads_its_draft_time_as_propose(trace):
+    data = json.loads(trace.to_json())
+    for step in data["steps"]:
+        step["draft_s"] = step.pop("propose_s") + 0.5
+        del step["accept_s"]
+    old = Trace.from_dict(data)
+    assert [s.propose_s for s in old.steps] == [s.propose_s + 0.5 for s in trace.steps]
+    assert all(s.accept_s == 0.0 for s in old.steps)
+
+
 def test_trace_file_round_trip(trace, tmp_path):
     path = tmp_path / "t.json"
     trace.save(path)

@@ -132,14 +132,14 @@ if ar is not None:
     )
 drafted = [x for x in trace.steps if x.detail is not None]
 if drafted:
-    draft_ms, verify_ms = (1000 * median(getattr(x, f) for x in drafted) for f in ("draft_s", "verify_s"))
+    propose_ms, verify_ms = (1000 * median(getattr(x, f) for x in drafted) for f in ("propose_s", "verify_s"))
     m[4].metric(  # the share fits a fifth of the page; the two times go beneath
-        "Draft / verify",
-        f"{draft_ms / max(verify_ms, 1e-9):.0%}",
-        help="Drafting time as a share of verifying time per step: medians over this run's drafting steps, so a "
-        "slow first step (kernels warming up) does not dominate.",
+        "Propose / verify",
+        f"{propose_ms / max(verify_ms, 1e-9):.0%}",
+        help="Proposing (the head drafting its tree) as a share of verifying time per step: medians over this "
+        "run's drafting steps, so a slow first step (kernels warming up) does not dominate.",
     )
-    m[4].caption(f"{draft_ms:.1f} ms drafting, {verify_ms:.0f} ms verifying (medians)")
+    m[4].caption(f"{propose_ms:.1f} ms proposing, {verify_ms:.0f} ms verifying (medians)")
 show_figure(steps_figure(trace, ar), "eagle_steps")
 
 
@@ -160,8 +160,8 @@ if drafted:
     d = step.detail
     st.caption(
         f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
-        f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · draft "
-        f"{1000 * step.draft_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms"
+        f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · propose "
+        f"{1000 * step.propose_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms, accept {1000 * step.accept_s:.1f} ms"
     )
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")

@@ -116,8 +116,8 @@ if steps:
     d = step.detail
     st.caption(
         f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
-        f"{d.predicted:.2f}, measured {d.measured} · draft {1000 * step.draft_s:.1f} ms, "
-        f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens"
+        f"{d.predicted:.2f}, measured {d.measured} · propose {1000 * step.propose_s:.1f} ms, "
+        f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens, accept {1000 * step.accept_s:.1f} ms"
     )
     left, right = st.columns([3, 2])
     with left:

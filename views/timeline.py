@@ -14,7 +14,8 @@ from ui.resources import replayed, replaying
 page_header(
     "Serial versus parallel",
     "Each bar is one forward pass of the target model, as long as it really "
-    "took; orange is drafting. Plain decoding commits one token per bar; the others commit several.",
+    "took; orange is proposing, black is accepting. Plain decoding commits one token per bar; the others commit "
+    "several.",
 )
 
 names = [n for n in methods.available() if n != "ar"]

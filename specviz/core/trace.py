@@ -38,20 +38,22 @@ class Alt:
 class StepTrace:
     """One method step: propose → verify (one target forward) → accept → commit.
 
-    The phases are typed fields; `detail` is the method's own record (a `specviz.core.details` dataclass,
-    chosen by the trace's method), or None for a step without a forward pass and for plain decoding.
+    The phases are typed fields, each the wall time of the step's phase of that name (methods.base.PHASES);
+    `detail` is the method's own record (a `specviz.core.details` dataclass, chosen by the trace's method),
+    or None for a step without a forward pass and for plain decoding.
     """
 
     index: int
     committed: list[int]  # token ids committed this step: the root plus the accepted drafts
     texts: list[str]  # their decoded text
     forward_tokens: int  # tokens verified by this step's one target forward pass (0: none ran)
-    draft_s: float  # wall time spent proposing (0 for plain decoding)
+    propose_s: float  # wall time spent proposing (0 for plain decoding)
     verify_s: float  # wall time of the target forward pass
     wall_s: float  # the whole step, root pick included; records and figure data are built after it
     prob: float  # target probability of the first committed token
     entropy: float  # entropy (nats) of the target distribution at the first committed position
     proposed: int = 0  # draft tokens proposed after the root (0 for plain decoding)
+    accept_s: float = 0.0  # wall time judging the drafts against the target (the acceptance rule)
     commit_s: float = 0.0  # wall time fixing the KV cache(s) after acceptance
     root_from: str = "target"  # where the root came from: target (pending logits), residual or bonus
     top: list[Alt] = field(default_factory=list)  # top-5 of that distribution
@@ -166,6 +168,7 @@ class Trace:
             raise TraceError(f"This is not a specviz trace (format {shown!r}, expected {TRACE_FORMAT!r}).")
         try:
             check_size(data, "The trace")
+            data = _renamed(data)
             check_object(data, trace_schema(vocab), "The trace")
         except SchemaError as exc:
             raise TraceError(str(exc)) from None
@@ -201,12 +204,13 @@ def trace_schema(vocab: int | None = None) -> dict[str, Any]:
         "committed": ids,
         "texts": ["str"],
         "forward_tokens": Between("int", 0, MAX_TRACE_IDS),
-        "draft_s": seconds,
+        "propose_s": seconds,
         "verify_s": seconds,
         "wall_s": seconds,
         "prob": "float",
         "entropy": "float",
         "proposed?": Between("int", 0, MAX_TRACE_IDS),
+        "accept_s?": seconds,
         "commit_s?": seconds,
         "root_from?": "str",
         "top?": [{"id": token, "text": "str", "prob": "float"}, 64],
@@ -226,6 +230,21 @@ def trace_schema(vocab: int | None = None) -> dict[str, Any]:
         "prefill_s": seconds,
         "stopped": "str",
     }
+
+
+def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """A trace saved before the propose phase had its name: each step's `draft_s` read as `propose_s`."""
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not any(isinstance(s, dict) and "draft_s" in s for s in steps):
+        return data
+    renamed = [_renamed_step(s) if isinstance(s, dict) else s for s in steps]
+    return {**data, "steps": renamed}
+
+
+def _renamed_step(step: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in step.items() if k != "draft_s"}
+    out.setdefault("propose_s", step.get("draft_s"))
+    return out
 
 
 def _step_from_dict(d: dict, detail: type[Detail] | None) -> StepTrace:
@@ -249,7 +268,16 @@ def _check_trace(t: Trace) -> None:
     if not all(math.isfinite(v) and v >= 0 for v in (t.total_s, t.prefill_s)):
         raise TraceError(f"The trace has an invalid number of seconds ({t.total_s!r}, {t.prefill_s!r}).")
     for s in t.steps:
-        for v in (s.draft_s, s.verify_s, s.commit_s, s.wall_s, s.prob, s.entropy, *(a.prob for a in s.top)):
+        for v in (
+            s.propose_s,
+            s.verify_s,
+            s.accept_s,
+            s.commit_s,
+            s.wall_s,
+            s.prob,
+            s.entropy,
+            *(a.prob for a in s.top),
+        ):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
 

@@ -213,7 +213,7 @@ class TreeStepper:
         its verified pairs wait in its queue until the next step that drafts.
         """
         f_t, prefix = self.root_feature(run), run.seq_len
-        with run.phase("draft"):
+        with run.phase("propose"):
             tree = self.draft(f_t, root) if head else DraftTree(tokens=[root])
             if extend is not None:
                 extend(tree)
@@ -221,7 +221,8 @@ class TreeStepper:
             tokens = [tree.tokens[n] for n in nodes]
         with run.phase("verify"):
             logits, hidden, feats = self.verify(run, tokens, spec)
-        w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+        with run.phase("accept"):
+            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
         path = w.path
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)

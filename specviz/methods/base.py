@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # only the tree methods build one; the others need not import
     from specviz.trees.eagle_tree import TreeResult
 
 OnStep = Callable[[StepTrace], None]
-PHASES = ("draft", "verify", "commit")
+PHASES = ("propose", "verify", "accept", "commit")  # the step's timed phases, as the papers name them
 
 
 @dataclass
@@ -165,7 +165,7 @@ class Run:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Add the wall time of the block to this step's `name` phase (draft, verify or commit), synchronised."""
+        """Add the wall time of the block to this step's `name` phase (one of PHASES), synchronised."""
         t = self.now()
         try:
             yield
@@ -236,8 +236,9 @@ class Run:
             texts=[self.lm.token_text(t) for t in tokens],
             proposed=out.proposed if out else 0,
             forward_tokens=out.forward_tokens if out else 0,
-            draft_s=self.times["draft"],
+            propose_s=self.times["propose"],
             verify_s=self.times["verify"],
+            accept_s=self.times["accept"],
             commit_s=self.times["commit"],
             wall_s=wall_s,
             prob=round(float(dist[tokens[0]]), 6),

@@ -112,7 +112,7 @@ class State:
 
     def step(self, run: Run, root: int) -> Outcome:
         """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one forward) → accept → commit."""
-        with run.phase("draft"):
+        with run.phase("propose"):
             tail = self.copy_tail(run, root)
         if tail:
             res = self.tree.step(run, root, self.copy(tail), head=False)

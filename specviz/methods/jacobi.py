@@ -74,7 +74,8 @@ class JacobiState:
         guesses, base, offset = self.guesses, run.seq_len, len(run.output)
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *guesses], run.cache)  # [n+1, V]: row j predicts index j+1
-        verdict = accept_candidates(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)
+        with run.phase("accept"):
+            verdict = accept_candidates(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)
         m, row = len(verdict.accepted), [root, *guesses]
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + m)

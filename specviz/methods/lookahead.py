@@ -70,7 +70,7 @@ class LookaheadState:
     def step(self, run: Run, root: int) -> Outcome:
         """propose (window + pooled n-grams) → verify (one forward) → accept the longest match → commit."""
         cfg, lm = self.cfg, run.lm
-        with run.phase("draft"):
+        with run.phase("propose"):
             cands = self.pool.candidates(root, cfg.guesses)
             lay = Layout(len(self.levels), cfg.window, len(cands), cfg.ngram - 1)
             ids = [root, *(t for lv in self.levels for t in lv), *(t for c in cands for t in c)]
@@ -80,7 +80,8 @@ class LookaheadState:
             _, hidden = lm.forward(ids, run.cache, positions, additive_mask(lay, lm.neg_inf()), slice(0, 0))
             root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)
             new = new_level.tolist()
-        verdict = accept_candidates(root_logits, cands, list(cand_rows), run.sampling, run.gen)
+        with run.phase("accept"):
+            verdict = accept_candidates(root_logits, cands, list(cand_rows), run.sampling, run.gen)
         m, best = len(verdict.accepted), verdict.best
         with run.phase("commit"):
             commit_path(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])

@@ -74,14 +74,15 @@ class Medusa:
     def step(self, run: Run, root: int) -> Outcome:
         """propose (the heads fill the tree) → verify (one tree pass) → accept → commit."""
         spec, prefix = self.spec, run.seq_len
-        with run.phase("draft"):
+        with run.phase("propose"):
             drafts, head_p = propose(self.heads, run.pending_hidden, spec)
             tokens = [root, *drafts]
         with run.phase("verify"):
             logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
-        w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
+        with run.phase("accept"):
+            w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
         path = w.path
-        with run.phase("verify"):
+        with run.phase("verify"):  # the next root's logits, when the path ended on a leaf
             ensure_last_logits(run.lm, logits, hidden, path[-1])
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)

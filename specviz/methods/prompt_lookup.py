@@ -134,13 +134,14 @@ class Lookup:
     def step(self, run: Run, root: int) -> Outcome:
         """propose (copy) → verify → accept (greedy match, or speculative sampling with q = δ) → commit."""
         base, rule = run.seq_len, "greedy" if run.sampling.greedy else "speculative"
-        with run.phase("draft"):
+        with run.phase("propose"):
             drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
-        p = target_probs(logits, run.sampling)
-        n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
-        self.ev.update(found["ngram"], len(drafts), n)
+        with run.phase("accept"):
+            p = target_probs(logits, run.sampling)
+            n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
+            self.ev.update(found["ngram"], len(drafts), n)
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
         return chain_outcome(

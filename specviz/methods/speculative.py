@@ -82,12 +82,13 @@ class Speculator:
     def step(self, run: Run, root: int) -> Outcome:
         """propose → verify → accept → commit."""
         base, rule = run.seq_len, "greedy" if run.sampling.greedy else self.cfg.rule
-        with run.phase("draft"):
+        with run.phase("propose"):
             drafts, qs = propose(run, self.draft, root, min(self.cfg.gamma, run.remaining - 1))
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [γ+1, V]
-        p = target_probs(logits, run.sampling)
-        n, nxt, records = judge_chain(rule, p, torch.stack(qs), drafts, run.gen, self.cfg.eps, self.cfg.delta)
+        with run.phase("accept"):
+            p = target_probs(logits, run.sampling)
+            n, nxt, records = judge_chain(rule, p, torch.stack(qs), drafts, run.gen, self.cfg.eps, self.cfg.delta)
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
             self.draft.rollback(base + 1 + n)

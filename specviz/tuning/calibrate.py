@@ -67,7 +67,7 @@ def medusa_runs(
                 {
                     "A": tr.mean_accepted,
                     "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
-                    "draft": statistics.median(1000 * x.draft_s for x in steps),
+                    "draft": statistics.median(1000 * x.propose_s for x in steps),
                     "verify": statistics.median(1000 * x.verify_s for x in steps),
                 }
             )

@@ -220,8 +220,8 @@ def length_sweep(
 
 
 def method_shape(trace: Trace) -> tuple[float, float, float]:
-    """A, mean forward width (tokens per target pass), and draft time as a share of verify time."""
+    """A, mean forward width (tokens per target pass), and propose time as a share of verify time."""
     fwd = [s for s in trace.steps if s.forward_tokens]
     width = sum(s.forward_tokens for s in fwd) / max(1, len(fwd))
-    draft = sum(s.draft_s for s in trace.steps) / max(1e-9, sum(s.verify_s for s in trace.steps))
+    draft = sum(s.propose_s for s in trace.steps) / max(1e-9, sum(s.verify_s for s in trace.steps))
     return measure.mean_accepted(trace), width, draft

@@ -38,7 +38,7 @@ def _sps_row(c: speculative.Config, m: Measured, prompts: int) -> dict[str, Any]
         "speedup": m.speedup,
         "A": m.A,
         "accept_rate": round(sum(accepted) / max(1, sum(proposed)), 4),
-        "draft_ms": _per_step_ms(m, "draft_s"),
+        "draft_ms": _per_step_ms(m, "propose_s"),
         "verify_ms": _per_step_ms(m, "verify_s"),
         "identical": m.identical,
         "prompts": prompts,

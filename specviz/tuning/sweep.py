@@ -200,7 +200,7 @@ def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw:
 
 
 def _per_step_ms(m: Measured, key: str) -> float:
-    """Median over the drafting steps of the first repeat of one phase's seconds (`draft_s`, `verify_s`), in ms."""
+    """Median over the drafting steps of the first repeat of one phase's seconds (`propose_s`, `verify_s`), in ms."""
     return _median([1000 * getattr(x, key) for t in m.traces for x in t.steps if x.forward_tokens > 1])
 
 
@@ -212,7 +212,7 @@ def _eagle_row(c: eagle.Config, m: Measured, prompts: int) -> dict[str, Any]:
         "total_tokens": c.total_tokens,
         "speedup": m.speedup,
         "A": m.A,
-        "draft_ms": _per_step_ms(m, "draft_s"),
+        "draft_ms": _per_step_ms(m, "propose_s"),
         "verify_ms": _per_step_ms(m, "verify_s"),
         "identical": m.identical,
         "prompts": prompts,

@@ -14,7 +14,7 @@ from specviz.core.details import EagleStep
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.eagle_growth import compare_figure, growth_figure, label, node_hover
 from specviz.output.viz.steps import token_strip
-from specviz.output.viz.theme import DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color
+from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, REJECT, VERIFY, apply, method_color
 from specviz.output.viz.tree import mask_figure, tree_figure
 
 __all__ = [
@@ -137,14 +137,17 @@ def _next_token_bars(step: StepTrace) -> go.Bar:
 
 
 def draft_verify_figure(trace: Trace, slide: bool = False) -> go.Figure:
-    """Per step: draft time vs verify time (ms); the draft is the head, verify is one target forward."""
+    """Per step: propose, verify and accept time (ms); proposing is the head, verify is one target forward."""
     steps = [s for s in trace.steps if s.forward_tokens]
     fig = go.Figure(
         [
             go.Bar(
                 x=[s.index for s in steps], y=[1000 * s.verify_s for s in steps], name="verify", marker_color=VERIFY
             ),
-            go.Bar(x=[s.index for s in steps], y=[1000 * s.draft_s for s in steps], name="draft", marker_color=DRAFT),
+            go.Bar(
+                x=[s.index for s in steps], y=[1000 * s.propose_s for s in steps], name="propose", marker_color=DRAFT
+            ),
+            go.Bar(x=[s.index for s in steps], y=[1000 * s.accept_s for s in steps], name="accept", marker_color=JUDGE),
         ]
     )
     fig.update_layout(barmode="stack")

@@ -24,6 +24,7 @@ METHOD_COLORS = {
     "eagle3": "#117733",
 }
 ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
+JUDGE = "#0f172a"  # a step's accept phase (judging the drafts), dark beside every method's colour and DRAFT
 ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's
 FONT = "Inter, Helvetica Neue, Arial, sans-serif"
 SLIDE_SIZE = (1600, 900)

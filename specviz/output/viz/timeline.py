@@ -8,14 +8,15 @@ import plotly.graph_objects as go
 
 from specviz.core import measure
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import DRAFT, NEUTRAL, SLIDE_SIZE, apply, method_color, token_text
+from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, SLIDE_SIZE, apply, method_color, token_text
 
 
 def _label(texts: list[str], limit: int = 14) -> str:
     return token_text("".join(texts), limit)
 
 
-PARTS = (("prefill", NEUTRAL, 0.6), ("draft", DRAFT, 0.9), ("verify", None, 0.95))
+# drawn in this order, overlaid: a step's accept bar lies over the end of its forward-pass bar
+PARTS = (("prefill", NEUTRAL, 0.6), ("propose", DRAFT, 0.9), ("verify", None, 0.95), ("accept", JUDGE, 0.9))
 
 
 def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> list[go.Bar]:
@@ -58,7 +59,7 @@ def _lanes(traces: list[Trace]) -> list[str]:
 def timeline_figure(
     traces: list[Trace], upto_s: float | None = None, title: str | None = None, slide: bool = False
 ) -> go.Figure:
-    """One lane per trace: prefill, then per step a draft bar and a verify bar as long as they took.
+    """One lane per trace: prefill, then per step a propose, a verify and an accept bar as long as they took.
 
     `upto_s` cuts every lane at the same wall-clock instant, to show the lanes racing together.
     """
@@ -133,39 +134,25 @@ def _end(traces: list[Trace], upto_s: float | None) -> float:
 
 def _lane_bars(trace: Trace, upto_s: float | None) -> list[dict]:
     """Bars for one trace as plain dicts, clipped at `upto_s`."""
-    bars = [
-        {
-            "part": "prefill",
-            "start": 0.0,
-            "dur": trace.prefill_s,
-            "label": "prompt",
-            "step": "-",
-            "tokens": len(trace.prompt_ids),
-        }
-    ]
+    bars = [_bar("prefill", 0.0, trace.prefill_s, "prompt", "-", len(trace.prompt_ids))]
     t = trace.prefill_s
     for s in trace.steps:
         verify = s.verify_s if s.forward_tokens else 0.0
-        other = max(0.0, s.wall_s - s.draft_s - verify)  # accept/commit bookkeeping, drawn with verify
-        label = _label(s.texts)
-        if s.draft_s > 0:
-            bars.append(
-                {"part": "draft", "start": t, "dur": s.draft_s, "label": "", "step": s.index, "tokens": s.accepted}
-            )
-        bars.append(
-            {
-                "part": "verify",
-                "start": t + s.draft_s,
-                "dur": verify + other,
-                "label": label,
-                "step": s.index,
-                "tokens": s.accepted,
-            }
-        )
+        rest = max(0.0, s.wall_s - s.propose_s - verify)  # accept, commit, bookkeeping: drawn with the verify bar
+        start = t + s.propose_s
+        if s.propose_s > 0:
+            bars.append(_bar("propose", t, s.propose_s, "", s.index, s.accepted))
+        bars.append(_bar("verify", start, verify + rest, _label(s.texts), s.index, s.accepted))
+        if s.accept_s > 0:  # over the verify bar, where the acceptance ran: right after the forward pass
+            bars.append(_bar("accept", start + verify, s.accept_s, "", s.index, s.accepted))
         t += s.wall_s
     if upto_s is None:
         return bars
     return [dict(b, dur=min(b["dur"], upto_s - b["start"])) for b in bars if b["start"] < upto_s]
+
+
+def _bar(part: str, start: float, dur: float, label: str, step: int | str, tokens: int) -> dict:
+    return {"part": part, "start": start, "dur": dur, "label": label, "step": step, "tokens": tokens}
 
 
 def tokens_over_time_figure(traces: list[Trace], slide: bool = False) -> go.Figure:
