@@ -5,7 +5,7 @@ A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrai
 fits a model of any depth) under which the method runs on a tiny random model, as the contract test does, and
 `accepting_resources(lm)`: the same with drafts that are all right on a model whose next token does not depend
 on its input (heads that hand the target's own prediction on), for the contract test's acceptance check.
-No method module imports another; what two share lives below them, in specviz.trees (tree, tree_sampling,
+No method module imports another; what two share lives below them, in specviz.trees (tree, walk,
 draft_tree, ngram_pool, …) or specviz.core (acceptance, drafting, …), or in base.
 """
 
