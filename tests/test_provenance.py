@@ -33,8 +33,10 @@ def test_committed_measurement_has_provenance(path: Path):
 
 def test_a_record_without_the_cpu_model_names_what_is_known():
     p = Provenance("unrecorded CPU", 2, "cpu · float32 · onednn", "2026-11-30T17:16:05+00:00", "5f02afb", 2.0, "2.13")
-    assert p.describe(flag_load=False) == "measured on a 2-core CPU, cpu · float32 · onednn, on 2026-11-30"
-    assert replace(p, cpu="", memory_gb=23.5).machine == "a 2-core CPU (23.5 GiB)"
+    assert (
+        p.describe(flag_load=False) == "measured on a 2-core CPU with torch 2.13, cpu · float32 · onednn, on 2026-11-30"
+    )
+    assert replace(p, cpu="", memory_gb=23.5, torch="").machine == "a 2-core CPU (23.5 GiB)"
 
 
 BENCH = Path(__file__).resolve().parents[1] / "docs" / "bench"

@@ -151,11 +151,12 @@ class Provenance:
 
     @property
     def machine(self) -> str:
-        """'Intel(R) Xeon(R) Processor (2 cores, 23.5 GiB, avx512_bf16)'; 'a 2-core CPU' if no model was recorded."""
+        """'Intel(R) Xeon(R) Processor (2 cores, 23.5 GiB, avx512_bf16)'; with no model recorded, 'a 2-core CPU'."""
         extra = [f"{self.memory_gb:g} GiB"] if self.memory_gb > 0 else []
         extra += [self.cpu_flags] if self.cpu_flags else []
-        if self.cpu.strip().lower() in ("", "unknown cpu", "unrecorded cpu"):  # older records were backfilled
-            return f"a {self.cores}-core CPU" + (f" ({', '.join(extra)})" if extra else "")
+        if self.cpu.strip().lower() in ("", "unknown cpu", "unrecorded cpu"):  # older records, backfilled
+            torch = f" with torch {self.torch}" if self.torch else ""  # what else is known
+            return f"a {self.cores}-core CPU{torch}" + (f" ({', '.join(extra)})" if extra else "")
         return f"{self.cpu} ({', '.join([f'{self.cores} cores', *extra])})"
 
     def same_machine(self, other: Provenance) -> bool:
