@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-TOUR = ["Why parallel", "Timeline", "Medusa", "EAGLE", "Lookahead", "Acceptance", "Compare", "Lineage"]
+TOUR = ["Why parallel", "Timeline", "Medusa", "EAGLE", "Lookahead", "Acceptance", "Compare", "What data", "Lineage"]
 PAPER_PAGES = ("Medusa", "EAGLE", "Lookahead")
 
 
