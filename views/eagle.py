@@ -33,8 +33,9 @@ from specviz.output.viz.tree import steps_figure, token_strip
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings, show_figure
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.presentation import controls, stepper
+from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
+from ui.method_page import Beside, at_temperature, beside, drafted_steps, main_run, need, pick_step, stored_sweep
+from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 from ui.resources import get_model, replaying
 
@@ -45,11 +46,7 @@ page_header(
     "what does a step cost here?",
 )
 
-try:
-    head_cfg = read_config(DEFAULT_DIR)
-except HeadError as exc:
-    st.error(str(exc))
-    st.stop()
+head_cfg = need(lambda: read_config(DEFAULT_DIR), HeadError)
 
 s = settings()
 preset_control("eagle", "eagle")  # sets the shape sliders' and the tree's values
@@ -99,14 +96,11 @@ cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 cfg3 = Eagle3Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 cfg_pool = HybridConfig(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
-if s is not None:
-    s = replace(s, sampling=replace(s.sampling, temperature=temperature))
-beside = {**({"eagle3": cfg3} if with_e3 else {}), **({"hybrid": cfg_pool} if with_pool else {})}
-runs = run_paired({"eagle": cfg, **beside}, s, repeats)
+s = at_temperature(s, temperature)
+beside_it = {**({"eagle3": cfg3} if with_e3 else {}), **({"hybrid": cfg_pool} if with_pool else {})}
+runs = run_paired({"eagle": cfg, **beside_it}, s, repeats)
 alt = run_method("eagle", other, s)
-if "eagle" not in runs:
-    st.stop()
-ar, trace = median_pair(runs, "eagle") if "ar" in runs else (None, runs["eagle"][0])
+ar, trace = main_run(runs, "eagle")
 m = st.columns(5)
 m[0].metric(
     f"A ({tree_kind})",
@@ -130,7 +124,7 @@ if ar is not None:
         help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
         "not the exact tokens.",
     )
-drafted = [x for x in trace.steps if x.detail is not None]
+drafted = drafted_steps(trace)
 if drafted:
     propose_ms, verify_ms = (1000 * median(getattr(x, f) for x in drafted) for f in ("propose_s", "verify_s"))
     m[4].metric(  # the share fits a fifth of the page; the two times go beneath
@@ -154,8 +148,7 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 if drafted:
-    stepper("eagle.step", len(drafted))
-    i = st.slider("Step", 0, len(drafted) - 1, key="eagle.step") if len(drafted) > 1 else 0
+    i = pick_step("eagle", len(drafted))
     step = drafted[i]
     d = step.detail
     st.caption(
@@ -181,16 +174,16 @@ if drafted:
     show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
 show_figure(draft_verify_figure(trace), "eagle_costs")
 preset_costs("eagle", "eagle", cfg, s, repeats)
-if SWEEP_PATH.is_file():
-    try:
-        sweep = json.loads(SWEEP_PATH.read_text(encoding="utf-8"))
+sweep, unreadable = stored_sweep(SWEEP_PATH)
+try:
+    if unreadable:
+        raise ValueError(unreadable)
+    if sweep is not None:
         where = measured_where(sweep)
         show_figure(sweep_figure(sweep, where=where), "eagle_sweep", measured=where)
         st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
-    except (ValueError, KeyError, TypeError) as exc:
-        st.warning(
-            f"{SWEEP_PATH} could not be read ({exc}); re-measure with `python -m specviz calibrate eagle --live`."
-        )
+except (ValueError, KeyError, TypeError) as exc:
+    st.warning(f"{SWEEP_PATH} could not be read ({exc}); re-measure with `python -m specviz calibrate eagle --live`.")
 with st.expander("How this head was trained"):
     st.json(head_cfg.train or {"note": "no training record"})
 
@@ -216,20 +209,16 @@ else:
     )
 
 
-def beside(name: str, label: str, whose: str) -> Trace:
+def beside_eagle(name: str, label: str, whose: str) -> Trace:
     """A method run beside EAGLE-2 in the same runs: its median run, with A, speedup and identity under EAGLE-2's."""
-    t = median_pair(runs, name)[1] if "ar" in runs else runs[name][0]
-    c1, c2, c3 = st.columns(3)
-    c1.metric(f"A, EAGLE-2 → {label}", f"{trace.mean_accepted:.2f} → {t.mean_accepted:.2f}", help="same tree")
-    if "ar" in runs:
-        speedup_metric(c2, runs, name, f"{whose} speedup", f"{whose} runs interleaved with EAGLE-2's and ar's.")
-        c3.metric("Same tokens as ar", same_tokens(ar, t))
-    return t
+    speed_help = f"{whose} runs interleaved with EAGLE-2's and ar's."
+    names = Beside(f"A, EAGLE-2 → {label}", "same tree", f"{whose} speedup", speed_help, "Same tokens as ar")
+    return beside(runs, ar, trace, name, names)
 
 
 if "eagle3" in runs:
-    t3 = beside("eagle3", "EAGLE-3", "EAGLE-3's")
-    drafted3 = [x for x in t3.steps if x.detail is not None]
+    t3 = beside_eagle("eagle3", "EAGLE-3", "EAGLE-3's")
+    drafted3 = drafted_steps(t3)
     if drafted3:
         lm = get_model()  # None while traces are loaded
         n_layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
@@ -245,9 +234,9 @@ st.caption(
 if "hybrid" not in runs:
     st.info("Turn on *Run EAGLE-2 + n-gram pool beside it* above to run it on this prompt, in the same runs.")
 else:
-    th = beside("hybrid", "with the pool", "Its")
+    th = beside_eagle("hybrid", "with the pool", "Its")
     show_figure(origins_figure(th), "hybrid_origins")
-    pooled = [x for x in th.steps if x.detail is not None]
+    pooled = drafted_steps(th)
     if pooled:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
         j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-
 import streamlit as st
 
 from specviz.heads import hydra as hydra_heads
@@ -21,10 +18,21 @@ from specviz.output.viz.tree import (
     token_strip,
     tree_figure,
 )
-from specviz.trees.tree import sparse_tree
 from ui.common import page_header, settings, show_figure
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.presentation import controls, stepper
+from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
+from ui.method_page import (
+    Beside,
+    at_temperature,
+    beside,
+    drafted_steps,
+    main_run,
+    need,
+    optional,
+    pick_step,
+    recorded_predicted,
+    stored_sweep,
+)
+from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 
 page_header(
@@ -33,12 +41,7 @@ page_header(
     "tree), is acceptance lossless (greedy: yes; typical: no), and what does a step cost here?",
 )
 
-try:
-    trained = read_config(models_dir())
-    acc = load_calibration()
-except HeadsError as exc:
-    st.error(str(exc))
-    st.stop()
+trained, acc = need(lambda: (read_config(models_dir()), load_calibration()), HeadsError)
 
 s = settings()
 preset_control("medusa", "medusa", clamp={"heads": (1, trained.num_heads)})  # sets the two sliders' values
@@ -65,10 +68,10 @@ temperature = c2.slider(
 eps = c3.slider("ε (typical)", 0.01, 0.5, Config.eps, 0.01, key="medusa.eps")
 delta = c3.slider("δ (typical)", 0.05, 1.0, Config.delta, 0.05, key="medusa.delta")
 repeats = repeats_control("medusa", c3)
-try:
-    hydra_acc, hydra_trained = hydra_heads.load_calibration(), hydra_heads.read_config(hydra_heads.models_dir())
-except HeadsError as exc:
-    hydra_acc, hydra_trained, hydra_missing = None, None, str(exc)
+hydra, hydra_missing = optional(
+    lambda: (hydra_heads.load_calibration(), hydra_heads.read_config(hydra_heads.models_dir())), HeadsError
+)
+hydra_acc, hydra_trained = hydra or (None, None)
 with_hydra = hydra_trained is not None and c2.toggle(
     "Run Hydra beside it",
     True,
@@ -79,19 +82,18 @@ with_hydra = hydra_trained is not None and c2.toggle(
 cfg = Config(heads=heads, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
 hydra_k = min(heads, hydra_trained.num_heads) if hydra_trained else heads
 hcfg = HydraConfig(heads=hydra_k, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
-if s is not None:
-    s = replace(s, sampling=replace(s.sampling, temperature=temperature))
+s = at_temperature(s, temperature)
 runs = run_paired({"medusa": cfg, **({"hydra": hcfg} if with_hydra else {})}, s, repeats)
-if "medusa" not in runs:
-    st.stop()
-ar, trace = median_pair(runs, "medusa") if "ar" in runs else (None, runs["medusa"][0])
+ar, trace = main_run(runs, "medusa")
+steps = drafted_steps(trace)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(
     "A (tokens per forward pass)",
     f"{trace.mean_accepted:.2f}",
     help="New tokens ÷ target forward passes; the target's own (bonus) token counts.",
 )
-m2.metric("Predicted A", f"{1 + sparse_tree(acc[:heads], budget)[1]:.2f}", help="1 + Σ path weights (calibration)")
+predicted = recorded_predicted(steps)  # the run's own: 1 + Σ path weights of its tree (calibration)
+m2.metric("Predicted A", "–" if predicted is None else f"{predicted:.2f}", help="1 + Σ path weights (calibration)")
 if ar is not None:
     speedup_metric(
         m3,
@@ -107,10 +109,8 @@ if ar is not None:
         help="Greedy acceptance at T = 0 must give identical tokens; at T > 0 identity says nothing.",
     )
 
-steps = [st_ for st_ in trace.steps if st_.detail is not None]
 if steps:
-    stepper("medusa.step", len(steps))
-    i = st.slider("Step", 0, len(steps) - 1, key="medusa.step") if len(steps) > 1 else 0
+    i = pick_step("medusa", len(steps))
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail
@@ -158,14 +158,14 @@ else:
         "hydra_accuracy",
     )
 if "hydra" in runs:
-    htrace = median_pair(runs, "hydra")[1] if "ar" in runs else runs["hydra"][0]
-    h1, h2, h3 = st.columns(3)
-    h1.metric("A, Medusa → Hydra", f"{trace.mean_accepted:.2f} → {htrace.mean_accepted:.2f}", help="same budget")
-    if "ar" in runs:
-        speedup_metric(
-            h2, runs, "hydra", "Hydra's speedup", "Hydra's runs interleaved with Medusa's and plain decoding's."
-        )
-        h3.metric("Same tokens as plain decoding", same_tokens(ar, htrace))
+    names = Beside(
+        "A, Medusa → Hydra",
+        "same budget",
+        "Hydra's speedup",
+        "Hydra's runs interleaved with Medusa's and plain decoding's.",
+        "Same tokens as plain decoding",
+    )
+    htrace = beside(runs, ar, trace, "hydra", names)
     show_figure(
         depth_figure(
             {"medusa": acceptance_by_depth(trace, hydra_k), "hydra": acceptance_by_depth(htrace, hydra_k)},
@@ -187,9 +187,13 @@ if "hydra" in runs:
             with t2:
                 show_figure(tree_figure(*step_tree_data(twin), "Hydra (hover: what each head read)"), "hydra_twin")
 
-sweep_path = models_dir() / "sweep.json"
-if sweep_path.is_file():
-    sw = json.loads(sweep_path.read_text())
+sw, unreadable = stored_sweep(models_dir() / "sweep.json")
+if unreadable:
+    st.warning(
+        f"The budget sweep could not be read ({unreadable}); "
+        "re-measure with `python -m specviz calibrate medusa --sweep`."
+    )
+if sw is not None:
     st.subheader("Why the best budget is small on the machine that measured it")
     swept = measured_where(sw)
     st.caption(f"The budget sweep was {swept}.")
@@ -203,7 +207,7 @@ if sweep_path.is_file():
             swept,
         )
     st.caption(sw.get("note", ""))
-costs = sw.get("head_ms", {}) if sweep_path.is_file() else {}
+costs = sw.get("head_ms", {}) if sw is not None else {}
 where = measured_where(sw) if costs else ""
 measured = (
     (

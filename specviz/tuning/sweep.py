@@ -129,6 +129,21 @@ def header(
     }
 
 
+def stored(path: Path | str) -> dict[str, Any] | None:
+    """A sweep as written (write_lookahead, write_eagle, `calibrate medusa`), for a page to draw; None when none is
+    stored; ValueError with the reason when the file cannot be read as one."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ValueError("it holds no sweep record")
+    return data
+
+
 def _median(xs: list[float]) -> float:
     """The median rounded to 0.01, 0 for no values."""
     return round(statistics.median(xs), 2) if xs else 0.0

@@ -1,0 +1,101 @@
+"""The method pages' template: what every method page does around its chapter's text and figures.
+
+A method page is: its header; the trained head it needs (`need`, or `optional` for one run beside it); its preset
+and sliders; its runs (ui.live.run_paired) and the median one (`main_run`); its headline metrics; a step picked
+(`pick_step`) and drawn; a method run beside it summed up under it (`beside`); stored sweeps (`stored_sweep`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+import streamlit as st
+
+from specviz.core.trace import StepTrace, Trace
+from specviz.tuning.sweep import stored
+from ui.common import Settings
+from ui.live import median_pair, same_tokens, speedup_metric
+from ui.presentation import stepper
+
+T = TypeVar("T")
+
+
+def need(read: Callable[[], T], *errors: type[Exception]) -> T:
+    """What the page cannot run without (a trained head's files): on failure its one-line error, and the page stops."""
+    try:
+        return read()
+    except errors as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+def optional(read: Callable[[], T], *errors: type[Exception]) -> tuple[T | None, str]:
+    """What a section beside the method needs: (it, "") or (None, why it is missing)."""
+    try:
+        return read(), ""
+    except errors as exc:
+        return None, str(exc)
+
+
+def at_temperature(s: Settings | None, temperature: float) -> Settings | None:
+    """The sidebar's settings at the page's own temperature slider."""
+    return None if s is None else replace(s, sampling=replace(s.sampling, temperature=temperature))
+
+
+def main_run(runs: dict[str, list[Trace]], name: str) -> tuple[Trace | None, Trace]:
+    """(plain decoding, the method) of the median pair, or (None, its one run) without plain decoding; stops the
+    page when the method did not run (the message is already on it)."""
+    if name not in runs:
+        st.stop()
+    return median_pair(runs, name) if "ar" in runs else (None, runs[name][0])
+
+
+def drafted_steps(trace: Trace) -> list[StepTrace]:
+    """The steps that recorded a detail (drafted and verified something): the ones a step figure can draw."""
+    return [s for s in trace.steps if s.detail is not None]
+
+
+def recorded_predicted(steps: list[StepTrace]) -> float | None:
+    """The predicted A a run recorded with its tree (1 + E[L] from the heads' calibration), or None."""
+    return next((float(p) for s in steps if (p := getattr(s.detail, "predicted", None)) is not None), None)
+
+
+def pick_step(page: str, count: int) -> int:
+    """The step slider (◀ / ▶ while presenting), keyed `<page>.step`; 0 when there is one step."""
+    stepper(f"{page}.step", count)
+    return st.slider("Step", 0, count - 1, key=f"{page}.step") if count > 1 else 0
+
+
+@dataclass(frozen=True)
+class Beside:
+    """How a page names a method run beside its own: A's label and help, the speedup's label and help, and the
+    identity metric's label."""
+
+    a: str
+    a_help: str
+    speedup: str
+    speedup_help: str
+    same: str
+
+
+def beside(runs: dict[str, list[Trace]], ar: Trace | None, main: Trace, name: str, names: Beside) -> Trace:
+    """A method run beside the page's in the same runs: its median run, with A (the page's → its), its speedup
+    and its identity with plain decoding in one row."""
+    t = median_pair(runs, name)[1] if "ar" in runs else runs[name][0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric(names.a, f"{main.mean_accepted:.2f} → {t.mean_accepted:.2f}", help=names.a_help)
+    if "ar" in runs:
+        speedup_metric(c2, runs, name, names.speedup, names.speedup_help)
+        c3.metric(names.same, same_tokens(ar, t))
+    return t
+
+
+def stored_sweep(path: Path) -> tuple[dict | None, str]:
+    """A stored sweep's record, or (None, why it could not be read); (None, "") when none is stored."""
+    try:
+        return stored(path), ""
+    except ValueError as exc:
+        return None, str(exc)
