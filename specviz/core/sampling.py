@@ -19,6 +19,12 @@ MAX_NEW_TOKENS = 1 << 16  # beyond any context here; a run also checks the model
 MAX_SEED = (1 << 63) - 1  # what torch.Generator.manual_seed takes
 
 
+def check_between(name: str, value: float, lo: float, hi: float, unit: str = "") -> None:
+    """ConfigError unless lo ≤ value ≤ hi (a Config's numeric setting; `unit` follows the bounds)."""
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} must be between {lo} and {hi}{unit}, got {value}.")
+
+
 @dataclass(frozen=True)
 class Sampling:
     """How tokens are chosen; temperature 0 means greedy."""

@@ -38,9 +38,8 @@ class Alt:
 class StepTrace:
     """One method step: propose → verify (one target forward) → accept → commit.
 
-    The phases are typed fields, each the wall time of the step's phase of that name (methods.base.PHASES);
-    `detail` is the method's own record (a `specviz.core.details` dataclass, chosen by the trace's method),
-    or None for a step without a forward pass and for plain decoding.
+    The phases are typed fields named as methods.base.PHASES; `detail` is the method's own record (a
+    `specviz.core.details` dataclass, chosen by its method), or None for a step without a forward pass.
     """
 
     index: int
@@ -168,7 +167,8 @@ class Trace:
             raise TraceError(f"This is not a specviz trace (format {shown!r}, expected {TRACE_FORMAT!r}).")
         try:
             check_size(data, "The trace")
-            data = _renamed(data)
+            if isinstance(data.get("steps"), list):
+                data = {**data, "steps": [_renamed(step) for step in data["steps"]]}
             check_object(data, trace_schema(vocab), "The trace")
         except SchemaError as exc:
             raise TraceError(str(exc)) from None
@@ -232,19 +232,9 @@ def trace_schema(vocab: int | None = None) -> dict[str, Any]:
     }
 
 
-def _renamed(data: dict[str, Any]) -> dict[str, Any]:
-    """A trace saved before the propose phase had its name: each step's `draft_s` read as `propose_s`."""
-    steps = data.get("steps")
-    if not isinstance(steps, list) or not any(isinstance(s, dict) and "draft_s" in s for s in steps):
-        return data
-    renamed = [_renamed_step(s) if isinstance(s, dict) else s for s in steps]
-    return {**data, "steps": renamed}
-
-
-def _renamed_step(step: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in step.items() if k != "draft_s"}
-    out.setdefault("propose_s", step.get("draft_s"))
-    return out
+def _renamed(step: Any) -> Any:
+    """A step saved before its phases had the papers' names (draft_s, now propose_s), with today's names."""
+    return {"propose_s" if k == "draft_s" else k: v for k, v in step.items()} if isinstance(step, dict) else step
 
 
 def _step_from_dict(d: dict, detail: type[Detail] | None) -> StepTrace:
@@ -268,16 +258,8 @@ def _check_trace(t: Trace) -> None:
     if not all(math.isfinite(v) and v >= 0 for v in (t.total_s, t.prefill_s)):
         raise TraceError(f"The trace has an invalid number of seconds ({t.total_s!r}, {t.prefill_s!r}).")
     for s in t.steps:
-        for v in (
-            s.propose_s,
-            s.verify_s,
-            s.accept_s,
-            s.commit_s,
-            s.wall_s,
-            s.prob,
-            s.entropy,
-            *(a.prob for a in s.top),
-        ):
+        phases = (s.propose_s, s.verify_s, s.accept_s, s.commit_s)
+        for v in (*phases, s.wall_s, s.prob, s.entropy, *(a.prob for a in s.top)):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
 

@@ -18,7 +18,7 @@ from torch import nn
 from specviz.core.kernels import PackedLinear, can_pack, pack_module
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
-from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head, pass_through
 from specviz.trees.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
 from specviz.trees.eagle_tree import Shape, Step, TreeResult
 from specviz.trees.tree import TreeSpec, commit_path, verify_tree
@@ -158,6 +158,16 @@ def load_head(lm: LoadedModel, cfg: Shape) -> EagleHead:
     return cached_head(lm, Path(cfg.head) if cfg.head else DEFAULT_DIR)  # on lm.device
 
 
+def tiny_head(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> EagleHead:
+    """An untrained head in the model's own dtype, for any model (the contract test's tiny random model).
+
+    accepting: the head passes the next token's embedding through (heads.eagle.pass_through), so every draft
+    is right on a model whose next token does not depend on its input.
+    """
+    head = new_head(lm.hf.config, lm.name, seed=seed).to(lm.device, lm.dtype).eval().requires_grad_(False)
+    return pass_through(head) if accepting else head
+
+
 def head_dtype(lm: LoadedModel, cfg: Shape) -> torch.dtype:
     """bf16 only where the target runs fp32 or bf16 (the float64 test model keeps its own dtype)."""
     if cfg.head_dtype == "model" or lm.dtype == torch.float64:
@@ -231,7 +241,7 @@ class TreeStepper:
             else:
                 self.drafter.push(f_t[None], [root])  # the root's pair, which drafting would have run
             self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
-        return TreeResult(tree, nodes, spec, tokens, logits, hidden, path, w.next_root, w.decisions, f_t)
+        return TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
         """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""
@@ -243,8 +253,8 @@ class TreeStepper:
             "verify_parents": res.spec.parents,
             "path": [res.nodes[i] for i in res.path],
             "features": self.feature_record(res, emb) if 0 in res.tree.feats else {},  # {}: the head skipped
-            "decisions": res.decisions,
-            "residual_token": res.next_root,
+            "decisions": res.walk.decisions,
+            "residual_token": res.walk.next_root,
         }
 
     def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:

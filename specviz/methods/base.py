@@ -26,6 +26,7 @@ from specviz.core.trace import StepTrace, Trace
 
 if TYPE_CHECKING:  # only the tree methods build one; the others need not import the head machinery
     from specviz.trees.eagle_tree import TreeResult
+    from specviz.trees.walk import Walk
 
 OnStep = Callable[[StepTrace], None]
 PHASES = ("propose", "verify", "accept", "commit")  # the step's timed phases, as the papers name them
@@ -66,18 +67,31 @@ def chain_outcome(
     )
 
 
-def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
-    """The outcome of a verified draft tree (specviz.trees.eagle_tree): its accepted path, and the next step's logits
-    and feature from the path's last node."""
+def path_outcome(
+    tokens: list[int],
+    walk: Walk,
+    logits: torch.Tensor,
+    hidden: torch.Tensor,
+    detail: Callable[[], Detail],
+    proposed: int | None = None,
+) -> Outcome:
+    """The outcome of a verified tree (tokens, logits [n, V], hidden [n, H]) walked by specviz.trees.walk: its
+    accepted path, and the next step's logits and feature from the path's last node."""
+    last = walk.path[-1]
     return Outcome(
-        accepted=res.accepted,
-        proposed=len(res.tree.tokens) - 1,
-        forward_tokens=len(res.spec),
-        logits=res.logits[res.path[-1]],
-        hidden=res.hidden[res.path[-1]],
-        next_root=res.next_root,
+        accepted=[tokens[j] for j in walk.path[1:]],
+        proposed=len(tokens) - 1 if proposed is None else proposed,  # drafted nodes, verified or not
+        forward_tokens=len(tokens),
+        logits=logits[last],
+        hidden=hidden[last],
+        next_root=walk.next_root,
         detail=detail,
     )
+
+
+def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
+    """The outcome of a verified EAGLE draft tree (specviz.trees.eagle_tree), every drafted node counted."""
+    return path_outcome(res.tokens, res.walk, res.logits, res.hidden, detail, len(res.tree.tokens) - 1)
 
 
 Step = Callable[["Run", int], Outcome]

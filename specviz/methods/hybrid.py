@@ -20,8 +20,8 @@ from specviz.core.details import HybridStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.heads.eagle import EagleHead, new_head, pass_through
-from specviz.heads.eagle_drafter import TreeStepper, head_for
+from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle_drafter import TreeStepper, head_for, tiny_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.trees.eagle_tree import check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
@@ -143,15 +143,12 @@ def generate(
     return run.decode(State(TreeStepper.start(run, head, cfg), cfg).step)
 
 
-def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
-    """An untrained head in the model's own dtype (the contract test's tiny random model)."""
-    head = new_head(lm.hf.config, lm.name, seed=seed).to(lm.device, lm.dtype).eval().requires_grad_(False)
-    return {"config": Config(depth=3, top_k=3, total_tokens=10, head_dtype="model"), "head": head}
+def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:
+    """An untrained head (heads.eagle_drafter.tiny_head) and a tree with room for the pool, for any model."""
+    config = Config(depth=3, top_k=3, total_tokens=10, head_dtype="model")
+    return {"config": config, "head": tiny_head(lm, seed, accepting)}
 
 
 def accepting_resources(lm: LoadedModel) -> dict:
-    """tiny_resources with the head passing the next token's embedding through (heads.eagle.pass_through), so
-    every draft is right on a model whose next token does not depend on its input."""
-    kw = tiny_resources(lm)
-    pass_through(kw["head"])
-    return kw
+    """tiny_resources with a head whose every draft is right on a model whose next token ignores its input."""
+    return tiny_resources(lm, accepting=True)

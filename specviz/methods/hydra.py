@@ -13,7 +13,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import check_config, ensure_last_logits, rule_of, verify
 from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
 from specviz.trees.walk import node_records, walk
@@ -93,15 +93,7 @@ class Hydra:
                 node["reads"] = [run.lm.token_text(t) for t in reads[j]]
             return HydraStep(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
 
-        return Outcome(
-            accepted=[tokens[j] for j in path[1:]],
-            proposed=len(tokens) - 1,
-            forward_tokens=len(tokens),
-            logits=logits[path[-1]],
-            hidden=hidden[path[-1]],
-            next_root=w.next_root,
-            detail=detail,
-        )
+        return path_outcome(tokens, w, logits, hidden, detail)
 
 
 def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:

@@ -13,7 +13,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import check_config, ensure_last_logits, rule_of, verify
 from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
 from specviz.trees.walk import node_records, walk
@@ -87,14 +87,12 @@ class Medusa:
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
-        return Outcome(
-            accepted=[tokens[j] for j in path[1:]],
-            proposed=len(drafts),
-            forward_tokens=len(tokens),
-            logits=logits[path[-1]],
-            hidden=hidden[path[-1]],
-            next_root=w.next_root,
-            detail=lambda: MedusaStep(
+        return path_outcome(
+            tokens,
+            w,
+            logits,
+            hidden,
+            lambda: MedusaStep(
                 spec.parents,
                 node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text),
                 path,

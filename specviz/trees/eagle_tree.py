@@ -14,10 +14,11 @@ import torch
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
-from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.sampling import ConfigError, Sampling, check_between
 from specviz.trees.draft_tree import DraftTree
 from specviz.trees.draft_tree import Shape as TreeShape
 from specviz.trees.tree import TreeSpec
+from specviz.trees.walk import Walk
 
 
 class Shape(TreeShape, Protocol):
@@ -56,12 +57,9 @@ TREES = ("dynamic", "static")
 
 def check_shape(cfg: Any) -> None:
     """ConfigError unless an EAGLE-family Config (EAGLE-2's, EAGLE-3's) has a usable tree shape and head dtype."""
-    if not 1 <= cfg.depth <= 12:
-        raise ConfigError(f"depth must be between 1 and 12, got {cfg.depth}.")
-    if not 1 <= cfg.top_k <= 32:
-        raise ConfigError(f"top_k must be between 1 and 32, got {cfg.top_k}.")
-    if not 2 <= cfg.total_tokens <= 256:
-        raise ConfigError(f"total_tokens must be between 2 and 256, got {cfg.total_tokens}.")
+    check_between("depth", cfg.depth, 1, 12)
+    check_between("top_k", cfg.top_k, 1, 32)
+    check_between("total_tokens", cfg.total_tokens, 2, 256)
     if cfg.tree not in TREES:
         raise ConfigError(f"tree must be 'dynamic' or 'static', got {str(cfg.tree)[:40]!r}.")
     if cfg.head_dtype not in ("bf16", "fp32", "model"):
@@ -80,11 +78,9 @@ class TreeResult:
     tokens: list[int]  # their tokens
     logits: torch.Tensor  # [n, V]
     hidden: torch.Tensor  # [n, H]
-    path: list[int]  # verified indices on the accepted path, root first
-    next_root: int | None
-    decisions: list[dict] | None
+    walk: Walk  # the acceptance: path (verified indices, root first), next root, decisions
     f_t: torch.Tensor  # the feature the step drafted from
 
     @property
-    def accepted(self) -> list[int]:
-        return [self.tokens[i] for i in self.path[1:]]
+    def path(self) -> list[int]:
+        return self.walk.path

@@ -13,7 +13,7 @@ import torch
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
-from specviz.core.sampling import ConfigError, Sampling, target_probs
+from specviz.core.sampling import ConfigError, Sampling, check_between, target_probs
 from specviz.trees.tree import TreeSpec, verify_tree
 from specviz.trees.walk import RULES, Rule
 
@@ -40,10 +40,8 @@ def verify(
 
 def check_config(cfg: Any) -> None:
     """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and acceptance."""
-    if not 1 <= cfg.heads <= 8:
-        raise ConfigError(f"heads must be between 1 and 8, got {cfg.heads}.")
-    if not 0 <= cfg.budget <= 128:
-        raise ConfigError(f"budget must be between 0 and 128 tree nodes, got {cfg.budget}.")
+    check_between("heads", cfg.heads, 1, 8)
+    check_between("budget", cfg.budget, 0, 128, " tree nodes")
     if cfg.acceptance not in RULES:
         raise ConfigError(f"acceptance must be one of {', '.join(RULES)}, got {str(cfg.acceptance)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
