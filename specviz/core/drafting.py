@@ -5,8 +5,7 @@ batched) steers its draft length by."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -162,7 +161,6 @@ class VerifyLatency:
         return ms[-1] / ms[0]
 
 
-def measured(default: Any = None) -> Any:
-    """A Config field for evidence the caller measured (a verify-cost curve), not a setting a person picks: the app
-    draws no widget for it and the command line takes no option for it (see specviz.methods.settings)."""
-    return field(default=default, metadata={"measured": True})
+# the metadata of a Config field for evidence the caller measured (a verify-cost curve), not a setting a person
+# picks: the app draws no widget for it and the command line takes no option for it (see specviz.methods.settings)
+MEASURED = {"measured": True}

@@ -90,7 +90,8 @@ def load_state(module: nn.Module, state: dict[str, torch.Tensor], path: Path, ki
     try:
         missing, unexpected = module.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # a tensor of the wrong shape
-        raise kind.error(f"{path} does not match its config ({str(exc).strip()[:120]}).") from None
+        said = " ".join(str(exc).split())  # torch's message spans lines; the error is one sentence
+        raise kind.error(f"{path} does not match its config ({said[:160]}).") from None
     missing = [k for k in missing if not (rebuilt and k.startswith(rebuilt))]
     if missing or unexpected:
         raise kind.error(f"{path} does not match its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")

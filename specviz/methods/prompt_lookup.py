@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from specviz.core.acceptance import annotate, judge_chain
 from specviz.core.details import PldStep
-from specviz.core.drafting import VerifyLatency, measured
+from specviz.core.drafting import MEASURED, VerifyLatency
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
@@ -40,7 +40,7 @@ class Config:
     prior: float = 0.7  # per-token acceptance assumed before any evidence
     memory: float = 0.8  # per-step decay of the acceptance evidence (forgets toward the prior)
     # ms per forward of k new tokens on this device (specviz.tuning.probe.verify_cost); None: the fixed max_draft
-    latency: VerifyLatency | None = measured()
+    latency: VerifyLatency | None = field(default=None, metadata=MEASURED)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "latency", VerifyLatency.of(self.latency))  # also from a trace's plain record

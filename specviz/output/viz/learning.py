@@ -19,57 +19,65 @@ def _color(data: tuple[str, ...]) -> str:
     return DATA_COLORS.get(data[0], MIXED) if len(data) == 1 else MIXED
 
 
+def _curve_traces(c: Curve, depth: int) -> list[go.Scatter]:
+    """A stored curve as a line from its first trained point, and its untrained start as a lone marker (a log
+    axis has no 0)."""
+    pts = c.top1(depth)
+    start = pts[0] if pts and pts[0][0] == 0 else None
+    pts = pts[1:] if start else pts
+    if not pts:
+        return []
+    line = go.Scatter(
+        x=[n for n, _ in pts],
+        y=[y for _, y in pts],
+        mode="lines+markers",
+        name=c.label,
+        line={"color": _color(c.data), "dash": KIND_DASH.get(c.kind, "solid"), "width": 3},
+        marker={"symbol": KIND_SYMBOL.get(c.kind, "circle"), "size": 8},
+        hovertemplate="%{x:,} positions: top-1 %{y:.3f}<extra>" + c.label + "</extra>",
+    )
+    if start is None:
+        return [line]
+    lone = go.Scatter(
+        x=[pts[0][0] / 4],
+        y=[start[1]],
+        mode="markers+text",
+        marker={"symbol": KIND_SYMBOL.get(c.kind, "circle") + "-open", "size": 9, "color": _color(c.data)},
+        text=["untrained"],
+        textposition="top center",
+        showlegend=False,
+        hovertemplate=f"untrained: top-1 %{{y:.3f}}<extra>{c.label}</extra>",
+    )
+    return [lone, line]
+
+
+def _rows_trace(rows: list[Row], data: str, depth: int) -> go.Scatter:
+    """The recorded runs on one kind of data as markers (hollow where fine-tuned from a trained head)."""
+    mine = [r for r in rows if r.data == data and len(r.top1) >= depth]
+    color = DATA_COLORS.get(data, MIXED)
+    return go.Scatter(
+        x=[r.positions for r in mine],
+        y=[r.top1[depth - 1] for r in mine],
+        mode="markers",
+        name=f"recorded runs · {DATA_NAMES.get(data, data)}",
+        marker={
+            "color": color,
+            "size": 13,
+            "symbol": [KIND_SYMBOL.get(r.kind, "circle") + ("" if r.fresh else "-open") for r in mine],
+            "line": {"width": 2, "color": color},
+        },
+        text=[f"{KIND_NAMES.get(r.kind, r.kind)}: {r.label}" for r in mine],
+        hovertemplate="%{text}<br>%{x:,} positions: top-1 %{y:.3f}<extra></extra>",
+    )
+
+
 def learning_figure(curves: list[Curve], rows: list[Row], depth: int = 1, slide: bool = False) -> go.Figure:
     """Held-out top-1 at `depth` (a head's k-th drafted token; a draft model's only one) against positions seen."""
     fig = go.Figure()
     for c in curves:
-        pts = c.top1(depth)
-        start = pts[0] if pts and pts[0][0] == 0 else None  # the untrained head: no position on a log axis
-        pts = pts[1:] if start else pts
-        if not pts:
-            continue
-        if start:
-            fig.add_trace(
-                go.Scatter(
-                    x=[pts[0][0] / 4],
-                    y=[start[1]],
-                    mode="markers+text",
-                    marker={"symbol": KIND_SYMBOL.get(c.kind, "circle") + "-open", "size": 9, "color": _color(c.data)},
-                    text=["untrained"],
-                    textposition="top center",
-                    showlegend=False,
-                    hovertemplate=f"untrained: top-1 %{{y:.3f}}<extra>{c.label}</extra>",
-                )
-            )
-        fig.add_trace(
-            go.Scatter(
-                x=[n for n, _ in pts],
-                y=[y for _, y in pts],
-                mode="lines+markers",
-                name=c.label,
-                line={"color": _color(c.data), "dash": KIND_DASH.get(c.kind, "solid"), "width": 3},
-                marker={"symbol": KIND_SYMBOL.get(c.kind, "circle"), "size": 8},
-                hovertemplate="%{x:,} positions: top-1 %{y:.3f}<extra>" + c.label + "</extra>",
-            )
-        )
+        fig.add_traces(_curve_traces(c, depth))
     for data in dict.fromkeys(r.data for r in rows if len(r.top1) >= depth):
-        mine = [r for r in rows if r.data == data and len(r.top1) >= depth]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.positions for r in mine],
-                y=[r.top1[depth - 1] for r in mine],
-                mode="markers",
-                name=f"recorded runs · {DATA_NAMES.get(data, data)}",
-                marker={
-                    "color": DATA_COLORS.get(data, MIXED),
-                    "size": 13,
-                    "symbol": [KIND_SYMBOL.get(r.kind, "circle") + ("" if r.fresh else "-open") for r in mine],
-                    "line": {"width": 2, "color": DATA_COLORS.get(data, MIXED)},
-                },
-                text=[f"{KIND_NAMES.get(r.kind, r.kind)}: {r.label}" for r in mine],
-                hovertemplate="%{text}<br>%{x:,} positions: top-1 %{y:.3f}<extra></extra>",
-            )
-        )
+        fig.add_trace(_rows_trace(rows, data, depth))
     fig.update_xaxes(type="log", title="training positions seen (log scale)")
     fig.update_yaxes(title=f"held-out top-1 at depth {depth}", rangemode="tozero")
     fig.update_layout(legend=LEGEND_BELOW)
