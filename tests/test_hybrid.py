@@ -16,7 +16,9 @@ from specviz.methods.base import Outcome, Run, tree_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
+from specviz.trees.eagle_tree import TreeResult
 from specviz.trees.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
+from specviz.trees.walk import walk
 from tests.sampling_check import second_token_follows_p
 
 
@@ -135,7 +137,7 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
 
 
 def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
-    """The head's queue keeps it in step: after a step it sat out (head=False), its next tree is the one it
+    """The head's queue keeps it in step: after a step it sat out (TreeStepper.skip), its next tree is the one it
     drafts when it drafted on that step too."""
     ids = tiny_lm.encode_prompt("Tell me about rivers")
     s = Sampling(max_new_tokens=12)
@@ -147,11 +149,18 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
         trees: list[DraftTree] = []
 
         def step(run: Run, root: int) -> Outcome:
-            def chain(tree: DraftTree) -> None:  # plain decoding's next 5 tokens: all accepted
+            if trees:
+                res = stepper.step(run, root)
+            else:  # the first step: plain decoding's next 5 tokens grafted on (all accepted), head or not
+                f_t, prefix = stepper.root_feature(run), run.seq_len
+                tree = stepper.draft(f_t, root) if first_with_head else stepper.skip(f_t, root)
                 graft(tree, [plain[1:6]], 99, [HEAD] * len(tree.tokens))
-
-            first = not trees
-            res = stepper.step(run, root, chain if first else None, head=first_with_head or not first)
+                nodes, spec = tree.verified()
+                tokens = [tree.tokens[n] for n in nodes]
+                logits, hidden, feats = stepper.verify(run, tokens, spec)
+                w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+                stepper.commit(run, prefix, tokens, feats, w.path)
+                res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
             trees.append(res.tree)
             return tree_outcome(res, lambda: None)
 

@@ -18,7 +18,7 @@ from specviz.core.model import LoadedModel
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.eagle_drafter import Drafter, TreeStepper, head_dtype
-from specviz.trees.draft_tree import DraftTree, feature_view
+from specviz.trees.draft_tree import feature_view
 from specviz.trees.eagle_tree import Shape, Step, TreeResult
 from specviz.trees.tree import TreeSpec
 
@@ -72,7 +72,6 @@ class Eagle3Stepper(TreeStepper):
         super().__init__(lm, head, cfg, drafter or Eagle3Drafter(head, lm, head_dtype(lm, cfg)))
         self.layers = tuple(head.config.layers)
         self.last_layers: torch.Tensor | None = None  # the last committed token's layer inputs [3H]
-        self.verified: torch.Tensor | None = None  # this step's layer inputs per verified node
 
     @classmethod
     def start(cls, run: Step, head: EagleHead, cfg: Shape) -> Eagle3Stepper:
@@ -100,16 +99,12 @@ class Eagle3Stepper(TreeStepper):
 
     def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One target forward over the tree, with every node's layer inputs."""
-        logits, hidden, fused = verify_layers(run.lm, run.cache, tokens, spec, self.layers)
-        self.verified = fused
-        return logits, hidden, fused
+        return verify_layers(run.lm, run.cache, tokens, spec, self.layers)
 
-    def step(self, run: Step, root: int, extend: Callable[[DraftTree], None] | None = None) -> TreeResult:
-        """EAGLE-2's step; then remember the accepted path's last layer inputs for the next root."""
-        res = super().step(run, root, extend)
-        assert self.verified is not None
-        self.last_layers = self.verified[res.path[-1]]
-        return res
+    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+        """EAGLE-2's commit; then remember the accepted path's last layer inputs for the next root."""
+        super().commit(run, prefix, tokens, feats, path)
+        self.last_layers = feats[path[-1]]
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
         """An Eagle3Step's fields: EAGLE-2's record, and the layers the head fuses."""

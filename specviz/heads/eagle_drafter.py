@@ -1,8 +1,8 @@
 """The EAGLE head at inference: a drafting copy per dtype (prepacked on the CPU), the Drafter, which runs
-(feature, token) pairs through the head on its own KV cache, and the TreeStepper, one EAGLE tree step shared
-by EAGLE-2 (specviz.methods.eagle) and the pool hybrid (specviz.methods.hybrid): the head drafts a tree from
-the root, an optional `extend` adds nodes to it, one target forward verifies it, the accepted path is
-committed to the target's cache and the head catches up on the verified features."""
+(feature, token) pairs through the head on its own KV cache, and the TreeStepper, a head's side of an EAGLE
+tree step: it drafts a tree from the root (or skips), verifies a tree in one target forward, and commits the
+accepted path to the target's cache and the head's queue. EAGLE-2's step (`TreeStepper.step`) is those phases
+in order; the pool hybrid (specviz.methods.hybrid) composes its own step from the same pieces."""
 
 from __future__ import annotations
 
@@ -214,33 +214,32 @@ class TreeStepper:
         logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
         return logits, hidden, hidden
 
-    def step(
-        self, run: Step, root: int, extend: Callable[[DraftTree], None] | None = None, head: bool = True
-    ) -> TreeResult:
-        """propose (draft tree, then `extend`) → verify (one target forward) → accept → commit.
+    def skip(self, feature: torch.Tensor, root: int) -> DraftTree:
+        """A tree of the root alone: the head drafts nothing this step, and the root's pair, which drafting
+        would have run, waits in its queue with the verified pairs until the next step that drafts."""
+        self.drafter.push(feature[None], [root])
+        return DraftTree(tokens=[root])
 
-        With head=False the head drafts nothing this step (the tree is what `extend` adds to the root) and
-        its verified pairs wait in its queue until the next step that drafts.
-        """
+    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+        """Keep the accepted path in the target's cache; the head keeps its pairs 0..prefix-1 (all built from
+        true features; none were drafted past them on a skipped step) and queues the path's verified pairs."""
+        commit_path(run.cache, prefix, path)
+        self.drafter.rollback(prefix)
+        self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
+
+    def step(self, run: Step, root: int) -> TreeResult:
+        """propose (the head drafts a tree) → verify (one target forward) → accept → commit."""
         f_t, prefix = self.root_feature(run), run.seq_len
         with run.phase("propose"):
-            tree = self.draft(f_t, root) if head else DraftTree(tokens=[root])
-            if extend is not None:
-                extend(tree)
+            tree = self.draft(f_t, root)
             nodes, spec = tree.verified()
             tokens = [tree.tokens[n] for n in nodes]
         with run.phase("verify"):
             logits, hidden, feats = self.verify(run, tokens, spec)
         with run.phase("accept"):
             w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
-        path = w.path
         with run.phase("commit"):
-            commit_path(run.cache, prefix, path)
-            if head:
-                self.drafter.rollback(prefix)  # the head keeps pairs 0..N-1, all built from true features
-            else:
-                self.drafter.push(f_t[None], [root])  # the root's pair, which drafting would have run
-            self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
+            self.commit(run, prefix, tokens, feats, w.path)
         return TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from specviz.core.details import HybridStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
@@ -23,8 +25,10 @@ from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import TreeStepper, head_for, tiny_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.trees.eagle_tree import check_shape
+from specviz.trees.draft_tree import DraftTree
+from specviz.trees.eagle_tree import TreeResult, check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
+from specviz.trees.walk import walk
 
 NAME = "hybrid"
 LABEL = "EAGLE-2 + n-gram pool"
@@ -84,15 +88,6 @@ class State:
         self.tails: list[list[int]] = []
         self.pool_run = 0  # the pool's tokens on the last step's accepted path
 
-    def extend(self, run: Run, root: int):
-        def add_pool(tree) -> None:
-            c = self.cfg
-            self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
-            budget = c.total_tokens + (c.pool_extra if self.tails else 0)
-            self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
-
-        return add_pool
-
     def copy_tail(self, run: Run, root: int) -> list[int]:
         """The pool's candidate for a copy step: [] unless the last step accepted copy_after of its tokens and
         a candidate at least that long continues the text."""
@@ -103,24 +98,38 @@ class State:
         tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, length, 1)
         return tails[0] if tails and len(tails[0]) >= min(c.copy_after, length) else []
 
-    def copy(self, tail: list[int]):
-        def add_tail(tree) -> None:
-            self.tails = [tail]
-            self.sources = graft(tree, self.tails, 1 + len(tail), [HEAD])
-
-        return add_tail
+    def propose(self, run: Run, root: int, feature: torch.Tensor, copy: list[int]) -> DraftTree:
+        """The head's tree with the pool's candidates grafted on under the node budget, or on a copy step the
+        pool's candidate alone (the head sits out)."""
+        c = self.cfg
+        if copy:
+            tree, self.tails, budget = self.tree.skip(feature, root), [copy], 1 + len(copy)
+        else:
+            tree = self.tree.draft(feature, root)
+            self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
+            budget = c.total_tokens + (c.pool_extra if self.tails else 0)
+        self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
+        return tree
 
     def step(self, run: Run, root: int) -> Outcome:
-        """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one forward) → accept → commit."""
+        """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one target forward) → accept
+        (specviz.trees.walk) → commit (the target's cache, and the head's queue)."""
+        stepper, f_t, prefix = self.tree, self.tree.root_feature(run), run.seq_len
         with run.phase("propose"):
             tail = self.copy_tail(run, root)
-        if tail:
-            res = self.tree.step(run, root, self.copy(tail), head=False)
-        else:
-            res = self.tree.step(run, root, self.extend(run, root))
-        sources, tails = list(self.sources), [list(t) for t in self.tails]
-        self.pool_run = sum(sources[res.nodes[i]] != HEAD for i in res.path[1:])
-        record, copied = self.tree.record, bool(tail)
+            tree = self.propose(run, root, f_t, tail)
+            nodes, spec = tree.verified()
+            tokens = [tree.tokens[n] for n in nodes]
+        with run.phase("verify"):
+            logits, hidden, feats = stepper.verify(run, tokens, spec)
+        with run.phase("accept"):
+            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+        with run.phase("commit"):
+            stepper.commit(run, prefix, tokens, feats, w.path)
+        res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
+        sources, tails, copied = list(self.sources), [list(t) for t in self.tails], bool(tail)
+        self.pool_run = sum(sources[nodes[i]] != HEAD for i in w.path[1:])
+        record = stepper.record
         return tree_outcome(
             res,
             lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
