@@ -86,6 +86,25 @@ def point_mass_accept(p: torch.Tensor, x: int, gen: torch.Generator) -> tuple[bo
     return speculative_accept(p_x, 1.0, u), p_x, u
 
 
+def point_mass_siblings(
+    p: torch.Tensor, xs: list[int], gen: torch.Generator
+) -> tuple[int | None, torch.Tensor, list[tuple[float, float]]]:
+    """Recursive rejection over sibling point masses δ_x tried in order (a tree node's children, distinct
+    guesses); p [V] the target's distribution there.
+
+    Returns (index in xs of the accepted one or None, the distribution left after the rejections [V],
+    (p(x), u) of every try). Tried this way the token that leaves the node is distributed exactly as p.
+    """
+    p, tries = p.double(), []
+    for i, x in enumerate(xs):
+        ok, p_x, u = point_mass_accept(p, x, gen)
+        tries.append((p_x, u))
+        if ok:
+            return i, p, tries
+        p = drop(p, x)
+    return None, p, tries
+
+
 def flawed_accept(p_x: float, p_max: float, u: float) -> bool:
     """WRONG (the tutorial rule): accept when u < p(x)/max p, ignoring the draft's own q(x)."""
     return u < p_x / p_max

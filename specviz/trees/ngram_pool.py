@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.acceptance import draw, drop, point_mass_accept
+from specviz.core.acceptance import draw, point_mass_siblings
 from specviz.core.sampling import Sampling, target_probs
 
 Gram = tuple[int, ...]
@@ -170,25 +170,17 @@ def accept_candidates(
     depth, live, acc = 0, list(range(len(cands))), []
     probs = target_probs(root_logits, sampling).double()
     while True:
-        chosen = _try_distinct([cands[c][depth] for c in live], probs, gen)
-        if isinstance(chosen, torch.Tensor):  # every guess rejected: draw from what is left
-            return Verdict(live[0] if acc else -1, _common(cands, acc), acc, draw(chosen, gen))
+        guesses = list(dict.fromkeys(cands[c][depth] for c in live))  # distinct, first guessed first
+        won, left, _ = point_mass_siblings(probs, guesses, gen)
+        if won is None:  # every guess rejected: draw from what is left
+            return Verdict(live[0] if acc else -1, _common(cands, acc), acc, draw(left, gen))
+        chosen = guesses[won]
         acc.append(chosen)
         live = [c for c in live if cands[c][depth] == chosen]
         depth += 1
         if depth == len(cands[live[0]]):  # every candidate has the same length
             return Verdict(live[0], _common(cands, acc), acc, None)
         probs = target_probs(rows[live[0]][depth - 1], sampling).double()
-
-
-def _try_distinct(guesses: list[int], probs: torch.Tensor, gen: torch.Generator) -> int | torch.Tensor:
-    """The first accepted of the distinct guesses, else the residual [V] left after rejecting them all."""
-    for x in dict.fromkeys(guesses):
-        ok, _, _ = point_mass_accept(probs, x, gen)
-        if ok:
-            return x
-        probs = drop(probs, x)
-    return probs
 
 
 def _accept_greedy(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor]) -> Verdict:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import draw, drop, point_mass_accept, typical_threshold
+from specviz.core.acceptance import draw, point_mass_siblings, typical_threshold
 from specviz.core.sampling import Sampling, target_probs
 from specviz.trees.tree import TreeSpec, greedy_accept_path, longest_path
 
@@ -100,18 +100,14 @@ def _typical(tokens: list[int], spec: TreeSpec, probs: torch.Tensor, eps: float,
 def sample_node(
     p: torch.Tensor, kids: list[int], tokens: list[int], gen: torch.Generator, records: list[dict[str, Any]]
 ) -> tuple[int | None, torch.Tensor]:
-    """Recursive rejection over the children of one node; p [V] the target's distribution there.
-
-    Returns (accepted child or None, the distribution left after the rejections).
+    """Recursive rejection over the children of one node (core.acceptance.point_mass_siblings); p [V] the
+    target's distribution there. Returns (accepted child or None, the distribution left after the rejections).
     """
-    p = p.double()
-    for c in kids:
-        ok, p_x, u = point_mass_accept(p, tokens[c], gen)
-        records.append({"node": c, "token": tokens[c], "p": round(p_x, 6), "u": round(u, 6), "accepted": ok})
-        if ok:
-            return c, p
-        p = drop(p, tokens[c])
-    return None, p
+    won, left, tries = point_mass_siblings(p, [tokens[c] for c in kids], gen)
+    for i, (p_x, u) in enumerate(tries):
+        c = kids[i]
+        records.append({"node": c, "token": tokens[c], "p": round(p_x, 6), "u": round(u, 6), "accepted": i == won})
+    return (None if won is None else kids[won]), left
 
 
 def sample_path(
