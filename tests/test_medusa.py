@@ -250,3 +250,11 @@ def test_soft_loss_with_one_hot_teacher_is_the_hard_loss() -> None:
         torch.testing.assert_close(mixed, hard)
     flat = torch.full((5, 2, 7), 1 / 7)
     assert float(head_loss(logits, targets, flat, 1.0)[0]) != float(hard)
+
+
+def test_the_rule_keeps_its_old_name() -> None:
+    """`rule` was `acceptance` in Medusa's and Hydra's Configs; saved settings and CLI options may still say so."""
+    from specviz import methods
+
+    assert medusa.Config(acceptance="typical").rule == "typical"
+    assert methods.make_config("hydra", {"acceptance": "typical"}) == methods.get("hydra").Config(rule="typical")

@@ -79,9 +79,9 @@ with_hydra = hydra_trained is not None and c2.toggle(
     help="Hydra's heads at the same budget, interleaved in the same runs",
 )
 
-cfg = Config(heads=heads, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
+cfg = Config(heads=heads, budget=budget, rule=acceptance, eps=eps, delta=delta)
 hydra_k = min(heads, hydra_trained.num_heads) if hydra_trained else heads
-hcfg = HydraConfig(heads=hydra_k, budget=budget, acceptance=acceptance, eps=eps, delta=delta)
+hcfg = HydraConfig(heads=hydra_k, budget=budget, rule=acceptance, eps=eps, delta=delta)
 s = at_temperature(s, temperature)
 runs = run_paired({"medusa": cfg, **({"hydra": hcfg} if with_hydra else {})}, s, repeats)
 ar, trace = main_run(runs, "medusa")

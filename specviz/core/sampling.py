@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 
 from specviz.core.trace import Alt
+
+C = TypeVar("C")
 
 
 class ConfigError(ValueError):
@@ -23,6 +27,27 @@ def check_between(name: str, value: float, lo: float, hi: float, unit: str = "")
     """ConfigError unless lo ≤ value ≤ hi (a Config's numeric setting; `unit` follows the bounds)."""
     if not lo <= value <= hi:
         raise ConfigError(f"{name} must be between {lo} and {hi}{unit}, got {value}.")
+
+
+def renamed(**old: str) -> Callable[[type[C]], type[C]]:
+    """Class decorator: a Config that still takes its fields' old names (`acceptance="rule"`: acceptance=x
+    builds rule=x), because saved traces, presets, URLs and CLI options may carry them. The old names are
+    kept on the class as RENAMED; the library itself uses only the new ones."""
+
+    def wrap(cls: type[C]) -> type[C]:
+        init = cls.__init__
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            for was, now in old.items():
+                if was in kwargs:
+                    kwargs[now] = kwargs.pop(was)
+            init(self, *args, **kwargs)
+
+        setattr(cls, "__init__", __init__)  # noqa: B010 (type checkers keep the dataclass's own signature)
+        setattr(cls, "RENAMED", dict(old))  # noqa: B010
+        return cls
+
+    return wrap
 
 
 @dataclass(frozen=True)

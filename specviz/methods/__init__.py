@@ -59,10 +59,12 @@ def make_config(name: str, overrides: dict[str, str] | None = None):
     cls = get(name).Config
     known = {f.name: f for f in settings(cls)}
     values = {}
-    for key, raw in (overrides or {}).items():
+    old_names: dict[str, str] = getattr(cls, "RENAMED", {})  # core.sampling.renamed: old option names still work
+    for given, raw in (overrides or {}).items():
+        key = old_names.get(given, given)
         if key not in known:
             choices = ", ".join(known) or "none"
-            raise ConfigError(f"Method {name!r} has no option {key!r} (options: {choices}).")
+            raise ConfigError(f"Method {name!r} has no option {given!r} (options: {choices}).")
         default = known[key].default if known[key].default is not MISSING else None
         values[key] = _coerce(key, raw, type(default))
     try:

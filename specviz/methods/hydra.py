@@ -10,7 +10,7 @@ import torch
 
 from specviz.core.details import HydraStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.sampling import ConfigError, Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
@@ -23,13 +23,14 @@ LABEL = "Hydra"
 SUMMARY = "Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them."
 
 
+@renamed(acceptance="rule")
 @dataclass(frozen=True)
 class Config:
     """Hydra settings: Medusa's, so the two compare at the same tree budget."""
 
     heads: int = 4  # head k guesses the token k+1 places ahead, reading the k tokens above it
     budget: int = 4  # drafted nodes, root not counted (Medusa's default on this CPU)
-    acceptance: str = "exact"  # lossless; "typical" is Medusa's typical acceptance
+    rule: str = "exact"  # lossless; "typical" is Medusa's typical acceptance (once `acceptance`, still taken)
     eps: float = 0.09
     delta: float = 0.3
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra
@@ -85,7 +86,7 @@ class Hydra:
             ensure_last_logits(run.lm, logits, hidden, path[-1])
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
-        rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
+        rule = "greedy" if run.sampling.greedy else self.cfg.rule
 
         def detail() -> HydraStep:
             nodes = node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text)

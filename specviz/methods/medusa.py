@@ -10,7 +10,7 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.sampling import ConfigError, Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
@@ -23,6 +23,7 @@ LABEL = "Medusa"
 SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
 
 
+@renamed(acceptance="rule")
 @dataclass(frozen=True)
 class Config:
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
@@ -30,14 +31,16 @@ class Config:
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
     budget: int = 4  # B: drafted nodes, ROOT NOT COUNTED (B + 1 verified; EAGLE's total_tokens counts the root);
     # fastest in models/medusa/sweep.json (oneDNN fp32)
-    acceptance: str = "exact"  # "exact": lossless (argmax match at T=0, tree rejection sampling at T>0)
+    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`, still taken): "exact" is
+    # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
+    rule: str = "exact"
     eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
     delta: float = 0.3
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
 
     def __post_init__(self) -> None:
-        if self.acceptance == "greedy":
-            object.__setattr__(self, "acceptance", "exact")
+        if self.rule == "greedy":
+            object.__setattr__(self, "rule", "exact")
         check_config(self)
 
 
@@ -86,7 +89,7 @@ class Medusa:
             ensure_last_logits(run.lm, logits, hidden, path[-1])
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
-        rule = "greedy" if run.sampling.greedy else self.cfg.acceptance
+        rule = "greedy" if run.sampling.greedy else self.cfg.rule
         return path_outcome(
             tokens,
             w,

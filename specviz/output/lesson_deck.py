@@ -55,8 +55,8 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
         )
         return {"sps": cfg}, v.get("acceptance.temperature", 0.8)
     if page == "medusa":
-        keys = ("acceptance", "eps", "delta")
-        own = {k: v[f"medusa.{k}"] for k in keys if f"medusa.{k}" in v}
+        keys = {"rule": "acceptance", "eps": "eps", "delta": "delta"}  # Config field: the page's widget
+        own = {k: v[f"medusa.{w}"] for k, w in keys.items() if f"medusa.{w}" in v}
         return {"medusa": methods.get("medusa").Config(**_method_page(stop, "medusa"), **own)}, v.get(
             "medusa.temperature"
         )

@@ -39,11 +39,11 @@ def verify(
 
 
 def check_config(cfg: Any) -> None:
-    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and acceptance."""
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and rule."""
     check_between("heads", cfg.heads, 1, 8)
     check_between("budget", cfg.budget, 0, 128, " tree nodes")
-    if cfg.acceptance not in RULES:
-        raise ConfigError(f"acceptance must be one of {', '.join(RULES)}, got {str(cfg.acceptance)[:40]!r}.")
+    if cfg.rule not in RULES:
+        raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {str(cfg.rule)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
         raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
     if why := folder_problem(cfg.heads_dir):
@@ -51,8 +51,8 @@ def check_config(cfg: Any) -> None:
 
 
 def rule_of(cfg: Any) -> Rule:
-    """The acceptance rule a heads method's Config names (its acceptance, eps and delta)."""
-    return Rule(cfg.acceptance, cfg.eps, cfg.delta)
+    """The acceptance rule a heads method's Config names (its rule, eps and delta)."""
+    return Rule(cfg.rule, cfg.eps, cfg.delta)
 
 
 def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int) -> None:
