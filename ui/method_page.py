@@ -63,10 +63,30 @@ def recorded_predicted(steps: list[StepTrace]) -> float | None:
     return next((float(p) for s in steps if (p := getattr(s.detail, "predicted", None)) is not None), None)
 
 
-def pick_step(page: str, count: int) -> int:
-    """The step slider (◀ / ▶ while presenting), keyed `<page>.step`; 0 when there is one step."""
-    stepper(f"{page}.step", count)
-    return st.slider("Step", 0, count - 1, key=f"{page}.step") if count > 1 else 0
+def pick_step(
+    page: str,
+    count: int,
+    label: str = "Step",
+    key: str = "step",
+    default: int = 0,
+    run: str | None = None,
+    arrows: bool = True,
+) -> int:
+    """The step slider keyed `<page>.<key>` (◀ / ▶ while presenting, with `arrows`; one slider a page has them);
+    0 when there is one step. It survives the run getting shorter (clamped), and with `run` (what identifies
+    the run) it starts at `default`, again whenever `run` changes."""
+    full = f"{page}.{key}"
+    if arrows:
+        stepper(full, count)
+    if count <= 1:
+        return 0
+    # the start goes in through the session state, not the slider's value, as the presentation stepper's does
+    if run is not None and st.session_state.get(f"{full}.run") != run:
+        st.session_state[f"{full}.run"] = run
+        st.session_state[full] = min(default, count - 1)
+    if st.session_state.get(full, 0) > count - 1:
+        st.session_state[full] = count - 1
+    return st.slider(label, 0, count - 1, key=full)
 
 
 @dataclass(frozen=True)

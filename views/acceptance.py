@@ -21,7 +21,7 @@ from specviz.output.viz.acceptance import (
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
-from ui.presentation import stepper
+from ui.method_page import pick_step
 from ui.resources import get_model, replaying
 
 DEF = speculative.Config()
@@ -40,16 +40,6 @@ def trained_draft_ready() -> bool:
     except DraftError:
         return False
     return True
-
-
-def step_slider(count: int, key: str) -> int:
-    """A step picker that survives the run getting shorter."""
-    if count <= 1:
-        return 0
-    if st.session_state.get(key, 0) > count - 1:
-        st.session_state[key] = count - 1
-    stepper(key, count)  # while presenting: ◀ / ▶ and their keys
-    return st.slider("Step", 0, count - 1, key=key)
 
 
 def decision_rows(records: list[dict]) -> list[dict]:
@@ -130,7 +120,7 @@ if trace is not None:
     st.text(trace.text)
     judged = [x for x in trace.steps if records(x)]
     if judged:
-        step = judged[step_slider(len(judged), "acceptance.step")]
+        step = judged[pick_step("acceptance", len(judged))]
         st.dataframe(decision_rows(records(step)), hide_index=True)
         show_figure(decisions_figure(step), "acceptance_decisions")
         last = records(step)[-1]

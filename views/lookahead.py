@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import streamlit as st
 
 from specviz.core import measure
@@ -20,27 +17,13 @@ from specviz.output.viz.lookahead import (
     window_figure,
 )
 from specviz.output.viz.tree import steps_figure
+from specviz.tuning.sweep import LOOKAHEAD_PATH
 from ui.common import download_traces, page_header, run_method, settings, show_figure
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.presentation import controls, stepper
+from ui.method_page import pick_step, stored_sweep
+from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 
-
-def step_slider(label: str, count: int, key: str, default: int = 0, run: str = "") -> int:
-    """A step picker that starts at `default`, again whenever `run` (what identifies the run) changes, and
-    survives the run getting shorter (its value is clamped)."""
-    if count <= 1:
-        return 0
-    # the start goes in through the session state, not the slider's value, as the presentation stepper's does
-    if st.session_state.get(f"{key}.run") != run:
-        st.session_state[f"{key}.run"] = run
-        st.session_state[key] = min(default, count - 1)
-    if st.session_state[key] > count - 1:
-        st.session_state[key] = count - 1
-    return st.slider(label, 0, count - 1, key=key)
-
-
-SWEEP = Path(__file__).resolve().parents[1] / "models" / "lookahead_sweep.json"
 DEF = lookahead.Config()
 
 page_header(
@@ -79,9 +62,8 @@ if "ar" in runs and "lookahead" in runs:
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
-    stepper("lookahead.step", len(work))
     start = telling_step(la)
-    k = step_slider("Step", len(work), "lookahead.step", work.index(start) if start in work else 0, f"{cfg}{s}")
+    k = pick_step("lookahead", len(work), default=work.index(start) if start in work else 0, run=f"{cfg}{s}")
     if work:
         d = la.steps[work[k]].detail
         show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")
@@ -108,7 +90,7 @@ jinit = j2.selectbox("Jacobi initial guesses", jacobi.INIT_SOURCES, key="lookahe
 jac = run_method("jacobi", jacobi.Config(guesses=jn, init=jinit), s)
 if jac is not None:
     rows = [x.index for x in jac.steps if x.detail is not None]
-    upto = step_slider("Pass", len(rows), "lookahead.jacobi_pass", default=8)
+    upto = pick_step("lookahead", len(rows), "Pass", "jacobi_pass", default=8, run="", arrows=False)
     show_figure(
         jacobi_grid_figure(
             jac,
@@ -118,8 +100,12 @@ if jac is not None:
         "jacobi_grid",
     )
 
-if SWEEP.is_file():
-    sweep = json.loads(SWEEP.read_text())
+sweep, unreadable = stored_sweep(LOOKAHEAD_PATH)
+if unreadable:
+    st.warning(
+        f"The window sweep could not be read ({unreadable}); re-measure with `specviz.tuning.sweep.write_lookahead()`."
+    )
+if sweep is not None:
     where = measured_where(sweep)
     show_figure(sweep_figure(sweep, title=f"Where a wider window stops paying ({where})"), "lookahead_sweep", where)
     st.caption(sweep.get("note", ""))
