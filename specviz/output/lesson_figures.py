@@ -192,5 +192,4 @@ def lab(lm: LoadedModel, prompt: str, v: dict[str, Any]) -> Drawn:
         layers=f"0-{v.get('acceptance.depth', 4) - 1}",
         draft=v.get("acceptance.lab_draft", "perturbed"),
     )
-    with lm.lock:
-        return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), cfg)), {})
+    return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), cfg)), {})  # the lab takes the model's lock
