@@ -25,14 +25,28 @@ def test_a_manifest_curve_reads_with_its_start_and_data(tmp_path) -> None:
     (tmp_path / "models" / "h" / "manifest.json").write_text(json.dumps(_manifest()))
     (tmp_path / "models" / "broken").mkdir()
     (tmp_path / "models" / "broken" / "manifest.json").write_text("{not json")
-    (found,) = learning.curves(tmp_path / "models")
+    (found,) = learning.curves(tmp_path / "models", experiments=tmp_path)
     assert found.kind == "eagle" and found.data == ("corpus", "sharegpt") and found.folder == "models/h"
     assert found.top1(1) == [(0, 0.05), (1000, 0.2), (3000, 0.3)]
     assert found.top1(2) == [(0, 0.01), (1000, 0.1)]  # the last point measured depth 1 only
     assert found.where is None and "corpus + sharegpt" in found.label
 
 
+def test_an_experiment_keeps_the_curve_of_a_head_it_did_not_keep(tmp_path) -> None:
+    warm = _manifest() | {"trainer": {"kind": "eagle", "init": "models/eagle"}}
+    (tmp_path / "docs" / "experiments").mkdir(parents=True)
+    (tmp_path / "docs" / "experiments" / "x.json").write_text(json.dumps({"curves": [warm, {"curve": "?"}]}))
+    (found,) = learning.curves(tmp_path / "models", experiments=tmp_path / "docs" / "experiments")
+    assert found.start == "models/eagle" and found.label.endswith("from models/eagle")
+    assert found.folder == "docs/experiments/x.json"
+    fig = learning_figure([found], [])
+    assert [t.text for t in fig.data if t.mode == "markers+text"] == [("start: models/eagle",)]
+    assert next(t for t in fig.data if t.mode == "lines+markers").line.dash == "dot"  # fine-tuned: dotted
+
+
 def test_data_sources_name_where_positions_came_from() -> None:
+    one = {"kind": "features", "manifest": {"split": "train-corpus", "positions": 5}}  # one folder: its manifest
+    assert learning.data_sources(one) == ("corpus",)
     assert learning.data_sources({"kind": "distilled"}) == ("self-distilled",)
     assert learning.data_sources({"kind": "features", "manifest": {"/x": {"split": "train"}}}) == ("sharegpt",)
 
@@ -50,7 +64,12 @@ def test_the_shipped_records_read() -> None:
     assert any(r.data == "sharegpt" and r.fresh for r in rows)
     assert any(r.data == "self-distilled" and r.kind == "eagle" and r.top1[0] > 0.5 for r in rows)
     assert all(r.where is not None and "Xeon" in r.where.cpu for r in rows)
-    assert any(c.kind == "draft" and c.top1(1)[0][0] == 0 for c in learning.curves())
+    found = learning.curves()
+    assert any(c.kind == "draft" and c.top1(1)[0][0] == 0 for c in found)
+    corpus = next(c for c in found if c.folder == "models/data/eagle-corpus")
+    sharegpt = next(c for c in found if c.folder == "models/data/eagle-sharegpt")
+    assert corpus.data == ("corpus",) and sharegpt.data == ("sharegpt",) and not corpus.start
+    assert abs(corpus.points[-1][0] - sharegpt.points[-1][0]) < 2_000  # equal positions: the data is the difference
 
 
 def test_the_figure_draws_every_curve_and_row_on_a_log_axis(tmp_path) -> None:
@@ -65,6 +84,10 @@ def test_the_figure_draws_every_curve_and_row_on_a_log_axis(tmp_path) -> None:
     assert fig.layout.xaxis.type == "log"
     assert any(n and "EAGLE-2 head" in n for n in names)
     assert sum(1 for n in names if n and n.startswith("recorded runs")) == 2  # one legend entry per data source
+    twin = learning.curve_of(_manifest(), "models/twin")
+    assert twin is not None
+    both = learning_figure([curve, twin], [])
+    assert sorted(t.text for t in both.data if t.mode == "markers+text") == [("",), ("untrained",)]  # said once
     untrained = [t for t in fig.data if t.text == ("untrained",)]
     assert len(untrained) == 1 and untrained[0].mode == "markers+text"  # not joined to the curve on a log axis
     line = next(t for t in fig.data if t.name and "EAGLE-2 head" in t.name)

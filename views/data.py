@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.output.viz.learning import learning_figure
-from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, corpus_summary, curves, experiment_rows
-from ui.common import page_header, show_figure
+from specviz.methods import eagle
+from specviz.output.viz.learning import a_by_head_figure, learning_figure
+from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, corpus_summary, curves, eagle_checkpoints, experiment_rows
+from ui.common import page_header, run_method, settings, show_figure
 from ui.live import measured_where
+from ui.resources import replaying
 
 
 def where(prov) -> str:
@@ -50,6 +52,17 @@ if "self-distilled" in fresh and "sharegpt" in fresh:
         f"reached {own.top1[0]:.2f} after {own.positions:,}. Fine-tuning the good head on ShareGPT's text "
         f"lowered it: the head learns the target on contexts it never meets when it decodes."
     )
+heads = eagle_checkpoints()
+if heads and not replaying():
+    st.subheader("What it buys on this prompt")
+    runs = [run_method("eagle", eagle.Config(head=h.folder), settings()) for h in heads]
+    if all(runs):
+        a = [t.mean_accepted for t in runs if t is not None]
+        show_figure(a_by_head_figure(heads, a), "a_by_head")
+        st.caption(
+            "EAGLE-2 with its default tree on the sidebar's prompt and settings, once per shipped head; the output is "
+            "the same whichever head drafts at T = 0; what changes is how many drafted tokens the target keeps per forward."
+        )
 st.subheader("The curves")
 st.table(
     [

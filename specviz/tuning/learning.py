@@ -38,10 +38,12 @@ class Curve:
     folder: str  # relative to the repository
     where: Provenance | None
     command: str
+    start: str = ""  # the trained head it started from ('' for a fresh one)
 
     @property
     def label(self) -> str:
-        return f"{KIND_NAMES.get(self.kind, self.kind)} · {' + '.join(self.data)}"
+        name = f"{KIND_NAMES.get(self.kind, self.kind)} · {' + '.join(self.data)}"
+        return f"{name}, from {self.start}" if self.start else name
 
     def top1(self, depth: int) -> list[tuple[int, float]]:
         """(positions, top-1 at depth `depth`, 1-based) for every point that measured that depth."""
@@ -67,7 +69,10 @@ def data_sources(data: dict[str, Any]) -> tuple[str, ...]:
     ShareGPT ('train'); self-distilled shards are the target's greedy text."""
     if data.get("kind") != "features":
         return ("self-distilled",)
-    splits = [m.get("split", "") for m in (data.get("manifest") or {}).values() if isinstance(m, dict)]
+    folders = data.get("manifest") or {}
+    if "split" in folders:  # one folder: its own manifest; several: folder -> manifest
+        folders = {"": folders}
+    splits = [m.get("split", "") for m in folders.values() if isinstance(m, dict)]
     return tuple(dict.fromkeys("corpus" if s.endswith("corpus") else "sharegpt" for s in splits)) or ("sharegpt",)
 
 
@@ -95,7 +100,8 @@ def curve_of(manifest: dict[str, Any], folder: str) -> Curve | None:
         return None
     if len(points) < 2:
         return None
-    kind = str((manifest.get("trainer") or {}).get("kind", "")) or Path(folder).name
+    trainer = manifest.get("trainer") or {}
+    kind = str(trainer.get("kind", "")) or Path(folder).name
     return Curve(
         kind=kind,
         data=data_sources(manifest.get("data") or {}),
@@ -103,17 +109,29 @@ def curve_of(manifest: dict[str, Any], folder: str) -> Curve | None:
         folder=folder,
         where=_provenance(manifest.get("provenance")),
         command=str(manifest.get("command", "")),
+        start=str(trainer.get("init") or ""),
     )
 
 
-def curves(root: Path = MODELS) -> list[Curve]:
-    """Every learning curve stored under models/ (a head folder's manifest.json, one level or two down)."""
+def curves(root: Path = MODELS, experiments: Path = EXPERIMENTS_DIR) -> list[Curve]:
+    """Every learning curve stored under models/ (a head folder's manifest.json, one level or two down), then
+    those kept in recorded experiments (a run whose head was not kept: docs/experiments/*.json 'curves')."""
     found = []
     for path in sorted([*root.glob("*/manifest.json"), *root.glob("*/*/manifest.json")]):
         manifest = _read(path)
         got = curve_of(manifest, str(path.parent.relative_to(root.parent))) if manifest else None
         if got is not None:
             found.append(got)
+    for path in sorted(experiments.glob("*.json")):
+        kept = (_read(path) or {}).get("curves")
+        for manifest in kept if isinstance(kept, list) else []:
+            got = (
+                curve_of(manifest, str(path.relative_to(experiments.parent.parent)))
+                if isinstance(manifest, dict)
+                else None
+            )
+            if got is not None:
+                found.append(got)
     return found
 
 
@@ -176,3 +194,31 @@ def corpus_summary(folder: Path | None = None) -> CorpusSummary | None:
         dtypes=tuple(dict.fromkeys(str(s.get("dtype", "bfloat16")) for s in shards)),
         last=_provenance(shards[-1].get("provenance")),
     )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A shipped EAGLE-2 head with what it was trained on: one bar of 'A on this prompt, head by head'."""
+
+    folder: str  # relative to the repository
+    data: str
+    positions: int
+    label: str
+
+
+def eagle_checkpoints(root: Path = MODELS, experiments: Path = EXPERIMENTS_DIR) -> list[Checkpoint]:
+    """Every EAGLE-2 head under models/ whose data is known, fewest positions first: those with a learning curve,
+    and the committed head as its recorded run describes it (self-distilled, trained from scratch)."""
+    out = [
+        Checkpoint(c.folder, c.data[0], c.points[-1][0], c.label)
+        for c in curves(root, experiments)
+        if c.kind == "eagle" and not c.start and (root.parent / c.folder / "model.safetensors").is_file()
+    ]
+    committed = root / "eagle"
+    for r in experiment_rows(experiments):
+        if r.kind == "eagle" and r.fresh and r.data == "self-distilled" and (committed / "model.safetensors").is_file():
+            out.append(
+                Checkpoint(str(committed.relative_to(root.parent)), r.data, r.positions, "committed EAGLE-2 head")
+            )
+            break
+    return sorted(out, key=lambda c: c.positions)

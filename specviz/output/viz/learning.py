@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.output.viz.theme import LEGEND_BELOW, apply
-from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, Curve, Row
+from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, Checkpoint, Curve, Row
 
 # the target's own text in greens (the corpus it answers, the greedy text it continues), ShareGPT's in orange
 DATA_COLORS = {"corpus": "#009e73", "self-distilled": "#0072b2", "sharegpt": "#e69f00"}
@@ -19,9 +19,9 @@ def _color(data: tuple[str, ...]) -> str:
     return DATA_COLORS.get(data[0], MIXED) if len(data) == 1 else MIXED
 
 
-def _curve_traces(c: Curve, depth: int) -> list[go.Scatter]:
-    """A stored curve as a line from its first trained point, and its untrained start as a lone marker (a log
-    axis has no 0)."""
+def _curve_traces(c: Curve, depth: int, said: set[str]) -> list[go.Scatter]:
+    """A stored curve as a line from its first trained point (dotted when it fine-tuned a trained head), and its
+    start as a lone marker (a log axis has no 0), named once where several curves start alike (`said`)."""
     pts = c.top1(depth)
     start = pts[0] if pts and pts[0][0] == 0 else None
     pts = pts[1:] if start else pts
@@ -32,21 +32,24 @@ def _curve_traces(c: Curve, depth: int) -> list[go.Scatter]:
         y=[y for _, y in pts],
         mode="lines+markers",
         name=c.label,
-        line={"color": _color(c.data), "dash": KIND_DASH.get(c.kind, "solid"), "width": 3},
+        line={"color": _color(c.data), "dash": "dot" if c.start else KIND_DASH.get(c.kind, "solid"), "width": 3},
         marker={"symbol": KIND_SYMBOL.get(c.kind, "circle"), "size": 8},
         hovertemplate="%{x:,} positions: top-1 %{y:.3f}<extra>" + c.label + "</extra>",
     )
     if start is None:
         return [line]
+    name = f"start: {c.start}" if c.start else "untrained"
+    shown = "" if f"{name} {start[1]:.2f}" in said else name
+    said.add(f"{name} {start[1]:.2f}")
     lone = go.Scatter(
         x=[pts[0][0] / 4],
         y=[start[1]],
         mode="markers+text",
         marker={"symbol": KIND_SYMBOL.get(c.kind, "circle") + "-open", "size": 9, "color": _color(c.data)},
-        text=["untrained"],
+        text=[shown],
         textposition="top center",
         showlegend=False,
-        hovertemplate=f"untrained: top-1 %{{y:.3f}}<extra>{c.label}</extra>",
+        hovertemplate=f"{name}: top-1 %{{y:.3f}}<extra>{c.label}</extra>",
     )
     return [lone, line]
 
@@ -73,17 +76,39 @@ def _rows_trace(rows: list[Row], data: str, depth: int) -> go.Scatter:
 
 def learning_figure(curves: list[Curve], rows: list[Row], depth: int = 1, slide: bool = False) -> go.Figure:
     """Held-out top-1 at `depth` (a head's k-th drafted token; a draft model's only one) against positions seen."""
-    fig = go.Figure()
+    fig, said = go.Figure(), set()
     for c in curves:
-        fig.add_traces(_curve_traces(c, depth))
+        fig.add_traces(_curve_traces(c, depth, said))
     for data in dict.fromkeys(r.data for r in rows if len(r.top1) >= depth):
         fig.add_trace(_rows_trace(rows, data, depth))
     fig.update_xaxes(type="log", title="training positions seen (log scale)")
-    fig.update_yaxes(title=f"held-out top-1 at depth {depth}", rangemode="tozero")
+    top = max([y for t in fig.data for y in (t.y or ())] + [0.1])  # type: ignore[attr-defined]
+    fig.update_yaxes(title=f"held-out top-1 at depth {depth}", range=[0, top * 1.12])  # room for the start labels
     fig.update_layout(legend=LEGEND_BELOW)
     title = (
         "What data buys: held-out top-1 by positions trained"
-        "<br><sup>lines: stored learning curves; markers: recorded runs (hollow: fine-tuned from a trained head)"
-        "<br>green, blue: the target's own text; orange: ShareGPT's · ● EAGLE-2, ■ Medusa, ★ the draft model</sup>"
+        "<br><sup>lines: stored curves (dotted: fine-tuned); markers: recorded runs (hollow: fine-tuned)"
+        "<br>green, blue: the target's own text; orange: ShareGPT's · ● EAGLE-2, ■ Medusa, ★ draft model</sup>"
     )
     return apply(fig, title, slide=slide, height=520)
+
+
+def a_by_head_figure(heads: list[Checkpoint], a: list[float], slide: bool = False) -> go.Figure:
+    """A (tokens per target forward) of EAGLE-2 on one prompt with each shipped head, coloured by its data."""
+    names = [f"{DATA_NAMES.get(h.data, h.data)}<br>{h.positions:,} positions" for h in heads]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=a,
+            marker_color=[DATA_COLORS.get(h.data, MIXED) for h in heads],
+            text=[f"A {v:.2f}" for v in a],
+            textposition="outside",
+            hovertext=[h.folder for h in heads],
+            hovertemplate="%{hovertext}: A %{y:.2f}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(title="A: tokens per target forward", range=[0, max([*a, 1.0]) * 1.2])
+    title = (
+        "EAGLE-2 on this prompt, head by head<br><sup>the same tree and settings; only the head's data differs</sup>"
+    )
+    return apply(fig, title, slide=slide, height=420)

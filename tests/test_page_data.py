@@ -1,0 +1,19 @@
+"""What data buys under AppTest: the curves, the recorded runs, the corpus, and A head by head where heads fit."""
+
+from __future__ import annotations
+
+from specviz.tuning.learning import eagle_checkpoints
+from tests.apptest import app_on, chart_specs, chart_title
+
+
+def test_the_data_page_draws_its_curves_and_tables(tiny_app) -> None:
+    at = app_on("views/data.py", max_new_tokens=6)
+    assert not at.exception and not at.error
+    titles = [chart_title(s) for s in chart_specs(at)]
+    assert any("What data buys" in t for t in titles)
+    assert [s.value for s in at.subheader][-3:] == ["The curves", "Recorded runs", "The corpus"]
+    # the app's test model has SmolLM2's widths, so every shipped EAGLE-2 head drafts on it: one bar each
+    bars = next(s for s in chart_specs(at) if "head by head" in chart_title(s))
+    assert len(bars["data"][0]["y"]) == len(eagle_checkpoints()) >= 3 and min(bars["data"][0]["y"]) >= 1.0
+    at.segmented_control(key="data.depth").set_value(3).run()
+    assert not at.exception and any("depth 3" in str(s) for s in chart_specs(at))
