@@ -26,7 +26,7 @@ def _options(pairs: list[str], scoped: bool = False) -> dict:
         if scoped:
             method, dot, name = key.partition(".")
             if not dot:
-                raise ConfigError(f"Option {pair!r} should name its method, like medusa.budget=16.")
+                raise ConfigError(f"Option {pair!r} should name its method, like medusa.total_tokens=17.")
             out.setdefault(method, {})[name] = value
         else:
             out[key] = value

@@ -56,8 +56,8 @@ def test_the_shipped_lesson_walks_every_chapter():
 def test_a_preset_stands_for_the_sliders_it_fills():
     medusa = {"id": "m", "title": "M", "page": "medusa", "figure": "medusa_tree", "narration": "One. Two."}
     lesson = parse_lesson({"stop": [medusa | {"settings": {"medusa.preset": "paper", "medusa.hydra": False}}]})
-    assert lesson.stops[0].widget_values() == {"medusa.heads": 4, "medusa.budget": 63, "medusa.hydra": False}
-    assert configs(lesson.stops[0])[0]["medusa"].budget == 63
+    assert lesson.stops[0].widget_values() == {"medusa.heads": 4, "medusa.total_tokens": 64, "medusa.hydra": False}
+    assert configs(lesson.stops[0])[0]["medusa"].total_tokens == 64
 
 
 BAD = [
@@ -71,8 +71,12 @@ BAD = [
     (lesson_text(stop(extra='settings = { "medusa.budget" = 4 }')), "the timeline page has no setting 'medusa.budget'"),
     (lesson_text(stop(extra='settings = { "timeline.methods" = "medusa" }')), "'timeline.methods' must be a list"),
     (
-        lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.budget" = 99 }')),
-        "setting 'medusa.budget' must be a whole number from 0 to 64, not 99",
+        lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.total_tokens" = 99 }')),
+        "setting 'medusa.total_tokens' must be a whole number from 1 to 65, not 99",
+    ),
+    (  # the old key (drafted nodes, root not counted) keeps its own range
+        lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.budget" = 65 }')),
+        "setting 'medusa.budget' must be a whole number from 0 to 64, not 65",
     ),
     (
         lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.preset" = "best" }')),
@@ -160,7 +164,7 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
     serial = by_id["serial"]["notes"]
     assert "Settings (pld)" in serial and "Live numbers: Plain decoding: A 1.00" in serial
     assert "; Prompt lookup: A " in serial and "× plain decoding (one run each)" in serial
-    assert '"budget": 4' in by_id["medusa"]["notes"] and '"total_tokens": 60' in by_id["eagle"]["notes"]
+    assert '"total_tokens": 5' in by_id["medusa"]["notes"] and '"total_tokens": 60' in by_id["eagle"]["notes"]
     assert "; the roofline from float32 peaks measured on " in by_id["flat"]["notes"]
 
 

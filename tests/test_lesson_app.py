@@ -73,7 +73,9 @@ def test_the_lesson_walks_across_pages(tiny_app, tmp_path, monkeypatch):
     at.button(key="lesson_next").click().run()
     assert not problems(at) and page_of(at) == "medusa.py"
     assert focused(at).startswith("Candidate tree")
-    assert at.session_state["medusa.budget"] == 6 and at.session_state["sidebar.seed"] == 7  # kept over 2 switches
+    assert (
+        at.session_state["medusa.total_tokens"] == 7 and at.session_state["sidebar.seed"] == 7
+    )  # kept over 2 switches
     json_prompt = next(p.text for p in preset_prompts() if p.id == "extract-json")
     assert at.session_state["sidebar.prompt"] == json_prompt  # this stop chose its own shipped prompt
     assert any(c.value.endswith("Prompt: extraction · Order to JSON (shipped, this stop's own).") for c in at.caption)

@@ -71,17 +71,19 @@ def test_save_load_and_clear_errors(tiny_lm, tmp_path) -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ConfigError):
-        medusa.Config(budget=-1)
+        medusa.Config(total_tokens=0)
+    with pytest.raises(ConfigError):
+        medusa.Config(budget=-1)  # the old name: drafted nodes, so -1 is a tree of 0 tokens
     with pytest.raises(ConfigError):
         medusa.Config(acceptance="maybe")
     with pytest.raises(ConfigError):
         medusa.Config(eps=0)
 
 
-@pytest.mark.parametrize("budget", [0, 4, 12])
-def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
-    s = Sampling(max_new_tokens=16)  # as many accepted drafts as 32 tokens gave (one, for budgets 4 and 12)
-    cfg = medusa.Config(heads=3, budget=budget)
+@pytest.mark.parametrize("total", [1, 5, 13])
+def test_greedy_identity_tiny(tiny_lm, total: int) -> None:
+    s = Sampling(max_new_tokens=16)  # as many accepted drafts as 32 tokens gave (one, for trees of 5 and 13)
+    cfg = medusa.Config(heads=3, total_tokens=total)
     longer = 0
     for i, prompt in enumerate(PROMPTS[:2]):
         ids = tiny_lm.encode_prompt(prompt)
@@ -90,12 +92,12 @@ def test_greedy_identity_tiny(tiny_lm, budget: int) -> None:
             heads = tiny_heads(tiny_lm, seed=i, random=random)
             tr = medusa.generate(tiny_lm, ids, s, cfg, heads=heads, calibration=ACC)
             assert tr.output_ids == ref.output_ids
-            assert sum(st.forward_tokens for st in tr.steps if st.forward_tokens) <= len(tr.steps) * (budget + 1)
+            assert sum(st.forward_tokens for st in tr.steps if st.forward_tokens) <= len(tr.steps) * total
             longer += sum(st.accepted > 1 for st in tr.steps)
             for st in tr.steps:
                 if st.detail:
                     assert st.detail.measured == st.accepted or tr.steps[-1] is st
-    if budget:
+    if total > 1:
         assert longer > 0  # drafts were really accepted, so identity is not trivial
 
 
@@ -105,7 +107,7 @@ def test_trace_detail_is_consistent(tiny_lm) -> None:
         tiny_lm,
         ids,
         Sampling(max_new_tokens=16),
-        medusa.Config(heads=3, budget=6),
+        medusa.Config(heads=3, total_tokens=7),
         heads=tiny_heads(tiny_lm, random=False),
         calibration=ACC,
     )
@@ -130,7 +132,7 @@ def test_typical_acceptance(tiny_lm) -> None:
         tiny_lm,
         ids,
         Sampling(max_new_tokens=24),
-        medusa.Config(heads=3, budget=8, acceptance="typical"),
+        medusa.Config(heads=3, total_tokens=9, acceptance="typical"),
         heads=heads,
         calibration=ACC,
     )
@@ -140,21 +142,21 @@ def test_typical_acceptance(tiny_lm) -> None:
         tiny_lm,
         ids,
         hot,
-        medusa.Config(heads=3, budget=8, acceptance="typical", eps=1e-12, delta=1e-12),
+        medusa.Config(heads=3, total_tokens=9, acceptance="typical", eps=1e-12, delta=1e-12),
         heads=heads,
         calibration=ACC,
     )
     assert all(st.accepted == 4 for st in loose.steps[:-1])
     # the default threshold rejects low-probability drafts and says why
     strict = medusa.generate(
-        tiny_lm, ids, hot, medusa.Config(heads=3, budget=8, acceptance="typical"), heads=heads, calibration=ACC
+        tiny_lm, ids, hot, medusa.Config(heads=3, total_tokens=9, acceptance="typical"), heads=heads, calibration=ACC
     )
     reasons = [n["reason"] for st in strict.steps if st.detail for n in st.detail.nodes if n["status"] == "rejected"]
     assert reasons and all("threshold" in r for r in reasons)
     assert strict.mean_accepted < loose.mean_accepted
     # lossless acceptance at T > 0 is reproducible under a seed
-    a = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8), heads=heads, calibration=ACC)
-    b = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, budget=8), heads=heads, calibration=ACC)
+    a = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, total_tokens=9), heads=heads, calibration=ACC)
+    b = medusa.generate(tiny_lm, ids, hot, medusa.Config(heads=3, total_tokens=9), heads=heads, calibration=ACC)
     assert a.output_ids == b.output_ids
 
 
@@ -258,3 +260,22 @@ def test_the_rule_keeps_its_old_name() -> None:
 
     assert medusa.Config(acceptance="typical").rule == "typical"
     assert methods.make_config("hydra", {"acceptance": "typical"}) == methods.get("hydra").Config(rule="typical")
+
+
+def test_the_tree_size_keeps_its_old_name_and_meaning() -> None:
+    """total_tokens (root included) was `budget` (drafted nodes, root not counted): budget=B is total_tokens=B + 1."""
+    from specviz import methods
+    from specviz.tuning import presets
+
+    assert medusa.Config().total_tokens == 5 and medusa.Config(budget=4) == medusa.Config()
+    assert methods.make_config("medusa", {"budget": "16"}) == medusa.Config(total_tokens=17)
+    assert methods.make_config("hydra", {"budget": "4"}) == methods.get("hydra").Config()
+    assert methods.get("hydra").Config(budget=63).total_tokens == 64
+    assert presets.verified_tokens("medusa", medusa.Config(budget=63)) == 64
+    assert replace(medusa.Config(), budget=8).total_tokens == 9  # replace passes total_tokens too: the old name wins
+    from specviz.tuning.calibrate import _sweep_medusa_args, sweep_sizes
+
+    assert sweep_sizes(_sweep_medusa_args(["--sweep", "--budgets", "0,4"])) == [1, 5]  # the old option, converted
+    assert sweep_sizes(_sweep_medusa_args(["--total-tokens", "1,5"])) == [1, 5]
+    for b in (0, 4, 12):  # budget B built B drafted nodes under the root: so does the tree it names now
+        assert len(medusa.build_tree(ACC, 3, medusa.Config(budget=b).total_tokens)[0]) == b + 1

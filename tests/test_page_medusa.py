@@ -48,7 +48,7 @@ def test_medusa_page_live() -> None:
     labels = [m.label for m in at.metric]
     assert "A, Medusa → Hydra" in labels and "Hydra's speedup" in labels
     assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 2
-    at.slider(key="medusa.budget").set_value(3).run()  # the live run changes with the budget
+    at.slider(key="medusa.total_tokens").set_value(4).run()  # the live run changes with the tree size
     assert not at.exception
     tree = titled(chart_specs(at), "Candidate tree")
     assert sum(len(d["x"]) for d in tree["data"] if d.get("mode") == "markers+text") == 4
@@ -70,7 +70,7 @@ def test_trace_figures_on_tiny_run(tiny_lm) -> None:
         tiny_lm,
         ids,
         Sampling(max_new_tokens=12),
-        medusa.Config(heads=3, budget=5),
+        medusa.Config(heads=3, total_tokens=6),
         heads=tiny_heads(tiny_lm, random=False),
         calibration=ACC,
     )
@@ -81,7 +81,7 @@ def test_trace_figures_on_tiny_run(tiny_lm) -> None:
     steps = steps_figure(tr, baseline=tr)
     assert list(steps.data[0].y) == [st.accepted for st in tr.steps] and steps.data[1].name.startswith("running")
     assert steps.layout.yaxis2.title.text == "speedup ×" and steps.layout.yaxis.title.text == "tokens committed"
-    assert len(budget_figure([0, 4], [1.0, 1.5], [1.0, 1.4], 4).data) == 2
+    assert len(budget_figure([1, 5], [1.0, 1.5], [1.0, 1.4], 5).data) == 2
     cost = cost_figure([0, 4], [0.5, 0.6], [60, 70], 60, [1.0, 1.2])
     assert len(cost.data) == 3
     assert cost.layout.yaxis2.title.text == "speedup ×" and cost.layout.yaxis.title.text == "ms per step"

@@ -32,11 +32,11 @@ def test_fastest_is_the_calibrated_default_and_paper_is_the_reference():
 def test_medusa_paper_tree_has_63_nodes_from_the_calibration():
     cfg = presets.get("medusa", "paper").config
     acc = load_calibration()
-    paths, expected = sparse_tree(acc[: cfg.heads], cfg.budget)
+    paths, expected = sparse_tree(acc[: cfg.heads], cfg.total_tokens)
     spec = TreeSpec.from_paths(paths)
     assert len(paths) == 63 and len(spec) == 64  # 63 drafted nodes under the root, as mc_sim_7b_63
     assert max(spec.depths) <= 4 and max(max(p) for p in paths) < 10  # 4 heads, their top-10
-    assert expected > sparse_tree(acc[: cfg.heads], medusa.Config().budget)[1]  # a bigger tree predicts more
+    assert expected > sparse_tree(acc[: cfg.heads], medusa.Config().total_tokens)[1]  # a bigger tree predicts more
     assert presets.verified_tokens("medusa", cfg) == 64
 
 

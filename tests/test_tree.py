@@ -61,13 +61,13 @@ def test_from_paths_sorts_by_depth() -> None:
 
 def test_seed_002_worked_example() -> None:
     acc = [[0.75, 0.20], [0.60, 0.25], [0.50, 0.20]]
-    paths, expected_len = sparse_tree(acc, 6)
+    paths, expected_len = sparse_tree(acc, 7)  # 6 drafted nodes and the root
     one_based = [tuple(i + 1 for i in p) for p in paths]
     assert one_based == [(1,), (1, 1), (1, 1, 1), (2,), (1, 2), (2, 1)]
     # E[L] counts drafted nodes only (not the root): 0.75+0.45+0.225+0.20+0.1875+0.12
     assert expected_len == pytest.approx(1.9325, abs=1e-12)
-    assert sparse_tree(acc, 0) == ([], 0.0)
-    full, _ = sparse_tree(acc, 100)  # budget beyond the whole tree: every node once
+    assert sparse_tree(acc, 1) == ([], 0.0)
+    full, _ = sparse_tree(acc, 100)  # a size beyond the whole tree: every node once
     assert len(full) == 2 + 4 + 8
 
 

@@ -9,6 +9,7 @@ from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_
 from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
 from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+from specviz.output.viz.stored import swept_sizes
 from specviz.output.viz.tree import (
     budget_figure,
     cost_figure,
@@ -46,7 +47,13 @@ trained, acc = need(lambda: (read_config(models_dir()), load_calibration()), Hea
 s = settings()
 preset_control("medusa", "medusa", clamp={"heads": (1, trained.num_heads)})  # sets the two sliders' values
 c1, c2, c3 = controls().columns(3)
-budget = c1.slider("Tree budget B (drafted nodes)", 0, 64, key="medusa.budget")
+total = c1.slider(
+    "Tree size (total_tokens)",
+    1,
+    65,
+    key="medusa.total_tokens",
+    help="Tokens verified in one target forward, the root included: total_tokens − 1 drafted nodes",
+)
 heads = c1.slider("Heads", 1, trained.num_heads, key="medusa.heads")
 acceptance = c2.radio(
     "Acceptance",
@@ -76,12 +83,12 @@ with_hydra = hydra_trained is not None and c2.toggle(
     "Run Hydra beside it",
     True,
     key="medusa.hydra",
-    help="Hydra's heads at the same budget, interleaved in the same runs",
+    help="Hydra's heads at the same tree size, interleaved in the same runs",
 )
 
-cfg = Config(heads=heads, budget=budget, rule=acceptance, eps=eps, delta=delta)
+cfg = Config(heads=heads, total_tokens=total, rule=acceptance, eps=eps, delta=delta)
 hydra_k = min(heads, hydra_trained.num_heads) if hydra_trained else heads
-hcfg = HydraConfig(heads=hydra_k, budget=budget, rule=acceptance, eps=eps, delta=delta)
+hcfg = HydraConfig(heads=hydra_k, total_tokens=total, rule=acceptance, eps=eps, delta=delta)
 s = at_temperature(s, temperature)
 runs = run_paired({"medusa": cfg, **({"hydra": hcfg} if with_hydra else {})}, s, repeats)
 ar, trace = main_run(runs, "medusa")
@@ -143,7 +150,7 @@ st.subheader("Medusa against Hydra: what independent heads give away")
 st.caption(
     "Medusa's head k guesses the token k+1 places ahead from the last hidden state alone, so it cannot know "
     "what heads 1…k−1 chose on its branch. Hydra's head k also reads the embeddings of the k tokens above its "
-    "node (the root and the guesses on the path), and fills the same kind of sparse tree at the same budget."
+    "node (the root and the guesses on the path), and fills the same kind of sparse tree at the same size."
 )
 if hydra_acc is None:
     st.info(f"Hydra is not available here: {hydra_missing}")
@@ -160,7 +167,7 @@ else:
 if "hydra" in runs:
     names = Beside(
         "A, Medusa → Hydra",
-        "same budget",
+        "same tree size",
         "Hydra's speedup",
         "Hydra's runs interleaved with Medusa's and plain decoding's.",
         "Same tokens as plain decoding",
@@ -190,19 +197,20 @@ if "hydra" in runs:
 sw, unreadable = stored_sweep(models_dir() / "sweep.json")
 if unreadable:
     st.warning(
-        f"The budget sweep could not be read ({unreadable}); "
+        f"The tree-size sweep could not be read ({unreadable}); "
         "re-measure with `python -m specviz calibrate medusa --sweep`."
     )
 if sw is not None:
-    st.subheader("Why the best budget is small on the machine that measured it")
+    st.subheader("Why the best tree is small on the machine that measured it")
     swept = measured_where(sw)
-    st.caption(f"The budget sweep was {swept}.")
+    st.caption(f"The tree-size sweep was {swept}.")
+    sizes = swept_sizes(sw)  # total_tokens, root included, however the sweep was stored
     b1, b2 = st.columns(2)
     with b1:
-        show_figure(budget_figure(sw["budgets"], sw["predicted"], sw["measured"], budget), "medusa_budget", swept)
+        show_figure(budget_figure(sizes, sw["predicted"], sw["measured"], total), "medusa_budget", swept)
     with b2:
         show_figure(
-            cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
+            cost_figure(sizes, sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
             "medusa_cost",
             swept,
         )

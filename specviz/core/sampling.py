@@ -29,25 +29,41 @@ def check_between(name: str, value: float, lo: float, hi: float, unit: str = "")
         raise ConfigError(f"{name} must be between {lo} and {hi}{unit}, got {value}.")
 
 
-def renamed(**old: str) -> Callable[[type[C]], type[C]]:
+Rename = str | tuple[str, Callable[[Any], Any]]  # the new field, or (the new field, old value -> new value)
+
+
+def renamed(**old: Rename) -> Callable[[type[C]], type[C]]:
     """Class decorator: a Config that still takes its fields' old names (`acceptance="rule"`: acceptance=x
-    builds rule=x), because saved traces, presets, URLs and CLI options may carry them. The old names are
-    kept on the class as RENAMED; the library itself uses only the new ones."""
+    builds rule=x; `budget=("total_tokens", plus_root)`: budget=b builds total_tokens=plus_root(b), for a name
+    whose meaning changed too), because saved traces, presets, URLs and CLI options may carry them. The old
+    names are kept on the class as RENAMED (old name -> (new name, conversion)); the library uses the new ones."""
+    moves = {was: (now, _same) if isinstance(now, str) else now for was, now in old.items()}
 
     def wrap(cls: type[C]) -> type[C]:
         init = cls.__init__
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            for was, now in old.items():
-                if was in kwargs:
-                    kwargs[now] = kwargs.pop(was)
-            init(self, *args, **kwargs)
+            init(self, *args, **new_names(moves, kwargs))
 
         setattr(cls, "__init__", __init__)  # noqa: B010 (type checkers keep the dataclass's own signature)
-        setattr(cls, "RENAMED", dict(old))  # noqa: B010
+        setattr(cls, "RENAMED", moves)  # noqa: B010
         return cls
 
     return wrap
+
+
+def new_names(moves: dict[str, tuple[str, Callable[[Any], Any]]], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each old name (a key of moves) as its new one, its value converted. Given both, the old one
+    wins: dataclasses.replace(cfg, budget=B) passes every field by its new name too."""
+    out = dict(values)
+    for was, (now, convert) in moves.items():
+        if was in out:
+            out[now] = convert(out.pop(was))
+    return out
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ class Config:
     depth: int = 2  # draft rounds = deepest drafted token
     top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
     total_tokens: int = 6  # nodes verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted;
-    # Medusa's `budget` counts drafted nodes only, so budget B verifies B + 1 tokens)
+    # every tree method's Config counts the same way, Medusa's and Hydra's too)
     tree: str = "dynamic"  # "dynamic" = EAGLE-2 (expand by confidence, rerank); "static" = EAGLE-1
     head: str = ""  # folder of a trained head; "" = models/eagle; "random" = untrained (tests)
     head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance

@@ -14,7 +14,7 @@ from specviz.core.sampling import ConfigError, Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
-from specviz.trees.head_tree import check_config, ensure_last_logits, rule_of, verify
+from specviz.trees.head_tree import check_config, ensure_last_logits, from_budget, rule_of, verify
 from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
 from specviz.trees.walk import node_records, walk
 
@@ -23,13 +23,14 @@ LABEL = "Hydra"
 SUMMARY = "Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them."
 
 
-@renamed(acceptance="rule")
+@renamed(acceptance="rule", budget=("total_tokens", from_budget))
 @dataclass(frozen=True)
 class Config:
-    """Hydra settings: Medusa's, so the two compare at the same tree budget."""
+    """Hydra settings: Medusa's, so the two compare at the same tree size."""
 
     heads: int = 4  # head k guesses the token k+1 places ahead, reading the k tokens above it
-    budget: int = 4  # drafted nodes, root not counted (Medusa's default on this CPU)
+    total_tokens: int = 5  # tokens verified in one target forward, root included (Medusa's default on this CPU);
+    # once `budget` (drafted nodes, root not counted), still taken: budget=B builds total_tokens=B + 1
     rule: str = "exact"  # lossless; "typical" is Medusa's typical acceptance (once `acceptance`, still taken)
     eps: float = 0.09
     delta: float = 0.3
@@ -97,13 +98,13 @@ class Hydra:
         return path_outcome(tokens, w, logits, hidden, detail)
 
 
-def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:
-    """The sparse tree for the first `heads` heads under `budget`, and its predicted E[L] (root not counted).
+def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
+    """The sparse tree of `total_tokens` nodes (root included) for the first `heads` heads, and its E[L] (no root).
 
     With Hydra's calibration (head k's accuracy given the true branch), a path's weight Π a_k is exactly the
     probability that all of its nodes are right; for Medusa's independent heads it is an approximation.
     """
-    paths, expected = sparse_tree(acc[:heads], budget)
+    paths, expected = sparse_tree(acc[:heads], total_tokens)
     return TreeSpec.from_paths(paths), expected
 
 
@@ -123,7 +124,7 @@ def generate(
     acc = calibration if calibration is not None else load_calibration(Path(cfg.heads_dir) if cfg.heads_dir else None)
     if cfg.heads > min(len(heads.heads), len(acc)):
         raise ConfigError(f"heads must be at most {min(len(heads.heads), len(acc))} for these heads.")
-    spec, expected = build_tree(acc, cfg.heads, cfg.budget)
+    spec, expected = build_tree(acc, cfg.heads, cfg.total_tokens)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Hydra(cfg, heads, spec, expected).step)
 

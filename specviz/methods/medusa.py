@@ -14,7 +14,7 @@ from specviz.core.sampling import ConfigError, Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
-from specviz.trees.head_tree import check_config, ensure_last_logits, rule_of, verify
+from specviz.trees.head_tree import check_config, ensure_last_logits, from_budget, rule_of, verify
 from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
 from specviz.trees.walk import node_records, walk
 
@@ -23,14 +23,15 @@ LABEL = "Medusa"
 SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
 
 
-@renamed(acceptance="rule")
+@renamed(acceptance="rule", budget=("total_tokens", from_budget))
 @dataclass(frozen=True)
 class Config:
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
 
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
-    budget: int = 4  # B: drafted nodes, ROOT NOT COUNTED (B + 1 verified; EAGLE's total_tokens counts the root);
-    # fastest in models/medusa/sweep.json (oneDNN fp32)
+    # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's
+    # Config; once `budget` (drafted nodes, root not counted), still taken: budget=B builds total_tokens=B + 1.
+    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32; stored there as budget 4)
     # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`, still taken): "exact" is
     # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
     rule: str = "exact"
@@ -49,9 +50,10 @@ def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
     return cached_heads(lm, cfg.heads_dir or None, cfg.heads)
 
 
-def build_tree(acc: list[list[float]], heads: int, budget: int) -> tuple[TreeSpec, float]:
-    """The sparse tree for the first `heads` heads under `budget`, and its predicted E[L] (root not counted)."""
-    paths, expected = sparse_tree(acc[:heads], budget)
+def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
+    """The sparse tree of `total_tokens` nodes (root included) for the first `heads` heads, and its E[L] (root not
+    counted)."""
+    paths, expected = sparse_tree(acc[:heads], total_tokens)
     return TreeSpec.from_paths(paths), expected
 
 
@@ -123,7 +125,7 @@ def generate(
     acc = calibration if calibration is not None else load_calibration(folder)
     if cfg.heads > min(len(heads.blocks), len(acc)):
         raise ConfigError(f"heads must be at most {min(len(heads.blocks), len(acc))} for these heads.")
-    spec, expected = build_tree(acc, cfg.heads, cfg.budget)
+    spec, expected = build_tree(acc, cfg.heads, cfg.total_tokens)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Medusa(cfg, heads, spec, expected).step)
 

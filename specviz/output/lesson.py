@@ -18,7 +18,7 @@ from typing import Any
 
 from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
-from specviz.output.lesson_pages import FIGURES, PAGES, REPEATS, SETTINGS
+from specviz.output.lesson_pages import FIGURES, OLD_SETTINGS, PAGES, REPEATS, SETTINGS
 from specviz.tuning import presets
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
@@ -196,19 +196,28 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     settings = raw.get("settings", {})
     if not isinstance(settings, dict):
         raise LessonError(f"{where}: 'settings' must be a table of the page's widget keys and values.")
-    checked = tuple((k, _setting(page, k, v, where)) for k, v in settings.items())
+    checked = tuple(_setting(page, k, v, where) for k, v in settings.items())
     narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
     return Stop(
         sid, _text(raw.get("title"), where, "title", 90), page, figure, narration, prompt, tuple(names), checked
     )
 
 
-def _setting(page: str, key: str, value: Any, where: str) -> Any:
-    """The value as the page's widget holds it; LessonError naming the key and what it accepts."""
-    spec = SETTINGS[page].get(key)
+def _setting(page: str, key: str, value: Any, where: str) -> tuple[str, Any]:
+    """(widget key, the value as the page's widget holds it): an old key (OLD_SETTINGS) as today's, its value
+    shifted to today's meaning; LessonError naming the key and what it accepts."""
+    now, shift = OLD_SETTINGS.get(key, (key, 0))
+    spec = SETTINGS[page].get(now)
     if spec is None:
         known = ", ".join(SETTINGS[page]) or "none"
         raise LessonError(f"{where}: the {page} page has no setting {key!r} (settings: {known}).")
+    if not shift:
+        return key, _value(spec, key, value, where)
+    return now, shift + _value((spec[0], spec[1] - shift, spec[2] - shift), key, value, where)
+
+
+def _value(spec: tuple, key: str, value: Any, where: str) -> Any:
+    """The value as a widget of this spec holds it; LessonError naming the key and what it accepts."""
     kind = spec[0]
     if kind == "bool" and isinstance(value, bool):
         return value

@@ -37,13 +37,16 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "lineage": ("lineage",),
 }
 REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
+# widget keys a lesson may still use from before a rename: old key -> (today's key, what its value gains); Medusa's
+# tree was `budget` (drafted nodes), now total_tokens (the root included, as every tree method counts)
+OLD_SETTINGS: dict[str, tuple[str, int]] = {"medusa.budget": ("medusa.total_tokens", 1)}
 # page -> widget key -> ("int"|"float", low, high) | ("bool",) | ("choice", options) | ("methods",)
 SETTINGS: dict[str, dict[str, tuple]] = {
     "home": {},
     "timeline": {"timeline.methods": ("methods",)},
     "medusa": {
         "medusa.preset": ("choice", PRESET_KEYS["medusa"]),
-        "medusa.budget": ("int", 0, 64),
+        "medusa.total_tokens": ("int", 1, 65),
         "medusa.acceptance": ("choice", ("exact", "typical")),
         "medusa.temperature": ("float", 0.0, 1.5),
         "medusa.eps": ("float", 0.01, 0.5),

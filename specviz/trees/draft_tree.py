@@ -143,7 +143,7 @@ def static_paths(calibration: list[list[float]], cfg: Shape) -> list[tuple[int, 
     """EAGLE-1's static tree: Medusa's greedy sparse tree over a head's calibrated rank accuracies."""
     acc = calibration or [[0.5 ** (i + 1) * 0.8**d for i in range(8)] for d in range(8)]
     acc = [row[: cfg.top_k] for row in acc[: cfg.depth]]  # untrained heads: a generic decaying prior
-    return sparse_tree(acc, cfg.total_tokens - 1)[0]
+    return sparse_tree(acc, cfg.total_tokens)[0]
 
 
 def matched_path(tree: DraftTree, continuation: list[int]) -> list[int]:

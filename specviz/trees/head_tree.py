@@ -1,6 +1,7 @@
 """A tree filled by heads on one hidden state (Medusa, Hydra): its Config's checks, its verify pass and its rule.
 
-Both methods draft a fixed sparse tree (specviz.trees.tree.sparse_tree over the heads' calibration) with
+Both methods draft a fixed sparse tree (specviz.trees.tree.sparse_tree over the heads' calibration, of
+total_tokens nodes, the root included) with
 point-mass proposals, so they share how the tree is verified (LM-head rows only for nodes with children)
 and which rule walks it (specviz.trees.walk: argmax match at T = 0, "exact" or "typical" at T > 0).
 """
@@ -38,10 +39,15 @@ def verify(
     return logits, probs, hidden
 
 
+def from_budget(budget: Any) -> Any:
+    """A Config's old `budget` (drafted nodes, root not counted) as total_tokens (verified, root included)."""
+    return budget + 1 if isinstance(budget, (int, float)) and not isinstance(budget, bool) else budget
+
+
 def check_config(cfg: Any) -> None:
-    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, budget and rule."""
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule."""
     check_between("heads", cfg.heads, 1, 8)
-    check_between("budget", cfg.budget, 0, 128, " tree nodes")
+    check_between("total_tokens", cfg.total_tokens, 1, 129, " tokens verified, root included")
     if cfg.rule not in RULES:
         raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {str(cfg.rule)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):

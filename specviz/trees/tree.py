@@ -168,15 +168,15 @@ def path_weight(acc: Sequence[Sequence[float]], path: tuple[int, ...]) -> float:
     return w
 
 
-def sparse_tree(acc: Sequence[Sequence[float]], budget: int) -> tuple[list[tuple[int, ...]], float]:
-    """Greedy sparse tree from rank accuracies acc[k][i] (head k+1, rank i+1) under `budget` nodes.
+def sparse_tree(acc: Sequence[Sequence[float]], total_tokens: int) -> tuple[list[tuple[int, ...]], float]:
+    """Greedy sparse tree from rank accuracies acc[k][i] (head k+1, rank i+1) of `total_tokens` nodes, root included.
 
-    Returns the rank paths in the order they were picked and E[L] = the sum of their path weights:
-    the expected number of drafted tokens accepted per step, NOT counting the root (so the expected
-    tokens committed per step, bonus included, is 1 + E[L]).
+    Returns the rank paths (the total_tokens - 1 drafted nodes) in the order they were picked and E[L] = the sum
+    of their path weights: the expected number of drafted tokens accepted per step, NOT counting the root (so
+    the expected tokens committed per step, bonus included, is 1 + E[L]).
     """
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}.")
+    if total_tokens < 1:
+        raise ValueError(f"total_tokens must be >= 1 (the root), got {total_tokens}.")
     frontier: list[tuple[float, tuple[int, ...]]] = []
 
     def push_children(path: tuple[int, ...]) -> None:
@@ -189,7 +189,7 @@ def sparse_tree(acc: Sequence[Sequence[float]], budget: int) -> tuple[list[tuple
     push_children(())
     picked: list[tuple[int, ...]] = []
     total = 0.0
-    while frontier and len(picked) < budget:
+    while frontier and len(picked) < total_tokens - 1:
         neg_w, path = heapq.heappop(frontier)  # largest weight; ties → lexicographically smaller path
         picked.append(path)
         total -= neg_w

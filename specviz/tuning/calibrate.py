@@ -1,5 +1,5 @@
 """`python -m specviz calibrate <head> …`: the held-out tables (specviz.training.cli), EAGLE's offline
-replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree budgets
+replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree sizes
 and shapes measured live against plain decoding on unseen ShareGPT prompts, written beside the heads."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from specviz.training.args import Parser
 from specviz.training.cli import HEADS, calibrate_heads, fail, guard
 from specviz.tuning import draft_sweep, eagle_replay, sweep
 
-SWEEP_BUDGETS = [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
+SWEEP_TOTAL_TOKENS = [1, 3, 5, 7, 9, 11, 13, 17, 25, 33, 49, 65]  # tree sizes, root included
 
 
 def calibrate(head: str, argv: list[str]) -> int:
@@ -46,24 +46,34 @@ def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--heads-dir", type=Path, default=None)
     ap.add_argument("--prompts", type=int, default=4, help="unseen ShareGPT prompts to decode")
     ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--budgets", default=",".join(map(str, SWEEP_BUDGETS)))
+    ap.add_argument(
+        "--total-tokens",
+        default=",".join(map(str, SWEEP_TOTAL_TOKENS)),
+        help="tree sizes: tokens verified in one forward, root included, comma-separated",
+    )
+    ap.add_argument("--budgets", default=None, help="the old option: drafted nodes without the root (total_tokens - 1)")
     return ap.parse_args(argv)
 
 
+def sweep_sizes(a: argparse.Namespace) -> list[int]:
+    """The tree sizes to sweep, as total_tokens (root included); the old --budgets counted drafted nodes only."""
+    return [int(b) + 1 for b in a.budgets.split(",")] if a.budgets else [int(n) for n in a.total_tokens.split(",")]
+
+
 def medusa_runs(
-    lm: LoadedModel, prompts: list[str], budgets: list[int], s: Sampling, folder: Path
+    lm: LoadedModel, prompts: list[str], sizes: list[int], s: Sampling, folder: Path
 ) -> tuple[dict[int, list[dict]], list[float]]:
-    """Per budget, each prompt's A, speedup and median draft / verify ms; and the plain runs' ms per token."""
-    rows: dict[int, list[dict]] = {b: [] for b in budgets}
+    """Per tree size (total_tokens), each prompt's A, speedup and median draft / verify ms; plain runs' ms per token."""
+    rows: dict[int, list[dict]] = {n: [] for n in sizes}
     ar_ms: list[float] = []
     for p in prompts:
         ids = lm.encode_prompt(p)
-        for b in budgets:  # interleave a plain run before every Medusa run: ratios, not absolute times
+        for n in sizes:  # interleave a plain run before every Medusa run: ratios, not absolute times
             ar = autoregressive.generate(lm, ids, s)
-            tr = method.generate(lm, ids, s, method.Config(budget=b, heads_dir=str(folder)))
+            tr = method.generate(lm, ids, s, method.Config(total_tokens=n, heads_dir=str(folder)))
             ar_ms.append(1000 * ar.decode_s / max(1, len(ar.steps)))
             steps = [x for x in tr.steps if x.forward_tokens]
-            rows[b].append(
+            rows[n].append(
                 {
                     "A": tr.mean_accepted,
                     "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
@@ -71,18 +81,18 @@ def medusa_runs(
                     "verify": statistics.median(1000 * x.verify_s for x in steps),
                 }
             )
-        print(f"prompt {len(rows[budgets[0]])}/{len(prompts)} done", flush=True)
+        print(f"prompt {len(rows[sizes[0]])}/{len(prompts)} done", flush=True)
     return rows, ar_ms
 
 
 def sweep_medusa(argv: list[str]) -> int:
-    """Measure A, draft and verify cost against the budget on unseen ShareGPT prompts → sweep.json."""
+    """Measure A, draft and verify cost against the tree size on unseen ShareGPT prompts → sweep.json."""
     a = _sweep_medusa_args(argv)
-    budgets = [int(b) for b in a.budgets.split(",")]
+    sizes = sweep_sizes(a)
     folder = a.heads_dir or medusa.models_dir()
     lm = load_model("default", device="cpu", dtype="fp32")
     prompts = distill.training_prompts(8000)[-a.prompts :]  # far beyond any distilled prompt
-    rows, ar_ms = medusa_runs(lm, prompts, budgets, Sampling(max_new_tokens=a.max_new_tokens), folder)
+    rows, ar_ms = medusa_runs(lm, prompts, sizes, Sampling(max_new_tokens=a.max_new_tokens), folder)
     acc = medusa.load_calibration(folder)
 
     def med(b: int, key: str) -> float:
@@ -90,12 +100,12 @@ def sweep_medusa(argv: list[str]) -> int:
 
     k = method.Config().heads
     out = {
-        "budgets": budgets,
-        "predicted": [round(1 + method.build_tree(acc, k, b)[1], 3) for b in budgets],
-        "measured": [med(b, "A") for b in budgets],
-        "speedup": [med(b, "speedup") for b in budgets],
-        "draft_ms": [med(b, "draft") for b in budgets],
-        "verify_ms": [med(b, "verify") for b in budgets],
+        "total_tokens": sizes,  # root included (sweeps before it kept "budgets": drafted nodes, one fewer)
+        "predicted": [round(1 + method.build_tree(acc, k, n)[1], 3) for n in sizes],
+        "measured": [med(n, "A") for n in sizes],
+        "speedup": [med(n, "speedup") for n in sizes],
+        "draft_ms": [med(n, "draft") for n in sizes],
+        "verify_ms": [med(n, "verify") for n in sizes],
         "ar_ms": round(statistics.median(ar_ms), 2),
         "prompts": len(prompts),
         "max_new_tokens": a.max_new_tokens,
@@ -105,7 +115,7 @@ def sweep_medusa(argv: list[str]) -> int:
         "provenance": provenance(lm.describe()).to_dict(),
     }
     (folder / "sweep.json").write_text(json.dumps(out, indent=1))
-    print(json.dumps({k: out[k] for k in ("budgets", "measured", "speedup")}))
+    print(json.dumps({k: out[k] for k in ("total_tokens", "measured", "speedup")}))
     return 0
 
 

@@ -63,15 +63,15 @@ PRESETS: dict[str, tuple[Preset, ...]] = {
             FASTEST,
             fastest_label(MEDUSA_DIR / "sweep.json"),
             medusa.Config(),
-            f"B = {medusa.Config().budget} drafted nodes: the fastest budget of the CPU budget sweep "
-            "(models/medusa/sweep.json).",
+            f"{medusa.Config().total_tokens} tokens verified, the root included ({medusa.Config().total_tokens - 1} "
+            "drafted): the fastest tree of the CPU sweep (models/medusa/sweep.json).",
         ),
         Preset(
             PAPER,
             "as in the paper",
-            medusa.Config(heads=4, budget=63),
-            "63 drafted nodes over 4 heads and their top-10, chosen by the calibration's accuracies "
-            "(the reference's mc_sim_7b_63 has the same size).",
+            medusa.Config(heads=4, total_tokens=64),
+            "64 tokens verified: the root and 63 drafted nodes over 4 heads and their top-10, chosen by the "
+            "calibration's accuracies (the reference's mc_sim_7b_63 has the same size).",
         ),
     ),
     "eagle": (
@@ -141,7 +141,7 @@ def get(method: str, key: str) -> Preset:
 
 # the Config fields a preset sets; the pages' other settings (acceptance, initial guesses…) are left as they are
 FIELDS: dict[str, tuple[str, ...]] = {
-    "medusa": ("heads", "budget"),
+    "medusa": ("heads", "total_tokens"),
     "eagle": ("depth", "top_k", "total_tokens", "tree"),
     "lookahead": ("window", "ngram", "guesses"),
 }
@@ -164,9 +164,7 @@ def applied(method: str, config: Any, preset: Preset) -> Any:
 
 def verified_tokens(method: str, config: Any) -> int:
     """Tokens one target forward verifies under this config (the root included), once a step is full."""
-    if method == "medusa":
-        return config.budget + 1
-    if method == "eagle":
+    if method in ("medusa", "eagle"):
         return config.total_tokens
     if method == "lookahead":
         return config.forward_tokens

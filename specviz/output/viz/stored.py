@@ -27,13 +27,19 @@ def _where(data: dict[str, Any], here: Provenance | None) -> str:
         return "where and when it was measured is not recorded"
 
 
+def swept_sizes(sweep: dict[str, Any]) -> list[int]:
+    """A Medusa sweep's tree sizes as total_tokens (root included); older sweeps kept `budgets` (without the root)."""
+    return list(sweep["total_tokens"]) if "total_tokens" in sweep else [b + 1 for b in sweep["budgets"]]
+
+
 def _medusa(sw: dict[str, Any], here: Provenance | None) -> dict[str, go.Figure]:
     from specviz.methods.medusa import Config
     from specviz.output.viz.tree import budget_figure, cost_figure
 
+    sizes = swept_sizes(sw)
     return {
-        "medusa_budget": budget_figure(sw["budgets"], sw["predicted"], sw["measured"], Config().budget),
-        "medusa_cost": cost_figure(sw["budgets"], sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
+        "medusa_budget": budget_figure(sizes, sw["predicted"], sw["measured"], Config().total_tokens),
+        "medusa_cost": cost_figure(sizes, sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
     }
 
 

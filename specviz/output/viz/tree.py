@@ -1,4 +1,4 @@
-"""Tree figures: the candidate tree (a tidy tree), the tree-attention mask, Medusa's tree budget and cost.
+"""Tree figures: the candidate tree (a tidy tree), the tree-attention mask, Medusa's tree size and cost.
 
 `tree_figure` and `mask_figure` take plain parents + per-node labels/status, so any tree method can use them.
 The per-step views (token strip, tokens per step) live in viz.steps and are re-exported here.
@@ -222,20 +222,20 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
 
 
 def budget_figure(
-    budgets: list[int], predicted: list[float], measured: list[float], current: int | None = None, slide: bool = False
+    sizes: list[int], predicted: list[float], measured: list[float], current: int | None = None, slide: bool = False
 ) -> go.Figure:
-    """Predicted 1 + E[L] (from calibration) against measured A, as the tree budget grows."""
+    """Predicted 1 + E[L] (from calibration) against measured A, as the tree grows (total_tokens, root included)."""
     fig = go.Figure(
         [
             go.Scatter(
-                x=budgets,
+                x=sizes,
                 y=predicted,
                 name="predicted 1 + E[L]",
                 mode="lines+markers",
                 line={"dash": "dash", "color": NEUTRAL},
             ),
             go.Scatter(
-                x=budgets,
+                x=sizes,
                 y=measured,
                 name="measured A",
                 mode="lines+markers",
@@ -244,8 +244,8 @@ def budget_figure(
         ]
     )
     if current is not None:
-        fig.add_vline(x=current, line={"color": DRAFT, "dash": "dot"}, annotation_text=f"B = {current}")
-    fig.update_xaxes(title="tree budget B (drafted nodes)")
+        fig.add_vline(x=current, line={"color": DRAFT, "dash": "dot"}, annotation_text=f"{current} tokens")
+    fig.update_xaxes(title="tree size: total_tokens (root included)")
     fig.update_yaxes(title="tokens per step", rangemode="tozero")
     return apply(fig, "Predicted vs measured tokens per step", slide, height=340)
 
@@ -283,7 +283,7 @@ def cost_figure(
         )
         fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="tree budget B (drafted nodes)")
+    fig.update_xaxes(title="tree size: total_tokens (root included)")
     fig.update_layout(yaxis={"title": "ms per step"})  # y2 keeps its own title
     return apply(fig, "Step cost against tree size", slide, height=340)
 
