@@ -34,7 +34,7 @@ Rename = str | tuple[str, Callable[[Any], Any]]  # the new field, or (the new fi
 
 def renamed(**old: Rename) -> Callable[[type[C]], type[C]]:
     """Class decorator: a Config that still takes its fields' old names (`acceptance="rule"`: acceptance=x
-    builds rule=x; `budget=("total_tokens", plus_root)`: budget=b builds total_tokens=plus_root(b), for a name
+    builds rule=x; `budget=("total_tokens", from_budget)`: budget=b builds total_tokens=from_budget(b), for a name
     whose meaning changed too), because saved traces, presets, URLs and CLI options may carry them. The old
     names are kept on the class as RENAMED (old name -> (new name, conversion)); the library uses the new ones."""
     moves = {was: (now, _same) if isinstance(now, str) else now for was, now in old.items()}
