@@ -60,8 +60,8 @@ if heads and not replaying():
         a = [t.mean_accepted for t in runs if t is not None]
         show_figure(a_by_head_figure(heads, a), "a_by_head")
         st.caption(
-            "EAGLE-2 with its default tree on the sidebar's prompt and settings, once per shipped head; the output is "
-            "the same whichever head drafts at T = 0; what changes is how many drafted tokens the target keeps per forward."
+            "EAGLE-2 with its default tree on the sidebar's prompt and settings, once per shipped head. At T = 0 the "
+            "output is the same whichever head drafts; what changes is how many drafted tokens the target keeps."
         )
 st.subheader("The curves")
 st.table(
