@@ -177,6 +177,23 @@ def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled,
     assert sps.generate(lm, ids, s, sps.Config(draft="trained")).output_ids == ar.generate(lm, ids, s).output_ids
 
 
+def test_a_trained_draft_continues_from_its_folder(tiny, features, tmp_path):
+    """train draft --init DIR: the run starts from the saved draft (its held-out start is where that draft ended,
+    its layers and rows kept), not from the target's layers."""
+    from specviz.heads import draft
+
+    lm = tiny[0]
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert train(lm, "draft", features, features, first, "--eval-every", "40", "--init-layers", "0") == 0
+    ended = json.loads((first / "head" / store.MANIFEST).read_text())["heldout_top1_by_depth"]
+    more = ["--eval-every", "40", "--init", str(first / "head"), "--init-layers", "0,1"]  # --init wins
+    assert train(lm, "draft", features, features, second, *more) == 0
+    manifest = json.loads((second / "head" / store.MANIFEST).read_text())
+    assert manifest["curve_start"]["top1"] == pytest.approx(ended, abs=0.02)  # bf16 on disk, fp32 in training
+    assert manifest["trainer"]["init"] == str(first / "head")
+    assert draft.load_draft(lm, second / "head").config.init_layers == [0]
+
+
 def test_several_feature_folders_are_one_stream_taken_in_turn(features, distilled, tmp_path):
     """`--data A B`: the shards of A and B alternate (A0, B0, A1, B1), the manifest names both; a self-distilled
     folder cannot be mixed in."""

@@ -45,6 +45,7 @@ class DraftTrainer:
     init_layers: str = "0,1"  # the target layers the draft's layers start from (their count is its depth)
     draft_vocab: int = 8192  # rows of its head: EAGLE's frequency-ranked ids (or the data's most frequent)
     batch_tokens: int = 2048  # tokens per optimiser step (windows of similar length, right-padded)
+    init: str = ""  # continue from the draft in this folder (its layers and rows kept) instead of the target's layers
 
     def __post_init__(self) -> None:
         if not _layers(self.init_layers) or min(_layers(self.init_layers)) < 0:
@@ -64,6 +65,10 @@ class DraftTrainer:
         return frequent_tokens(tokens, self.draft_vocab, sorted(lm.eos_ids))
 
     def new_head(self, lm: LoadedModel, data: Data, seed: int) -> Any:
+        """The target's layers `init_layers` over the draft vocabulary, or the saved draft in `init` (more data for
+        a trained draft: its curve starts where the last one ended)."""
+        if self.init:
+            return draft_head.load_draft(lm, Path(self.init)).float().train()
         layers = _layers(self.init_layers)
         if max(layers) >= len(lm.hf.model.layers):
             raise ValueError(f"--init-layers {self.init_layers} names a layer the model does not have.")
