@@ -67,7 +67,7 @@ st.subheader("The curves")
 st.table(
     [
         {
-            "draft": KIND_NAMES.get(c.kind, c.kind),
+            "draft": KIND_NAMES.get(c.kind, c.kind) + (f", fine-tuned from {c.start}" if c.start else ""),
             "trained on": " + ".join(DATA_NAMES.get(d, d) for d in c.data),
             "positions": f"{c.points[-1][0]:,}",
             "held-out top-1 (depth 1)": f"{c.top1(1)[0][1]:.3f} → {c.top1(1)[-1][1]:.3f}",
