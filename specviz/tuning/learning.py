@@ -10,13 +10,14 @@ whose curve was not kept (docs/experiments/*.json).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specviz.core.measure import Provenance
 from specviz.core.paths import MODELS, REPO
+from specviz.core.schema import SchemaError, read_json
+from specviz.heads.files import MAX_CONFIG_BYTES
 
 EXPERIMENTS_DIR = REPO / "docs" / "experiments"
 KIND_NAMES = {"eagle": "EAGLE-2 head", "eagle3": "EAGLE-3 head", "medusa": "Medusa heads", "hydra": "Hydra heads"}
@@ -84,9 +85,10 @@ def _provenance(data: Any) -> Provenance | None:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
+    """A manifest or experiment record through the project's bounded JSON reader; None when it cannot be used."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, MAX_CONFIG_BYTES, "a learning-curve record")
+    except SchemaError:
         return None
     return data if isinstance(data, dict) else None
 
