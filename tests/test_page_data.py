@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specviz.tuning.learning import eagle_checkpoints
+from specviz.tuning.learning import curves, eagle_checkpoints, experiment_rows
 from tests.apptest import app_on, chart_specs, chart_title
 
 
@@ -14,6 +14,9 @@ def test_the_data_page_draws_its_curves_and_tables(tiny_app) -> None:
     assert [s.value for s in at.subheader][-3:] == ["The curves", "Recorded runs", "The corpus"]
     # the app's test model has SmolLM2's widths, so every shipped EAGLE-2 head drafts on it: one bar each
     bars = next(s for s in chart_specs(at) if "head by head" in chart_title(s))
-    assert len(bars["data"][0]["y"]) == len(eagle_checkpoints()) >= 3 and min(bars["data"][0]["y"]) >= 1.0
+    assert (
+        len(bars["data"][0]["y"]) == len(eagle_checkpoints(curves(), experiment_rows())) >= 3
+        and min(bars["data"][0]["y"]) >= 1.0
+    )
     at.segmented_control(key="data.depth").set_value(3).run()
     assert not at.exception and any("depth 3" in str(s) for s in chart_specs(at))

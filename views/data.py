@@ -52,7 +52,7 @@ if "self-distilled" in fresh and "sharegpt" in fresh:
         f"reached {own.top1[0]:.2f} after {own.positions:,}. Fine-tuning the good head on ShareGPT's text "
         f"lowered it: the head learns the target on contexts it never meets when it decodes."
     )
-heads = eagle_checkpoints()
+heads = eagle_checkpoints(found, rows)
 if heads and not replaying():
     st.subheader("What it buys on this prompt")
     runs = [run_method("eagle", eagle.Config(head=h.folder), settings()) for h in heads]

@@ -208,16 +208,17 @@ class Checkpoint:
     label: str
 
 
-def eagle_checkpoints(root: Path = MODELS, experiments: Path = EXPERIMENTS_DIR) -> list[Checkpoint]:
-    """Every EAGLE-2 head under models/ whose data is known, fewest positions first: those with a learning curve,
-    and the committed head as its recorded run describes it (self-distilled, trained from scratch)."""
+def eagle_checkpoints(found: list[Curve], rows: list[Row], root: Path = MODELS) -> list[Checkpoint]:
+    """Every EAGLE-2 head under models/ whose data is known, fewest positions first: those with a learning curve
+    (`found`, as curves() read them), and the committed head as its recorded run (`rows`) describes it
+    (self-distilled, trained from scratch)."""
     out = [
         Checkpoint(c.folder, c.data[0], c.points[-1][0], c.label)
-        for c in curves(root, experiments)
+        for c in found
         if c.kind == "eagle" and not c.start and (root.parent / c.folder / "model.safetensors").is_file()
     ]
     committed = root / "eagle"
-    for r in experiment_rows(experiments):
+    for r in rows:
         if r.kind == "eagle" and r.fresh and r.data == "self-distilled" and (committed / "model.safetensors").is_file():
             out.append(
                 Checkpoint(str(committed.relative_to(root.parent)), r.data, r.positions, "committed EAGLE-2 head")
