@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import gzip
 import importlib.util
 
@@ -251,12 +250,3 @@ def test_a_second_pass_answers_the_same_records_again() -> None:
     assert corpus.shard_plan(1000, 3, settings) == (0, conversations.shard_records(1000, 3, 0, settings.shard_records))
     assert corpus.shard_plan(1000, per_pass + 3, settings) == (1, corpus.shard_plan(1000, 3, settings)[1])
     assert corpus.shard_plan(1000, 2 * per_pass, settings)[0] == 2
-
-
-def test_pick_dtype_times_both_and_leaves_the_model_in_the_faster(tiny_lm) -> None:
-    """--dtype auto: one timed decoding step per dtype, the model cast to the winner (a copy: tiny_lm is shared)."""
-    hf = copy.deepcopy(tiny_lm.hf)
-    lines: list[str] = []
-    best = corpus.pick_dtype(hf, batch=2, log=lines.append)
-    assert best in corpus.DTYPES and next(hf.parameters()).dtype == corpus.DTYPES[best]
-    assert len(lines) == 1 and "bfloat16" in lines[0] and "float32" in lines[0] and lines[0].endswith(best)

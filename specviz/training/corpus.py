@@ -10,9 +10,9 @@ the same conversations on every machine) are answered by one `training.stream.St
 conversation's first human turn is queued, and as soon as the target has answered a turn, the
 conversation's next turn is queued with the target's own answers as its history. Decoding is bf16 by
 default: in this loop (masked attention, prefills, refills) it made 111 answer tokens/s against fp32's 60 on a
-2-core AMD EPYC without AMX, although one unmasked decoding step alone timed fp32 faster (389 against 682 ms),
-so `--dtype auto`, which times that step, chose fp32 there wrongly; `--dtype` picks either, each shard records
-its dtype, and the text is the target's own either way. Sampling is by Gumbel-max at `TEMPERATURE`, or greedy
+2-core AMD EPYC without AMX, although one unmasked decoding step alone timed fp32 faster (389 against 682 ms):
+a probe of that step chose fp32 for shards 9-16 and was removed. `--dtype` picks either, each shard records its
+dtype, and the text is the target's own either way. Sampling is by Gumbel-max at `TEMPERATURE`, or greedy
 for a `GREEDY_SHARE` of the conversations. Held-out conversations (record i with i % 10 == 9, as in
 training.features) and any conversation with a Spec-Bench or shipped evaluation prompt are never answered.
 
@@ -134,36 +134,6 @@ def answer_shard(
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def step_seconds(hf: Any, batch: int, width: int = 512, steps: int = 3) -> float:
-    """Median seconds of one decoding step over `batch` rows with `width` cached tokens (random ids)."""
-    from transformers import DynamicCache
-
-    ids = torch.randint(
-        100, int(hf.config.vocab_size) - 100, (batch, width + steps), generator=torch.Generator().manual_seed(0)
-    )
-    cache: Any = DynamicCache(config=hf.config)
-    times = []
-    with torch.inference_mode():
-        hf.model(input_ids=ids[:, :width], past_key_values=cache, use_cache=True)
-        for s in range(steps):
-            t0 = time.perf_counter()
-            hf(input_ids=ids[:, width + s : width + s + 1], past_key_values=cache, use_cache=True, logits_to_keep=1)
-            times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
-
-
-def pick_dtype(hf: Any, batch: int, log: Any = print) -> str:
-    """The faster of bf16 and fp32 for one decoding step at this batch on this machine; hf is left in it."""
-    secs = {}
-    for name, dt in DTYPES.items():
-        secs[name] = step_seconds(hf.to(dt), batch)
-    best = min(secs, key=secs.__getitem__)
-    timed = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in secs.items())
-    log(f"decoding step, batch {batch}, 512 cached: {timed} -> {best}")
-    hf.to(DTYPES[best])
-    return best
-
-
 def load_target(threads: int) -> tuple[Any, Any, set[int]]:
     """The default model (bf16, to be cast) with stock SDPA (padding masks), its tokenizer and its stop tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -227,8 +197,6 @@ def generate(
         raise CorpusError(f"{folder} was made with other settings: {manifest['settings']}")
     write_manifest(folder, manifest)
     hf, tok, stop = load_target(threads)
-    if dtype == "auto":
-        dtype = pick_dtype(hf, batch, log)
     hf.to(DTYPES[dtype])
     records = list(sharegpt_conversations())
     banned = evaluation_prompts()
@@ -281,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
-        "--dtype", choices=["auto", *DTYPES], default="bfloat16", help="auto: the faster of one timed decoding step"
+        "--dtype", choices=list(DTYPES), default="bfloat16", help="bf16 measured faster in this loop (see above)"
     )
     ap.add_argument("--log", type=Path, default=None, help="append progress lines here too")
     args = ap.parse_args(argv)
