@@ -10,6 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specviz.core.kernels import grouped_decode
 from specviz.training import conversations, corpus, corpus_files, stream
 
 
@@ -43,7 +44,16 @@ def _plain_greedy(lm, prompt: list[int], n: int) -> list[int]:
     return ids[len(prompt) :]
 
 
-def test_batched_decoding_equals_one_row_greedy(tiny_lm) -> None:
+@pytest.fixture(params=["sdpa", "grouped"])
+def attention(request, tiny_lm):
+    """The tiny model under transformers' SDPA and under the corpus's grouped decoding kernel (restored after)."""
+    before = tiny_lm.hf.config._attn_implementation
+    tiny_lm.hf.set_attn_implementation("sdpa" if request.param == "sdpa" else grouped_decode())
+    yield request.param
+    tiny_lm.hf.set_attn_implementation(before)
+
+
+def test_batched_decoding_equals_one_row_greedy(tiny_lm, attention) -> None:
     prompts = [list(range(5, 12)), list(range(100, 140)), [7, 8, 9]]
     ref = [_plain_greedy(tiny_lm, p, 12) for p in prompts]
     # a stop token that ends the middle row early exercises dropping finished rows from the batch
@@ -59,7 +69,7 @@ def test_batched_decoding_equals_one_row_greedy(tiny_lm) -> None:
     ("lengths", "max_new", "relayout"),
     [((3, 5, 8), 150, "trim"), ((3, 5, 300), 10, "widen")],
 )
-def test_stream_refills_slots_and_stays_exact(tiny_lm, monkeypatch, lengths, max_new, relayout) -> None:
+def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, lengths, max_new, relayout) -> None:
     """Two slots, three requests: the third waits for a free slot. Its row starts far right of the others'
     (the cache is trimmed on the left) or is longer than the cache (widened on the left); every answer
     still equals plain greedy decoding."""

@@ -62,6 +62,58 @@ def gqa_attention() -> str:
     return GQA_ATTENTION
 
 
+GROUPED_DECODE = "specviz_grouped_decode"
+
+
+def grouped_decode_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """One new token per row over a long, padded cache (the corpus's batched decoding): two grouped matmuls.
+
+    Each KV head's query group is one [groups, d] block, so the keys and values are read once and never copied
+    (transformers' SDPA copies them out to every query head; SDPA's own grouped path is slower here). On a
+    2-core EPYC in bf16 at batch 64 and 778 cached columns, under load: 505 ms a step's attention against 1,157
+    for SDPA with grouped heads and 2,826 for the stock path. Scores and softmax are fp32. Anything else
+    (prefills, a GPU, ungrouped heads) goes to `sdpa_gqa_attention`.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] != 1 or query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_gqa_attention(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+    b, hq, _q, d = query.shape
+    hk = key.shape[1]
+    scores = torch.matmul(query.view(b, hk, groups, d), key.transpose(-1, -2)).float()  # [B, Hkv, g, kv]
+    scores *= scaling if scaling is not None else d**-0.5
+    if attention_mask is not None:
+        m = attention_mask[:, :, -1:, :]  # [B or 1, 1, 1, kv]: this token's row
+        if m.dtype == torch.bool:
+            scores.masked_fill_(~m, float("-inf"))
+        else:
+            scores += m.float()
+    out = torch.matmul(torch.softmax(scores, -1).to(value.dtype), value)  # [B, Hkv, g, d]
+    return out.view(b, 1, hq, d), None
+
+
+@functools.cache
+def grouped_decode() -> str:
+    """The name to pass as `attn_implementation` for `grouped_decode_attention` (registered once, by name)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
+    AttentionMaskInterface.register(GROUPED_DECODE, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    return GROUPED_DECODE
+
+
 class PackedLinear(nn.Module):
     """A bias-free or biased fp32 linear layer whose weight is prepacked once for oneDNN.
 

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from specviz.core import measure
+from specviz.core.kernels import grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
 from specviz.training.conversations import Conversation, Turns, conversations_of, evaluation_prompts, shard_records
 from specviz.training.corpus_files import (
@@ -199,14 +200,15 @@ DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 def load_target(threads: int) -> tuple[Any, Any, set[int]]:
-    """The default model (bf16, to be cast) with stock SDPA (padding masks), its tokenizer and its stop tokens."""
+    """The default model (bf16, to be cast) with the grouped decoding kernel (core.kernels.grouped_decode: the
+    batch's one-token steps read the cache without copying it out per query head), its tokenizer and stop tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from specviz.core.model_files import resolve
 
     torch.set_num_threads(threads)
     where = resolve("default", lambda _m: None)
-    hf = AutoModelForCausalLM.from_pretrained(where, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    hf = AutoModelForCausalLM.from_pretrained(where, dtype=torch.bfloat16, attn_implementation=grouped_decode()).eval()
     tok = AutoTokenizer.from_pretrained(where)
     eos = hf.generation_config.eos_token_id
     stop = {int(t) for t in eos} if isinstance(eos, list) else {int(eos)}
