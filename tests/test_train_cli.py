@@ -118,6 +118,39 @@ def test_a_feature_folder_that_grows_still_resumes(tiny, features, distilled, tm
     assert first["steps"] == 1 < again["steps"] and again["data"]["shards"] == 3 > first["data"]["shards"]
 
 
+def test_data_corpus_makes_its_features_then_trains(tiny, distilled, tmp_path, monkeypatch, capsys):
+    """`--data corpus`: the committed corpus's features are made under the cache (its shards up to the first gap
+    only), the head trains on them, and a second run extends the features to a shard committed since."""
+    from specviz.training import corpus_files
+
+    lm, seqs = tiny
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    monkeypatch.setattr(corpus_files, "CORPUS_DIR", corpus)
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+
+    def shard(k: int, rows: list) -> None:
+        ids = [s.ids.tolist() for s in rows]
+        roles = [[int(m) for m in s.mask.tolist()] for s in rows]
+        path = corpus_files.shard_path(corpus, k)
+        path.write_bytes(corpus_files.pack_shard(ids, roles, list(range(len(rows))), [1] * len(rows)))
+
+    shard(0, seqs[:3])
+    shard(2, seqs[3:])  # after a gap: not read until shard 1 lands
+    monkeypatch.setattr("specviz.training.features.SHARD_WINDOWS", 1)
+    assert train(lm, "medusa", "corpus", distilled, tmp_path, "--epochs", "1") == 0, capsys.readouterr().err
+    feats = tmp_path / "cache" / "features" / "train-fp32-corpus"
+    first = json.loads((feats / "manifest.json").read_text())
+    assert first["split"] == "train-corpus" and first["shards"] == 3  # shard 0's three windows, not shard 2's
+    manifest = json.loads((tmp_path / "head" / store.MANIFEST).read_text())
+    assert manifest["data"]["folder"] == str(feats) and "--data corpus" in manifest["command"]
+    shard(1, seqs[:2])
+    assert train(lm, "medusa", "corpus", distilled, tmp_path, "--epochs", "1") == 0
+    assert json.loads((feats / "manifest.json").read_text())["shards"] > first["shards"]
+    assert train(lm, "eagle3", "corpus", distilled, tmp_path) == 2
+    assert "corpus features do not hold" in capsys.readouterr().err
+
+
 COMMITTED = {  # kind: (its files' kind, load, save in the stored precision, weights file)
     "eagle": (eagle.KIND, lambda lm, f: eagle.load_head(f, lm.hf.config), eagle.save_head, eagle.WEIGHTS),
     "eagle3": (eagle3.KIND, lambda lm, f: eagle3.load_head(f), eagle3.save_head, eagle3.WEIGHTS),

@@ -27,6 +27,7 @@ from specviz.core.paths import cache_root
 from specviz.heads import store
 from specviz.training.args import Parser
 from specviz.training.data import held_out, open_folders
+from specviz.training.features import corpus_features
 from specviz.training.heldout import heldout_set
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
@@ -34,6 +35,7 @@ from specviz.training.shards import DataError, Sequence, load_dataset
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
 
 HEADS = tuple(TRAINERS)
+CORPUS = "corpus"  # --data corpus: the committed corpus through its teacher-forced features
 DEFAULTS_SHOWN = argparse.ArgumentDefaultsHelpFormatter
 
 
@@ -92,7 +94,8 @@ def parser(cls: type[Trainer]) -> Parser:
         type=Path,
         nargs="+",
         default=[data],
-        help="self-distilled or feature shards (several feature folders: their shards taken in turn)",
+        help="self-distilled or feature shards (several feature folders: their shards taken in turn), or "
+        f"'{CORPUS}': the committed corpus (data/corpus), its teacher-forced features made or extended first",
     )
     ap.add_argument("--heldout", default="shared", help="'shared' (training.heldout) or a folder's held-out shards")
     ap.add_argument("--heldout-sequences", type=int, default=64, help="held-out sequences measured")
@@ -119,10 +122,20 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
         raise ValueError(f"--threads must be at least 1, got {a.threads}.")
     cfg = replace(cls.recipe, **{f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)})
     trainer = cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})  # type: ignore[arg-type]
-    data = open_folders(a.data)
+    from_corpus = [str(f) == CORPUS and not f.is_dir() for f in a.data]
+    if any(from_corpus) and getattr(cls, "data_dir", "") == "distill-layers":
+        raise ValueError(f"{cls.kind} reads three layers' inputs, which corpus features do not hold; see its --help.")
+    if not all(from_corpus):
+        open_folders(
+            [f for f, c in zip(a.data, from_corpus, strict=True) if not c]
+        )  # a bad folder fails before the model
     torch.set_num_threads(a.threads)
     # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
     lm = lm or load_model("default", device="cpu", dtype="fp32", kernels="aten")
+    if any(from_corpus):
+        made = corpus_features(lm, lambda done, _t, rec: print(f"corpus features: {done} positions", flush=True))
+        a.data = [made if c else f for f, c in zip(a.data, from_corpus, strict=True)]
+    data = open_folders(a.data)
     held = held_set(lm, a.heldout, a.heldout_sequences)
     bar = tqdm(desc=f"train {cls.kind}", unit="step")
 

@@ -123,3 +123,14 @@ def write_manifest(folder: Path, data: dict) -> None:
 def shard_files(folder: Path = CORPUS_DIR) -> list[Path]:
     """The folder's shards in order."""
     return sorted(Path(folder).glob("shard_*.safetensors.gz"))
+
+
+def shard_prefix(folder: Path = CORPUS_DIR) -> list[Path]:
+    """Shards 0, 1, 2, … up to the first one missing: what a resumable reader takes. The generator writes shards a
+    little out of order, and a reader that counted shard k+1 before shard k landed would misplace its resume point."""
+    out = []
+    for k, path in enumerate(shard_files(folder)):
+        if path != shard_path(Path(folder), k):
+            break
+        out.append(path)
+    return out

@@ -34,6 +34,7 @@ from specviz.training.distill import sharegpt_conversations, spec_bench_turns
 from specviz.training.shards import HIDDEN_DTYPE, Sequence, pack
 
 HELDOUT_EVERY = 10
+SHARD_WINDOWS = 64  # windows per feature shard
 MIN_ASSISTANT = 16  # a window with fewer assistant tokens teaches too little to pay for its pass
 
 Progress = Callable[[int, int, dict], None]
@@ -57,7 +58,7 @@ def corpus_windows(
 ) -> Iterator[tuple[int, list[int], list[bool]]]:
     """(ShareGPT record, ids, mask) windows of the corpus's conversations (training.corpus), shard by shard: the
     mask is True on the target's own answer tokens, and windows are cut as `split_windows` cuts ShareGPT's."""
-    for path in corpus_files.shard_files(folder or corpus_files.CORPUS_DIR):
+    for path in corpus_files.shard_prefix(folder or corpus_files.CORPUS_DIR):
         shard = corpus_files.read_shard(path)
         for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
             keep = max_len * per_conversation
@@ -103,6 +104,15 @@ def teacher_pass(
     return [(hidden[r, : len(s)].to("cpu", HIDDEN_DTYPE), label[r, : len(s)].cpu()) for r, s in enumerate(seqs)]
 
 
+def corpus_features(lm: LoadedModel, progress: Progress | None = None) -> Path:
+    """The committed corpus's teacher-forced features under the cache, in the target's dtype: made, or extended to
+    the shards committed since, before a head trains on them (`train KIND --data corpus`). Returns the folder."""
+    short = {torch.float32: "fp32", torch.bfloat16: "bf16"}.get(lm.dtype, str(lm.dtype).removeprefix("torch."))
+    out = default_dir() / f"train-{short}-corpus"
+    build(lm, out, FeatureConfig(source="corpus", max_positions=10**12, shard_windows=SHARD_WINDOWS), progress)
+    return out
+
+
 @dataclass(frozen=True)
 class FeatureConfig:
     """What one feature build makes: the split, how many positions, and the window and batch shapes."""
@@ -113,7 +123,7 @@ class FeatureConfig:
     max_len: int = 512  # tokens per window (and per row of the teacher pass)
     per_conversation: int = 4  # windows per conversation at most
     batch_tokens: int = 4096  # rows × max_len of one teacher pass
-    shard_windows: int = 64  # windows per shard
+    shard_windows: int = SHARD_WINDOWS  # windows per shard
 
 
 def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
