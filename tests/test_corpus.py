@@ -67,12 +67,12 @@ def test_batched_decoding_equals_one_row_greedy(tiny_lm, attention) -> None:
 
 @pytest.mark.parametrize(
     ("lengths", "max_new", "relayout"),
-    [((3, 5, 8), 150, "trim"), ((3, 5, 300), 10, "widen")],
+    [((3, 5, 8), 150, "trim"), ((3, 5, 300), 10, "widen"), ((3, 70, 150), 12, "widen")],
 )
 def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, lengths, max_new, relayout) -> None:
     """Two slots, three requests: the third waits for a free slot. Its row starts far right of the others'
-    (the cache is trimmed on the left) or is longer than the cache (widened on the left); every answer
-    still equals plain greedy decoding."""
+    (the cache is trimmed on the left) or is longer than the cache (widened on the left); prompts of different
+    padded widths are prefilled apart; every answer still equals plain greedy decoding."""
     prompts = [[(17 * n + 5 * i) % 40_000 + 3 for i in range(n)] for n in lengths]
     ref = [_plain_greedy(tiny_lm, p, max_new) for p in prompts]
     calls: list[int] = []

@@ -91,7 +91,8 @@ def grouped_decode_attention(
         )
     b, hq, _q, d = query.shape
     hk = key.shape[1]
-    scores = torch.matmul(query.view(b, hk, groups, d), key.transpose(-1, -2)).float()  # [B, Hkv, g, kv]
+    q = query.view(b, hk, groups, d).to(key.dtype)  # a cache kept in fp32 under a bf16 model (training.stream)
+    scores = torch.matmul(q, key.transpose(-1, -2)).float()  # [B, Hkv, g, kv]
     scores *= scaling if scaling is not None else d**-0.5
     if attention_mask is not None:
         m = attention_mask[:, :, -1:, :]  # [B or 1, 1, 1, kv]: this token's row
@@ -100,7 +101,7 @@ def grouped_decode_attention(
         else:
             scores += m.float()
     out = torch.matmul(torch.softmax(scores, -1).to(value.dtype), value)  # [B, Hkv, g, d]
-    return out.view(b, 1, hq, d), None
+    return out.view(b, 1, hq, d).to(query.dtype), None
 
 
 @functools.cache
