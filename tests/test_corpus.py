@@ -83,6 +83,31 @@ def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, l
     assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
 
 
+@pytest.mark.parametrize("cache", [torch.float64, torch.float32])
+def test_grouped_decoding_kernel_equals_sdpa(cache) -> None:
+    """One query token per row, grouped heads, a padding mask: the grouped kernel equals SDPA over the KV heads
+    repeated out, also with the cache kept wider than the query (fp32 keys under a bf16 model, as the corpus runs)."""
+    from types import SimpleNamespace
+
+    from specviz.core.kernels import grouped_decode_attention
+
+    gen = torch.Generator().manual_seed(0)
+    b, hq, hk, d, n = 3, 6, 2, 8, 11
+    q = torch.randn(b, hq, 1, d, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(b, hk, n, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    mask = torch.ones(b, 1, 1, n, dtype=torch.bool)
+    mask[1, ..., :4] = False
+    qq = q.to(torch.bfloat16 if cache == torch.float32 else cache)
+    out, _ = grouped_decode_attention(
+        SimpleNamespace(num_key_value_groups=hq // hk), qq, k.to(cache), v.to(cache), mask
+    )
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qq.double(), k.repeat_interleave(3, 1).to(cache).double(), v.repeat_interleave(3, 1).to(cache).double(), mask
+    ).transpose(1, 2)
+    assert out.dtype == qq.dtype and out.shape == (b, 1, hq, d)
+    assert torch.allclose(out.double(), ref, atol=1e-9 if cache == torch.float64 else 2e-2)
+
+
 def test_gumbel_max_samples_the_tempered_distribution() -> None:
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, 3.0])
     t = 0.7

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from specviz.core import measure
-from specviz.core.kernels import grouped_decode
+from specviz.core.kernels import GROUPED_DECODE, grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
 from specviz.training.conversations import Conversation, Turns, conversations_of, evaluation_prompts, shard_records
 from specviz.training.corpus_files import (
@@ -118,8 +118,10 @@ class Answerer:
         self.settings, self.stop, self.log, self.finished = settings, stop, log, finished
         self.turns = Turns(tokenizer)
         gen = torch.Generator().manual_seed(settings.seed * 100_003 + seed)
-        # the cache in fp32 under the bf16 model: the grouped decoding kernel reads it faster (training.stream)
-        self.stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature, cache_dtype=torch.float32)
+        # the cache in fp32 under a bf16 model when the grouped decoding kernel reads it (faster; training.stream)
+        half = next(hf.parameters()).dtype in (torch.bfloat16, torch.float16)
+        wide = torch.float32 if half and hf.config._attn_implementation == GROUPED_DECODE else None
+        self.stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature, cache_dtype=wide)
         self.made = self.answers = 0  # answer tokens and answers over every shard
         self.t0 = time.perf_counter()
         self.live: list[int] = []
