@@ -83,10 +83,12 @@ def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, l
     assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
 
 
+@pytest.mark.parametrize("spare", [0, 5])
 @pytest.mark.parametrize("cache", [torch.float64, torch.float32])
-def test_grouped_decoding_kernel_equals_sdpa(cache) -> None:
+def test_grouped_decoding_kernel_equals_sdpa(cache, spare) -> None:
     """One query token per row, grouped heads, a padding mask: the grouped kernel equals SDPA over the KV heads
-    repeated out, also with the cache kept wider than the query (fp32 keys under a bf16 model, as the corpus runs)."""
+    repeated out, also with the cache kept wider than the query (fp32 keys under a bf16 model, as the corpus runs)
+    and with the keys and values the first columns of a buffer whose spare columns hold stale values."""
     from types import SimpleNamespace
 
     from specviz.core.kernels import grouped_decode_attention

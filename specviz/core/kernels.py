@@ -78,11 +78,16 @@ def grouped_decode_attention(
 ) -> tuple[torch.Tensor, None]:
     """One new token per row over a long, padded cache (the corpus's batched decoding): two grouped matmuls.
 
-    Each KV head's query group is one [groups, d] block, so the keys and values are read once and never copied
-    (transformers' SDPA copies them out to every query head; SDPA's own grouped path is slower here). On a
-    2-core EPYC in bf16 at batch 64 and 778 cached columns, under load: 505 ms a step's attention against 1,157
-    for SDPA with grouped heads and 2,826 for the stock path. Scores and softmax are fp32. Anything else
-    (prefills, a GPU, ungrouped heads) goes to `sdpa_gqa_attention`.
+    Each KV head's query group is one [groups, d] block, so the keys and values are read once, not copied out per
+    query head (transformers' SDPA path); on a 2-core EPYC in bf16 at batch 64 and 778 cached columns, under load,
+    a step's attention took 505 ms against 1,157 for SDPA with grouped heads and 2,826 for the stock path. And
+    when the keys and values are the first columns of a dense buffer with spare room (core.kv_cache's growing
+    layers, training.stream's cache), the matmuls read the whole buffer and mask the spare columns: oneDNN
+    copies a strided view to a dense one first, which cost more than the attention itself (the same 64 prompts,
+    159 steps: 177-187 against 247-253 ms a step). Spare columns hold zeros or stale keys and values, finite
+    either way, and their weight is exactly 0. Scores and softmax are fp32; a query of a narrower dtype than the
+    cache (fp32 keys under a bf16 model) is cast up and the output back. Anything else (prefills, a GPU,
+    ungrouped heads) goes to `sdpa_gqa_attention`.
     """
     groups = getattr(module, "num_key_value_groups", 1)
     if query.shape[2] != 1 or query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
@@ -90,18 +95,33 @@ def grouped_decode_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     b, hq, _q, d = query.shape
-    hk = key.shape[1]
-    q = query.view(b, hk, groups, d).to(key.dtype)  # a cache kept in fp32 under a bf16 model (training.stream)
-    scores = torch.matmul(q, key.transpose(-1, -2)).float()  # [B, Hkv, g, kv]
+    hk, n = key.shape[1], key.shape[2]
+    key, value = _dense_buffer(key), _dense_buffer(value)
+    q = query.view(b, hk, groups, d).to(key.dtype)
+    scores = torch.matmul(q, key.transpose(-1, -2)).float()  # [B, Hkv, g, columns]
     scores *= scaling if scaling is not None else d**-0.5
+    scores[..., n:] = float("-inf")  # the buffer's spare columns, if it was widened
     if attention_mask is not None:
-        m = attention_mask[:, :, -1:, :]  # [B or 1, 1, 1, kv]: this token's row
+        m = attention_mask[:, :, -1:, :]  # [B or 1, 1, 1, n]: this token's row
+        seen = scores[..., :n]
         if m.dtype == torch.bool:
-            scores.masked_fill_(~m, float("-inf"))
+            seen.masked_fill_(~m, float("-inf"))
         else:
-            scores += m.float()
+            seen += m.float()
     out = torch.matmul(torch.softmax(scores, -1).to(value.dtype), value)  # [B, Hkv, g, d]
     return out.view(b, 1, hq, d).to(query.dtype), None
+
+
+def _dense_buffer(x: torch.Tensor) -> torch.Tensor:
+    """x [B, H, n, d] itself, or, when it is the first n columns of a dense [B, H, cap, d] buffer, the whole buffer."""
+    b, h, n, d = x.shape
+    cap = x.stride(1) // d if d else 0
+    dense = (h * cap * d, cap * d, d, 1)
+    if cap <= n or x.stride() != dense:
+        return x
+    if x.untyped_storage().nbytes() < (x.storage_offset() + b * h * cap * d) * x.element_size():
+        return x
+    return x.as_strided((b, h, cap, d), dense)
 
 
 @functools.cache

@@ -48,8 +48,9 @@ class GrowingLayer:
         )
         if kb is None or vb is None or not fits:
             cap = max(m + 64, m * 3 // 2)
-            kb = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
-            vb = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
+            # zeros, not empty: a kernel may read the spare columns under a zero weight (core.kernels)
+            kb = key_states.new_zeros(*key_states.shape[:-2], cap, key_states.shape[-1])
+            vb = value_states.new_zeros(*value_states.shape[:-2], cap, value_states.shape[-1])
             if n:  # keys replaced from outside (or the buffer is full): start a new buffer from them
                 kb[..., :n, :], vb[..., :n, :] = self.keys, self.values
             self._kbuf, self._vbuf = kb, vb
