@@ -102,7 +102,11 @@ if corpus is not None:
     a, b, c = st.columns(3)
     a.metric("Answer tokens", f"{corpus.answer_tokens:,}", help="The target's own answers, kept as token ids.")
     b.metric("Conversations", f"{corpus.conversations:,}", help=f"{corpus.shards} shards in data/corpus/")
-    c.metric("Best rate", f"{max(corpus.rates):.0f} tokens/s", help="Answer tokens per second of the fastest shard.")
+    c.metric(
+        "Best rate",
+        f"{max(corpus.rates):.0f} tokens/s",
+        help="The generator's answer tokens per second over the fastest shard's life (shards share a loop from 20).",
+    )
     st.caption(
         f"Made with `python -m specviz.training.corpus --shards N-M` in {', '.join(corpus.dtypes)}; the newest "
         f"shard {where(corpus.last)}. Features are recomputed from the token ids at training time."

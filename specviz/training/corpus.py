@@ -11,7 +11,8 @@ every shard of a run: every conversation's first human turn is queued, and as so
 answered a turn, the conversation's next turn is queued with the target's own answers as its history.
 The next shard is loaded whenever fewer turns wait than the batch has rows (older shards' turns go
 first), and a shard is written as its last answer lands, so the batch stays full: a shard alone
-drained to a few long conversations and made 62-66 answer tokens/s. Decoding is bf16 by
+drained to a few long conversations and made 62-66 answer tokens/s (the rates and the other levers:
+docs/experiments/2026-12-02-corpus-throughput.md). Decoding is bf16 by
 default: in this loop (masked attention, prefills, refills) it made 111 answer tokens/s against fp32's 60 on a
 2-core AMD EPYC without AMX, although one unmasked decoding step alone timed fp32 faster (389 against 682 ms):
 a probe of that step chose fp32 for shards 9-16 and was removed. `--dtype` picks either, each shard records its

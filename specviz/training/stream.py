@@ -1,8 +1,11 @@
 """Continuous batching for the corpus: many answers decoded together over one KV cache, in the training dtype.
 
-Measured on a 2-core AMD EPYC (avx512_bf16, no AMX), bf16, batch 64: a step costs about 120 ms plus
-~4.7 µs per row and cache column, so the cache's width (the longest live row) sets the rate; prompts
-are admitted shortest first and the columns no live row can see are trimmed.
+Measured on a 2-core AMD EPYC (avx512_bf16, no AMX), bf16, batch 64: attention over the cache is most of a
+step (57-70% of the loop's time by py-spy), so the cache's width (the longest live row) sets the rate. The
+corpus reads it with `core.kernels.grouped_decode` from an fp32 cache (`cache_dtype`), prompts are prefilled
+in groups of one padded width, and the columns no live row can see are trimmed: a step at about 700 columns
+went from 247-253 to 177-187 ms, and prefilling 64 prompts from 45-54 to 7 s
+(docs/experiments/2026-12-02-corpus-throughput.md).
 """
 
 from __future__ import annotations
