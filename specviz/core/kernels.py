@@ -50,16 +50,19 @@ def sdpa_gqa_attention(
 
 @functools.cache
 def gqa_attention() -> str:
-    """The name to pass as `attn_implementation` for `sdpa_gqa_attention` (registered once, by name).
+    """The name to pass as `attn_implementation` for `sdpa_gqa_attention` (registered once, by name)."""
+    return _registered(GQA_ATTENTION, sdpa_gqa_attention)
 
-    transformers' public AttentionInterface; a new name, so models that ask for `sdpa` are untouched.
-    """
+
+def _registered(name: str, fn: Any) -> str:
+    """`fn` under `name` in transformers' public AttentionInterface, with SDPA's masks; a new name, so models that
+    ask for `sdpa` are untouched."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-    AttentionInterface.register(GQA_ATTENTION, sdpa_gqa_attention)
-    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
-    return GQA_ATTENTION
+    AttentionInterface.register(name, fn)
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    return name
 
 
 GROUPED_DECODE = "specviz_grouped_decode"
@@ -127,12 +130,7 @@ def _dense_buffer(x: torch.Tensor) -> torch.Tensor:
 @functools.cache
 def grouped_decode() -> str:
     """The name to pass as `attn_implementation` for `grouped_decode_attention` (registered once, by name)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
-    AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
-    AttentionMaskInterface.register(GROUPED_DECODE, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
-    return GROUPED_DECODE
+    return _registered(GROUPED_DECODE, grouped_decode_attention)
 
 
 class PackedLinear(nn.Module):
