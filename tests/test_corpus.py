@@ -11,7 +11,7 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.core.kernels import grouped_decode
-from specviz.training import conversations, corpus, corpus_files, stream
+from specviz.training import answering, conversations, corpus, corpus_files, stream
 
 
 def _templated(tokenizer, msgs, gen=True) -> list[int]:
@@ -216,9 +216,9 @@ def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
         conversations.Conversation(source=0, human=["Hello", "And then?"], greedy=True),
         conversations.Conversation(source=1, human=["Hi"], greedy=False),
     ]
-    settings = corpus.Settings(model="tiny", max_answer=6, max_context=200)
+    settings = answering.Settings(model="tiny", max_answer=6, max_context=200)
     stop = set(range(tiny_lm.hf.config.vocab_size))  # every token ends an answer: one-token answers
-    counts = corpus.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, convs, settings, stop, k=0, batch=8)
+    counts = answering.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, convs, settings, stop, k=0, batch=8)
     turns = conversations.Turns(tiny_lm.tokenizer)
     a = convs[0]
     assert a.answered == 2 and counts["answers"] == 3
@@ -229,23 +229,23 @@ def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
     assert a.role.count(corpus_files.ROLE_GREEDY) == 2 and convs[1].role.count(corpus_files.ROLE_SAMPLED) == 1
     # an answer cut at max_answer closes its conversation
     cut = [conversations.Conversation(source=2, human=["Hello", "more"], greedy=True)]
-    corpus.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, cut, settings, set(), k=0)
+    answering.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, cut, settings, set(), k=0)
     assert cut[0].answered == 1 and not cut[0].open and cut[0].role.count(corpus_files.ROLE_GREEDY) == 6
 
 
 def test_shards_share_one_loop_and_finish_apart(tiny_lm) -> None:
     """Shards answered through one Answerer: the next shard is loaded while the batch has room, each shard is
     finished once, as its own last answer lands, and its counts are its own."""
-    settings = corpus.Settings(model="tiny", max_answer=4, max_context=200)
+    settings = answering.Settings(model="tiny", max_answer=4, max_context=200)
     stop = set(range(tiny_lm.hf.config.vocab_size))  # one-token answers
 
     def conv(source: int, turns: int) -> conversations.Conversation:
         return conversations.Conversation(source=source, human=["Hi", "More?"][:turns], greedy=True)
 
-    shards = [corpus.InFlight(k, [conv(10 * k + i, 1 + i % 2) for i in range(3)]) for k in range(3)]
-    shards.append(corpus.InFlight(3, []))  # nothing to answer: finished as soon as it is loaded
+    shards = [answering.InFlight(k, [conv(10 * k + i, 1 + i % 2) for i in range(3)]) for k in range(3)]
+    shards.append(answering.InFlight(3, []))  # nothing to answer: finished as soon as it is loaded
     done: list[int] = []
-    answerer = corpus.Answerer(tiny_lm.hf, tiny_lm.tokenizer, settings, stop, 0, 4, None, lambda s: done.append(s.k))
+    answerer = answering.Answerer(tiny_lm.hf, tiny_lm.tokenizer, settings, stop, 0, 4, None, lambda s: done.append(s.k))
     answerer.add(shards[0])
     rest = iter(shards[1:])
 
@@ -312,7 +312,7 @@ def test_evaluation_prompts_include_the_shipped_presets() -> None:
 
 
 def test_a_second_pass_answers_the_same_records_again() -> None:
-    settings = corpus.Settings(model="m")
+    settings = answering.Settings(model="m")
     per_pass = -(-1000 // settings.shard_records)
     assert corpus.shard_plan(1000, 3, settings) == (0, conversations.shard_records(1000, 3, 0, settings.shard_records))
     assert corpus.shard_plan(1000, per_pass + 3, settings) == (1, corpus.shard_plan(1000, 3, settings)[1])

@@ -6,8 +6,8 @@ text at scale and keeps only the token ids (features are recomputed from them by
 pass at training time, see `specviz.training.features`), so the corpus grows across machines.
 
 How a shard is made: `SHARD` ShareGPT records (a fixed, seeded slice of the whole file, so shard k is
-the same conversations on every machine) are answered through one `training.stream.Stream` shared by
-every shard of a run: every conversation's first human turn is queued, and as soon as the target has
+the same conversations on every machine) are answered by `training.answering.Answerer`, one Stream shared
+by every shard of a run: every conversation's first human turn is queued, and as soon as the target has
 answered a turn, the conversation's next turn is queued with the target's own answers as its history.
 The next shard is loaded whenever fewer turns wait than the batch has rows (older shards' turns go
 first), and a shard is written as its last answer lands, so the batch stays full: a shard alone
@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from specviz.core import measure
-from specviz.core.kernels import GROUPED_DECODE, grouped_decode
+from specviz.core.kernels import grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
-from specviz.training.conversations import Conversation, Turns, conversations_of, evaluation_prompts, shard_records
+from specviz.training.answering import BATCH, Answerer, InFlight, Settings
+from specviz.training.conversations import Conversation, conversations_of, evaluation_prompts, shard_records
 from specviz.training.corpus_files import (
     CORPUS_DIR,
     FORMAT,
@@ -50,155 +50,6 @@ from specviz.training.corpus_files import (
     write_manifest,
 )
 from specviz.training.distill import sharegpt_conversations
-from specviz.training.features import HELDOUT_EVERY
-from specviz.training.stream import Stream
-
-SHARD = 128  # ShareGPT records per shard (held-out and unusable ones included, so shard k is fixed)
-SEED = 0  # the order of the records over the shards
-TEMPERATURE = 0.7
-GREEDY_SHARE = 0.25  # conversations answered greedily throughout
-MAX_ANSWER = 320  # new tokens per answer; an answer cut here ends its conversation
-# a turn whose prompt (the conversation so far) is longer is not answered: long pasted inputs cost prefill
-# and attention at every step (answer tokens per second fell by half past ~600 tokens of context)
-MAX_CONTEXT = 640
-BATCH = 64
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a corpus is made with; a folder's shards all share them (checked against the manifest)."""
-
-    model: str
-    temperature: float = TEMPERATURE
-    greedy_share: float = GREEDY_SHARE
-    max_answer: int = MAX_ANSWER
-    max_context: int = MAX_CONTEXT
-    shard_records: int = SHARD
-    seed: int = SEED
-    heldout_every: int = HELDOUT_EVERY
-
-
-# --- the decoding loop -------------------------------------------------------------------------------
-
-
-COUNTS = ("answer_tokens", "prompt_tokens", "answers", "prefill_tokens")
-
-
-@dataclass
-class InFlight:
-    """A shard being answered: its conversations, counts, and how many conversations still have a turn queued."""
-
-    k: int
-    convs: list[Conversation]
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
-    open: int = 0
-    t0: float = 0.0
-    made0: int = 0  # the loop's answer tokens when the shard was loaded
-    load0: float = 0.0
-    meta: dict = field(default_factory=dict)
-
-
-class Answerer:
-    """Many shards answered through one Stream: each conversation's next turn is queued as soon as the target
-    has answered its last, and the next shard is loaded whenever fewer turns wait than there are slots, so
-    the batch stays full (one shard alone ends on a few long conversations, the rest of the batch idle: shards
-    17-18 made 62-66 answer tokens/s that way). `finished(shard)` is called as each shard's last answer lands.
-    """
-
-    def __init__(
-        self,
-        hf: Any,
-        tokenizer: Any,
-        settings: Settings,
-        stop: set[int],
-        seed: int,
-        batch: int,
-        log: Any,
-        finished: Any,
-    ) -> None:
-        self.settings, self.stop, self.log, self.finished = settings, stop, log, finished
-        self.turns = Turns(tokenizer)
-        gen = torch.Generator().manual_seed(settings.seed * 100_003 + seed)
-        # the cache in fp32 under a bf16 model when the grouped decoding kernel reads it (faster; training.stream)
-        half = next(hf.parameters()).dtype in (torch.bfloat16, torch.float16)
-        wide = torch.float32 if half and hf.config._attn_implementation == GROUPED_DECODE else None
-        self.stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature, cache_dtype=wide)
-        self.made = self.answers = 0  # answer tokens and answers over every shard
-        self.t0 = time.perf_counter()
-        self.live: list[int] = []
-
-    def add(self, shard: InFlight) -> None:
-        """Queue every conversation's first turn; a shard with nothing to answer is finished at once."""
-        shard.t0, shard.made0, shard.load0 = time.perf_counter(), self.made, os.getloadavg()[0]
-        self.live.append(shard.k)
-        shard.open = sum(self._ask(shard, c) for c in shard.convs)
-        if shard.open == 0:
-            self._finish(shard)
-
-    def _ask(self, shard: InFlight, c: Conversation) -> bool:
-        """Queue c's next turn (with its own answers as history); False when the conversation is over."""
-        if not c.open or c.answered >= len(c.human):
-            return False
-        text = c.human[c.answered]
-        new = self.turns.first(text) if c.answered == 0 else self.turns.next(text)
-        if len(c.ids) + len(new) > self.settings.max_context:
-            c.open = False
-            return False
-        shard.counts["prefill_tokens"] += len(c.ids) + len(new)
-        self.stream.push(c.ids + new, c.greedy, (shard, c, new), rank=shard.k)
-        return True
-
-    def _done(self, request: tuple[InFlight, Conversation, list[int]], ans: list[int]) -> None:
-        shard, c, new = request
-        c.add_answer(new, ans, ended=bool(ans) and ans[-1] in self.stop)
-        shard.counts["answers"] += 1
-        shard.counts["answer_tokens"] += len(ans)
-        shard.counts["prompt_tokens"] += len(new)
-        self.made += len(ans)
-        self.answers += 1
-        if not self._ask(shard, c):
-            shard.open -= 1
-            if shard.open == 0:
-                self._finish(shard)
-        if self.log is not None and self.answers % 64 == 0:
-            self.log(self.progress())
-
-    def _finish(self, shard: InFlight) -> None:
-        self.live.remove(shard.k)
-        self.finished(shard)
-
-    def progress(self) -> str:
-        """One line on the loop: shards in flight, answers, their tokens and rate, steps, the cache's mean width."""
-        st, secs = self.stream, time.perf_counter() - self.t0
-        return (
-            f"shards {','.join(map(str, self.live)) or '-'} in flight: {self.answers} answers, {self.made} answer "
-            f"tokens ({self.made / secs:.0f}/s), {st.steps} steps, mean width {st.width_sum / max(1, st.steps):.0f}, "
-            f"{len(st.pending)} pending"
-        )
-
-    def run(self, more: Any = None) -> None:
-        """Decode until every queued turn is answered; more() loads the next shard and says whether it did."""
-        self.stream.run(self._done, more)
-
-
-@torch.inference_mode()
-def answer_shard(
-    hf: Any,
-    tokenizer: Any,
-    convs: list[Conversation],
-    settings: Settings,
-    stop: set[int],
-    k: int,
-    batch: int = BATCH,
-    log: Any = None,
-) -> dict[str, int]:
-    """Answer every turn of one shard's convs in place (an Answerer with that shard alone). Returns counts."""
-    shard = InFlight(k, convs)
-    answerer = Answerer(hf, tokenizer, settings, stop, k, batch, log, lambda _s: None)
-    answerer.add(shard)
-    answerer.run()
-    return shard.counts
-
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -255,6 +106,31 @@ def shard_plan(n_records: int, k: int, settings: Settings) -> tuple[int, list[in
     return pass_, shard_records(n_records, j, settings.seed, settings.shard_records)
 
 
+def load_shard(records: list[dict], banned: set[str], k: int, settings: Settings) -> InFlight:
+    """Shard k's usable conversations, ready for an Answerer."""
+    pass_, idx = shard_plan(len(records), k, settings)
+    greedy = settings.greedy_share if pass_ == 0 else 0.0  # a greedy answer exists once, in pass 0
+    convs = conversations_of({i: records[i] for i in idx}, banned, k, settings.seed, greedy, settings.heldout_every)
+    return InFlight(k, convs, meta={"pass": pass_, "records": [idx[0], idx[-1]]})
+
+
+def shard_entry(shard: InFlight, made: int, stream_seed: int, where: dict) -> dict:
+    """A finished shard's manifest entry: its counts, its life in seconds, and the loop's rate over that life
+    (`made`: the loop's answer tokens so far, every shard in flight counted), with where it was made."""
+    secs = time.perf_counter() - shard.t0
+    return {
+        "shard": shard.k,
+        **shard.meta,
+        **shard.counts,
+        "seconds": round(secs, 1),
+        "answer_tokens_per_s": round((made - shard.made0) / max(secs, 1e-9), 1),
+        "rate_of": "the loop over the shard's life, all shards in flight",
+        "stream_seed": stream_seed,
+        "load_start": round(shard.load0, 2),  # the provenance's load is the one at the end
+        **where,
+    }
+
+
 def generate(
     folder: Path, shards: list[int], batch: int, threads: int, log: Any = print, dtype: str = "bfloat16"
 ) -> None:
@@ -277,39 +153,21 @@ def generate(
     banned = evaluation_prompts()
 
     def finished(shard: InFlight) -> None:
-        secs = time.perf_counter() - shard.t0
-        made = answerer.made - shard.made0  # what the loop answered over this shard's life, every shard counted
-        entry = {
-            "shard": shard.k,
-            **shard.meta,
-            **shard.counts,
-            "seconds": round(secs, 1),
-            "answer_tokens_per_s": round(made / max(secs, 1e-9), 1),
-            "rate_of": "the loop over the shard's life, all shards in flight",
-            "stream_seed": first,
-            "load_start": round(shard.load0, 2),  # the provenance's load is the one at the end
-            **provenance(batch, threads, dtype),
-        }
+        entry = shard_entry(shard, answerer.made, first, provenance(batch, threads, dtype))
         write_shard(folder, shard.k, shard.convs, entry)
         rate, load1 = entry["answer_tokens_per_s"], entry["provenance"]["load"]
         log(
-            f"shard {shard.k} written: {shard.counts['answer_tokens']} answer tokens, {secs:.0f} s in flight; the "
-            f"loop made {rate} tokens/s meanwhile (load {shard.load0:.1f}->{load1})"
+            f"shard {shard.k} written: {shard.counts['answer_tokens']} answer tokens, {entry['seconds']:.0f} s in "
+            f"flight; the loop made {rate} tokens/s meanwhile (load {shard.load0:.1f}->{load1})"
         )
 
-    def load(k: int) -> InFlight:
-        pass_, idx = shard_plan(len(records), k, settings)
-        greedy = settings.greedy_share if pass_ == 0 else 0.0  # a greedy answer exists once, in pass 0
-        convs = conversations_of({i: records[i] for i in idx}, banned, k, settings.seed, greedy, settings.heldout_every)
-        return InFlight(k, convs, meta={"pass": pass_, "records": [idx[0], idx[-1]]})
-
     answerer = Answerer(hf, tok, settings, stop, first, batch, log, finished)
-    answerer.add(load(first))
+    answerer.add(load_shard(records, banned, first, settings))
 
     def more() -> bool:
         k = next(todo, None)
         if k is not None:
-            answerer.add(load(k))
+            answerer.add(load_shard(records, banned, k, settings))
         return k is not None
 
     with torch.inference_mode():
