@@ -136,18 +136,16 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     from_corpus = [str(f) == CORPUS and not f.is_dir() for f in a.data]
     if any(from_corpus) and getattr(cls, "data_dir", "") == "distill-layers":
         raise ValueError(f"{cls.kind} reads three layers' inputs, which corpus features do not hold; see its --help.")
-    if not all(from_corpus):
-        open_folders(
-            [f for f, c in zip(a.data, from_corpus, strict=True) if not c]
-        )  # a bad folder fails before the model
+    data = None if any(from_corpus) else open_folders(a.data)  # a bad folder fails before the model loads
+    if data is None and not all(from_corpus):  # beside the corpus: feature folders, opened lazily, checked first
+        open_folders([f for f, c in zip(a.data, from_corpus, strict=True) if not c])
     torch.set_num_threads(a.threads)
     # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
     given = lm is not None
     lm = lm or load_model("default", device="cpu", dtype="fp32", kernels="aten")
-    if any(from_corpus):
+    if data is None:
         made = corpus_features(teacher(lm, given), lambda done, _t, r: print(f"corpus features: {done} positions"))
-        a.data = [made if c else f for f, c in zip(a.data, from_corpus, strict=True)]
-    data = open_folders(a.data)
+        data = open_folders([made if c else f for f, c in zip(a.data, from_corpus, strict=True)])
     held = held_set(lm, a.heldout, a.heldout_sequences)
     bar = tqdm(desc=f"train {cls.kind}", unit="step")
 

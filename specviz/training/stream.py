@@ -105,7 +105,7 @@ class Stream:
     def _admit(self, free: list[int]) -> None:
         """Prefill the first pending requests into the free slots, in groups of one padded width each (a short
         prompt is not padded out to the longest one taken: 64 prompts of 118 tokens on average, one of them 640,
-        took 40-52 s to prefill as one [64, 640] batch)."""
+        took 45-54 s to prefill as one [64, 640] batch)."""
         take = [heapq.heappop(self.pending) for _ in range(min(len(free), len(self.pending)))]
         lengths = [len(p) for _k, _n, _o, p, _g, _r in take]
         groups: dict[int, list[int]] = {}
