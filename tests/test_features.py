@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.training import conversations, features, medusa_train
+from specviz.training import conversations, features, hydra_train, medusa_train
 from specviz.training.loop import lr_at
 
 
@@ -41,15 +41,18 @@ def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text(
     assert [(w[0], len(w), sum(m)) for w, m in got] == [(32, 32, 24), (64, 32, 32)]
 
 
-def test_medusa_targets_are_the_targets_own_tokens():
-    ids = torch.tensor([5, 6, 7, 8, 9])
+def test_medusa_targets_are_the_targets_own_tokens_on_its_greedy_path():
+    ids = torch.tensor([5, 16, 17, 8, 19])  # sampled text: 8 is not the target's argmax (18) there
     label = torch.tensor([16, 17, 18, 19, 20], dtype=torch.int32)  # label[j] predicts position j + 1
     seq = features.LabelledSequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label)
     assert medusa_train.target_tokens(seq).tolist() == [5, 16, 17, 18, 19]
     to_draft = torch.arange(32)
     _h, y = medusa_train.positions([seq], 2, to_draft)
-    # root t+1 = 1..4; head 1 predicts the target's token at t+2, head 2 at t+3
-    assert y[0].tolist() == [17, 18] and y[-1].tolist() == [-100, -100]
+    # root t+1 = 1..4; head 1 predicts the target's token at t+2, head 2 at t+3, while x_{t+1..t+k} are its own
+    assert y.tolist() == [[17, 18], [18, -100], [-100, -100], [-100, -100]]  # the sampled 8 cuts the paths through it
+    _h2, branch, y2 = hydra_train.positions([seq], 2, to_draft)
+    assert branch.tolist() == [[16, 17], [17, 8], [8, 19], [19, 0]]  # Hydra reads the text's own tokens ...
+    assert y2.tolist() == [[17, 18], [18, 19], [19, -100], [-100, -100]]  # ... and learns the argmax after them
 
 
 def test_lr_schedule_warms_up_then_decays_to_five_percent():

@@ -44,6 +44,35 @@ def test_an_experiment_keeps_the_curve_of_a_head_it_did_not_keep(tmp_path) -> No
     assert next(t for t in fig.data if t.mode == "lines+markers").line.dash == "dot"  # fine-tuned: dotted
 
 
+def test_a_head_continued_in_stages_keeps_one_curve(tmp_path) -> None:
+    """finish() carries the init folder's run as an earlier stage; the curve counts positions from the first."""
+    from specviz.training.checkpoint import earlier_stages
+
+    first = _manifest("draft") | {"positions": 3000, "command": "train draft"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(first))
+    second = {"trainer": {"kind": "draft", "init": str(tmp_path / "a")}, "positions": 500}
+    second |= {"data": {"kind": "features", "manifest": {"split": "train-corpus"}}, "command": "again"}
+    second |= {"curve_start": {"positions": 0, "top1": [0.3]}, "curve": [{"positions": 500, "top1": [0.4]}]}
+    second["earlier"] = earlier_stages(str(tmp_path / "a"))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(second))
+    third = {
+        **second,
+        "trainer": {"kind": "draft", "init": str(tmp_path / "b")},
+        "earlier": earlier_stages(str(tmp_path / "b")),
+    }
+    third |= {"curve": [{"positions": 200, "top1": [0.45]}]}
+    curve = learning.curve_of(third, "models/draft")
+    assert curve is not None and not curve.start  # the first stage started fresh
+    assert curve.top1(1) == [(0, 0.05), (1000, 0.2), (3000, 0.3), (3500, 0.4), (3700, 0.45)]
+    assert curve.command == "train draft ; again ; again" and curve.data == ("corpus", "sharegpt")
+    assert earlier_stages("") == [] and earlier_stages(str(tmp_path / "nowhere")) == []
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "manifest.json").write_text("{broken")
+    assert earlier_stages(str(tmp_path / "c")) == []
+
+
 def test_data_sources_name_where_positions_came_from() -> None:
     one = {"kind": "features", "manifest": {"split": "train-corpus", "positions": 5}}  # one folder: its manifest
     assert learning.data_sources(one) == ("corpus",)

@@ -60,3 +60,26 @@ def write_progress(folder: Path, progress: dict) -> None:
     """progress.json beside the checkpoint (atomically; a reader never sees half of it)."""
     folder.mkdir(parents=True, exist_ok=True)
     store.write_json(folder / PROGRESS, progress)
+
+
+STAGE_KEYS = ("positions", "curve_start", "curve", "command", "data", "trainer", "provenance")
+
+
+def earlier_stages(init: str) -> list[dict]:
+    """The runs a head continued from `init` went through before this one, oldest first: the init folder's own
+    earlier stages, then that folder's run (positions, curve, command, data, where), so a head trained in several
+    stages keeps one learning curve. Empty when `init` is unset or its folder has no readable manifest."""
+    path = Path(init) / "manifest.json" if init else None
+    if path is None or not path.is_file() or path.stat().st_size > 1 << 20:
+        return []
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(manifest, dict) or "curve" not in manifest:
+        return []
+    own = {k: manifest[k] for k in STAGE_KEYS if k in manifest}
+    own["data"] = {k: v for k, v in (own.get("data") or {}).items() if k != "manifest"} | {
+        "manifest": (manifest.get("data") or {}).get("manifest")
+    }
+    return [*(manifest.get("earlier") or []), own]

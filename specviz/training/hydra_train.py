@@ -24,7 +24,10 @@ from specviz.training.trainer import TrainConfig
 def positions(
     seqs: abc.Sequence[Sequence], num_heads: int, to_draft: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """hidden [N, H] (fp16), branch tokens x_{t+1..t+K} [N, K] (0 past the end) and draft targets [N, K]."""
+    """hidden [N, H] (fp16), branch tokens x_{t+1..t+K} [N, K] (0 past the end) and draft targets [N, K].
+
+    The branch is the text's own tokens and the target the target's argmax after them, so in sampled text (the
+    corpus) a head reads the very tokens its label was conditioned on (greedy text: the same thing)."""
     hs, bs, ys = [], [], []
     for s in seqs:
         t = s.mask[1:].nonzero().flatten()  # roots t+1 written by the target
@@ -36,7 +39,7 @@ def positions(
         for k in range(1, num_heads + 1):
             j = t + k  # x_{t+k}: the k-th token of the branch
             ok = j < n
-            branch[ok, k - 1] = tokens[j[ok]]
+            branch[ok, k - 1] = s.ids[j[ok]]
             ok2 = j + 1 < n
             tgt[ok2, k - 1] = to_draft[tokens[j[ok2] + 1]]
         hs.append(s.hidden[t])

@@ -240,6 +240,8 @@ def finish(
             p.copy_(p.to(torch.bfloat16))  # the precision a head folder stores
         acc, n = rank_accuracy(trainer.ranks(lm, run.head, held), trainer.n_ranks)
     manifest = {**run.record, "heldout_top1_by_depth": [row[0] for row in acc], "heldout_positions": n}
+    earlier = checkpoint.earlier_stages(str((manifest.get("trainer") or {}).get("init") or ""))
+    manifest |= {"earlier": earlier} if earlier else {}
     manifest |= {**(extra or {}), "provenance": provenance(lm.describe()).to_dict()}
     trainer.save(lm, run.head.eval().requires_grad_(False), Path(folder), acc, manifest)
     return manifest

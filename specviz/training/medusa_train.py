@@ -55,7 +55,10 @@ def positions(
     """Stack training positions: hidden [N, H] (fp16) and draft-vocab targets [N, K].
 
     Position t is used when token t+1 (the root) is a continuation token; head k's target is the
-    draft row of the target's token t+1+k, OOV outside the draft vocabulary, IGNORE past the end.
+    draft row of the target's token t+1+k, OOV outside the draft vocabulary, IGNORE past the end. In sampled
+    text (the corpus) head k only learns where x_{t+1..t+k} are the target's own argmax tokens: it sees h_t
+    alone, and at decode time it is only ever right on that greedy path, while off it the label depends on
+    sampled tokens the head cannot see (IGNORE there; greedy text is on the path everywhere).
     """
     hs, ys = [], []
     for s in seqs:
@@ -64,10 +67,13 @@ def positions(
             continue
         n = len(s.ids)
         tokens = target_tokens(s)
+        on = s.ids == tokens  # position j holds the token the target itself would put there
+        path = torch.ones(len(t), dtype=torch.bool)  # x_{t+1..t+k} all on the greedy path so far
         tgt = torch.full((len(t), num_heads), IGNORE, dtype=torch.long)
         for k in range(1, num_heads + 1):
+            path &= (t + k < n) & on[(t + k).clamp_max(n - 1)]
             j = t + 1 + k
-            ok = j < n
+            ok = (j < n) & path
             tgt[ok, k - 1] = to_draft[tokens[j[ok]]]
         hs.append(s.hidden[t])
         ys.append(tgt)

@@ -93,25 +93,38 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _points(stages: list[dict[str, Any]]) -> tuple[tuple[int, tuple[float, ...]], ...]:
+    """The stages' curves as one: the first stage's untrained start, then every measured point, its positions
+    counted from the first stage's start (a later stage begins where the one before it stopped)."""
+    first = stages[0].get("curve_start")
+    points, offset = [(0, tuple(float(x) for x in first["top1"]))] if first else [], 0
+    for stage in stages:
+        points += [(offset + int(p["positions"]), tuple(float(x) for x in p["top1"])) for p in stage.get("curve") or []]
+        offset += int(stage.get("positions") or 0)
+    return tuple(points)
+
+
 def curve_of(manifest: dict[str, Any], folder: str) -> Curve | None:
-    """The learning curve in a head folder's manifest (with its untrained starting point when recorded)."""
-    raw = [manifest.get("curve_start"), *(manifest.get("curve") or [])]
+    """The learning curve in a head folder's manifest (with its untrained starting point when recorded); a head
+    continued from another keeps the earlier stages' curves ('earlier'), and its curve is all of them in turn."""
+    stages = [s for s in [*(manifest.get("earlier") or []), manifest] if isinstance(s, dict)]
     try:
-        points = tuple((int(p["positions"]), tuple(float(x) for x in p["top1"])) for p in raw if p)
+        points = _points(stages)
     except (KeyError, TypeError, ValueError):
         return None
     if len(points) < 2:
         return None
     trainer = manifest.get("trainer") or {}
     kind = str(trainer.get("kind", "")) or Path(folder).name
+    data = tuple(dict.fromkeys(d for s in stages for d in data_sources(s.get("data") or {})))
     return Curve(
         kind=kind,
-        data=data_sources(manifest.get("data") or {}),
+        data=data,
         points=points,
         folder=folder,
         where=_provenance(manifest.get("provenance")),
-        command=str(manifest.get("command", "")),
-        start=str(trainer.get("init") or ""),
+        command=" ; ".join(str(s.get("command", "")) for s in stages),
+        start=str((stages[0].get("trainer") or {}).get("init") or ""),
     )
 
 
