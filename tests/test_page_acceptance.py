@@ -32,6 +32,16 @@ def test_page_shows_decisions_typical_regions_and_the_lab():
     assert len(at.dataframe) >= 2
 
 
+def test_gamma_starts_where_the_trained_drafts_sweep_was_fastest():
+    from specviz.tuning.draft_sweep import swept_gamma
+
+    at = open_page()
+    best = swept_gamma()
+    assert best is not None, "models/draft/gamma_sweep.json is committed with the draft"
+    assert at.selectbox(key="acceptance.draft").value == "trained"
+    assert at.slider(key="acceptance.gamma").value == best
+
+
 def test_page_follows_rule_and_sliders():
     at = open_page()
     at.selectbox(key="acceptance.rule").set_value("flawed").run()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from specviz.methods import autoregressive, lookahead
 from specviz.output.viz.lookahead import sweep_figure
 from specviz.tuning import draft_sweep, sweep
@@ -50,7 +52,6 @@ def test_lookahead_sweep_rows_feed_its_figure(tiny_lm):
 def test_the_draft_sweep_measures_every_gamma_and_the_untrained_prefix(tiny_lm, monkeypatch):
     """`calibrate draft`'s rows: one per γ for the trained draft (here a copy of the tiny target's first two layers
     over its whole vocabulary), the untrained prefix beside them, greedy-identical, with the share of drafts kept."""
-    import json
 
     import torch
 
@@ -71,3 +72,13 @@ def test_sweep_prompts_are_held_out_and_past_the_curves(monkeypatch):
 
     monkeypatch.setattr(module, "heldout_prompts", lambda n: [f"held {i}" for i in range(n)])
     assert module.sweep_prompts(3) == ["held 64", "held 65", "held 66"]
+
+
+def test_swept_gamma_reads_the_sweeps_best_and_refuses_what_it_cannot_use(tmp_path):
+    path = tmp_path / "gamma_sweep.json"
+    assert draft_sweep.swept_gamma(path) is None  # no sweep
+    path.write_text(json.dumps({"best": {"draft": "trained", "gamma": 2}}))
+    assert draft_sweep.swept_gamma(path) == 2
+    for bad in ("{", json.dumps({"best": {"gamma": 99}}), json.dumps({"best": {"gamma": "3"}}), "[]"):
+        path.write_text(bad)
+        assert draft_sweep.swept_gamma(path) is None, bad

@@ -18,6 +18,7 @@ from specviz.output.viz.acceptance import (
     typical_figure,
     typical_points,
 )
+from specviz.tuning.draft_sweep import swept_gamma
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
@@ -67,8 +68,19 @@ page_header(
 c1, c2, c3, c4 = st.columns(4)
 rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
 temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
-gamma = c3.slider("γ: drafted tokens per step", 1, 8, DEF.gamma, key="acceptance.gamma")
 ready = trained_draft_ready()
+best = swept_gamma() if ready else None
+gamma = c3.slider(
+    "γ: drafted tokens per step",
+    1,
+    8,
+    min(best or DEF.gamma, 8),
+    key="acceptance.gamma",
+    help=f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
+    "(models/draft/gamma_sweep.json)."
+    if best
+    else None,
+)
 run_draft = c4.selectbox(
     "Draft",
     list(RUN_DRAFTS) if ready else ["layers"],

@@ -21,6 +21,15 @@ SPS_GAMMAS = (1, 2, 3, 4, 5, 6)
 HELDOUT_USED = 64  # the held-out openings the learning curves are measured on (training.heldout): not swept
 
 
+def swept_gamma(path: Path | str = SPS_PATH) -> int | None:
+    """The γ at which the trained draft was fastest in its sweep (None when there is no readable sweep)."""
+    try:
+        gamma = json.loads(Path(path).read_text(encoding="utf-8"))["best"]["gamma"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return gamma if isinstance(gamma, int) and 1 <= gamma <= 16 else None
+
+
 def sweep_prompts(n: int) -> list[str]:
     """n opening turns of held-out conversations past the ones the learning curves use: no corpus, feature or head
     ever read them, and no curve was measured on them."""
