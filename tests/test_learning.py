@@ -44,6 +44,15 @@ def test_an_experiment_keeps_the_curve_of_a_head_it_did_not_keep(tmp_path) -> No
     assert next(t for t in fig.data if t.mode == "lines+markers").line.dash == "dot"  # fine-tuned: dotted
 
 
+def test_two_kept_runs_of_one_kind_data_and_start_are_told_apart_by_their_variant(tmp_path) -> None:
+    warm = _manifest("medusa") | {"trainer": {"kind": "medusa", "init": "models/medusa"}}
+    runs = [warm | {"variant": "labels at every position"}, warm | {"variant": "labels on the greedy path"}]
+    (tmp_path / "x.json").write_text(json.dumps({"curves": runs}))
+    found = learning.curves(tmp_path / "models", experiments=tmp_path)
+    assert [c.label.rsplit(" (", 1)[-1] for c in found] == ["labels at every position)", "labels on the greedy path)"]
+    assert len({c.label for c in found}) == 2
+
+
 def test_a_head_continued_in_stages_keeps_one_curve(tmp_path) -> None:
     """finish() carries the init folder's run as an earlier stage; the curve counts positions from the first."""
     from specviz.training.checkpoint import earlier_stages

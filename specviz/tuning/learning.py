@@ -40,11 +40,13 @@ class Curve:
     where: Provenance | None
     command: str
     start: str = ""  # the trained head it started from ('' for a fresh one)
+    variant: str = ""  # what sets this run apart from another of the same kind, data and start (a kept run's note)
 
     @property
     def label(self) -> str:
         name = f"{KIND_NAMES.get(self.kind, self.kind)} · {' + '.join(self.data)}"
-        return f"{name}, from {self.start}" if self.start else name
+        name = f"{name}, from {self.start}" if self.start else name
+        return f"{name} ({self.variant})" if self.variant else name
 
     def top1(self, depth: int) -> list[tuple[int, float]]:
         """(positions, top-1 at depth `depth`, 1-based) for every point that measured that depth."""
@@ -125,6 +127,7 @@ def curve_of(manifest: dict[str, Any], folder: str) -> Curve | None:
         where=_provenance(manifest.get("provenance")),
         command=" ; ".join(str(s.get("command", "")) for s in stages),
         start=str((stages[0].get("trainer") or {}).get("init") or ""),
+        variant=str(manifest.get("variant") or "")[:60],
     )
 
 
