@@ -20,3 +20,14 @@ def test_the_data_page_draws_its_curves_and_tables(tiny_app) -> None:
     )
     at.segmented_control(key="data.depth").set_value(3).run()
     assert not at.exception and any("depth 3" in str(s) for s in chart_specs(at))
+
+
+def test_the_heads_picker_keeps_one_kind_and_the_page_says_whose_decoding_matters(tiny_app) -> None:
+    at = app_on("views/data.py", max_new_tokens=6)
+    assert any("Whose decoding matters" in m.value for m in at.markdown)  # the corpus-only EAGLE-2 run is kept
+    at.pills(key="data.kinds").set_value(["draft"]).run()
+    assert not at.exception and not at.error
+    fig = next(s for s in chart_specs(at) if "What data buys" in chart_title(s))
+    names = {d.get("name", "") for d in fig["data"] if d.get("name")}
+    assert any("draft" in n for n in names)
+    assert not any("EAGLE" in n or "Medusa" in n for n in names), names

@@ -26,6 +26,20 @@ found, rows = curves(), experiment_rows()
 if not found and not rows:
     st.info("No learning curve under models/ and no recorded experiment under docs/experiments/ in this checkout.")
     st.stop()
+kinds = list(dict.fromkeys([*(c.kind for c in found), *(r.kind for r in rows)]))
+shown = (
+    st.pills(
+        "Heads",
+        kinds,
+        selection_mode="multi",
+        default=kinds,
+        format_func=lambda k: KIND_NAMES.get(k, k),
+        key="data.kinds",
+        help="Fewer kinds, fewer lines: pick one for a slide.",
+    )
+    or kinds
+)
+found, rows = [c for c in found if c.kind in shown], [r for r in rows if r.kind in shown]
 depth = (
     st.segmented_control(
         "Drafted token",
@@ -52,6 +66,15 @@ if "self-distilled" in fresh and "sharegpt" in fresh:
         f"reached {own.top1[0]:.2f} after {own.positions:,}. Fine-tuning the good head on ShareGPT's text "
         f"lowered it: the head learns the target on contexts it never meets when it decodes."
     )
+sampled = [c for c in found if c.kind == "eagle" and c.data == ("corpus",) and not c.start]
+if sampled and "self-distilled" in fresh:
+    most, own = max(sampled, key=lambda c: c.points[-1][0]), fresh["self-distilled"]
+    st.markdown(
+        f"**Whose decoding matters.** Trained from scratch on the target's own answers, three in four of them "
+        f"sampled at T = 0.7 (the corpus), an EAGLE-2 head reached {most.top1(1)[-1][1]:.2f} after "
+        f"{most.points[-1][0]:,} positions, below the {own.top1[0]:.2f} of the one trained on the target's greedy "
+        "continuations: the held-out set, like greedy decoding, follows the greedy path."
+    )
 heads = eagle_checkpoints(found, rows)
 if heads and not replaying():
     st.subheader("What it buys on this prompt")
@@ -67,7 +90,9 @@ st.subheader("The curves")
 st.table(
     [
         {
-            "draft": KIND_NAMES.get(c.kind, c.kind) + (f", fine-tuned from {c.start}" if c.start else ""),
+            "draft": KIND_NAMES.get(c.kind, c.kind)
+            + (f", fine-tuned from {c.start}" if c.start else "")
+            + (f" ({c.variant})" if c.variant else ""),
             "trained on": " + ".join(DATA_NAMES.get(d, d) for d in c.data),
             "positions": f"{c.points[-1][0]:,}",
             "held-out top-1 (depth 1)": f"{c.top1(1)[0][1]:.3f} → {c.top1(1)[-1][1]:.3f}",
