@@ -300,6 +300,16 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
     with torch.inference_mode():
         ref = tiny_lm.hf(input_ids=torch.tensor([ids[0]])).logits[0].argmax(-1)
     assert seqs[0].label.tolist() == ref.tolist()
+    # one kind of answer only: conversation 4 was sampled (role 1), conversation 7 greedy (role 2)
+    assert [s for s, _w, _m in features.corpus_windows(64, 4, answers="greedy")] == [7, 7]
+    assert [s for s, _w, _m in features.corpus_windows(64, 4, answers="sampled")] == [4]
+    greedy = features.FeatureConfig(source="corpus", answers="greedy", max_len=64, batch_tokens=128, shard_windows=1)
+    features.build(tiny_lm, tmp_path / "greedy", greedy)
+    assert [s.ids.tolist() for s in features.load(tmp_path / "greedy")] == [w for _s, w, _m in windows[1:]]
+    with pytest.raises(RuntimeError, match="other settings"):  # a folder made of all answers is not resumed greedy
+        features.build(tiny_lm, tmp_path / "feat", greedy)
+    with pytest.raises(ValueError, match="answers"):
+        features.FeatureConfig(source="corpus", answers="both")
 
 
 def test_evaluation_prompts_include_the_shipped_presets() -> None:

@@ -53,16 +53,21 @@ def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[li
             yield w, m
 
 
+ANSWERS = {"all": (1, 2), "sampled": (1,), "greedy": (2,)}  # the corpus's answer roles each choice trains on
+
+
 def corpus_windows(
-    max_len: int, per_conversation: int, folder: Path | None = None
+    max_len: int, per_conversation: int, folder: Path | None = None, answers: str = "all"
 ) -> Iterator[tuple[int, list[int], list[bool]]]:
     """(ShareGPT record, ids, mask) windows of the corpus's conversations (training.corpus), shard by shard: the
-    mask is True on the target's own answer tokens, and windows are cut as `split_windows` cuts ShareGPT's."""
+    mask is True on the target's own answer tokens (only its sampled or only its greedy answers when `answers`
+    says so; a conversation is answered one way throughout), and windows are cut as `split_windows` cuts ShareGPT's."""
+    roles = set(ANSWERS[answers])
     for path in corpus_files.shard_prefix(folder or corpus_files.CORPUS_DIR):
         shard = corpus_files.read_shard(path)
         for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
             keep = max_len * per_conversation
-            for w, m in windows(ids[:keep].tolist(), (role[:keep] > 0).tolist(), max_len):
+            for w, m in windows(ids[:keep].tolist(), [r in roles for r in role[:keep].tolist()], max_len):
                 yield source, w, m
 
 
@@ -119,18 +124,25 @@ class FeatureConfig:
 
     split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
     source: str = "sharegpt"  # ShareGPT's own answers, or "corpus": the target's (training.corpus; train only)
+    answers: str = "all"  # of the corpus: all its answers, or only the sampled or only the greedy ones
     max_positions: int = 3_000_000  # assistant positions to make in all
     max_len: int = 512  # tokens per window (and per row of the teacher pass)
     per_conversation: int = 4  # windows per conversation at most
     batch_tokens: int = 4096  # rows × max_len of one teacher pass
     shard_windows: int = SHARD_WINDOWS  # windows per shard
 
+    def __post_init__(self) -> None:
+        if self.answers not in ANSWERS:
+            raise ValueError(f"answers must be one of {', '.join(ANSWERS)}, got {self.answers!r}.")
+
 
 def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
     """The settings a folder's shards were made with (a resumed build must match them)."""
     return {
         "model": lm.name,
-        "split": cfg.split if cfg.source == "sharegpt" else f"{cfg.split}-{cfg.source}",
+        "split": cfg.split
+        if cfg.source == "sharegpt"
+        else f"{cfg.split}-{cfg.source}" + ("" if cfg.answers == "all" else f"-{cfg.answers}"),
         "dtype": str(lm.dtype).removeprefix("torch."),
         "max_len": cfg.max_len,
         "per_conversation": cfg.per_conversation,
@@ -186,7 +198,7 @@ def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, prog
     t0 = time.perf_counter()
     pending: list[tuple[list[int], list[bool]]] = []
     if cfg.source == "corpus":
-        source = corpus_windows(cfg.max_len, cfg.per_conversation)
+        source = corpus_windows(cfg.max_len, cfg.per_conversation, answers=cfg.answers)
     else:
         source = split_windows(lm.tokenizer, cfg.split, cfg.max_len, cfg.per_conversation)
     for n, (_conv, w, m) in enumerate(source):
@@ -256,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--split", choices=["train", "heldout"], default="train")
     ap.add_argument("--source", choices=["sharegpt", "corpus"], default="sharegpt", help="corpus: the target's own")
+    ap.add_argument("--answers", choices=list(ANSWERS), default="all", help="of the corpus: which answers to keep")
     ap.add_argument("--positions", type=int, default=3_000_000, help="assistant positions to make")
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--dtype", default="bf16", help="bf16 (fast on AMX CPUs) or fp32")
@@ -263,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
-    out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}"
+    kept = "" if args.answers == "all" else f"-{args.answers}"
+    out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}{kept}"
     last = [time.perf_counter()]
 
     def tick(done: int, total: int, rec: dict) -> None:
@@ -273,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.source == "corpus" and args.split != "train":
         ap.error("the corpus holds training conversations only; the held-out set is ShareGPT's")
-    cfg = FeatureConfig(args.split, args.source, max_positions=args.positions, max_len=args.max_len)
+    if args.answers != "all" and args.source != "corpus":
+        ap.error("--answers chooses among the corpus's answers; use it with --source corpus")
+    cfg = FeatureConfig(args.split, args.source, args.answers, max_positions=args.positions, max_len=args.max_len)
     print(json.dumps(build(lm, out, cfg, tick), indent=1))
     return 0
 

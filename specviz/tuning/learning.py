@@ -24,6 +24,8 @@ KIND_NAMES = {"eagle": "EAGLE-2 head", "eagle3": "EAGLE-3 head", "medusa": "Medu
 KIND_NAMES["draft"] = "sps draft model"
 DATA_NAMES = {
     "corpus": "the target's own answers (corpus)",
+    "corpus-greedy": "the target's own greedy answers (corpus)",
+    "corpus-sampled": "the target's own sampled answers (corpus)",
     "sharegpt": "ShareGPT's own responses",
     "self-distilled": "the target's greedy continuations",
 }
@@ -68,15 +70,24 @@ class Row:
 
 
 def data_sources(data: dict[str, Any]) -> tuple[str, ...]:
-    """Where a manifest's training data came from: a feature folder's split names the corpus ('train-corpus') or
-    ShareGPT ('train'); self-distilled shards are the target's greedy text."""
+    """Where a manifest's training data came from: a feature folder's split names the corpus ('train-corpus', or
+    'train-corpus-greedy' / '-sampled' for one kind of its answers) or ShareGPT ('train'); self-distilled shards are
+    the target's greedy text."""
     if data.get("kind") != "features":
         return ("self-distilled",)
     folders = data.get("manifest") or {}
     if "split" in folders:  # one folder: its own manifest; several: folder -> manifest
         folders = {"": folders}
     splits = [m.get("split", "") for m in folders.values() if isinstance(m, dict)]
-    return tuple(dict.fromkeys("corpus" if s.endswith("corpus") else "sharegpt" for s in splits)) or ("sharegpt",)
+    return tuple(dict.fromkeys(_source(s) for s in splits)) or ("sharegpt",)
+
+
+def _source(split: str) -> str:
+    """'train-corpus' -> corpus, 'train-corpus-greedy' -> corpus-greedy, anything else ShareGPT's."""
+    parts = split.split("-")
+    if "corpus" not in parts:
+        return "sharegpt"
+    return "corpus" if parts[-1] == "corpus" else f"corpus-{parts[-1]}"
 
 
 def _provenance(data: Any) -> Provenance | None:

@@ -9,7 +9,13 @@ from specviz.output.viz.theme import LEGEND_BELOW, apply
 from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, Checkpoint, Curve, Row
 
 # the target's own text in greens (the corpus it answers, the greedy text it continues), ShareGPT's in orange
-DATA_COLORS = {"corpus": "#009e73", "self-distilled": "#0072b2", "sharegpt": "#e69f00"}
+DATA_COLORS = {
+    "corpus": "#009e73",
+    "corpus-sampled": "#009e73",
+    "corpus-greedy": "#56b4e9",
+    "self-distilled": "#0072b2",
+    "sharegpt": "#e69f00",
+}
 MIXED = "#7c3aed"
 KIND_DASH = {"eagle": "solid", "eagle3": "dashdot", "medusa": "dot", "hydra": "dash", "draft": "longdash"}
 KIND_SYMBOL = {"eagle": "circle", "eagle3": "diamond", "medusa": "square", "hydra": "triangle-up", "draft": "star"}
