@@ -22,9 +22,9 @@ def test_the_data_page_draws_its_curves_and_tables(tiny_app) -> None:
     assert not at.exception and any("depth 3" in str(s) for s in chart_specs(at))
 
 
-def test_the_heads_picker_keeps_one_kind_and_the_page_says_whose_decoding_matters(tiny_app) -> None:
+def test_the_heads_picker_keeps_one_kind_and_the_page_compares_greedy_and_sampled_answers(tiny_app) -> None:
     at = app_on("views/data.py", max_new_tokens=6)
-    assert any("Whose decoding matters" in m.value for m in at.markdown)  # the corpus-only EAGLE-2 run is kept
+    assert any("Greedy or sampled?" in m.value for m in at.markdown)  # the greedy- and sampled-answer runs are kept
     at.pills(key="data.kinds").set_value(["draft"]).run()
     assert not at.exception and not at.error
     fig = next(s for s in chart_specs(at) if "What data buys" in chart_title(s))
