@@ -68,15 +68,14 @@ if "self-distilled" in fresh and "sharegpt" in fresh:
     )
 
 
-def fresh_eagle(data: str) -> list:
-    """EAGLE-2 curves trained from scratch on one kind of data, the longest first."""
+def longest_fresh_eagle(data: str):
+    """The longest EAGLE-2 curve trained from scratch on one kind of data (None when there is none)."""
     got = [c for c in found if c.kind == "eagle" and c.data == (data,) and not c.start]
-    return sorted(got, key=lambda c: -c.points[-1][0])
+    return max(got, key=lambda c: c.points[-1][0], default=None)
 
 
-greedy, sampled, corpus_only = fresh_eagle("corpus-greedy"), fresh_eagle("corpus-sampled"), fresh_eagle("corpus")
-if greedy and sampled:
-    g, s_ = greedy[0], sampled[0]
+g, s_, whole = (longest_fresh_eagle(d) for d in ("corpus-greedy", "corpus-sampled", "corpus"))
+if g is not None and s_ is not None:
     gap = g.top1(1)[-1][1] - s_.top1(1)[-1][1]
     verdict = (
         "how the target decoded its answers made no difference to a head measured on its greedy text"
@@ -88,10 +87,10 @@ if greedy and sampled:
         f"reached {g.top1(1)[-1][1]:.2f} after {g.points[-1][0]:,} positions, one trained on its sampled answers "
         f"{s_.top1(1)[-1][1]:.2f} after {s_.points[-1][0]:,}: {verdict}."
         + (
-            f" Yet on the whole corpus a head reached {corpus_only[0].top1(1)[-1][1]:.2f} after "
-            f"{corpus_only[0].points[-1][0]:,} positions, below the {fresh['self-distilled'].top1[0]:.2f} of the "
+            f" Yet on the whole corpus a head reached {whole.top1(1)[-1][1]:.2f} after "
+            f"{whole.points[-1][0]:,} positions, below the {fresh['self-distilled'].top1[0]:.2f} of the "
             "one trained on the target's greedy continuations of opening turns, the held-out set's kind of text."
-            if corpus_only and "self-distilled" in fresh
+            if whole is not None and "self-distilled" in fresh
             else ""
         )
     )

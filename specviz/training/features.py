@@ -56,6 +56,11 @@ def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[li
 ANSWERS = {"all": (1, 2), "sampled": (1,), "greedy": (2,)}  # the corpus's answer roles each choice trains on
 
 
+def answers_suffix(answers: str) -> str:
+    """'-greedy' / '-sampled' for one kind of the corpus's answers, '' for all: in the split and the folder name."""
+    return "" if answers == "all" else f"-{answers}"
+
+
 def corpus_windows(
     max_len: int, per_conversation: int, folder: Path | None = None, answers: str = "all"
 ) -> Iterator[tuple[int, list[int], list[bool]]]:
@@ -140,9 +145,7 @@ def _manifest(lm: LoadedModel, cfg: FeatureConfig) -> dict:
     """The settings a folder's shards were made with (a resumed build must match them)."""
     return {
         "model": lm.name,
-        "split": cfg.split
-        if cfg.source == "sharegpt"
-        else f"{cfg.split}-{cfg.source}" + ("" if cfg.answers == "all" else f"-{cfg.answers}"),
+        "split": cfg.split if cfg.source == "sharegpt" else f"{cfg.split}-{cfg.source}{answers_suffix(cfg.answers)}",
         "dtype": str(lm.dtype).removeprefix("torch."),
         "max_len": cfg.max_len,
         "per_conversation": cfg.per_conversation,
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
-    kept = "" if args.answers == "all" else f"-{args.answers}"
+    kept = answers_suffix(args.answers)
     out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}{kept}"
     last = [time.perf_counter()]
 
