@@ -129,6 +129,10 @@ def test_the_figure_draws_every_curve_and_row_on_a_log_axis(tmp_path) -> None:
     assert twin is not None
     both = learning_figure([curve, twin], [])
     assert sorted(t.text for t in both.data if t.mode == "markers+text") == [("",), ("untrained",)]  # said once
+    near = learning.curve_of(_manifest() | {"curve_start": {"positions": 0, "top1": [0.06]}}, "models/near")
+    assert near is not None  # untrained at 0.06 beside 0.05: the labels would overlap, so one is said
+    close = learning_figure([curve, near], [])
+    assert sorted(t.text for t in close.data if t.mode == "markers+text") == [("",), ("untrained",)]
     untrained = [t for t in fig.data if t.text == ("untrained",)]
     assert len(untrained) == 1 and untrained[0].mode == "markers+text"  # not joined to the curve on a log axis
     line = next(t for t in fig.data if t.name and "EAGLE-2 head" in t.name)

@@ -45,8 +45,9 @@ def _curve_traces(c: Curve, depth: int, said: set[str]) -> list[go.Scatter]:
     if start is None:
         return [line]
     name = f"start: {c.start}" if c.start else "untrained"
-    shown = "" if f"{name} {start[1]:.2f}" in said else name
-    said.add(f"{name} {start[1]:.2f}")
+    key = f"{name} {start[1]:.1f}"  # starts within a tenth of each other sit close enough for their labels to collide
+    shown = "" if key in said else name
+    said.add(key)
     lone = go.Scatter(
         x=[pts[0][0] / 4],
         y=[start[1]],
