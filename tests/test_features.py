@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.training import conversations, features, hydra_train, medusa_train
+from specviz.training import conversations, features, hydra_train, medusa_train, shards
 from specviz.training.loop import lr_at
 
 
@@ -44,7 +44,7 @@ def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text(
 def test_medusa_targets_are_the_targets_own_tokens_on_its_greedy_path():
     ids = torch.tensor([5, 16, 17, 8, 19])  # sampled text: 8 is not the target's argmax (18) there
     label = torch.tensor([16, 17, 18, 19, 20], dtype=torch.int32)  # label[j] predicts position j + 1
-    seq = features.LabelledSequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label)
+    seq = shards.LabelledSequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label)
     assert medusa_train.target_tokens(seq).tolist() == [5, 16, 17, 18, 19]
     to_draft = torch.arange(32)
     _h, y = medusa_train.positions([seq], 2, to_draft)

@@ -15,9 +15,8 @@ from specviz.heads import eagle, eagle3, hydra, medusa, store
 from specviz.heads.eagle3 import default_layers
 from specviz.training import cli, distill
 from specviz.training.data import in_memory
-from specviz.training.features import LabelledSequence, _write_shard
 from specviz.training.kinds import TRAINERS
-from specviz.training.shards import pack
+from specviz.training.shards import LabelledSequence, pack, write_labelled
 
 from .conftest import make_tiny
 
@@ -55,8 +54,8 @@ def features(tiny, tmp_path_factory):
         with torch.no_grad():
             label = lm.hf(s.ids[None]).logits[0].argmax(-1).to(torch.int32)
         labelled.append(LabelledSequence(s.ids, s.hidden, s.mask, label))
-    _write_shard(folder, 0, labelled[:3])
-    _write_shard(folder, 1, labelled[3:])
+    write_labelled(folder, 0, labelled[:3])
+    write_labelled(folder, 1, labelled[3:])
     return folder
 
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.training.features import read_shard
-from specviz.training.shards import DataError, Sequence, load_dataset, shard_paths
+from specviz.training.shards import DataError, Sequence, load_dataset, read_labelled, shard_paths
 
 SAMPLE_TOKENS = 2_000_000  # tokens of a streamed folder counted for a head's draft vocabulary
 
@@ -97,7 +96,7 @@ def held_out(folder: Path, n: int) -> list[Sequence]:
 
 def _shard(path: Path) -> list[Sequence]:
     """One feature shard's windows."""
-    return [*read_shard(path)]
+    return [*read_labelled(path)]
 
 
 def _manifest(folder: Path) -> dict:

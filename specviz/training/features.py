@@ -16,7 +16,6 @@ i % HELDOUT_EVERY == HELDOUT_EVERY - 1; Spec-Bench turns are never used.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from specviz.core.paths import cache_root
 from specviz.training import corpus_files
 from specviz.training.conversations import conversation_messages, template_ids
 from specviz.training.distill import sharegpt_conversations, spec_bench_turns
-from specviz.training.shards import HIDDEN_DTYPE, Sequence, pack
+from specviz.training.shards import HIDDEN_DTYPE, LabelledSequence, read_labelled, write_labelled
 
 HELDOUT_EVERY = 10
 SHARD_WINDOWS = 64  # windows per feature shard
@@ -168,15 +167,6 @@ def _resume(out_dir: Path, manifest: dict) -> dict:
     return {**manifest, "shards": len(done), "positions": positions, "tokens": 0, "seconds": 0.0}
 
 
-def _write_shard(out_dir: Path, index: int, seqs: list[LabelledSequence]) -> None:
-    """One shard, written atomically: the distill layout plus `label`."""
-    from safetensors.torch import save_file
-
-    tmp = out_dir / f"shard_{index:05d}.partial"
-    save_file(pack(seqs) | {"label": torch.cat([s.label for s in seqs])}, str(tmp), metadata={"format": "pt"})
-    tmp.rename(out_dir / f"shard_{index:05d}.safetensors")
-
-
 def _count(record: dict, seqs: list[LabelledSequence], seconds: float) -> None:
     """Add a written shard to the progress record."""
     record.update(
@@ -213,21 +203,13 @@ def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, prog
         if record["positions"] >= cfg.max_positions:
             break
         seqs = _featurize(lm, pending, max(1, cfg.batch_tokens // cfg.max_len), cfg.max_len)
-        _write_shard(out_dir, record["shards"], seqs)
+        write_labelled(out_dir, record["shards"], seqs)
         _count(record, seqs, time.perf_counter() - t0)
         (out_dir / "manifest.json").write_text(json.dumps(record, indent=1))
         if progress is not None:
             progress(record["positions"], cfg.max_positions, record)
         pending = []
     return record
-
-
-class LabelledSequence(Sequence):
-    """A Sequence plus the target's argmax at each position (label[j] predicts ids[j + 1])."""
-
-    def __init__(self, ids: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, label: torch.Tensor) -> None:
-        super().__init__(ids=ids, hidden=hidden, mask=mask)
-        self.label = label
 
 
 def _featurize(
@@ -242,22 +224,11 @@ def _featurize(
     return out
 
 
-def read_shard(path: Path) -> list[LabelledSequence]:
-    """The windows stored in one shard."""
-    from safetensors.torch import load_file
-
-    t = load_file(str(path))
-    return [
-        LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
-        for a, b in itertools.pairwise(t["offsets"].tolist())
-    ]
-
-
 def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:
     """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
     seqs: list[LabelledSequence] = []
     for p in sorted(out_dir.glob("shard_*.safetensors")):
-        seqs.extend(read_shard(p))
+        seqs.extend(read_labelled(p))
         if limit_positions is not None and sum(int(s.mask.sum()) for s in seqs) >= limit_positions:
             break
     if not seqs:

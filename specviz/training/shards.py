@@ -1,4 +1,5 @@
-"""The self-distilled set on disk: Sequence, the flat safetensors shard layout, the held-out split, loading.
+"""The self-distilled set on disk: Sequence, the flat safetensors shard layout (and its labelled form for feature
+windows), the held-out split, loading.
 
 A shard holds a batch of sequences, flattened: token ids (prompt + continuation), the target's final
 post-norm hidden state at every position (fp16), a 0/1 mask over continuation positions, and the
@@ -32,6 +33,34 @@ class Sequence:
     hidden: torch.Tensor  # [L, H] fp16, final post-norm hidden state at each position
     mask: torch.Tensor  # [L] bool, True on continuation tokens (up to and including EOS)
     layers: torch.Tensor | None = None  # [L, 3H] fp16: the residual stream entering three layers (EAGLE-3)
+
+
+class LabelledSequence(Sequence):
+    """A Sequence plus the target's argmax at each position (label[j] predicts ids[j + 1]): a feature window."""
+
+    def __init__(self, ids: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, label: torch.Tensor) -> None:
+        super().__init__(ids=ids, hidden=hidden, mask=mask)
+        self.label = label
+
+
+def write_labelled(out_dir: Path, index: int, seqs: list[LabelledSequence]) -> None:
+    """One feature shard, written atomically: the pack layout plus `label`."""
+    from safetensors.torch import save_file
+
+    tmp = out_dir / f"shard_{index:05d}.partial"
+    save_file(pack(seqs) | {"label": torch.cat([s.label for s in seqs])}, str(tmp), metadata={"format": "pt"})
+    tmp.rename(out_dir / f"shard_{index:05d}.safetensors")
+
+
+def read_labelled(path: Path) -> list[LabelledSequence]:
+    """The windows stored in one feature shard."""
+    from safetensors.torch import load_file
+
+    t = load_file(str(path))
+    return [
+        LabelledSequence(t["ids"][a:b].long(), t["hidden"][a:b], t["mask"][a:b].bool(), t["label"][a:b])
+        for a, b in itertools.pairwise(t["offsets"].tolist())
+    ]
 
 
 def default_dir() -> Path:
