@@ -16,9 +16,11 @@ docs/experiments/2026-12-02-corpus-throughput.md). Decoding is bf16 by
 default: in this loop (masked attention, prefills, refills) it made 111 answer tokens/s against fp32's 60 on a
 2-core AMD EPYC without AMX, although one unmasked decoding step alone timed fp32 faster (389 against 682 ms):
 a probe of that step chose fp32 for shards 9-16 and was removed. `--dtype` picks either, each shard records its
-dtype, and the text is the target's own either way. Sampling is by Gumbel-max at `TEMPERATURE`, or greedy
-for a `GREEDY_SHARE` of the conversations. Held-out conversations (record i with i % 10 == 9, as in
-training.features) and any conversation with a Spec-Bench or shipped evaluation prompt are never answered.
+dtype, and the text is the target's own either way; `--dtype auto` (the default) takes bf16 only where the CPU has
+bf16 units (`core.kernels.can_pack`): an AVX2-only EPYC emulates it and made no shard in 27 minutes.
+Sampling is by Gumbel-max at `TEMPERATURE`, or greedy for a `GREEDY_SHARE` of the conversations. Held-out
+conversations (record i with i % 10 == 9, as in training.features) and any conversation with a Spec-Bench or
+shipped evaluation prompt are never answered.
 
 The shards and the manifest (`training.corpus_files`) live in `data/corpus/` and are committed:
 `python -m specviz.training.corpus --shards 0-9` makes the missing ones and skips the rest.
@@ -36,7 +38,7 @@ from typing import Any
 import torch
 
 from specviz.core import measure
-from specviz.core.kernels import grouped_decode
+from specviz.core.kernels import can_pack, grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
 from specviz.training.answering import BATCH, Answerer, InFlight, Settings
 from specviz.training.conversations import Conversation, conversations_of, evaluation_prompts, shard_records
@@ -188,6 +190,13 @@ def parse_shards(text: str) -> list[int]:
     return out
 
 
+def decode_dtype(asked: str) -> str:
+    """The dtype a run decodes in: the one asked for, or for 'auto' bf16 where the CPU has bf16 units, else fp32."""
+    if asked != "auto":
+        return asked
+    return "bfloat16" if can_pack(torch.device("cpu"), torch.bfloat16) else "float32"
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.training.corpus --shards 0-9: answer ShareGPT's turns with the target; resumable."""
     ap = argparse.ArgumentParser(prog="python -m specviz.training.corpus", description=main.__doc__)
@@ -196,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
-        "--dtype", choices=list(DTYPES), default="bfloat16", help="bf16 measured faster in this loop (see above)"
+        "--dtype", choices=[*DTYPES, "auto"], default="auto", help="auto: bf16 where the CPU has bf16 units, else fp32"
     )
     ap.add_argument("--log", type=Path, default=None, help="append progress lines here too")
     args = ap.parse_args(argv)
@@ -209,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(f"{stamp} {line}\n")
 
     try:
-        generate(args.dir, parse_shards(args.shards), args.batch, args.threads, log, args.dtype)
+        generate(args.dir, parse_shards(args.shards), args.batch, args.threads, log, decode_dtype(args.dtype))
     except CorpusError as exc:
         print(f"error: {exc}")
         return 2
