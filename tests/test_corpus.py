@@ -312,6 +312,26 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
         features.FeatureConfig(source="corpus", answers="both")
 
 
+def test_opening_windows_keep_the_first_answers_first_tokens(tmp_path, monkeypatch) -> None:
+    """answers="opening": one window per conversation, ending OPENING tokens into its first answer, with as much
+    context before them as fits; later turns and the rest of the answer are not trained on."""
+    from specviz.training import features
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    ids = [list(range(1000, 1170)), list(range(2000, 2030))]
+    roles = [[0] * 5 + [1] * 150 + [0] * 5 + [1] * 10, [0] * 10 + [2] * 20]
+    (corpus_dir / "shard_00000.safetensors.gz").write_bytes(corpus_files.pack_shard(ids, roles, [4, 7], [2, 1]))
+    monkeypatch.setattr(corpus_files, "CORPUS_DIR", corpus_dir)
+    wide = list(features.corpus_windows(256, 4, answers="opening"))
+    end = 5 + features.OPENING
+    assert [(s, w) for s, w, _m in wide] == [(4, ids[0][:end]), (7, ids[1])]
+    assert wide[0][2] == [False] * 5 + [True] * features.OPENING
+    assert wide[1][2] == [r > 0 for r in roles[1]]
+    narrow = list(features.corpus_windows(64, 4, answers="opening"))
+    assert narrow[0][1] == ids[0][end - 64 : end] and all(narrow[0][2])  # the context before is cut, not the answer
+
+
 def test_evaluation_prompts_include_the_shipped_presets() -> None:
     import json
 
@@ -327,3 +347,12 @@ def test_a_second_pass_answers_the_same_records_again() -> None:
     assert corpus.shard_plan(1000, 3, settings) == (0, conversations.shard_records(1000, 3, 0, settings.shard_records))
     assert corpus.shard_plan(1000, per_pass + 3, settings) == (1, corpus.shard_plan(1000, 3, settings)[1])
     assert corpus.shard_plan(1000, 2 * per_pass, settings)[0] == 2
+
+
+def test_auto_dtype_decodes_in_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
+    """`--dtype auto` asks the CPU: bf16 where it has bf16 units, fp32 where it would emulate them."""
+    assert corpus.decode_dtype("float32") == "float32" and corpus.decode_dtype("bfloat16") == "bfloat16"
+    monkeypatch.setattr(corpus, "can_pack", lambda device, dtype: dtype == torch.bfloat16)
+    assert corpus.decode_dtype("auto") == "bfloat16"
+    monkeypatch.setattr(corpus, "can_pack", lambda device, dtype: dtype == torch.float32)
+    assert corpus.decode_dtype("auto") == "float32"

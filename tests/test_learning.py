@@ -89,7 +89,7 @@ def test_data_sources_name_where_positions_came_from() -> None:
     assert learning.data_sources({"kind": "features", "manifest": {"/x": {"split": "train"}}}) == ("sharegpt",)
     two = {"/g": {"split": "train-corpus-greedy"}, "/s": {"split": "train-corpus-sampled"}}
     assert learning.data_sources({"kind": "features", "manifest": two}) == ("corpus-greedy", "corpus-sampled")
-    assert all(d in learning.DATA_NAMES for d in ("corpus-greedy", "corpus-sampled"))
+    assert all(d in learning.DATA_NAMES for d in ("corpus-greedy", "corpus-sampled", "corpus-opening"))
 
 
 def test_a_curve_needs_two_points_and_numbers() -> None:

@@ -1,10 +1,11 @@
 """Fixed-dataset features: ShareGPT's own conversations, one teacher-forced pass of the target, no generation.
 
 This is how EAGLE trains: the responses stay as they are, and the target's final post-norm hidden state
-is computed at every position in one batched forward pass (bf16 where the CPU has bf16 units: about 4×
-fp32 here). The same pass gives the target's own next-token choice (argmax) at every position, which
-becomes the label for heads that predict tokens (Medusa, the speculative-sampling draft), so the heads
-learn what the target will verify rather than what a ShareGPT annotator wrote.
+is computed at every position in one batched forward pass (bf16 where the CPU has bf16 units: about 4× fp32
+on an AMX Xeon; an AVX2-only CPU emulates bf16, so it takes fp32). The same pass gives the target's own
+next-token choice (argmax) at every position, which becomes the label for heads that predict tokens (Medusa,
+the speculative-sampling draft), so the heads learn what the target will verify rather than what a ShareGPT
+annotator wrote.
 
 Conversations are chat-templated exactly as the app templates a prompt (system prompt, user/assistant
 turns), cut into windows of at most `max_len` tokens, and written in resumable shards in the same
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 
+from specviz.core.kernels import can_pack
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
 from specviz.training import corpus_files
@@ -52,11 +54,14 @@ def windows(ids: list[int], mask: list[bool], max_len: int) -> Iterator[tuple[li
             yield w, m
 
 
-ANSWERS = {"all": (1, 2), "sampled": (1,), "greedy": (2,)}  # the corpus's answer roles each choice trains on
+# the corpus's answer roles each choice trains on; "opening": the first OPENING answer tokens of a conversation's
+# first answer only, the positions the held-out set and the app's prompts are made of
+ANSWERS = {"all": (1, 2), "sampled": (1,), "greedy": (2,), "opening": (1, 2)}
+OPENING = 128
 
 
 def answers_suffix(answers: str) -> str:
-    """'-greedy' / '-sampled' for one kind of the corpus's answers, '' for all: in the split and the folder name."""
+    """'-greedy' / '-sampled' / '-opening' for a part of the corpus's answers, '' for all: split and folder name."""
     return "" if answers == "all" else f"-{answers}"
 
 
@@ -65,14 +70,27 @@ def corpus_windows(
 ) -> Iterator[tuple[int, list[int], list[bool]]]:
     """(ShareGPT record, ids, mask) windows of the corpus's conversations (training.corpus), shard by shard: the
     mask is True on the target's own answer tokens (only its sampled or only its greedy answers when `answers`
-    says so; a conversation is answered one way throughout), and windows are cut as `split_windows` cuts ShareGPT's."""
+    says so, a conversation being answered one way throughout, or only its opening: see ANSWERS), and windows are
+    cut as `split_windows` cuts ShareGPT's."""
     roles = set(ANSWERS[answers])
     for path in corpus_files.shard_prefix(folder or corpus_files.CORPUS_DIR):
         shard = corpus_files.read_shard(path)
         for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
+            if answers == "opening":  # one window: the opening answer's first tokens after as much context as fits
+                ids, role = _opening(ids.tolist(), role.tolist(), max_len)
+                yield from ((source, w, m) for w, m in windows(ids, [r in roles for r in role], max_len))
+                continue
             keep = max_len * per_conversation
             for w, m in windows(ids[:keep].tolist(), [r in roles for r in role[:keep].tolist()], max_len):
                 yield source, w, m
+
+
+def _opening(ids: list[int], role: list[int], max_len: int) -> tuple[list[int], list[int]]:
+    """A conversation cut to its first answer's first OPENING tokens and the last max_len tokens before them."""
+    start = next((j for j, r in enumerate(role) if r), len(role))
+    end = next((j for j in range(start, len(role)) if not role[j]), len(role))
+    end = min(end, start + OPENING)
+    return ids[max(0, end - max_len) : end], role[max(0, end - max_len) : end]
 
 
 def split_windows(
@@ -128,7 +146,7 @@ class FeatureConfig:
 
     split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
     source: str = "sharegpt"  # ShareGPT's own answers, or "corpus": the target's (training.corpus; train only)
-    answers: str = "all"  # of the corpus: all its answers, or only the sampled or only the greedy ones
+    answers: str = "all"  # of the corpus: all its answers, the sampled or the greedy ones, or openings
     max_positions: int = 3_000_000  # assistant positions to make in all
     max_len: int = 512  # tokens per window (and per row of the teacher pass)
     per_conversation: int = 4  # windows per conversation at most
@@ -245,10 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", choices=list(ANSWERS), default="all", help="of the corpus: which answers to keep")
     ap.add_argument("--positions", type=int, default=3_000_000, help="assistant positions to make")
     ap.add_argument("--max-len", type=int, default=512)
-    ap.add_argument("--dtype", default="bf16", help="bf16 (fast on AMX CPUs) or fp32")
+    ap.add_argument("--dtype", choices=["bf16", "fp32", "auto"], default="auto", help="auto: bf16 where the CPU has it")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.dtype == "auto":
+        args.dtype = "bf16" if can_pack(torch.device("cpu"), torch.bfloat16) else "fp32"
     lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
     kept = answers_suffix(args.answers)
     out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}{kept}"

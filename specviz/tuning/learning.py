@@ -26,6 +26,7 @@ DATA_NAMES = {
     "corpus": "the target's own answers (corpus)",
     "corpus-greedy": "the target's own greedy answers (corpus)",
     "corpus-sampled": "the target's own sampled answers (corpus)",
+    "corpus-opening": "the openings of the target's own answers (corpus)",
     "sharegpt": "ShareGPT's own responses",
     "self-distilled": "the target's greedy continuations",
 }
@@ -71,8 +72,8 @@ class Row:
 
 def data_sources(data: dict[str, Any]) -> tuple[str, ...]:
     """Where a manifest's training data came from: a feature folder's split names the corpus ('train-corpus', or
-    'train-corpus-greedy' / '-sampled' for one kind of its answers) or ShareGPT ('train'); self-distilled shards are
-    the target's greedy text."""
+    'train-corpus-greedy' / '-sampled' / '-opening' for a part of its answers) or ShareGPT ('train');
+    self-distilled shards are the target's greedy text."""
     if data.get("kind") != "features":
         return ("self-distilled",)
     folders = data.get("manifest") or {}

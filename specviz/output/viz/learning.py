@@ -13,6 +13,7 @@ DATA_COLORS = {
     "corpus": "#009e73",
     "corpus-sampled": "#009e73",
     "corpus-greedy": "#56b4e9",
+    "corpus-opening": "#cc79a7",
     "self-distilled": "#0072b2",
     "sharegpt": "#e69f00",
 }
