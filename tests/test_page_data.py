@@ -25,6 +25,9 @@ def test_the_data_page_draws_its_curves_and_tables(tiny_app) -> None:
 def test_the_heads_picker_keeps_one_kind_and_the_page_compares_greedy_and_sampled_answers(tiny_app) -> None:
     at = app_on("views/data.py", max_new_tokens=6)
     assert any("Greedy or sampled?" in m.value for m in at.markdown)  # the greedy- and sampled-answer runs are kept
+    # the openings-only run, compared at about as many positions with the greedy and sampled ones
+    which = next(m.value for m in at.markdown if "Which positions?" in m.value)
+    assert "on the greedy answers" in which and "on the sampled answers" in which
     at.pills(key="data.kinds").set_value(["draft"]).run()
     assert not at.exception and not at.error
     fig = next(s for s in chart_specs(at) if "What data buys" in chart_title(s))

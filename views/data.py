@@ -94,6 +94,29 @@ if g is not None and s_ is not None:
             else ""
         )
     )
+opening = longest_fresh_eagle("corpus-opening")
+if opening is not None:
+    n, top = opening.points[-1][0], opening.top1(1)[-1][1]
+    near = {  # the greedy- and sampled-answer runs' depth-1 top-1 at about as many positions (within a tenth)
+        name: min(c.top1(1), key=lambda p: abs(p[0] - n))
+        for name, c in (("greedy answers", g), ("sampled answers", s_))
+        if c is not None
+    }
+    near = {name: p for name, p in near.items() if abs(p[0] - n) <= n / 10}
+    if near:
+        lead = top - max(p[1] for p in near.values())
+        st.markdown(
+            f"**Which positions?** Trained only on the openings of the target's answers (each conversation's first "
+            f"answer, its first 128 tokens: the held-out set's kind of text), an EAGLE-2 head reached {top:.2f} "
+            f"after {n:,} positions, against "
+            + ", ".join(f"{p[1]:.2f} on the {name}" for name, p in near.items())
+            + " after about as many: "
+            + (
+                f"where a head learns mattered more than how its text was decoded (+{lead:.2f})."
+                if lead >= 0.02
+                else "the openings taught it no more than the rest of the corpus."
+            )
+        )
 heads = eagle_checkpoints(found, rows)
 if heads and not replaying():
     st.subheader("What it buys on this prompt")
