@@ -27,7 +27,7 @@ def test_the_heads_picker_keeps_one_kind_and_the_page_compares_greedy_and_sample
     assert any("Greedy or sampled?" in m.value for m in at.markdown)  # the greedy- and sampled-answer runs are kept
     # the openings-only run, compared at about as many positions with the greedy and sampled ones
     which = next(m.value for m in at.markdown if "Which positions?" in m.value)
-    assert "on the greedy answers" in which and "on the sampled answers" in which
+    assert "on all its greedy answers" in which and "on all its sampled answers" in which
     at.pills(key="data.kinds").set_value(["draft"]).run()
     assert not at.exception and not at.error
     fig = next(s for s in chart_specs(at) if "What data buys" in chart_title(s))

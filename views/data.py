@@ -109,7 +109,7 @@ if opening is not None:
             f"**Which positions?** Trained only on the openings of the target's answers (each conversation's first "
             f"answer, its first 128 tokens: the held-out set's kind of text), an EAGLE-2 head reached {top:.2f} "
             f"after {n:,} positions, against "
-            + ", ".join(f"{p[1]:.2f} on the {name}" for name, p in near.items())
+            + " and ".join(f"{p[1]:.2f} on all its {name}" for name, p in near.items())
             + " after about as many: "
             + (
                 f"where a head learns mattered more than how its text was decoded (+{lead:.2f})."
