@@ -139,3 +139,26 @@ def test_the_figure_draws_every_curve_and_row_on_a_log_axis(tmp_path) -> None:
     assert tuple(line.x) == (1000, 3000)
     deep = learning_figure([curve], rows, depth=2)
     assert [len(t.x) for t in deep.data if t.name and t.name.startswith("recorded")] == [1]  # only rows with depth 2
+
+
+def test_two_start_labels_close_above_each_other_go_one_above_one_below() -> None:
+    """Two fine-tunes starting from different heads 0.08 apart: the lower start's label goes under its marker."""
+    hi = learning.curve_of(
+        _manifest("hydra")
+        | {"trainer": {"kind": "hydra", "init": "models/hydra"}, "curve_start": {"positions": 0, "top1": [0.51]}},
+        "a",
+    )
+    lo = learning.curve_of(
+        _manifest("medusa")
+        | {"trainer": {"kind": "medusa", "init": "models/medusa"}, "curve_start": {"positions": 0, "top1": [0.43]}},
+        "b",
+    )
+    assert hi is not None and lo is not None
+    for order in ([hi, lo], [lo, hi]):
+        fig = learning_figure(order, [])
+        where = {t.text[0]: t.textposition for t in fig.data if t.mode == "markers+text"}
+        assert where == {"start: models/hydra": "top center", "start: models/medusa": "bottom center"}
+    far = learning.curve_of(_manifest() | {"curve_start": {"positions": 0, "top1": [0.2]}}, "c")
+    assert far is not None  # 0.2 lies well below: both labels stay on top
+    fig = learning_figure([hi, far], [])
+    assert {t.textposition for t in fig.data if t.mode == "markers+text"} == {"top center"}

@@ -3,6 +3,9 @@ and one marker per recorded experiment row, coloured by where the data came from
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import plotly.graph_objects as go
 
 from specviz.output.viz.theme import LEGEND_BELOW, apply
@@ -82,11 +85,22 @@ def _rows_trace(rows: list[Row], data: str, depth: int) -> go.Scatter:
     )
 
 
+def _spread_start_labels(fig: go.Figure) -> None:
+    """A start's label goes under its marker where another start's label sits just above it, near on the log axis
+    (Medusa's and Hydra's starts, 0.08 apart, wrote one label over the other)."""
+    traces: list[Any] = list(fig.data)
+    shown = [t for t in traces if t.mode == "markers+text" and t.text and t.text[0]]
+    for t in shown:
+        if any(abs(math.log10(o.x[0] / t.x[0])) < 0.5 and 0 < o.y[0] - t.y[0] < 0.12 for o in shown if o is not t):
+            t.textposition = "bottom center"
+
+
 def learning_figure(curves: list[Curve], rows: list[Row], depth: int = 1, slide: bool = False) -> go.Figure:
     """Held-out top-1 at `depth` (a head's k-th drafted token; a draft model's only one) against positions seen."""
     fig, said = go.Figure(), set()
     for c in curves:
         fig.add_traces(_curve_traces(c, depth, said))
+    _spread_start_labels(fig)
     for data in dict.fromkeys(r.data for r in rows if len(r.top1) >= depth):
         fig.add_trace(_rows_trace(rows, data, depth))
     fig.update_xaxes(type="log", title="training positions seen (log scale)")
