@@ -12,6 +12,20 @@ from specviz.core.model_files import convert_default
 THREADS = torch.get_num_threads()  # torch's own choice, for the real model
 
 
+def pytest_addoption(parser):
+    parser.addoption("--soak", action="store_true", help="also run the soak checks (scripts/soak.sh passes this)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`soak` checks (long statistics, the whole lesson, the load test) run only under --soak, whatever -m says."""
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="a soak check: scripts/soak.sh runs it")
+    for item in items:
+        if item.get_closest_marker("soak"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread_from_the_start():
     """One intra-op thread for the session's fixtures too (they are set up before one_torch_thread runs)."""
