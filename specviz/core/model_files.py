@@ -4,6 +4,8 @@ a local transformers folder, or a hub id."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +61,7 @@ def convert_default(progress: Progress = print) -> Path:
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
     progress("De-quantised; loading the tokenizer…")
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    tmp = out.with_name(out.name + ".partial")
+    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")  # one per process: two converting never share it
     tmp.mkdir(parents=True, exist_ok=True)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if getattr(model.config, "tie_word_embeddings", False):
@@ -68,11 +70,14 @@ def convert_default(progress: Progress = print) -> Path:
     model.config.to_json_file(str(tmp / "config.json"))
     model.generation_config.to_json_file(str(tmp / "generation_config.json"))
     tok.save_pretrained(tmp)
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    tmp.rename(out)  # atomic: a half-written folder is never mistaken for a cache
+    try:
+        tmp.rename(out)  # atomic: a half-written folder is never mistaken for a cache
+    except OSError:  # another process finished first (or a stale folder stands there): keep a complete one
+        if not (out / "model.safetensors").is_file():
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     progress(f"Cached the converted model in {out} ({time.perf_counter() - t0:.0f} s).")
     return out
 

@@ -1,7 +1,7 @@
 """A small schema for plain JSON data read from files (traces, head configs): types, ranges, sizes and nesting.
 
 A spec is a kind name ("int", "float", "str", "bool", "any"; a trailing "?" allows None), a `Between`
-(a number within bounds), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list of such items, at most n) or
+(a number within bounds), a `OneOf` (a string among a few), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list of such items, at most n) or
 `{key: spec}` (an object holding those keys; a key ending in "?" may be absent, other keys are left alone).
 Every check is iterative or follows the spec, never the data, so deep or huge input fails with one sentence
 instead of a RecursionError.
@@ -35,6 +35,13 @@ class Between:
     kind: str
     lo: float
     hi: float
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A string among `values` (a status a figure colours by name)."""
+
+    values: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,9 @@ def check(value: Any, spec: Any, where: str, path: str = "") -> None:
         check(value, spec.kind, where, path)
         if not spec.lo <= value <= spec.hi:
             raise SchemaError(f"{_at(where, path)} should be between {spec.lo:g} and {spec.hi:g}, got {_shown(value)}.")
+    elif isinstance(spec, OneOf):
+        if value not in spec.values:
+            raise SchemaError(f"{_at(where, path)} should be one of {', '.join(spec.values)}, got {_shown(value)}.")
     elif isinstance(spec, list):
         most = spec[1] if len(spec) > 1 else MAX_LIST
         if not isinstance(value, (list, tuple)) or len(value) > most:
