@@ -1,4 +1,4 @@
-"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor}."""
+"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor, lesson}."""
 
 from __future__ import annotations
 
@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["doctor"]:  # its own parser reads every option (python -m specviz.tuning.doctor's)
         return cmd_doctor(argv[1:])
+    if argv[:1] == ["lesson"]:  # lesson record / check: its own parser (specviz.output.lesson_cli)
+        from specviz.output.lesson_cli import main as lesson
+
+        return lesson(argv[1:], _model_args, _load)
     a = parser().parse_args(argv)
     handler = {
         "generate": cmd_generate,
