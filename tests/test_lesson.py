@@ -41,7 +41,10 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_lesson_walks_every_chapter():
+    from specviz.output.lesson_pack import group_key, plan
+
     lesson = load_lesson(LESSON_FILE)
+    groups = plan(lesson)  # the shipped lesson can be recorded: one setting per method and prompt
     pages = [s.page for s in lesson.stops]
     assert set(pages) == set(PAGES), "every page has at least one stop"
     assert pages[0] == "timeline" and pages[-1] == "lineage"
@@ -49,8 +52,10 @@ def test_the_shipped_lesson_walks_every_chapter():
         assert s.figure in FIGURES[s.page]
         assert 2 <= s.narration.count(". ") + 1 <= 4, (s.id, "two or three sentences")
         assert all(k.startswith(f"{s.page}.") for k in s.widget_values())
-        cfgs, _temperature = configs(s)  # every stop's runs can be configured without a model
-        assert set(s.methods) - {"ar"} <= set(cfgs), s.id
+        configs(s)  # every stop's runs can be configured without a model
+        key = group_key(s, lesson)
+        assert s.checks, (s.id, "every stop states its facts as checks")
+        assert key is None or set(s.methods) - {"ar"} <= set(groups[key].configs), s.id
 
 
 def test_a_preset_stands_for_the_sliders_it_fills():

@@ -18,14 +18,17 @@ from typing import Any
 
 from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
+from specviz.output import lesson_claims as claims
 from specviz.output.lesson_pages import FIGURES, OLD_SETTINGS, PAGES, REPEATS, SETTINGS
+from specviz.output.lesson_step import STEP_RULES
 from specviz.tuning import presets
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
 ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
 MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
 __all__ = ["FIGURES", "PAGES", "SETTINGS", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
-STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings"}
+STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings", "step", "checks"}
+MAX_CHECKS = 12
 TOP_KEYS = {"title", "prompt", "max_new_tokens", "repeats", "stop"}
 
 
@@ -45,6 +48,8 @@ class Stop:
     prompt: str  # a shipped prompt's id (specviz/data/prompts.jsonl)
     methods: tuple[str, ...] = ()  # whose live numbers the stop shows (A, speedup against plain decoding)
     settings: tuple[tuple[str, Any], ...] = ()  # (widget key, value), as written in the file
+    step: str = "longest"  # the rule that picks the step in focus (lesson_step.STEP_RULES)
+    checks: tuple[str, ...] = ()  # the facts the narration asserts, as checks over the stop's data (lesson_claims)
 
     @property
     def file(self) -> str:
@@ -198,9 +203,24 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
         raise LessonError(f"{where}: 'settings' must be a table of the page's widget keys and values.")
     checked = tuple(_setting(page, k, v, where) for k, v in settings.items())
     narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
-    return Stop(
-        sid, _text(raw.get("title"), where, "title", 90), page, figure, narration, prompt, tuple(names), checked
-    )
+    title = _text(raw.get("title"), where, "title", 90)
+    return Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, *_step_checks(raw, where))
+
+
+def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+    """The stop's step rule and its checks, each parsed (lesson_claims): LessonError naming a bad one."""
+    rule = raw.get("step", "longest")
+    if rule not in STEP_RULES:
+        raise LessonError(f"{where}: 'step' must be one of {', '.join(STEP_RULES)}, not {rule!r}.")
+    checks = raw.get("checks", [])
+    if not isinstance(checks, list) or len(checks) > MAX_CHECKS:
+        raise LessonError(f"{where}: 'checks' must be a list of at most {MAX_CHECKS} expressions.")
+    for text in checks:
+        try:
+            claims.parse(text, claims.FUNCTIONS)
+        except claims.ClaimError as exc:
+            raise LessonError(f"{where}: a check cannot be read: {exc}.") from None
+    return rule, tuple(" ".join(c.split()) for c in checks)
 
 
 def _setting(page: str, key: str, value: Any, where: str) -> tuple[str, Any]:

@@ -15,6 +15,7 @@ from specviz.core.prompts import prepare
 from specviz.core.trace import Trace
 from specviz.output.deck import stored_measurement
 from specviz.output.lesson import LessonError, Stop
+from specviz.output.lesson_step import focus_step
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,14 @@ class Drawn:
 
 def _detailed(trace: Trace) -> list:
     return [s for s in trace.steps if s.detail is not None]
+
+
+def _focus(stop: Stop, trace: Trace) -> Any:
+    """The step in focus by the stop's rule (IndexError without one: no figure)."""
+    step = focus_step(_detailed(trace), stop.step)
+    if step is None:
+        raise IndexError("no step drafted")
+    return step
 
 
 def _timeline(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
@@ -45,10 +54,10 @@ def _acceptance(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     trace, v = traces["sps"], stop.widget_values()
     if stop.figure == "acceptance_typical":
         return typical_figure(typical_points(trace), v.get("acceptance.eps", 0.09), v.get("acceptance.delta", 0.3))
-    judged = [s for s in trace.steps if records(s)]
-    if not judged:
+    step = focus_step([s for s in trace.steps if records(s)], stop.step)
+    if step is None:
         raise LessonError(f"Stop {stop.id!r}: speculative sampling judged no draft on this prompt.")
-    return decisions_figure(judged[min(v.get("acceptance.step", 0), len(judged) - 1)])
+    return decisions_figure(step)
 
 
 def _medusa(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
@@ -57,7 +66,7 @@ def _medusa(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     trace = traces["medusa"]
     if stop.figure == "medusa_steps":
         return steps_figure(trace, traces.get("ar"))
-    step = _detailed(trace)[0]
+    step = _focus(stop, trace)
     if stop.figure == "medusa_tokens":
         return token_strip(trace, upto=step.index)
     parents, labels, status, hover = step_tree_data(step)
@@ -76,7 +85,7 @@ def _eagle(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     trace = traces["eagle"]
     if stop.figure == "eagle_steps":
         return steps_figure(trace, traces.get("ar"))
-    step = _detailed(trace)[0]
+    step = _focus(stop, trace)
     if stop.figure == "eagle_features":
         return feature_figure(step)
     if stop.figure == "eagle_verify":
@@ -100,7 +109,8 @@ def _lookahead(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     trace = traces["lookahead"]
     if stop.figure == "lookahead_steps":
         return steps_figure(trace, traces.get("ar"))
-    step, d = trace.detailed(LookaheadStep)[0]
+    step = _focus(stop, trace)
+    d = step.detail_as(LookaheadStep)
     if stop.figure == "lookahead_verify":
         return verify_figure(d, title=f"Verification branch: root {step.texts[0]!r}")
     if stop.figure == "lookahead_mask":
@@ -178,13 +188,11 @@ def lineage(here: Provenance) -> Drawn:
     return Drawn(fig, {}, each)
 
 
-def lab(lm: LoadedModel, prompt: str, v: dict[str, Any]) -> Drawn:
-    """The losslessness lab on the stop's prompt with the Acceptance page's settings."""
-    from specviz.output.viz.acceptance import lab_figure
+def lab_config(v: dict[str, Any]) -> Any:
+    """The lab's settings from the Acceptance page's widget values."""
     from specviz.tuning.lossless import LabConfig
-    from specviz.tuning.lossless import lab as run_lab
 
-    cfg = LabConfig(
+    return LabConfig(
         temperature=v.get("acceptance.temperature", 0.8),
         n=v.get("acceptance.samples", 20000),
         eps=v.get("acceptance.eps", 0.09),
@@ -192,4 +200,11 @@ def lab(lm: LoadedModel, prompt: str, v: dict[str, Any]) -> Drawn:
         layers=f"0-{v.get('acceptance.depth', 4) - 1}",
         draft=v.get("acceptance.lab_draft", "perturbed"),
     )
-    return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), cfg)), {})  # the lab takes the model's lock
+
+
+def lab(lm: LoadedModel, prompt: str, v: dict[str, Any]) -> Drawn:
+    """The losslessness lab on the stop's prompt with the Acceptance page's settings."""
+    from specviz.output.viz.acceptance import lab_figure
+    from specviz.tuning.lossless import lab as run_lab
+
+    return Drawn(lab_figure(run_lab(lm, prepare(lm, prompt), lab_config(v))), {})  # the lab takes the model's lock

@@ -86,7 +86,6 @@ SETTINGS: dict[str, dict[str, tuple]] = {
         "acceptance.delta": ("float", 0.05, 1.0),
         "acceptance.samples": ("choice", (1000, 5000, 20000, 100000)),
         "acceptance.lab_draft": ("choice", DRAFTS),
-        "acceptance.step": ("int", 0, 512),  # the step shown (the page keeps it inside the run)
     },
     "compare": {
         **{f"compare.on.{n}": ("bool",) for n in methods.MODULES if n != "ar"},

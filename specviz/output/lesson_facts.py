@@ -1,0 +1,147 @@
+"""What a stop of a recorded pack shows and what its checks may read: its runs, its step in focus, its numbers.
+
+A stop on a group (runs) reads speedup, A, r and tokens per second of any method of its group (the medians of
+measure.paired over the interleaved runs), the prefill's share of plain decoding's time, and the step it shows;
+a stop drawn from a stored measurement reads that measurement (per prompt kind, batch size or context length).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from specviz import methods
+from specviz.core import measure
+from specviz.core.trace import StepTrace, Trace
+from specviz.output import lesson_claims
+from specviz.output.lesson import Stop
+from specviz.output.lesson_pack import Group, Pack
+from specviz.output.lesson_step import focus_step
+
+MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "lookahead", "jacobi": "jacobi",
+        "acceptance": "sps"}  # fmt: skip  # figure prefix -> the method whose step it draws
+NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
+
+
+def display(name: str) -> str:
+    """What a person reads for a method id: 'plain decoding', 'prompt lookup', 'EAGLE-2', …"""
+    return NAMES.get(name) or (methods.get(name).LABEL if name in methods.available() else name)
+
+
+def main_method(stop: Stop) -> str | None:
+    """The method whose step the stop's figure draws (None for a figure of no single step)."""
+    return MAIN.get(stop.figure.split("_")[0]) if stop.figure not in ("eagle_steps", "medusa_steps") else None
+
+
+def traces(group: Group) -> dict[str, Trace]:
+    """One run per method to draw: each method's run of the median speedup, plain decoding's median run."""
+    ar = sorted(group.runs["ar"], key=lambda t: t.generation_s)[len(group.runs["ar"]) // 2]
+    return {"ar": ar} | {n: group.median(n) for n in group.runs if n != "ar"}
+
+
+def shown_step(stop: Stop, group: Group) -> StepTrace | None:
+    """The step the stop's figure shows, by the stop's rule (lesson_step), in the run it is drawn from."""
+    name = main_method(stop)
+    if name is None or name not in group.runs:
+        return None
+    run = group.median(name)
+    if name == "sps":
+        from specviz.output.viz.acceptance import records
+
+        return focus_step([s for s in run.steps if records(s)], stop.step)
+    return focus_step([s for s in run.steps if s.detail is not None], stop.step)
+
+
+def numbers(stop: Stop, group: Group) -> list[str]:
+    """'Prompt lookup: A 3.88, 86.9 tok/s, 2.60× (2.41–2.73), 3 runs': the stop's methods over its group's runs."""
+    out = []
+    for name in stop.methods:
+        if name not in group.runs:
+            continue
+        if name == "ar":
+            tps = measure.spread([t.tokens_per_s for t in group.runs["ar"]])
+            out.append(f"Plain decoding: A 1.00, {tps.median:.1f} tok/s ({tps.n} runs)")
+            continue
+        n = group.numbers(name)
+        line = f"{display(name)[0].upper()}{display(name)[1:]}: A {n['A'].median:.2f}, r {n['r'].median:.2f}, "
+        out.append(line + f"{n['tokens_per_s'].median:.1f} tok/s, {n['speedup'].label()} plain decoding")
+    return out
+
+
+def _group_functions(group: Group) -> dict[str, Callable[..., Any]]:
+    def stat(key: str) -> Callable[[str], float]:
+        def read(name: str) -> float:
+            if name == "ar":
+                return 1.0
+            if name not in group.runs:
+                raise KeyError(f"no {name!r} runs on this stop's prompt")
+            return round(group.numbers(name)[key].median, 4)
+
+        return read
+
+    def tps(name: str) -> float:
+        if name == "ar":
+            return round(measure.spread([t.tokens_per_s for t in group.runs["ar"]]).median, 2)
+        return round(group.numbers(name)["tokens_per_s"].median, 2)
+
+    def prefill_share() -> float:
+        return round(statistics.median(t.prefill_s / t.generation_s for t in group.runs["ar"]), 4)
+
+    def copy_share() -> float:
+        run = group.median("hybrid")
+        copied = sum(s.accepted for s in run.steps if getattr(s.detail, "copy", False))
+        return round(copied / max(1, run.new_tokens), 4)
+
+    return {"speedup": stat("speedup"), "A": stat("A"), "r": stat("r"), "tps": tps, "prefill_share": prefill_share,
+            "copy_share": copy_share}  # fmt: skip
+
+
+def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    if "categories" in data:  # the prompt kinds
+        cats = data["categories"]
+        return {"speedup": lambda m, kind: cats[kind][m], "best": lambda kind: max(cats[kind], key=cats[kind].get)}
+    if "points" in data:  # batch size or context length
+        at = {(p[0], p[1]): dict(zip(("speedup", "A", "r"), p[2:])) for p in data["points"]}
+        return {k: (lambda m, x, k=k: at[m, int(x)][k]) for k in ("speedup", "A", "r")}
+    if "rules" in data:  # the losslessness lab
+        rules = data["rules"]
+        names = {"kept": "accept_rate", "tv": "tv", "tv_exact": "tv_exact", "pvalue": "p_value"}
+        return {f: (lambda rule, k=k: rules[rule][k]) for f, k in names.items()}
+    if "ks" in data:  # the cost curve
+        import numpy as np
+
+        def cost(k: float) -> float:
+            return round(float(np.interp(k, data["ks"], data["ms"]) / data["ms"][0]), 4)
+
+        return {"cost": cost, "quiet": lambda: not data.get("contended")}
+    bench = data.get("methods", {})  # the lineage's Spec-Bench numbers
+    return {k: (lambda m, k=k: bench[m][k]) for k in ("speedup", "A", "r")}
+
+
+def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None]:
+    """The functions a stop's checks may call, and the step it shows."""
+    group = pack.group(stop)
+    if group is None:
+        return _stored_functions(stop, pack.stops[stop.id].get("data", {})), None
+    fns = _group_functions(group) | {"accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed}
+    return fns, shown_step(stop, group)
+
+
+def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
+    fns, step = facts(pack, stop)
+    return [lesson_claims.evaluate(c, fns, step) for c in stop.checks]
+
+
+def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
+    """The stop's figure from the pack (no model), and where a stored one was measured ('' for the pack's runs)."""
+    from specviz.output.lesson_figures import from_traces
+
+    group = pack.group(stop)
+    if group is None:
+        entry = pack.stops[stop.id]
+        return pio.from_json(entry["figure"]), str(entry.get("measured", ""))
+    return from_traces(stop, traces(group)), ""

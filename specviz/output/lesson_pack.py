@@ -1,0 +1,203 @@
+"""A lesson measured once and replayed: every stop's runs, their medians and ranges, and where and when.
+
+`record` runs each group of stops (the stops that share a prompt and a temperature) once: plain decoding and
+every method those stops show, a warm-up then `repeats` interleaved runs (tuning.compare.interleaved_runs, the
+pages' own), so one method has one set of runs, and so one number, in every stop. A stop whose figure comes
+from no run (the cost curve, the lab, a stored bench, the lineage) keeps its figure and the data its checks
+read. `read` gives a Pack the app and `lesson check` draw from with no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specviz.core import measure
+from specviz.core.paths import REPO
+from specviz.core.trace import Trace
+from specviz.output.lesson import Lesson, LessonError, Stop
+
+PACK_FORMAT = "specviz-lesson-pack/1"
+PACK_FILE = REPO / "docs" / "lesson" / "pack.json"  # the shipped pack: `lesson check` and `?pack` read it
+MAX_PACK_BYTES = 48 << 20
+METHOD_PAGES = ("medusa", "eagle", "lookahead", "acceptance")  # their settings shape a method's Config
+STORED = ("where_methods_win", "speedup_vs_batch", "speedup_vs_context", "lineage", "latency_curve")
+NO_RUNS = (*STORED, "acceptance_lab")  # figures drawn from no run of the stop's methods
+
+
+@dataclass(frozen=True)
+class Group:
+    """Plain decoding and the methods of the stops on one prompt at one temperature, run in turn."""
+
+    key: str  # "<prompt id>@<temperature>"
+    prompt: str
+    temperature: float
+    configs: dict[str, Any]  # method -> its Config (plain dataclass)
+    runs: dict[str, list[Trace]] = field(default_factory=dict)  # method -> interleaved runs ("ar" first)
+
+    def numbers(self, method: str) -> dict[str, measure.Spread]:
+        """Speedup, A, r, time to first token and tokens per second of `method` over its runs (measure.paired)."""
+        runs = self.runs[method]
+        out = measure.paired(self.runs["ar"][: len(runs)], runs)
+        return out | {"tokens_per_s": measure.spread([t.tokens_per_s for t in runs])}
+
+    def median(self, method: str) -> Trace:
+        """The run of the median speedup (a page draws its per-step figures from it)."""
+        pairs = sorted(zip(self.runs["ar"], self.runs[method]), key=lambda p: measure.speedup(*p))
+        return pairs[len(pairs) // 2][1]
+
+
+def group_key(stop: Stop, lesson: Lesson) -> str | None:
+    """The group a stop's runs belong to, None for a stop drawn from no run."""
+    from specviz.output.lesson_deck import configs
+
+    if stop.figure in NO_RUNS:
+        return None
+    return f"{stop.prompt}@{float(configs(stop)[1] or 0.0):g}"
+
+
+def plan(lesson: Lesson) -> dict[str, Group]:
+    """The groups to run: a method page's settings fix a method's Config for its group (two pages that disagree
+    are refused), a Timeline or Compare stop takes the method as the group's method pages set it, else its own."""
+    from specviz.output.lesson_deck import configs
+
+    groups: dict[str, Group] = {}
+    owner: dict[tuple[str, str], str] = {}
+    ordered = sorted(lesson.stops, key=lambda s: s.page not in METHOD_PAGES)  # method pages first
+    for stop in ordered:
+        if (key := group_key(stop, lesson)) is None:
+            continue
+        cfgs, temperature = configs(stop)
+        group = groups.setdefault(key, Group(key, stop.prompt, float(temperature or 0.0), {}))
+        for name, cfg in cfgs.items():
+            if name not in group.configs:
+                group.configs[name], owner[key, name] = cfg, stop.id
+            elif stop.page in METHOD_PAGES and asdict(group.configs[name]) != asdict(cfg):
+                raise LessonError(
+                    f"Stop {stop.id!r} runs {name} with other settings than stop {owner[key, name]!r} on the same "
+                    "prompt; a pack holds one run of each method per prompt, so give both stops the same settings."
+                )
+    return groups
+
+
+def _run(lm: Any, lesson: Lesson, group: Group, repeats: int, note: Callable[[str], None]) -> dict[str, list[Trace]]:
+    from specviz.core.prompts import prepare
+    from specviz.core.sampling import Sampling
+    from specviz.tuning.compare import interleaved_runs
+    from specviz.tuning.probe import with_verify_cost
+
+    text = lesson.prompt_text(next(s for s in lesson.stops if s.prompt == group.prompt))
+    cfgs = with_verify_cost(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
+    sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=group.temperature, seed=0)
+    note(f"{group.key}: plain decoding and {', '.join(cfgs) or 'nothing else'}, warm-up + {repeats} interleaved")
+    return interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=repeats, prompt=text)
+
+
+def _figure_only(lm: Any, lesson: Lesson, stop: Stop) -> dict[str, Any]:
+    """A stop drawn from no run: its figure as plotly JSON, where it was measured, and what its checks read."""
+    from specviz.output import lesson_stored
+
+    drawn, data = lesson_stored.draw(lm, lesson, stop)
+    return {"figure": drawn.figure.to_json(), "measured": drawn.measured, "data": data}
+
+
+def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every group and draw every stop drawn from no run; the pack as plain data (see `write`)."""
+    if repeats < 3:
+        raise LessonError(f"A pack takes at least 3 interleaved repeats (asked for {repeats}).")
+    groups, start = plan(lesson), measure.provenance(lm.describe())
+    for group in groups.values():
+        group.runs.update(_run(lm, lesson, group, repeats, note))
+    stops: dict[str, Any] = {}
+    for stop in lesson.stops:
+        note(f"stop {stop.id}")
+        key = group_key(stop, lesson)
+        stops[stop.id] = {"group": key} if key is not None else _figure_only(lm, lesson, stop)
+    raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
+    return {
+        "format": PACK_FORMAT,
+        "lesson": {"title": lesson.title, "file": Path(lesson.source).name, "sha256": hashlib.sha256(raw).hexdigest()},
+        "provenance": start.to_dict(),
+        "load_after": measure.load_average(),
+        "settings": {"model": lm.name, "max_new_tokens": lesson.max_new_tokens, "repeats": repeats, "warmup": 1},
+        "groups": [_group_dict(g) for g in groups.values()],
+        "stops": stops,
+    }
+
+
+def _group_dict(g: Group) -> dict[str, Any]:
+    medians = {n: {k: asdict(v) for k, v in g.numbers(n).items()} for n in g.runs if n != "ar"}
+    return {
+        "key": g.key,
+        "prompt": g.prompt,
+        "temperature": g.temperature,
+        "configs": {n: asdict(c) for n, c in g.configs.items()},
+        "numbers": medians,  # for a reader of the file; the app and the checks recompute them from the runs
+        "runs": {n: [t.to_dict() for t in ts] for n, ts in g.runs.items()},
+    }
+
+
+def write(data: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A recorded lesson, read back: its groups, each stop's group or figure, and where and when."""
+
+    groups: dict[str, Group]
+    stops: dict[str, dict[str, Any]]
+    provenance: measure.Provenance
+    load_after: float
+    settings: dict[str, Any]
+    lesson: dict[str, Any]
+
+    def group(self, stop: Stop) -> Group | None:
+        entry = self.stops.get(stop.id)
+        if entry is None:
+            raise LessonError(f"The pack holds no stop {stop.id!r}; record it again for this lesson.")
+        return self.groups[entry["group"]] if entry.get("group") else None
+
+    def where(self) -> str:
+        """'Recorded on <machine>, <device>, on <date> (load average 0.4 → 0.6 on 2 cores), commit abc123'."""
+        p = self.provenance
+        where = p.describe(flag_load=False).replace("measured on", "recorded on", 1)
+        return f"{where} (load average {p.load:g} → {self.load_after:g} on {p.cores} cores), commit {p.commit}"
+
+
+def read(path: str | Path = PACK_FILE) -> Pack:
+    """A pack file; LessonError with one sentence when it cannot be used."""
+    file = Path(path)
+    try:
+        if file.stat().st_size > MAX_PACK_BYTES:
+            raise LessonError(f"{file.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LessonError(f"The pack {file.name} could not be read ({type(exc).__name__}).") from None
+    return from_dict(data, file.name)
+
+
+def from_dict(data: Any, name: str = "the pack") -> Pack:
+    if not isinstance(data, dict) or data.get("format") != PACK_FORMAT:
+        raise LessonError(f"{name} is not a lesson pack ({PACK_FORMAT}).")
+    try:
+        groups = {
+            g["key"]: Group(
+                g["key"],
+                g["prompt"],
+                float(g["temperature"]),
+                dict(g["configs"]),
+                {n: [Trace.from_dict(t) for t in ts] for n, ts in g["runs"].items()},
+            )
+            for g in data["groups"]
+        }
+        prov = measure.Provenance.from_dict(data["provenance"])
+        return Pack(groups, dict(data["stops"]), prov, float(data["load_after"]), data["settings"], data["lesson"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None

@@ -1,0 +1,76 @@
+"""A pack's stops drawn from no run of their methods: the figure and the plain numbers their checks read.
+
+The cost curve (this device's probe), the losslessness lab (run once here), the stored benches (prompt kinds,
+batch size, context length) and the lineage's Spec-Bench numbers, each reduced to what a check can name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specviz.core.measure import provenance
+from specviz.output import lesson_figures as figs
+from specviz.output.lesson import Lesson, Stop
+from specviz.output.lesson_figures import Drawn
+
+
+def _scaling(axis: str) -> dict[str, Any]:
+    """The merged batched benches along `axis`: (method, batch or context) -> speedup, A, r medians."""
+    from specviz.output.viz import scaling
+    from specviz.output.viz.stored import scaling_results
+
+    fixed_context = axis == "batch"
+    rows = []
+    for p in scaling.merge(d for _, d in scaling_results()):
+        if (p.get("context") is None) != fixed_context or (axis == "context" and int(p["batch"]) != 1):
+            continue
+        where = int(p["batch"]) if axis == "batch" else int(p["context"])
+        rows.append([p["method"], where, *(float(p[k]["median"]) for k in ("speedup", "A", "r"))])
+    return {"axis": axis, "points": rows}
+
+
+def _kinds() -> dict[str, Any]:
+    from specviz.output.viz.stored import category_bench
+
+    found = category_bench()
+    return {"categories": found[1].get("categories", {}) if found else {}}
+
+
+def _lineage() -> dict[str, Any]:
+    from specviz.output.viz.stored import merged_spec_bench
+
+    bench, _used = merged_spec_bench()
+    keys = {"speedup": "speedup", "A": "mean_accepted", "r": "step_cost"}
+    return {"methods": {m: {k: float(v[src]) for k, src in keys.items()} for m, v in bench["methods"].items()}}
+
+
+def _latency(lm: Any) -> dict[str, Any]:
+    from specviz.tuning.probe import cached_curve
+
+    curve = cached_curve(lm)
+    return {"ks": list(curve.ks), "ms": list(curve.ms), "contended": curve.contended}
+
+
+def draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
+    """The stop's figure (as the deck draws it) and its checks' data."""
+    if stop.figure == "acceptance_lab":
+        return _lab(lm, lesson, stop)
+    here = provenance(lm.describe())
+    if stop.figure == "latency_curve":
+        return figs.latency(lm), _latency(lm)
+    if stop.figure == "lineage":
+        return figs.lineage(here), _lineage()
+    data = _kinds() if stop.figure == "where_methods_win" else _scaling(stop.figure.rsplit("_", 1)[-1])
+    return figs.stored(stop.figure, here), data
+
+
+def _lab(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
+    """The lab run once: its figure and, per rule, the drafts kept, the distance to p and the χ² p-value."""
+    from specviz.core.prompts import prepare
+    from specviz.output.viz.acceptance import lab_figure
+    from specviz.tuning.lossless import lab
+
+    result = lab(lm, prepare(lm, lesson.prompt_text(stop)), figs.lab_config(stop.widget_values()))
+    keys = ("accept_rate", "tv", "tv_exact", "p_value")
+    rules = {r["rule"]: {k: r[k] for k in keys} for r in result["rules"]}
+    return Drawn(lab_figure(result), {}), {"rules": rules, "draft": result["draft"], "n": result["n"]}

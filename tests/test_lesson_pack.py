@@ -1,0 +1,102 @@
+"""A lesson measured once and replayed: the recorder and the checker on the tiny model, one number per method,
+and the claims language (a whitelist walked over `ast`, never eval)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.__main__ import main
+from specviz.output import lesson_claims as claims
+from specviz.output.lesson import LessonError, load_lesson, parse_lesson
+from specviz.output.lesson_facts import check, figure, numbers
+from specviz.output.lesson_pack import plan, read, record, write
+from tests.test_lesson import lesson_text, stop
+
+PACKED = lesson_text(
+    stop("serial", "timeline", "timeline_at", 'methods = ["ar", "pld"]\nsettings = { "timeline.methods" = ["pld"] }'
+         '\nchecks = ["tps(\\"ar\\") > 0", "prefill_share() < 1"]'),
+    stop("medusa", "medusa", "medusa_tree",
+         'methods = ["medusa"]\nchecks = ["accepted(step) >= 0", "A(\\"medusa\\") >= 1"]'),
+    stop("race", "timeline", "timeline_at", 'methods = ["medusa", "pld"]\n'
+         'settings = { "timeline.methods" = ["medusa", "pld"] }\nchecks = ["speedup(\\"pld\\") > 0"]'),
+    stop("lineage", "lineage", "lineage", 'checks = ["speedup(\\"eagle\\") > 0.5 * speedup(\\"pld\\")"]'),
+    stop("wrong", "timeline", "tokens_over_time", 'methods = ["pld"]\nsettings = { "timeline.methods" = ["pld"] }\n'
+         'checks = ["r(\\"pld\\") < 0"]'),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory, app_lm, app_cache):
+    """The small lesson recorded once on the tiny model (3 repeats, 8 tokens): (lesson, pack file)."""
+    folder = tmp_path_factory.mktemp("pack")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECVIZ_CACHE", str(app_cache))
+        (folder / "lesson.toml").write_text(PACKED, encoding="utf-8")
+        lesson = load_lesson(folder / "lesson.toml")
+        path = write(record(app_lm, lesson, repeats=3, note=lambda _m: None), folder / "pack.json")
+    return lesson, path
+
+
+def test_a_pack_replays_every_stop_with_one_number_per_method(packed):
+    lesson, path = packed
+    pack = read(path)
+    assert len(pack.groups) == 1, "the stops on one prompt and temperature share one set of interleaved runs"
+    group = next(iter(pack.groups.values()))
+    assert all(len(ts) == 3 for ts in group.runs.values()) and set(group.runs) == {"ar", "pld", "medusa"}
+    said: dict[str, set[str]] = {}
+    for s in lesson.stops:
+        fig, measured = figure(pack, s)  # no model: from the pack's runs, or its stored figure
+        assert fig.to_dict()["data"], s.id
+        assert (measured != "") == (s.figure == "lineage")
+        for line in numbers(s, group) if pack.group(s) else []:
+            said.setdefault(line.split(":")[0], set()).add(line)
+    assert said["Prompt lookup"] and all(len(lines) == 1 for lines in said.values()), said
+    assert "3 runs" in next(iter(said["Medusa"]))
+    data = json.loads(path.read_text())
+    assert data["provenance"]["cpu"] and data["settings"]["repeats"] == 3 and "load_after" in data
+
+
+def test_lesson_check_prints_each_figure_and_fails_on_a_refuted_claim(packed, capsys):
+    lesson, path = packed
+    assert main(["lesson", "check", str(path), "--lesson-file", lesson.source]) == 1
+    out = capsys.readouterr().out
+    assert 'FAILS     r("pld") < 0  [r("pld") = ' in out
+    assert 'holds     A("medusa") >= 1  [A("medusa") = ' in out
+    assert "6 of 7 checks hold; 0 stop(s) without a check" in out
+    verdicts = {s.id: check(read(path), s) for s in lesson.stops}
+    assert all(v.holds for v in verdicts["medusa"]) and verdicts["wrong"][0].sentence().startswith("On this run: ")
+
+
+def test_a_pack_holds_one_setting_per_method_and_prompt():
+    eagle = {"id": "e", "title": "E", "page": "eagle", "figure": "eagle_growth", "narration": "One. Two."}
+    two = [eagle | {"settings": {"eagle.depth": 2}}, eagle | {"id": "f", "settings": {"eagle.depth": 3}}]
+    with pytest.raises(LessonError, match="runs eagle with other settings than stop 'e' on the same prompt"):
+        plan(parse_lesson({"stop": two}))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("__import__('os')", "names '__import__'"),
+        ("speedup('pld').real > 1", "uses Attribute"),
+        ("[1][0] > 0", "uses Subscript"),
+        ("2 ** 999999 > 1", "uses Pow"),
+        ("(lambda: 1)() > 0", "calls a function by name"),
+        ("speedup(name='pld') > 1", "plain arguments only"),
+        ("speedup('pld') >", "is not an expression"),
+    ],
+)
+def test_a_check_outside_the_language_is_refused(text, says):
+    with pytest.raises(claims.ClaimError, match=says.replace("(", r"\(")):
+        claims.parse(text, claims.FUNCTIONS)
+
+
+def test_a_check_reads_its_figures():
+    fns = {"speedup": {"pld": 2.5, "eagle": 1.2}.__getitem__, "accepted": lambda s: s}
+    v = claims.evaluate("speedup('pld') > 2 * speedup('eagle') and accepted(step) >= 1", fns, 3)
+    assert v.holds and dict(v.figures) == {"speedup('pld')": 2.5, "speedup('eagle')": 1.2, "accepted(step)": 3}
+    assert claims.evaluate("accepted(step) >= 1", fns).holds is None  # a stop that shows no step
+    assert claims.evaluate("speedup('pld')", fns).error == "a check must compare, not give a number"
+    assert claims.evaluate("speedup('nope') > 1", fns).holds is None
