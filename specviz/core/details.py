@@ -1,8 +1,7 @@
 """Each method's own step record: a frozen dataclass of plain JSON values, validated when a trace loads.
 
-`StepTrace.detail` holds one of these (or None for a step that ran no forward pass, and for plain
-decoding). Figures pick the type from `Trace.method` through `DETAILS`; nothing probes dict keys.
-Nested records (decision rows, tree nodes) stay small dicts of JSON values.
+`StepTrace.detail` holds one of these (or None for a step without a forward pass, and for plain decoding).
+Figures pick the type from `Trace.method` through `DETAILS`; nested records stay small dicts of JSON values.
 """
 
 from __future__ import annotations
@@ -10,7 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from specviz.core.schema import Nullable, SchemaError, build
+from specviz.core.schema import Between, Nullable, OneOf, SchemaError, bad_depths, bad_lengths, bad_tree, build
+
+# What a real run can produce (each Config's maxima), checked at load: a figure's sizes (n² mask, depth slider) follow
+MAX_DRAFTED = 12 * 32 * 32  # EAGLE-2 drafts 1 + top_k + (depth - 1)·top_k² ≤ 11,297 (depth ≤ 12, top_k ≤ 32) + grafts
+MAX_VERIFIED = 256 + 32  # one verified tree: EAGLE's total_tokens ≤ 256 + hybrid's pool_extra ≤ 32 (Medusa's ≤ 129)
+MAX_TREE_DEPTH = 16  # EAGLE's depth ≤ 12; hybrid's grafts and copies, from the root, ≤ 16 tokens
+MAX_CHAIN = 16  # drafts of one chain step: SpS's gamma ≤ 16, prompt lookup's max_draft ≤ 16
+MAX_ROW = 33  # a Jacobi row: the root + guesses ≤ 32
+LAYOUT = {"levels": (0, 7), "width": (1, 32), "cands": (0, 32), "depth": (1, 7)}  # lookahead: N ≤ 8, W, G ≤ 32
+PROB, NATS, SCORE = Between("float", 0, 1), Between("float", 0, 64), Between("float", -1e6, 0)  # p, entropy, log p
+STATUS = OneOf(("accepted", "rejected", "passed", "unreached"))  # a verified node's fate (viz.tree's colours)
 
 
 class DetailError(ValueError):
@@ -40,84 +49,74 @@ class Detail:
         """What makes this record inconsistent (an index out of range, lists of different lengths), or None."""
         return None
 
-
-def tree_problem(parents: list[int], *indices: list[int]) -> str | None:
-    """Why `parents` is not a rooted tree in topological order (each parent an earlier node), or why an index
-    list names a node it does not have; None when all is well."""
-    n = len(parents)
-    if n and (parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i)):
-        return "its tree's parents are not earlier nodes"
-    if any(not 0 <= i < n for idx in indices for i in idx):
-        return f"it names a node outside its tree of {n}"
-    return None
+    def placed(self, before: int) -> str | None:
+        """Why this record does not fit a step that follows `before` output tokens, or None."""
+        return None
 
 
-def lengths_problem(**lists: list) -> str | None:
-    """Why lists that should run side by side do not (their lengths differ), or None."""
-    if len({len(v) for v in lists.values()}) > 1:
-        return f"{', '.join(lists)} differ in length"
-    return None
-
-
-DISTS = {"tokens": ["int"], "p": ["float"], "q": ["float"], "residual": ["float"], "texts?": ["str"]}
+DISTS = {"tokens": ["int"], "p": [PROB], "q": [PROB], "residual": [PROB], "texts?": ["str"]}
 RECORD = {  # one judged token of a chain (specviz.core.acceptance)
     "pos": "int",
     "token": "int",
-    "p": "float",
-    "q": "float",
+    "p": PROB,
+    "q": PROB,
     "ratio": "float",
-    "u": "float?",
+    "u": Nullable(PROB),
     "accepted": "bool",
     "threshold?": "float",
     "dists?": DISTS,
     "text?": "str",
-    "entropy?": "float",
+    "entropy?": NATS,
 }
 NODE = {  # one node of a heads method's verified tree (specviz.trees.walk.node_records)
     "token": "int",
     "text": "str",
-    "head": "int",
+    "head": Between("int", 0, 64),
     "rank": "int?",
-    "head_prob": "float?",
-    "target_prob": "float?",
-    "status": "str",
+    "head_prob": Nullable(PROB),
+    "target_prob": Nullable(PROB),
+    "status": STATUS,
     "reason": "str",
-    "reads?": ["str"],
+    "reads?": ["str", MAX_TREE_DEPTH],
 }
-TREE = {  # EAGLE's drafted tree (specviz.trees.draft_tree.tree_detail)
-    "kind": "str",
-    "tokens": ["int"],
-    "texts": ["str"],
-    "parents": ["int"],
-    "depth": ["int"],
-    "score": ["float"],
-    "conf": ["float"],
-    "expanded": ["int"],
-    "kept": ["bool"],
+PER_NODE = {  # EAGLE's drafted tree (specviz.trees.draft_tree.tree_detail): one item per drafted node
+    "tokens": "int",
+    "texts": "str",
+    "parents": Between("int", -1, MAX_DRAFTED),
+    "depth": Between("int", 0, MAX_TREE_DEPTH),
+    "score": SCORE,
+    "conf": PROB,
+    "expanded": Between("int", -1, MAX_TREE_DEPTH),
+    "kept": "bool",
 }
+TREE = {"kind": "str", **{k: [v, MAX_DRAFTED] for k, v in PER_NODE.items()}}
 VECTOR = ["float", 4096]
+VECTORS = ("f_t", "embed", "f_pred", "f_true", "layer_rms", "layer_peak")
 FEATURES = {  # empty when the head skipped the step
-    "dims?": ["int"],
-    "f_t?": VECTOR,
-    "embed?": VECTOR,
-    "f_pred?": VECTOR,
-    "f_true?": VECTOR,
-    "norm?": {"f_t?": "float", "embed?": "float", "f_pred?": "float", "f_true?": "float"},
+    **{f"{k}?": VECTOR for k in VECTORS},
+    "dims?": ["int", 4096],
+    "norm?": {f"{k}?": "float" for k in VECTORS[:4]},
     "cos_pred_true?": "float",
     "cos_prev_true?": "float",
-    "layer_rms?": VECTOR,
-    "layer_peak?": VECTOR,
 }
-DECISION = {"node": "int", "token": "int", "p": "float", "u": "float", "accepted": "bool"}
-GRAM = {"tail": ["int"], "texts": ["str"], "hits": "int"}  # one n-gram of lookahead's pool
-EAGLE_NESTED = {"tree": TREE, "features": FEATURES, "decisions": Nullable([DECISION])}
+DECISION = {"node": "int", "token": "int", "p": PROB, "u": PROB, "accepted": "bool"}
+GRAM = {"tail": ["int", 7], "texts": ["str", 7], "hits": Between("int", 0, 1 << 30)}  # one n-gram of the pool
+VERIFIED = [Between("int", -1, MAX_DRAFTED), MAX_VERIFIED]  # a verified tree's parents, node indices, a path
+EAGLE_NESTED = {
+    "tree": TREE,
+    "features": FEATURES,
+    "decisions": Nullable([DECISION, MAX_VERIFIED]),
+    "verify_nodes": VERIFIED,
+    "verify_parents": VERIFIED,
+    "path": [Between("int", 0, MAX_DRAFTED), MAX_TREE_DEPTH + 1],
+}
 
 
 @dataclass(frozen=True)
 class ChainStep(Detail):
     """A drafted chain judged token by token (speculative sampling, prompt lookup)."""
 
-    NESTED: ClassVar[dict[str, Any]] = {"records": [RECORD]}
+    NESTED: ClassVar[dict[str, Any]] = {"records": [RECORD, MAX_CHAIN + 1], "drafts": ["int", MAX_CHAIN]}
     rule: str  # greedy (T = 0), speculative, typical or flawed
     drafts: list[int]  # the proposed tokens after the root
     n_accepted: int  # how many of them were accepted
@@ -151,7 +150,7 @@ class MedusaStep(Detail):
     """The candidate tree, every node's fate, and predicted against measured tokens."""
 
     METHOD: ClassVar[str] = "medusa"
-    NESTED: ClassVar[dict[str, Any]] = {"nodes": [NODE]}
+    NESTED: ClassVar[dict[str, Any]] = {"nodes": [NODE, MAX_VERIFIED], "parents": VERIFIED, "path": VERIFIED}
     parents: list[int]  # the verified tree (node 0 = root)
     nodes: list[dict]  # per node: token, text, head, rank, head_prob, target_prob, status, reason
     path: list[int]  # accepted node indices from the root
@@ -160,7 +159,9 @@ class MedusaStep(Detail):
     acceptance: str  # greedy (T = 0), exact or typical
 
     def problem(self) -> str | None:
-        return lengths_problem(parents=self.parents, nodes=self.nodes) or tree_problem(self.parents, self.path)
+        unranked = any(n[k] is None for n in self.nodes[1:] for k in ("rank", "head_prob", "target_prob"))
+        why = bad_lengths(parents=self.parents, nodes=self.nodes) or bad_tree(self.parents, self.path)
+        return why or ("a drafted node lacks its rank or probabilities" if unranked else None)
 
 
 @dataclass(frozen=True)
@@ -186,12 +187,14 @@ class EagleStep(Detail):
 
     def problem(self) -> str | None:
         t = self.tree
-        per_node = {k: t[k] for k in ("tokens", "texts", "parents", "depth", "score", "conf", "expanded", "kept")}
+        per_node = {k: t[k] for k in PER_NODE}
         return (
-            lengths_problem(**per_node)
-            or tree_problem(t["parents"], self.verify_nodes, self.path)
-            or lengths_problem(verify_nodes=self.verify_nodes, verify_parents=self.verify_parents)
-            or tree_problem(self.verify_parents)
+            bad_lengths(**per_node)
+            or bad_tree(t["parents"], self.verify_nodes, self.path)
+            or bad_depths(t["parents"], t["depth"])
+            or bad_lengths(verify_nodes=self.verify_nodes, verify_parents=self.verify_parents)
+            or bad_tree(self.verify_parents)
+            or (None if set(self.path) <= set(self.verify_nodes) else "its accepted path leaves the verified tree")
         )
 
 
@@ -200,6 +203,11 @@ class JacobiStep(Detail):
     """One Jacobi iteration's row of the convergence grid."""
 
     METHOD: ClassVar[str] = "jacobi"
+    NESTED: ClassVar[dict[str, Any]] = {
+        "row": ["int", MAX_ROW],
+        "status": [OneOf(("committed", "init", "fixed", "changed")), MAX_ROW],
+        "n_accepted": Between("int", 0, MAX_ROW),
+    }
     offset: int  # output index of the root
     row: list[int]  # root + the guesses fed
     texts: list[str]
@@ -208,7 +216,10 @@ class JacobiStep(Detail):
     n_accepted: int  # guesses accepted after the root
 
     def problem(self) -> str | None:
-        return lengths_problem(row=self.row, texts=self.texts, status=self.status, prediction=self.prediction)
+        return bad_lengths(row=self.row, texts=self.texts, status=self.status, prediction=self.prediction)
+
+    def placed(self, before: int) -> str | None:
+        return None if self.offset == before else f"its offset {self.offset} is not its root's position {before}"
 
 
 @dataclass(frozen=True)
@@ -217,8 +228,18 @@ class LookaheadStep(Detail):
 
     METHOD: ClassVar[str] = "lookahead"
     NESTED: ClassVar[dict[str, Any]] = {
-        "layout": {"levels": "int", "width": "int", "cands": "int", "depth": "int"},
-        "pool_top": Nullable([{"key": "int", "text": "str", "grams": [GRAM]}]),
+        "layout": {k: Between("int", lo, hi) for k, (lo, hi) in LAYOUT.items()},
+        "pool_top": Nullable([{"key": "int", "text": "str", "grams": [GRAM, 32]}, 8]),
+        "window": [["int", 32], 7],
+        "window_texts": [["str", 32], 7],
+        "new_level": ["int", 32],
+        "harvested": [["int", 8], 32],
+        "harvest_status": [OneOf(("new", "refreshed", "evicted")), 32],
+        "candidates": [["int", 7], 32],
+        "candidate_texts": [["str", 7], 32],
+        "matched": [Between("int", 0, 7), 32],
+        "best": Between("int", -1, 31),
+        "accepted_tokens": ["int", 7],
     }
     window: list[list[int]]  # levels fed this step, oldest first
     window_texts: list[list[str]]
@@ -236,15 +257,33 @@ class LookaheadStep(Detail):
     layout: dict  # levels, width, cands, depth
     pool_top: list[dict] | None = None  # the pool's busiest keys (recorded on the last step)
 
+    def problem(self) -> str | None:
+        if set(self.layout) != set(LAYOUT):
+            return f"its layout should hold exactly {', '.join(LAYOUT)}"
+        pairs = [(self.window, self.window_texts), (self.new_level, self.new_texts), (self.candidates, self.matched)]
+        pairs += [(self.harvested, self.harvest_status), (self.candidates, self.candidate_texts)]
+        pairs += [*zip(self.window, self.window_texts), *zip(self.candidates, self.candidate_texts)]
+        if any(len(a) != len(b) for a, b in pairs):
+            return "lists that run side by side differ in length"
+        return None if self.best < len(self.candidates) else "its best candidate is not one of them"
+
 
 @dataclass(frozen=True)
 class HybridStep(EagleStep):
     """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
 
     METHOD: ClassVar[str] = "hybrid"
+    NESTED: ClassVar[dict[str, Any]] = {
+        **EAGLE_NESTED,
+        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
+        "candidates": [["int", 16], 8],
+    }
     sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
     candidates: list[list[int]]  # the n-gram candidates looked up for this root
     copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
+
+    def problem(self) -> str | None:
+        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
 
 
 @dataclass(frozen=True)
@@ -257,7 +296,5 @@ class Eagle3Step(EagleStep):
     layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
 
 
-DETAILS: dict[str, type[Detail]] = {
-    d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, HydraStep, EagleStep, HybridStep, JacobiStep, LookaheadStep)
-}
-DETAILS[Eagle3Step.METHOD] = Eagle3Step
+DETAILS: dict[str, type[Detail]] = {d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, HydraStep, EagleStep)}
+DETAILS |= {d.METHOD: d for d in (HybridStep, Eagle3Step, JacobiStep, LookaheadStep)}

@@ -1,8 +1,9 @@
 """A small schema for plain JSON data read from files (traces, head configs): types, ranges, sizes and nesting.
 
 A spec is a kind name ("int", "float", "str", "bool", "any"; a trailing "?" allows None), a `Between`
-(a number within bounds), a `OneOf` (a string among a few), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list of such items, at most n) or
-`{key: spec}` (an object holding those keys; a key ending in "?" may be absent, other keys are left alone).
+(a number within bounds), a `OneOf` (a string among a few), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list
+of such items, at most n) or `{key: spec}` (an object holding those keys; a key ending in "?" may be absent,
+other keys are left alone).
 Every check is iterative or follows the spec, never the data, so deep or huge input fails with one sentence
 instead of a RecursionError.
 """
@@ -93,26 +94,31 @@ def check(value: Any, spec: Any, where: str, path: str = "") -> None:
     if isinstance(spec, Nullable):
         if value is not None:
             check(value, spec.spec, where, path)
-    elif isinstance(spec, str):
-        kind, nullable = spec.removesuffix("?"), spec.endswith("?")
-        if not (value is None and nullable) and not _scalar_ok(value, kind):
-            limit = f" of at most {MAX_STR} characters" if kind == "str" else ""
-            raise SchemaError(f"{_at(where, path)} should be {KINDS[kind]}{limit}, got {_shown(value)}.")
-    elif isinstance(spec, Between):
-        check(value, spec.kind, where, path)
-        if not spec.lo <= value <= spec.hi:
-            raise SchemaError(f"{_at(where, path)} should be between {spec.lo:g} and {spec.hi:g}, got {_shown(value)}.")
-    elif isinstance(spec, OneOf):
-        if value not in spec.values:
-            raise SchemaError(f"{_at(where, path)} should be one of {', '.join(spec.values)}, got {_shown(value)}.")
     elif isinstance(spec, list):
         most = spec[1] if len(spec) > 1 else MAX_LIST
         if not isinstance(value, (list, tuple)) or len(value) > most:
             raise SchemaError(f"{_at(where, path)} should be a list of at most {most} items, got {_shown(value)}.")
         for i, item in enumerate(value):
             check(item, spec[0], where, f"{path}[{i}]")
-    else:
+    elif isinstance(spec, dict):
         check_object(value, spec, where, path)
+    else:
+        _check_one(value, spec, where, path)
+
+
+def _check_one(value: Any, spec: str | Between | OneOf, where: str, path: str) -> None:
+    """SchemaError unless a single value fits a kind name, a Between or a OneOf."""
+    if isinstance(spec, str):
+        kind, nullable = spec.removesuffix("?"), spec.endswith("?")
+        if not (value is None and nullable) and not _scalar_ok(value, kind):
+            limit = f" of at most {MAX_STR} characters" if kind == "str" else ""
+            raise SchemaError(f"{_at(where, path)} should be {KINDS[kind]}{limit}, got {_shown(value)}.")
+    elif isinstance(spec, Between):
+        _check_one(value, spec.kind, where, path)
+        if not spec.lo <= value <= spec.hi:
+            raise SchemaError(f"{_at(where, path)} should be between {spec.lo:g} and {spec.hi:g}, got {_shown(value)}.")
+    elif value not in spec.values:
+        raise SchemaError(f"{_at(where, path)} should be one of {', '.join(spec.values)}, got {_shown(value)}.")
 
 
 def check_object(value: Any, spec: dict[str, Any], where: str, path: str = "") -> None:
@@ -197,3 +203,68 @@ def read_json(path: Path, max_bytes: int, what: str) -> Any:
         raise SchemaError(f"{path} is not valid JSON ({str(exc)[:80]}).") from None
     check_size(data, str(path))
     return data
+
+
+MAX_TRACE_IDS = 8192  # prompt ids, and output ids, of one trace (the built-in model's context)
+MAX_TOKEN_ID = (1 << 20) - 1  # ids beyond any vocabulary specviz loads; a known vocabulary bounds them tighter
+# a trace's config["sampling"], as core.sampling.Sampling checks it (T = 0 is greedy, else 0.01 to 10)
+SAMPLING = {
+    "max_new_tokens?": Between("int", 1, 1 << 16),
+    "temperature?": Between("float", 0, 10),
+    "top_p?": Between("float", 1e-9, 1),
+    "seed?": Between("int", 0, MAX_INT),
+}
+
+
+def trace_schema(vocab: int | None = None) -> dict[str, Any]:
+    """The schema a trace's JSON must fit: every field's type, list sizes, id ranges (steps' details: core.details)."""
+    token = Between("int", 0, (vocab or MAX_TOKEN_ID + 1) - 1)
+    ids, count, seconds = [token, MAX_TRACE_IDS], Between("int", 0, MAX_TRACE_IDS), "float"  # seconds: core.trace
+    step = {
+        "index": count,
+        "committed": ids,
+        "texts": ["str", MAX_TRACE_IDS],
+        "forward_tokens": count,
+        "propose_s": seconds,
+        "verify_s": seconds,
+        "wall_s": seconds,
+        "prob": "float",
+        "entropy": "float",
+        "proposed?": count,
+        "accept_s?": seconds,
+        "commit_s?": seconds,
+        "root_from?": "str",
+        "top?": [{"id": token, "text": "str", "prob": "float"}, 64],
+    }
+    # the top-level sampling keys are a file's from before config held "sampling" and "method"
+    config = {"sampling?": SAMPLING, "method?": {}, **SAMPLING}
+    texts = {k: "str" for k in ("method", "model", "device", "prompt", "text", "stopped")}
+    sizes = {"prompt_ids": ids, "config": config, "steps": [step, MAX_TRACE_IDS], "output_ids": ids}
+    return {**texts, **sizes, "total_s": seconds, "prefill_s": seconds}
+
+
+def bad_tree(parents: list[int], *indices: list[int]) -> str | None:
+    """Why `parents` is not a rooted tree in topological order (each parent an earlier node), or why an index
+    list names a node it does not have; None when all is well."""
+    n = len(parents)
+    if not n:
+        return "its tree is empty"
+    if n and (parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i)):
+        return "its tree's parents are not earlier nodes"
+    if any(not 0 <= i < n for idx in indices for i in idx):
+        return f"it names a node outside its tree of {n}"
+    return None
+
+
+def bad_depths(parents: list[int], depth: list[int]) -> str | None:
+    """Why a drafted tree's depths are not its parents' plus one (the root at 0), or None."""
+    if depth[0] != 0 or any(depth[i] != depth[p] + 1 for i, p in enumerate(parents) if i):
+        return "its depths do not follow its parents"
+    return None
+
+
+def bad_lengths(**lists: list) -> str | None:
+    """Why lists that should run side by side do not (their lengths differ), or None."""
+    if len({len(v) for v in lists.values()}) > 1:
+        return f"{', '.join(lists)} differ in length"
+    return None

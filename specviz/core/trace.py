@@ -10,15 +10,14 @@ from typing import Any, TypeVar
 
 from specviz.core import measure
 from specviz.core.details import DETAILS, Detail, DetailError
-from specviz.core.schema import Between, SchemaError, check_object, check_size
+from specviz.core.schema import MAX_TRACE_IDS as MAX_TRACE_IDS  # a trace's ids: prompt, output, steps
+from specviz.core.schema import SchemaError, check_object, check_size, trace_schema
 
 D = TypeVar("D", bound=Detail)
 
 TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
 OLDER_FORMATS = ("specviz-trace/1",)
 MAX_TRACE_BYTES = 8 << 20  # a file of traces: every method's 512 tokens in one bundle take about 8 MB
-MAX_TRACE_IDS = 8192  # prompt ids, and output ids, of one trace (the built-in model's context)
-MAX_TOKEN_ID = (1 << 20) - 1  # ids beyond any vocabulary specviz loads; a known vocabulary bounds them tighter
 
 
 class TraceError(ValueError):
@@ -185,51 +184,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
-        try:
-            if Path(path).stat().st_size > MAX_TRACE_BYTES:
-                raise TraceError(f"Trace {path} is larger than {MAX_TRACE_BYTES >> 20} MB.")
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise TraceError(f"Cannot read trace {path}: {exc.strerror}.") from None
-        return cls.from_json(raw)
-
-
-def trace_schema(vocab: int | None = None) -> dict[str, Any]:
-    """The schema a trace's JSON must fit (specviz.core.schema): every field's type, list sizes, id ranges."""
-    token = Between("int", 0, (vocab or MAX_TOKEN_ID + 1) - 1)
-    ids = [token, MAX_TRACE_IDS]
-    seconds = "float"  # finite and >= 0: _check_trace
-    step = {
-        "index": Between("int", 0, MAX_TRACE_IDS),
-        "committed": ids,
-        "texts": ["str"],
-        "forward_tokens": Between("int", 0, MAX_TRACE_IDS),
-        "propose_s": seconds,
-        "verify_s": seconds,
-        "wall_s": seconds,
-        "prob": "float",
-        "entropy": "float",
-        "proposed?": Between("int", 0, MAX_TRACE_IDS),
-        "accept_s?": seconds,
-        "commit_s?": seconds,
-        "root_from?": "str",
-        "top?": [{"id": token, "text": "str", "prob": "float"}, 64],
-    }
-    config = {"max_new_tokens?": "int", "temperature?": "float", "top_p?": "float", "seed?": "int"}
-    return {
-        "method": "str",
-        "model": "str",
-        "device": "str",
-        "prompt": "str",
-        "prompt_ids": ids,
-        "config": config,
-        "steps": [step, MAX_TRACE_IDS],
-        "output_ids": ids,
-        "text": "str",
-        "total_s": seconds,
-        "prefill_s": seconds,
-        "stopped": "str",
-    }
+        return cls.from_json(read_file(path))
 
 
 def _renamed(step: Any) -> Any:
@@ -257,11 +212,23 @@ def _check_trace(t: Trace) -> None:
         raise TraceError("The trace is inconsistent: its steps do not add up to its output tokens.")
     if not all(math.isfinite(v) and v >= 0 for v in (t.total_s, t.prefill_s)):
         raise TraceError(f"The trace has an invalid number of seconds ({t.total_s!r}, {t.prefill_s!r}).")
-    for s in t.steps:
+    before = 0
+    for i, s in enumerate(t.steps):
+        why = "its index is not its position" if s.index != i else _placed(s, before)
+        if why:
+            raise TraceError(f"Step {i} of the trace is inconsistent: {why}.")
+        before += len(s.committed)
         phases = (s.propose_s, s.verify_s, s.accept_s, s.commit_s)
         for v in (*phases, s.wall_s, s.prob, s.entropy, *(a.prob for a in s.top)):
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise TraceError(f"Step {s.index} of the trace has an invalid number ({v!r}).")
+
+
+def _placed(s: StepTrace, before: int) -> str | None:
+    """Why a step does not fit where it stands (after `before` output tokens), or None."""
+    if len(s.texts) != len(s.committed):
+        return "it has a text for each of a different number of tokens"
+    return s.detail.placed(before) if s.detail is not None else None
 
 
 BUNDLE_FORMAT = "specviz-bundle/1"
@@ -286,6 +253,16 @@ def load_traces(text: str | bytes, vocab: int | None = None) -> list[Trace]:
             raise TraceError(f"The bundle holds {len(items)} traces; at most {MAX_BUNDLE} are read.")
         return [Trace.from_dict(d, vocab) for d in items]
     return [Trace.from_dict(data, vocab)]
+
+
+def read_file(path: str | Path) -> bytes:
+    """A trace file's bytes, its size checked before it is read; TraceError with one sentence."""
+    try:
+        if Path(path).stat().st_size > MAX_TRACE_BYTES:
+            raise TraceError(f"Trace {path} is larger than {MAX_TRACE_BYTES >> 20} MB.")
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceError(f"Cannot read trace {path}: {exc.strerror}.") from None
 
 
 def _parse(text: str | bytes, what: str) -> Any:

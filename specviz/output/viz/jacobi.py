@@ -40,7 +40,7 @@ def _cells(rows: list[dict], name: str, lo: int, out: list[str]) -> tuple[list[i
     for r in rows:
         y = f"pass {r['step']}"
         if name == "done":  # tokens committed by earlier passes, left of this row's frontier
-            idx = list(range(lo, r["offset"]))
+            idx = list(range(lo, min(r["offset"], len(out))))  # an offset is a position of the output
             xs, ys, texts = xs + idx, ys + [y] * len(idx), texts + [_show(out[i]) for i in idx]
             continue
         for j, (t, st) in enumerate(zip(r["texts"], r["status"])):

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
+from specviz.output.viz.tree import MAX_MASK
 from specviz.trees.ngram_pool import Layout
 
 HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
@@ -178,7 +179,9 @@ MASK_SCALE = [
 
 def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = False) -> go.Figure:
     """The combined attention mask over one forward's new tokens, branches labelled and shaded apart."""
-    lay = Layout(**layout)
+    lay = Layout(**{k: int(layout.get(k, 0)) for k in ("levels", "width", "cands", "depth")})
+    if lay.size > MAX_MASK:  # refused before the size x size grid is allocated
+        return apply(go.Figure(), f"{lay.size} tokens: too many to draw their mask (at most {MAX_MASK})", slide)
     split = lay.cand_slot(0, 0)
     z = [
         [0 if not v else 1 if c == 0 else 2 if r < split else 3 for c, v in enumerate(row)]

@@ -1,7 +1,6 @@
 """Tree figures: the candidate tree (a tidy tree), the tree-attention mask, Medusa's tree size and cost.
 
-`tree_figure` and `mask_figure` take plain parents + per-node labels/status, so any tree method can use them.
-The per-step views (token strip, tokens per step) live in viz.steps and are re-exported here.
+`tree_figure` and `mask_figure` take plain parents + labels/status (any tree method); viz.steps' views re-exported.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ __all__ = [
 
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
 # mask cell codes 0..2: masked, visible, visible on the accepted path
+MAX_MASK = 512  # nodes of a mask drawn (n² cells); a loaded trace verifies at most core.details.MAX_VERIFIED
 MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"], [0.67, ACCEPT], [1, ACCEPT]]
 
 
@@ -163,7 +163,8 @@ def mask_figure(
     parents: list[int], labels: list[str], path: list[int], title: str | None = None, slide: bool = False
 ) -> go.Figure:
     """Tree-attention mask: row i may attend column j (its ancestors and itself); accepted path darker."""
-    n = len(parents)
+    if (n := len(parents)) > MAX_MASK:  # refused before the n x n grid is allocated
+        return apply(go.Figure(), f"{n} nodes: too many to draw their mask (at most {MAX_MASK})", slide)
     z = _ancestor_grid(parents, path)
     ticks = [f"{i}:{_cut(labels[i], 10)}" for i in range(n)]
     text = [["path" if v == 2 else ("sees" if v else "masked") for v in row] for row in z]
@@ -191,8 +192,7 @@ def mask_figure(
 
 def _ancestor_grid(parents: list[int], path: list[int]) -> list[list[int]]:
     """z[i][j]: 1 where node j is node i or an ancestor of it, 2 where both are on the accepted path, else 0."""
-    n = len(parents)
-    on_path = set(path)
+    n, on_path = len(parents), set(path)
     z = [[0] * n for _ in range(n)]
     for i in range(n):
         j = i

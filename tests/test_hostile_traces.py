@@ -1,0 +1,168 @@
+"""Hostile traces: real traces with only their sizes changed, refused by the loader in one sentence before any
+figure allocates from them (issue 41's high findings), within 5 s and 300 MB; and the figure builders' own caps."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+import tracemalloc
+
+import pytest
+
+from specviz import methods
+from specviz.core.sampling import Sampling
+from specviz.core.trace import Trace, TraceError, load_traces
+from tests.test_pages_fast import tiny_kwargs
+
+SECONDS, BYTES = 5.0, 300 << 20
+
+
+@pytest.fixture(scope="module")
+def real(tiny_lm) -> dict[str, dict]:
+    """One real trace per method with a tree, a layout or a grid, as JSON data to change sizes in."""
+    ids = tiny_lm.encode_prompt("the cat the cat the cat")
+    out = {}
+    for name in ("eagle", "hybrid", "medusa", "jacobi", "lookahead"):
+        trace = methods.get(name).generate(tiny_lm, ids, Sampling(max_new_tokens=6), **tiny_kwargs(name, tiny_lm))
+        out[name] = json.loads(trace.to_json())
+    return out
+
+
+def first_detail(data: dict) -> tuple[dict, dict]:
+    """A copy of the trace and the detail of its first step that has one (to edit in place)."""
+    data = copy.deepcopy(data)
+    return data, next(s["detail"] for s in data["steps"] if s["detail"] is not None)
+
+
+def refused(data: dict) -> str:
+    """The loader's one sentence for `data`, checked to come within SECONDS and BYTES of allocations."""
+    raw = json.dumps(data)
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(TraceError) as err:
+            load_traces(raw)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert time.perf_counter() - start < SECONDS and peak < BYTES, (time.perf_counter() - start, peak)
+    message = str(err.value)
+    assert message.endswith(".") and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_a_verified_tree_beyond_any_config_is_refused(real):
+    """A 30,000-node verified chain loaded (the schema allowed 65,536) and its n² mask took the server past 3 GB."""
+    data, d = first_detail(real["eagle"])
+    n = 2000  # the issue's 30,000 took 3 GB; any size past MAX_VERIFIED (288) is refused the same way
+    star = {"parents": [-1] + [0] * (n - 1), "depth": [0] + [1] * (n - 1), "score": [0.0] + [-1.0] * (n - 1)}
+    d["tree"] = {**d["tree"], **star, "kept": [True] * n, "expanded": [-1] * n, "conf": [0.5] * n}
+    d["tree"] |= {"tokens": [1] * n, "texts": ["a"] * n}
+    d["verify_nodes"], d["verify_parents"] = list(range(n)), list(range(-1, n - 1))
+    assert "verify_nodes" in refused(data)
+
+
+def test_a_medusa_tree_beyond_any_config_is_refused(real):
+    """Medusa's and Hydra's pages draw the same n² mask from `parents`, which nothing bounded either."""
+    data, d = first_detail(real["medusa"])
+    n = 5000
+    d["parents"], d["nodes"] = [-1] + [0] * (n - 1), [d["nodes"][-1]] * n
+    assert "parents" in refused(data)
+
+
+def test_a_lookahead_layout_beyond_its_ranges_is_refused(real):
+    """A 12 KB trace with layout width 100,000 built a size x size mask (3 GB in 11 s); LookaheadStep had no
+    problem() at all."""
+    data, d = first_detail(real["lookahead"])
+    d["layout"] = {**d["layout"], "width": 100_000}
+    assert "layout.width" in refused(data)
+    data, d = first_detail(real["lookahead"])
+    d["layout"] = {**d["layout"], "extra": 1}  # Layout(**layout) was a TypeError
+    assert "layout" in refused(data)
+
+
+def test_a_tree_deeper_than_any_config_is_refused(real):
+    """A drafted root at depth 10^15 loaded, and the EAGLE page's stage slider ranged over every depth."""
+    data, d = first_detail(real["eagle"])
+    d["tree"]["depth"] = [10**15, *d["tree"]["depth"][1:]]
+    assert "depth" in refused(data)
+    data, d = first_detail(real["eagle"])
+    d["tree"]["depth"] = [0] + [9] * (len(d["tree"]["depth"]) - 1)  # in range, but not its parents' + 1
+    assert "depths" in refused(data)
+
+
+def test_a_jacobi_offset_past_the_output_is_refused(real):
+    """An offset of 10^9 loaded, and the grid built range(lo, offset) before any index check."""
+    data, d = first_detail(real["jacobi"])
+    d["offset"] = 10**9
+    assert "offset" in refused(data)
+
+
+@pytest.mark.parametrize(
+    "method, edit, reason",
+    [
+        (
+            "eagle",
+            lambda d: d.update(path=[0, min(set(range(len(d["tree"]["parents"]))) - set(d["verify_nodes"]))]),
+            "path",
+        ),
+        ("eagle", lambda d: d["tree"].update({k: [] for k in d["tree"] if k != "kind"}), "empty"),
+        ("eagle", lambda d: d["tree"]["score"].__setitem__(0, 800.0), "score"),
+        ("lookahead", lambda d: d.update(candidates=[[1]], candidate_texts=[["a"]], matched=[]), "differ"),
+        ("lookahead", lambda d: d.update(harvest_status=["stolen"] * len(d["harvest_status"])), "harvest_status"),
+        ("medusa", lambda d: d["nodes"][1].update(rank=None), "rank"),
+        ("hybrid", lambda d: d.update(sources=["alien"] * len(d["sources"])), "sources"),
+    ],
+)
+def test_details_that_loaded_and_then_crashed_a_page_are_refused(real, method, edit, reason):
+    """Each loaded before and crashed a page or `export --traces`: a path node missing from verify_nodes, an empty
+    tree, a score ≥ 710 (math.exp overflowed), matched shorter than candidates, an unknown harvest status, a drafted
+    Medusa node without a rank (rank + 1 was a TypeError), an unknown hybrid source (a KeyError in its colours)."""
+    data, d = first_detail(real[method])
+    edit(d)
+    assert reason in refused(data)
+
+
+def test_step_indices_are_positions(real):
+    """A step whose index is not its position loaded, and the pages look steps up by index."""
+    data = copy.deepcopy(real["jacobi"])
+    data["steps"][0]["index"] = 5
+    assert "index" in refused(data)
+
+
+@pytest.mark.parametrize("value", ["hot", [], None, math.nan, math.inf, {"temperature": -1}, {"top_p": 0}])
+def test_the_sampling_settings_are_validated(real, value):
+    """config.sampling was never checked: "hot", [], None or NaN crashed Compare, every method page and the
+    Timeline in replay (the schema checked top-level keys no trace has)."""
+    data = copy.deepcopy(real["jacobi"])
+    data["config"]["sampling"] = value if isinstance(value, dict) else {"temperature": value}
+    with pytest.raises(TraceError, match="sampling"):
+        Trace.from_dict(data)
+
+
+def test_the_figure_builders_cap_their_inputs():
+    """A Trace built in Python (not loaded) still cannot make a mask builder allocate n² cells."""
+    from specviz.output.viz.lookahead import mask_figure as lookahead_mask
+    from specviz.output.viz.tree import MAX_MASK, mask_figure
+
+    start = time.perf_counter()
+    n = 100_000
+    fig = mask_figure(list(range(-1, n - 1)), ["a"] * n, [0], "mask")
+    assert "too many" in fig.layout.title.text and not fig.data
+    fig = lookahead_mask({"levels": 7, "width": 100_000, "cands": 32, "depth": 7})
+    assert "too many" in fig.layout.title.text and not fig.data
+    assert time.perf_counter() - start < 1 and MAX_MASK >= 288
+
+
+def test_export_refuses_a_hostile_trace_in_one_line(real, tmp_path, capsys):
+    """`python -m specviz export --traces` on the 30,000-node tree went past 3 GB in about a minute."""
+    from specviz.__main__ import main
+
+    data, d = first_detail(real["eagle"])
+    d["verify_nodes"] = list(range(30_000))
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    assert main(["export", "--traces", str(tmp_path / "t.json"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("specviz: error:") and "verify_nodes" in err
