@@ -19,12 +19,15 @@ from specviz.core.paths import MODELS, inside
 from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
+from specviz.output.visitor import escaped
 from ui import deck, presentation, resources
 from ui.prompt_picker import picker
 from ui.resources import get_model, replayed, replaying
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
+MAX_UPLOADS, MAX_UPLOAD_BYTES = 8, 24 << 20  # trace files (and bytes) one visitor may have loaded at once
+PARSED = "replay.parsed"  # "file id:size" -> (traces, refusal): each upload parsed once
 FOLDER_FIELDS = ("head", "heads_dir")  # Config fields naming a folder: on this server, only under models/
 
 
@@ -76,18 +79,45 @@ def replay_controls(sb) -> None:
             "Trace or bundle (.json)", type=["json"], accept_multiple_files=True, key="replay.files"
         )
         loaded: dict[str, Trace] = {}
-        for f in files or []:
-            if f.size > MAX_TRACE_BYTES:  # checked before reading it (the server refuses larger uploads too)
-                mb = f"{f.size / 2**20:.1f} MB"
-                st.error(f"{f.name}: {mb} is more than a trace file may be ({MAX_TRACE_BYTES >> 20} MB).")
-                continue
-            try:
-                loaded.update({t.method: t for t in load_traces(f.getvalue())})
-            except TraceError as exc:
-                st.error(f"{f.name}: {exc}")
+        for name, traces, error in uploads(files or []):
+            if error:
+                st.error(f"{escaped(name)}: {escaped(error, 400)}")
+            loaded.update({t.method: t for t in traces})
         resources.set_replay(loaded)
         if loaded:
-            st.caption("Replaying " + ", ".join(loaded) + "; the model is not run while traces are loaded.")
+            names = ", ".join(escaped(n) for n in loaded)
+            st.caption(f"Replaying {names}; the model is not run while traces are loaded.")
+
+
+def uploads(files: list[Any]) -> list[tuple[str, list[Trace], str]]:
+    """(name, traces, refusal) per uploaded file, each parsed once per upload (not on every rerun); files past
+    the per-visitor caps (MAX_UPLOADS files, MAX_UPLOAD_BYTES in all) are refused unread."""
+    parsed: dict[str, tuple[list[Trace], str]] = st.session_state.get(PARSED, {})
+    kept, out, total = {}, [], 0
+    for i, f in enumerate(files):
+        total += f.size
+        if i >= MAX_UPLOADS or total > MAX_UPLOAD_BYTES:
+            cap = f"{MAX_UPLOADS} files and {MAX_UPLOAD_BYTES >> 20} MB"
+            out.append((f.name, [], f"not read: one visitor may load at most {cap} of traces; remove some."))
+            continue
+        key = f"{f.file_id}:{f.size}"
+        kept[key] = parsed[key] if key in parsed else _parse_upload(f)
+        out.append((f.name, *kept[key]))
+    st.session_state[PARSED] = kept  # what was removed from the uploader is forgotten
+    return out
+
+
+def _parse_upload(f: Any) -> tuple[list[Trace], str]:
+    """One uploaded file's traces of methods this app runs, or the one sentence why it cannot be replayed."""
+    if f.size > MAX_TRACE_BYTES:  # checked before reading it (the server refuses larger uploads too)
+        return [], f"{f.size / 2**20:.1f} MB is more than a trace file may be ({MAX_TRACE_BYTES >> 20} MB)."
+    try:
+        traces = load_traces(f.getvalue())
+    except TraceError as exc:
+        return [], str(exc)
+    if unknown := [t.method for t in traces if t.method not in methods.available()]:
+        return [], f"{unknown[0][:40]!r} is not a method this app runs."
+    return traces, ""
 
 
 def download_traces(traces: list[Trace], name: str) -> None:

@@ -10,7 +10,7 @@ import streamlit as st
 from specviz import methods
 from specviz.core.measure import provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
-from specviz.core.prompts import PromptError, parse_prompt_lines, prepare, prompt_kinds, select
+from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.output.viz import compare as figs
 from specviz.output.viz import scaling
 from specviz.output.viz.categories import winners, wins_figure
@@ -100,7 +100,7 @@ def prompt_set_section(configs: dict[str, object]) -> None:
     if st.button("Run the set", key="compare.run_set") and (lm := get_model(note=True)) is not None:
         s = settings()
         try:
-            items = select(parse_prompt_lines(source), per_category=int(per_cat))
+            items = select(parse_prompt_lines(source, MAX_SET if up else None), MAX_SET, int(per_cat))
             bar = st.progress(0.0, "running…")
             sampling = replace(s.sampling, max_new_tokens=int(tokens))
             result = bench.run_bench(

@@ -15,6 +15,7 @@ from specviz.core.trace import TraceError
 
 MAX_PROMPT_TOKENS = 2048  # a CPU prefill of more takes seconds per run and says nothing new
 MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # checked before tokenising: no token of this vocabulary is longer
+MAX_SET = 64  # prompts of a visitor's prompt set: one click benchmarks them all, holding the model's lock
 
 
 class PromptError(ValueError):
@@ -72,24 +73,30 @@ def check_ids(lm: LoadedModel, ids: list[int], room: int = 0) -> None:
 
 
 def _item(obj: object, line_no: int) -> PromptItem:
+    def label(key: str, default: object) -> str:  # a name from the file: text, short, never str() of a deep value
+        value = obj.get(key, default) if isinstance(obj, dict) else default
+        return str(value)[:80] if isinstance(value, (str, int)) and not isinstance(value, bool) else str(default)
+
     if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
-        cat, pid = str(obj.get("category", "prompt")), str(obj.get("id", line_no))
-        return PromptItem(obj["prompt"], cat, pid, str(obj.get("title", "")))
-    if isinstance(obj, dict) and isinstance(obj.get("turns"), list) and obj["turns"]:
-        qid = str(obj.get("question_id", line_no))
-        return PromptItem(str(obj["turns"][0]), str(obj.get("category", "prompt")), qid)
-    raise PromptError(f"Line {line_no} has neither a 'prompt' string nor a non-empty 'turns' list.")
+        return PromptItem(obj["prompt"], label("category", "prompt"), label("id", line_no), label("title", ""))
+    turns = obj.get("turns") if isinstance(obj, dict) else None
+    if isinstance(turns, list) and turns and isinstance(turns[0], str):
+        return PromptItem(turns[0], label("category", "prompt"), label("question_id", line_no))
+    raise PromptError(f"Line {line_no} has neither a 'prompt' string nor a 'turns' list starting with one.")
 
 
-def parse_prompt_lines(text: str) -> list[PromptItem]:
-    """Prompt items from JSONL text: {"prompt": …} or {"turns": [first, …], "category": …} per line."""
+def parse_prompt_lines(text: str, most: int | None = None) -> list[PromptItem]:
+    """Prompt items from JSONL text: {"prompt": …} or {"turns": [first, …], "category": …} per line; a set of more
+    than `most` prompts (a visitor's: MAX_SET) is refused before its lines are parsed further."""
     items = []
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if most is not None and len(items) >= most:
+            raise PromptError(f"The prompt set holds more than {most} prompts, the most one run may benchmark.")
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, an integer of too many digits, deep nesting
             raise PromptError(f"Line {no} is not valid JSON.") from None
         items.append(_item(obj, no))
     if not items:
