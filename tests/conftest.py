@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
+
 import pytest
 import torch
 
 from specviz.core.kernels import gqa_attention
-from specviz.core.model import LoadedModel, load_model
+from specviz.core.model import LoadedModel, Resources, load_model
 from specviz.core.model_files import convert_default
 
 THREADS = torch.get_num_threads()  # torch's own choice, for the real model
@@ -143,12 +146,55 @@ PROMPTS = [
 def peaked(tiny_lm) -> LoadedModel:
     """The tiny model with its output layer scaled 4×: a few likely tokens, so a chi-square test has power."""
     import copy
-    import threading
-    from dataclasses import replace
-
-    from specviz.core.model import Resources
 
     hf = copy.deepcopy(tiny_lm.hf)
     with torch.no_grad():
         hf.get_output_embeddings().weight.mul_(4.0)
     return replace(tiny_lm, hf=hf, lock=threading.Lock(), resources=Resources())
+
+
+STICKY_WORD = 392  # " we": the one token the sticky model favours a little everywhere
+
+
+@pytest.fixture(scope="session")
+def sticky(tokenizer) -> LoadedModel:
+    """A tiny float64 Llama over the first 512 ids whose greedy output depends on the context and whose drafts are
+    accepted: every embedding (tied to the LM head) is scaled 6×, so the residual stream leans toward the token
+    just read and the model tends to repeat it, while the random layers, reading the whole context through
+    attention and RoPE, decide when a run breaks and into what (a greedy answer of 40 tokens holds ~20 distinct
+    ones). Drafters that guess "the run goes on" (heads, the draft's first layer, the n-gram pool) are right
+    inside runs and wrong where the context breaks them, so a cache that keeps a rejected token or a draft placed
+    one position off changes the output (tests/test_contract.py proves both)."""
+    lm = make_tiny(tokenizer, seed=0, dtype=torch.float64, vocab=512)
+    with torch.no_grad():
+        weight = lm.hf.get_input_embeddings().weight
+        weight.mul_(6.0)
+        weight[STICKY_WORD, 0] += 2.0
+    return replace(lm, name="tiny-sticky", lock=threading.Lock(), resources=Resources())
+
+
+@pytest.fixture(scope="session")
+def sticky_prompt(sticky) -> list[int]:
+    """Token ids P + (sticky's greedy answer to P) + P: an answer prompt lookup can partly copy from the prompt."""
+    from specviz import methods
+    from specviz.core.sampling import Sampling
+
+    seed = [int(x) for x in torch.randint(3, 512, (12,), generator=torch.Generator().manual_seed(6))]
+    p = [*seed, STICKY_WORD, STICKY_WORD, STICKY_WORD, STICKY_WORD]
+    answer = methods.get("ar").generate(sticky, p, Sampling(max_new_tokens=40)).output_ids
+    return [*p, *answer, *p]
+
+
+def method_kwargs(name: str, lm: LoadedModel, options: dict | None = None, accepting: bool = True) -> dict:
+    """A method's generate keyword arguments on a tiny model: its `accepting_resources` (drafts that can be right:
+    heads handing the target's own prediction on) or its `tiny_resources`, its Config changed by `options`."""
+    from specviz import methods
+
+    module = methods.get(name)
+    hook = (getattr(module, "accepting_resources", None) if accepting else None) or getattr(
+        module, "tiny_resources", None
+    )
+    kw = hook(lm) if hook else {}
+    if options:
+        kw["config"] = replace(kw.get("config") or module.Config(), **options)
+    return kw
