@@ -117,15 +117,45 @@ def app_cache(tmp_path_factory, app_lm):
     return folder
 
 
+_APP_MODEL: list[str] = [""]  # which model the app's cached runs came from: "tiny" (app_lm) or "real"
+
+
+def _app_runs_from(kind: str) -> None:
+    """Forget the app's cached runs when the model behind them changes (they are keyed by the spec "default")."""
+    import ui.resources as resources
+
+    if _APP_MODEL[0] != kind:
+        resources.clear()
+        _APP_MODEL[0] = kind
+
+
+@pytest.fixture(autouse=True)
+def real_app_runs_are_the_real_models(request):
+    if request.node.get_closest_marker("real_model") and "tiny_app" not in request.fixturenames:
+        _app_runs_from("real")
+
+
 @pytest.fixture
 def tiny_app(app_lm, monkeypatch, app_cache):
-    """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in app_cache."""
+    """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in app_cache. Cached runs
+    are kept from test to test (they are keyed by method, settings and prompt, and the model is the same): only the
+    model entry is cleared, so a page a test opens again draws without running its methods again."""
     import ui.resources as resources
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))  # the latency probe's cache
     monkeypatch.setattr(resources, "load_model", lambda spec="default", **_kw: app_lm)
-    resources.clear()
+    _app_runs_from("tiny")
+    resources._model.clear()
     yield app_lm
+
+
+@pytest.fixture
+def fresh_app(tiny_app):
+    """tiny_app with every cached run forgotten before and after: for tests that watch what a page runs."""
+    import ui.resources as resources
+
+    resources.clear()
+    yield tiny_app
     resources.clear()
 
 
