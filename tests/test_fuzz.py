@@ -8,6 +8,8 @@ import contextlib
 import copy
 import json
 import tempfile
+import time
+import tracemalloc
 from dataclasses import fields
 from pathlib import Path
 
@@ -102,6 +104,105 @@ def test_any_json_value_loads_or_is_refused(value):
 def test_any_file_content_loads_or_is_refused(raw):
     with contextlib.suppress(TraceError):
         load_traces(raw)
+
+
+def draw_every_figure(trace: Trace) -> int:
+    """Every figure the pages and `export --traces` build from one trace, every step's views included; the count."""
+    from specviz.core import details as dt
+    from specviz.output.viz import acceptance, eagle, jacobi, lookahead, tree
+    from specviz.output.viz.gallery import figures
+
+    drawn = len(figures({"ar": trace, trace.method: trace}))  # export's gallery, the cross-method figures too
+    drawn += len([tree.token_strip(trace, upto=s.index) for s in trace.steps[:3]]) + 1
+    tree.steps_figure(trace, None)
+    for step in trace.steps:
+        d = step.detail
+        if isinstance(d, dt.EagleStep):
+            eagle.verify_figures(step)
+            eagle.feature_figure(step)
+            drawn += len([eagle.growth_figure(d.tree, k, d.path) for k in range(1, max(d.tree["depth"]) + 2)])
+        elif isinstance(d, dt.MedusaStep):
+            parents, labels, status, hover = tree.step_tree_data(step)
+            tree.tree_figure(parents, labels, status, hover, "t")
+            tree.mask_figure(parents, labels, d.path, "m")
+        elif isinstance(d, dt.LookaheadStep):
+            lookahead.window_figure(d), lookahead.verify_figure(d), lookahead.mask_figure(d.layout)
+        elif isinstance(d, dt.JacobiStep):
+            jacobi.jacobi_grid_figure(trace, upto=step.index)
+        elif isinstance(d, dt.ChainStep) and acceptance.records(step):
+            acceptance.decisions_figure(step)
+            drawn += len([acceptance.rejection_figure(r["dists"]) for r in d.records if r.get("dists")])
+        drawn += d is not None
+    return drawn
+
+
+def resized(data: dict, path: tuple, size: int) -> dict:
+    """A copy of a trace with only a size changed: the list at `path` cut or grown to `size` items (its own, cycled),
+    or the integer at `path` set to `size`."""
+    node = copy.deepcopy(data)
+    parent, key = node, path[-1]
+    for k in path[:-1]:
+        parent = parent[k]
+    value = parent[key]
+    if isinstance(value, list):
+        parent[key] = [copy.deepcopy(value[i % len(value)]) for i in range(size)] if value else []
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parent[key] = size
+    return node
+
+
+SIZES = st.one_of(st.integers(-3, 40), st.sampled_from([255, 289, 513, 4097, 10**6, 10**15]))
+
+
+def draws_or_refuses(base: dict, path: tuple, size: int) -> None:
+    """A trace changed in one size is refused in one sentence or drawn whole, within the budget of one trace."""
+    start = time.perf_counter()
+    tracemalloc.start()
+    try:
+        try:
+            trace = Trace.from_dict(resized(base, path, size))
+        except TraceError as exc:
+            assert "\n" not in str(exc)
+            return
+        draw_every_figure(trace)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 20 and peak < 300 << 20, (path, size, peak)
+
+
+def sized_paths(data: dict) -> list[tuple]:
+    """Every path to a list or an integer inside a trace (the sizes and indices a figure is built from)."""
+    return [p for p in paths(data) if isinstance(_at(data, p), (list, int)) and not isinstance(_at(data, p), bool)]
+
+
+def _at(node, path: tuple):
+    for k in path:
+        node = node[k]
+    return node
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_resized_trace_is_drawn_or_refused(valid, data):
+    """Traces that loaded then crashed a page (a path node missing from verify_nodes, a Lookahead `matched` shorter
+    than its candidates, a Jacobi offset past the output, ...): whatever loads, every figure draws."""
+    base = data.draw(st.sampled_from(valid))
+    draws_or_refuses(base, data.draw(st.sampled_from(sized_paths(base))), data.draw(SIZES))
+
+
+@pytest.mark.soak
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_many_resized_traces_are_drawn_or_refused(valid, data):
+    """The same, at soak length: every method's trace, every size and index."""
+    base = data.draw(st.sampled_from(valid))
+    draws_or_refuses(base, data.draw(st.sampled_from(sized_paths(base))), data.draw(SIZES))
+
+
+def test_every_real_trace_draws(valid):
+    """The drawing harness itself reaches every method's own figures (it would pass vacuously otherwise)."""
+    assert all(draw_every_figure(Trace.from_dict(v)) > 2 for v in valid)
 
 
 @pytest.fixture(scope="module")

@@ -100,3 +100,38 @@ def test_a_check_reads_its_figures():
     assert claims.evaluate("accepted(step) >= 1", fns).holds is None  # a stop that shows no step
     assert claims.evaluate("speedup('pld')", fns).error == "a check must compare, not give a number"
     assert claims.evaluate("speedup('nope') > 1", fns).holds is None
+
+
+def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_cache):
+    from streamlit.testing.v1 import AppTest
+
+    import ui.lesson_pack
+    import ui.resources as resources
+    from specviz.output.lesson import ENV
+    from tests.apptest import APP, chart_specs
+
+    lesson, path = packed
+    monkeypatch.setenv(ENV, lesson.source)
+    monkeypatch.setattr(ui.lesson_pack, "PACK_FILE", path)
+    loads: list[str] = []
+    monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_k: loads.append(spec) or app_lm)
+    resources.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["lesson"], at.query_params["pack"] = "1", ""
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.exception]
+    assert at.session_state["sidebar.present"], "the lesson opens in presentation mode"
+    assert any(c.value.startswith("Recorded: recorded on ") for c in at.caption)
+    assert any(m.value.startswith("Plain decoding: A 1.00, ") and "(3 runs)" in m.value for m in at.markdown)
+    lanes = [d.get("name", "") for d in chart_specs(at)[0]["data"]]
+    assert not any(n.startswith("ar ") for n in lanes), "display names, not ids"
+    at.button(key="lesson_next").click().run()  # Medusa's page, drawn from the recording's runs
+    assert not at.exception and not at.error
+    group = next(iter(read(path).groups.values()))
+    said = f"{group.numbers('medusa')['speedup'].median:.2f}×"
+    assert any(m.value == said for m in at.metric), "the page's median is the banner's"
+    assert any(said in m.value for m in at.markdown) and not loads, "no model for a recorded stop"
+    at.button(key="lesson.measure").click().run()  # live again, labelled live
+    assert any(c.value.startswith("**Live**") for c in at.caption) and loads
+    resources.clear()

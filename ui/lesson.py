@@ -19,7 +19,8 @@ from specviz.core.measure import provenance
 from specviz.core.trace import Trace
 from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson_deck import numbers
-from ui import deck, presentation, resources
+from specviz.output.lesson_facts import relabel
+from ui import deck, lesson_pack, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
@@ -78,7 +79,7 @@ def _enter(lesson: Lesson, i: int) -> None:
     values = lesson.values(stop)
     for key, value in values.items():
         ss[key] = value
-    ss[AT], ss[GOTO], ss[VALUES] = i, stop.file, values
+    ss[AT], ss[GOTO], ss[VALUES], ss[lesson_pack.LIVE] = i, stop.file, values, ""
 
 
 def _move(delta: int) -> None:
@@ -88,8 +89,10 @@ def _move(delta: int) -> None:
 
 
 def _switched() -> None:
-    """The sidebar's Lesson switch: turning it on starts at the stop where it was left (the first, at first)."""
+    """The sidebar's Lesson switch: turning it on starts at the stop where it was left (the first, at first), in
+    presentation mode (a slide's type)."""
     if st.session_state.get(ON) and (lesson := current()) is not None:
+        st.session_state[presentation.KEY] = True
         _enter(lesson, min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1))
 
 
@@ -108,8 +111,17 @@ def route(pages: dict[str, Any], nav: Any) -> None:
             except LessonError as exc:
                 st.warning(str(exc))
                 start = 0
-            ss[ON] = True
+            ss[ON], ss[presentation.KEY] = True, True
+            if st.query_params.get("pack") is not None:  # ?pack: the shipped recording (the default when there is one)
+                ss[lesson_pack.ON] = True
             _enter(lesson, start)
+    if ss.get(ON):  # slides: the sidebar folded away (its arrow brings it back), the stop's recorded runs
+        st.set_page_config(initial_sidebar_state="collapsed")
+        lesson = current()
+        at = lesson.stops[min(int(ss.get(AT, 0)), len(lesson.stops) - 1)] if lesson is not None else None
+        lesson_pack.route(lesson, at)
+    else:
+        ss.pop(resources.PACK, None)
     goto, values = ss.pop(GOTO, None), ss.pop(VALUES, {})
     if goto in pages and pages[goto].url_path != nav.url_path:
         # st.switch_page drops every widget's value (its rerun carries none): keep the sidebar's and the stop's
@@ -128,14 +140,15 @@ def controls(sb) -> None:
         "the arrow keys or a presenter's clicker move through it. Open the app at ?lesson to start on it.",
     )
     if st.session_state.get(ON):
-        st.session_state.setdefault(FILE, os.environ.get(ENV, ""))
+        st.session_state.setdefault(FILE, "")  # never the server's own path on screen
         sb.text_input(
             "Lesson file",
             key=FILE,
             max_chars=400,
-            placeholder="the shipped lesson (specviz/output/lesson.toml)",
+            placeholder="this server's lesson" if os.environ.get(ENV) else "the shipped lesson",
             help="A TOML file of stops (copy specviz/output/lesson.toml and edit it); empty for the shipped one.",
         )
+        lesson_pack.controls(sb)
 
 
 def _deck(lm: Any, lesson: Lesson) -> bytes:
@@ -164,7 +177,7 @@ def deck_control(lesson: Lesson) -> None:
     )
 
 
-def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | None:
+def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, bool] | None:
     """Before the page runs: the stop's header, ◀ / ▶ and narration; returns where its numbers and figure go.
     `pages`: file -> st.Page, as for route()."""
     if not st.session_state.get(ON) or (lesson := current()) is None:
@@ -181,16 +194,17 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any] | N
     ahead.button("▶", key=NEXT, on_click=_move, args=(1,), disabled=last, help="Next stop (PageDown, →)")
     with box:
         st.html(KEYS_JS, unsafe_allow_javascript=True)
+    replay = lesson_pack.banner(box, lesson, stop)
     if stop.file not in pages or pages[stop.file].url_path != nav.url_path:
         box.info(f"This stop is on the {PAGES[stop.page][1]} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
     if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
         box.markdown(stop.narration)
-        return lesson, stop, box.container(), box.empty()
+        return lesson, stop, box.container(), box.empty(), replay
     left, right = box.columns([2, 5])
     left.markdown(stop.narration)
-    return lesson, stop, left.container(), right.empty()
+    return lesson, stop, left.container(), right.empty(), replay
 
 
 def _noted(name: str) -> tuple[go.Figure, str] | None:
@@ -199,17 +213,21 @@ def _noted(name: str) -> tuple[go.Figure, str] | None:
     return (found[-1][1], found[-1][2] if len(found[-1]) > 2 else "") if found else None
 
 
-def focus(slot: tuple[Lesson, Stop, Any, Any] | None) -> None:
-    """After the page ran: its figure in focus at the top, the stop's numbers and where they were measured."""
+def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
+    """After the page ran: its figure in focus at the top, the stop's numbers and where they were measured (from
+    the recording when the stop replays one, else from the runs the page just made)."""
     if slot is None:
         return
-    lesson, stop, side, place = slot
+    lesson, stop, side, place, replay = slot
+    if replay:
+        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
+        return
     found = _noted(stop.figure)
     if found is None:
         place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
         return
     fig, measured = found
-    shown = presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig)
+    shown = relabel(presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig))
     # a tree is as tall as its leaves need (so labels never overlap): a stop's settings keep it within the screen
     own = fig.to_dict()["layout"].get("height") or 450
     height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))

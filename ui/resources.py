@@ -24,6 +24,7 @@ from specviz.tuning.probe import with_verify_cost
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
 MODEL_KEY = "sidebar.model"  # the sidebar's Model box
 REPLAY = "replay.traces"  # method -> Trace: the traces loaded to replay (while any are, the model is not run)
+PACK = "replay.pack"  # method -> its runs: a recorded lesson stop's (ui.lesson sets it; the model is not run)
 
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
@@ -67,12 +68,25 @@ def set_replay(loaded: dict[str, Trace]) -> None:
 
 
 def replaying() -> bool:
-    return bool(st.session_state.get(REPLAY))
+    return bool(st.session_state.get(REPLAY) or st.session_state.get(PACK))
+
+
+def packed() -> dict[str, list[Trace]]:
+    """A recorded lesson stop's runs (method -> interleaved runs, plain decoding's first), {} when none."""
+    return st.session_state.get(PACK) or {}
 
 
 def replayed(method: str) -> Trace | None:
-    """A trace of `method` loaded by the user for replay, if any."""
-    return st.session_state.get(REPLAY, {}).get(method)
+    """A trace of `method` loaded by the user for replay, else a recorded stop's run of the median speedup."""
+    if (loaded := st.session_state.get(REPLAY, {}).get(method)) is not None:
+        return loaded
+    runs = packed()
+    if method not in runs:
+        return None
+    if method == "ar" or "ar" not in runs:
+        return sorted(runs[method], key=lambda t: t.generation_s)[len(runs[method]) // 2]
+    pairs = sorted(zip(runs["ar"], runs[method]), key=lambda p: p[0].generation_s / max(p[1].generation_s, 1e-12))
+    return pairs[len(pairs) // 2][1]
 
 
 def _configs(lm: LoadedModel, configs_json: str) -> dict[str, object]:

@@ -10,6 +10,7 @@ from specviz.core.acceptance import RULE_LABELS, RULES
 from specviz.core.prompts import PromptError
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
+from specviz.output.lesson_step import focus_index
 from specviz.output.viz.acceptance import (
     decisions_figure,
     lab_figure,
@@ -132,7 +133,7 @@ if trace is not None:
     st.text(trace.text)
     judged = [x for x in trace.steps if records(x)]
     if judged:
-        step = judged[pick_step("acceptance", len(judged))]
+        step = judged[pick_step("acceptance", len(judged), default=focus_index(judged), run=f"{trace.total_s}")]
         st.dataframe(decision_rows(records(step)), hide_index=True)
         show_figure(decisions_figure(step), "acceptance_decisions")
         last = records(step)[-1]

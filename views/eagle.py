@@ -18,6 +18,7 @@ from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.methods.eagle import Config
 from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.methods.hybrid import Config as HybridConfig
+from specviz.output.lesson_step import focus_index
 from specviz.output.viz.eagle import (
     compare_figure,
     draft_verify_figure,
@@ -148,7 +149,7 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 if drafted:
-    i = pick_step("eagle", len(drafted))
+    i = pick_step("eagle", len(drafted), default=focus_index(drafted), run=f"{trace.total_s}")
     step = drafted[i]
     d = step.detail
     st.caption(

@@ -6,13 +6,13 @@ import streamlit as st
 
 from specviz.core import measure
 from specviz.methods import jacobi, lookahead
+from specviz.output.lesson_step import focus_step, telling
 from specviz.output.viz.jacobi import jacobi_grid_figure
 from specviz.output.viz.lookahead import (
     final_pool,
     mask_figure,
     pool_figure,
     sweep_figure,
-    telling_step,
     verify_figure,
     window_figure,
 )
@@ -62,8 +62,9 @@ if "ar" in runs and "lookahead" in runs:
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
-    start = telling_step(la)
-    k = pick_step("lookahead", len(work), default=work.index(start) if start in work else 0, run=f"{cfg}{s}")
+    drawn = [x for x in la.steps if x.detail is not None]
+    start = drawn.index(focus_step(telling(drawn)) or drawn[0]) if drawn else 0  # the longest accepted path
+    k = pick_step("lookahead", len(work), default=start, run=f"{cfg}{s}{la.total_s}")
     if work:
         d = la.steps[work[k]].detail
         show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")

@@ -8,6 +8,7 @@ from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
+from specviz.output.lesson_step import focus_index
 from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
 from specviz.output.viz.stored import swept_sizes
 from specviz.output.viz.tree import (
@@ -117,7 +118,7 @@ if ar is not None:
     )
 
 if steps:
-    i = pick_step("medusa", len(steps))
+    i = pick_step("medusa", len(steps), default=focus_index(steps), run=f"{trace.total_s}")
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail

@@ -20,7 +20,7 @@ from specviz.core.trace import StepTrace, Trace
 from specviz.output import lesson_claims
 from specviz.output.lesson import Stop
 from specviz.output.lesson_pack import Group, Pack
-from specviz.output.lesson_step import focus_step
+from specviz.output.lesson_step import focus_step, telling
 
 MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "lookahead", "jacobi": "jacobi",
         "acceptance": "sps"}  # fmt: skip  # figure prefix -> the method whose step it draws
@@ -53,7 +53,7 @@ def shown_step(stop: Stop, group: Group) -> StepTrace | None:
         from specviz.output.viz.acceptance import records
 
         return focus_step([s for s in run.steps if records(s)], stop.step)
-    return focus_step([s for s in run.steps if s.detail is not None], stop.step)
+    return focus_step(telling([s for s in run.steps if s.detail is not None]), stop.step)
 
 
 def numbers(stop: Stop, group: Group) -> list[str]:
@@ -145,3 +145,31 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
         entry = pack.stops[stop.id]
         return pio.from_json(entry["figure"]), str(entry.get("measured", ""))
     return from_traces(stop, traces(group)), ""
+
+
+def _swap(value: Any) -> Any:
+    """A label that starts with a method id, read with the method's display name ('ar  (32 tok)' → 'plain …')."""
+    if isinstance(value, str):
+        head, _sep, rest = value.partition(" ")
+        if head in methods.MODULES:
+            return display(head) + (f" {rest}" if rest else "")
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        # only a list of method names (a categorical axis), never tokens that happen to spell one
+        return [_swap(v) for v in value] if all(v.partition(" ")[0] in methods.MODULES for v in value) else value
+    return value
+
+
+def relabel(fig: go.Figure) -> go.Figure:
+    """The figure with display names wherever a trace, a category or a tick names a method by its id."""
+    d = fig.to_dict()
+    for trace in d.get("data", []):
+        for key in ("name", "x", "y", "legendgroup"):
+            if key in trace:
+                trace[key] = _swap(trace[key])
+    for key, axis in d.get("layout", {}).items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            for k in ("ticktext", "categoryarray"):
+                if k in axis:
+                    axis[k] = _swap(axis[k])
+    return go.Figure(d)

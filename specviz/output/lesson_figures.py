@@ -15,7 +15,7 @@ from specviz.core.prompts import prepare
 from specviz.core.trace import Trace
 from specviz.output.deck import stored_measurement
 from specviz.output.lesson import LessonError, Stop
-from specviz.output.lesson_step import focus_step
+from specviz.output.lesson_step import focus_step, telling
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def _detailed(trace: Trace) -> list:
 
 def _focus(stop: Stop, trace: Trace) -> Any:
     """The step in focus by the stop's rule (IndexError without one: no figure)."""
-    step = focus_step(_detailed(trace), stop.step)
+    step = focus_step(telling(_detailed(trace)), stop.step)
     if step is None:
         raise IndexError("no step drafted")
     return step

@@ -24,3 +24,10 @@ def focus_index(steps: Sequence[StepTrace], rule: str = "longest") -> int:
     """The position in `steps` of the step in focus (0 when there is none): where a page's step slider opens."""
     chosen = focus_step(steps, rule)
     return next((i for i, s in enumerate(steps) if s is chosen), 0)
+
+
+def telling(steps: Sequence[StepTrace]) -> list[StepTrace]:
+    """Lookahead's steps whose window harvested n-grams and whose verification branch ran (both branches at work),
+    when there are any: the ones its figures explain (only Lookahead's steps record both); else `steps`."""
+    both = [s for s in steps if getattr(s.detail, "candidates", None) and getattr(s.detail, "harvested", None)]
+    return both or list(steps)
