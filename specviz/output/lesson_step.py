@@ -27,7 +27,13 @@ def focus_index(steps: Sequence[StepTrace], rule: str = "longest") -> int:
 
 
 def telling(steps: Sequence[StepTrace]) -> list[StepTrace]:
-    """Lookahead's steps whose window harvested n-grams and whose verification branch ran (both branches at work),
-    when there are any: the ones its figures explain (only Lookahead's steps record both); else `steps`."""
-    both = [s for s in steps if getattr(s.detail, "candidates", None) and getattr(s.detail, "harvested", None)]
-    return both or list(steps)
+    """Lookahead's steps that show its branches at work, as viz.lookahead.telling_step ranks them: both its window
+    harvesting and its verification branch running, else either; other methods' steps (neither) as they are."""
+
+    def has(s: StepTrace, name: str) -> bool:
+        return bool(getattr(s.detail, name, None))
+
+    for want in (lambda s: has(s, "candidates") and has(s, "harvested"), lambda s: has(s, "harvested")):
+        if found := [s for s in steps if want(s)]:
+            return found
+    return list(steps)
