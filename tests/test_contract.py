@@ -11,6 +11,8 @@ available device, and on the real model (every method, three prompts, with a flo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -108,6 +110,8 @@ def test_every_important_configuration_equals_plain_decoding(runs, sticky, stick
     assert trace.output_ids == runs["ar"].output_ids
     if least:
         assert_drafts_accepted(trace, least)
+    if name.startswith("eagle"):  # EAGLE verifies exactly its budget of nodes, whatever the tree's shape
+        assert all(s.forward_tokens in (0, options["total_tokens"]) for s in trace.steps)
 
 
 def _differs(lm: LoadedModel, ids: list[int], name: str, want: list[int]) -> bool:
@@ -186,14 +190,18 @@ def test_figures_build_from_the_trace(runs, name):
 REAL_MIN_A = {"eagle": 1.3, "eagle3": 1.3, "hybrid": 1.3, "medusa": 1.1, "hydra": 1.1, "pld": 1.0}
 
 
+REAL_MATRIX = [(n, {}) for n in DRAFTING] + [("lookahead", {"window": 5, "ngram": 4, "guesses": 2, "init": "pad"})]
+
+
 @pytest.mark.real_model
-@pytest.mark.parametrize("name", DRAFTING)
-def test_greedy_equals_plain_decoding_on_the_real_model(real_lm, name):
+@pytest.mark.parametrize(("name", "options"), REAL_MATRIX, ids=[f"{n}-{i}" for i, (n, _) in enumerate(REAL_MATRIX)])
+def test_greedy_equals_plain_decoding_on_the_real_model(real_lm, name, options):
     s = Sampling(max_new_tokens=32)
-    traces = []
+    module, traces = methods.get(name), []
+    config = replace(module.Config(), **options) if options else None
     for prompt in PROMPTS:
         ids = real_lm.encode_prompt(prompt)
-        traces.append(methods.get(name).generate(real_lm, ids, s))
+        traces.append(module.generate(real_lm, ids, s, **({"config": config} if config else {})))
         assert traces[-1].output_ids == _ar(real_lm, ids, s).output_ids, prompt
     a = sum(t.mean_accepted for t in traces) / len(traces)
     assert a >= REAL_MIN_A.get(name, 1.0), f"{name}: A = {a:.2f} on the real model"

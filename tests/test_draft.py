@@ -115,6 +115,7 @@ def test_sps_says_when_its_trained_draft_cannot_be_used(tiny4, monkeypatch) -> N
         sps.generate(tiny4, tiny4.encode_prompt("Hi"), Sampling(max_new_tokens=4), sps.Config(draft="trained"))
 
 
+@pytest.mark.full  # 1,500 runs on the 49k-vocabulary model: ~20 s
 def test_sps_with_the_trained_draft_samples_p(peaked, monkeypatch) -> None:
     """Through the real generate at T = 0.8, with a reduced head over half the vocabulary (q is zero elsewhere),
     on the peaked tiny model (a chi-square with power); its drafts are accepted at some steps, not all."""

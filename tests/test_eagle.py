@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 
@@ -21,8 +20,6 @@ from specviz.methods import eagle
 from specviz.trees.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
 from specviz.trees.tree import TreeSpec, verify_tree
 from specviz.trees.walk import sample_path
-
-from .conftest import PROMPTS
 
 
 @pytest.fixture(scope="module")
@@ -130,28 +127,6 @@ def test_tree_drafting_matches_sequential_drafting(tiny_lm, tiny_head):
     assert torch.allclose(feat, tree.feats[leaf], atol=1e-9)
 
 
-STATIC = eagle.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model")
-WIDE = eagle.Config(depth=6, top_k=10, total_tokens=40, head_dtype="model")
-
-
-@pytest.mark.parametrize(
-    "cfg, prompt",
-    [  # near-default shapes: tests/test_contract.py; the wide tree's second prompt (seconds) in the full tier
-        (STATIC, "Hello there"),
-        (STATIC, "Tell me about cats"),
-        (WIDE, "Hello there"),
-        pytest.param(WIDE, "Tell me about cats", marks=pytest.mark.full),
-    ],
-    ids=["static-hello", "static-cats", "wide-hello", "wide-cats"],
-)
-def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg, prompt):
-    ids = tiny_lm.encode_prompt(prompt)
-    s = Sampling(max_new_tokens=16)
-    t = eagle.generate(tiny_lm, ids, s, cfg, head=tiny_head)
-    assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
-    assert all(st.forward_tokens in (0, cfg.total_tokens) for st in t.steps)
-
-
 def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
     s = Sampling(max_new_tokens=8, temperature=0.9, seed=3)
     cfg = eagle.Config(head_dtype="model")
@@ -221,14 +196,14 @@ def on_support(tokens: list[int], probs: torch.Tensor, k: int) -> tuple[list[int
     "vocab",
     [  # each draw copies and renormalises a [V] distribution: 5000 of them over 49k tokens take ~10 s
         pytest.param(256, id="top256"),
-        pytest.param(None, id="full-vocab", marks=pytest.mark.full),
+        pytest.param(None, id="full-vocab", marks=pytest.mark.soak),
     ],
 )
 def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head, vocab):
     """Chi-square: the first token after the root, and the next one, are distributed as the target's p.
 
     The fast tier samples the same tree with p restricted to the tree's tokens and each node's top 256 (same
-    sample size and thresholds); the whole 49k vocabulary runs in the full tier."""
+    sample size and thresholds); the whole 49k vocabulary runs in the soak command."""
     tokens, spec, probs, kid = fixed_tree_case(tiny_lm, tiny_head)
     if vocab is not None:
         tokens, probs = on_support(tokens, probs, vocab)
@@ -244,17 +219,6 @@ def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head, vocab):
     assert len(second) > 300 and chi2_pvalue(second, probs[kid]) > 1e-3
     biased = [tokens[kid]] * 500 + first[:4500]  # the same test rejects a sampler that favours the draft
     assert chi2_pvalue(biased, probs[0]) < 1e-6
-
-
-@pytest.mark.real_model
-@pytest.mark.parametrize("prompt", PROMPTS)
-def test_real_model_greedy_identity_with_the_committed_head(real_lm, prompt):
-    ids = real_lm.encode_prompt(prompt)
-    s = Sampling(max_new_tokens=32)
-    t = eagle.generate(real_lm, ids, s, eagle.Config())
-    assert t.output_ids == ar.generate(real_lm, ids, s).output_ids
-    assert t.mean_accepted > 1.3  # an untrained head gives about 1.0
-    assert json.loads(t.to_json())["steps"][0]["detail"]["tree"]["kind"] == "dynamic"
 
 
 @pytest.fixture(scope="module")

@@ -187,19 +187,6 @@ def test_shards_without_layer_inputs_are_one_clear_error(tiny_data, tmp_path, ca
     assert cli.train("eagle3", ["--unroll", "0"]) == 2
 
 
-WIDE = eagle3.Config(depth=5, top_k=6, total_tokens=24, head_dtype="model")
-STATIC = eagle3.Config(depth=3, top_k=2, total_tokens=5, tree="static", head_dtype="model")
-
-
-@pytest.mark.parametrize("cfg", [WIDE, STATIC], ids=["wide", "static"])
-def test_greedy_identity_on_tiny_model(tiny_lm, tiny_head, cfg):
-    ids = tiny_lm.encode_prompt("Hello there")
-    s = Sampling(max_new_tokens=16)
-    t = eagle3.generate(tiny_lm, ids, s, cfg, head=tiny_head)
-    assert t.output_ids == ar.generate(tiny_lm, ids, s).output_ids
-    assert all(st.forward_tokens in (0, cfg.total_tokens) for st in t.steps)
-
-
 def test_trace_detail_is_typed_plain_data(tiny_lm, tiny_head):
     s = Sampling(max_new_tokens=8, temperature=0.9, seed=3)
     t = eagle3.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, eagle3.Config(head_dtype="model"), head=tiny_head)
@@ -218,7 +205,7 @@ def test_bad_config_is_refused(bad):
         eagle3.Config(**bad)
 
 
-@pytest.mark.full
+@pytest.mark.soak  # the fast tier: tests/test_generate_lossless.py
 def test_sampling_through_generate_keeps_the_target_distribution(peaked):
     """T = 0.8: the token after the first, drawn through EAGLE-3's tree (a draft or the residual), is distributed
     as the target's p (tests/sampling_check)."""

@@ -174,7 +174,7 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
     assert skipped.score == pytest.approx(drafted.score, abs=1e-9)
 
 
-@pytest.mark.full
+@pytest.mark.soak  # the fast tier: tests/test_generate_lossless.py
 def test_sampling_through_generate_keeps_the_target_distribution(peaked):
     """T = 0.8: the token after the first, drawn through the tree (head, pool or residual), is distributed as p."""
     kw = hybrid.tiny_resources(peaked)

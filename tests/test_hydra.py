@@ -131,7 +131,7 @@ def test_trace_records_what_each_head_read(tiny_lm) -> None:
     assert detail.measured == step.accepted
 
 
-@pytest.mark.full
+@pytest.mark.soak  # the fast tier: tests/test_generate_lossless.py
 def test_sampling_through_generate_keeps_the_target_distribution(peaked):
     kw = hydra.tiny_resources(peaked)
     second_token_follows_p(peaked, lambda ids, s: hydra.generate(peaked, ids, s, **kw))

@@ -135,3 +135,24 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     at.button(key="lesson.measure").click().run()  # live again, labelled live
     assert any(c.value.startswith("**Live**") for c in at.caption) and loads
     resources.clear()
+
+
+def test_the_deck_is_written_from_the_recording(packed, tmp_path, monkeypatch, capsys):
+    import specviz.__main__ as cli
+    import specviz.output.lesson_cli as lesson_cli
+    from specviz.output import deck
+    from tests.test_deck import fake_png
+    from tests.test_lesson import read_back
+
+    lesson, path = packed
+    monkeypatch.setattr(deck, "render_png", fake_png)
+    monkeypatch.setattr(lesson_cli, "PACK_FILE", path)
+    monkeypatch.setattr(cli, "_load", lambda a: pytest.fail("a recorded deck loads no model"))
+    out = tmp_path / "deck.pptx"
+    assert main(["export", "--lesson", str(out), "--lesson-file", lesson.source]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"recorded) to {out}")
+    slides = read_back(out.read_bytes())
+    assert len(slides) == len(lesson.stops) and all(s["pictures"] == 1 for s in slides)
+    notes = {s.id: back["notes"] for s, back in zip(lesson.stops, slides)}
+    assert "Recorded: recorded on " in notes["serial"] and "Plain decoding: A 1.00" in notes["serial"]
+    assert 'Check: FAILS     r("pld") < 0' in notes["wrong"] and "From a stored measurement" in notes["lineage"]

@@ -14,8 +14,6 @@ from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
 from specviz.trees.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
 
-from .conftest import PROMPTS
-
 
 def test_mask_layout_w2_n3_g1_cell_by_cell():
     lay = Layout(levels=2, width=2, cands=1, depth=2)  # [root][L0: 1 2][L1: 3 4][cand: 5 6]
@@ -140,13 +138,6 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS[1:])  # the default: tests/test_contract.py
-def test_tiny_greedy_identity(tiny_lm, cfg):
-    ids = tiny_lm.encode_prompt("Tell me a story about a story")
-    s = Sampling(max_new_tokens=24)
-    assert la.generate(tiny_lm, ids, s, cfg).output_ids == ar.generate(tiny_lm, ids, s).output_ids
-
-
 @pytest.mark.parametrize("cfg", CONFIGS[:3])
 def test_identity_when_pooled_ngrams_are_accepted(tiny_lm, cfg):
     """A pool seeded with the true continuation (plus noise) must be accepted, and change nothing."""
@@ -185,12 +176,3 @@ def test_sampling_is_seeded(tiny_lm):
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         la.Config(**bad)
-
-
-@pytest.mark.real_model
-@pytest.mark.parametrize("prompt", PROMPTS)
-def test_real_model_greedy_identity(real_lm, prompt):
-    ids, s = real_lm.encode_prompt(prompt), Sampling(max_new_tokens=32)
-    want = ar.generate(real_lm, ids, s).output_ids
-    cfg = la.Config(window=5, ngram=4, guesses=2, init="pad")  # the default: tests/test_contract.py
-    assert la.generate(real_lm, ids, s, cfg).output_ids == want
