@@ -150,6 +150,10 @@ def cmd_lesson_deck(a: argparse.Namespace) -> int:
     path = Path(a.lesson)
     if path.suffix.lower() != ".pptx":
         raise LessonError(f"--lesson must name a .pptx file, got {path.name!r}.")
+    from specviz.output.lesson_cli import recorded_deck
+
+    if recorded_deck(lesson, path):  # the shipped recording of this lesson: no model, the pack's numbers
+        return 0
     write_lesson_deck(path, _load(a), lesson, progress=lambda m: print(m, file=sys.stderr))
     print(f"wrote {len(lesson.stops)} slides (the lesson {lesson.source}) to {path}")
     return 0

@@ -64,3 +64,17 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
     except LessonError as exc:
         print(f"specviz: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+
+
+def recorded_deck(lesson: Any, path: Path) -> bool:
+    """export --lesson from the shipped pack when it holds every stop of `lesson` (no model); False otherwise."""
+    from specviz.output.deck import deck_bytes
+    from specviz.output.lesson_deck import pack_slides
+    from specviz.output.lesson_pack import read
+
+    pack = read(PACK_FILE) if PACK_FILE.is_file() else None
+    if pack is None or not all(s.id in pack.stops for s in lesson.stops):
+        return False
+    path.write_bytes(deck_bytes(pack_slides(pack, lesson)))
+    print(f"wrote {len(lesson.stops)} slides (the lesson {Path(lesson.source).name}, recorded) to {path}")
+    return True

@@ -155,3 +155,26 @@ def write_lesson_deck(
     except ExportError as exc:
         raise LessonError(str(exc)) from None
     return path
+
+
+def pack_slides(pack: Any, lesson: Lesson) -> list[Slide]:
+    """One slide per stop drawn from a recorded pack (no model): its figure with display names, the narration,
+    and in the notes where and when it was recorded, its numbers and every check with the figure deciding it."""
+    from specviz.output import lesson_facts as facts
+
+    out = []
+    for k, stop in enumerate(lesson.stops, 1):
+        fig, measured = facts.figure(pack, stop)
+        fig = facts.relabel(fig)
+        group = pack.group(stop)
+        lines = [f"Stop {k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page][1]} page, figure {stop.figure}"]
+        lines.append(f"Recorded: {pack.where()}; model {pack.settings.get('model')}")
+        if measured:
+            lines.append(f"From a stored measurement, {measured}")
+        if group is not None:
+            lines.append(f"Prompt: {lesson.prompt_label(stop)} (shipped, id {stop.prompt}), T = {group.temperature:g}")
+            lines += facts.numbers(stop, group)
+        lines += [f"Check: {v.line()}" for v in facts.check(pack, stop)]
+        sub = split_title(fig, stop.figure)[0]
+        out.append(Slide(stop.title, fig, "\n".join(lines), sub, stop.narration))
+    return out
