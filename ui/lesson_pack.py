@@ -1,0 +1,133 @@
+"""The lesson replayed from a recorded pack: each stop's runs, figure, numbers and checks with no model; one
+button per stop measures it again live (labelled live).
+
+The shipped pack (docs/lesson/pack.json) opens with the lesson (or `?pack`); the sidebar takes another pack
+file. While a stop replays, its page below draws the same runs (ui.resources.PACK), so it shows the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from specviz.output import lesson_facts
+from specviz.output.lesson import Lesson, LessonError, Stop
+from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dict, read
+from ui import resources
+
+ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
+
+
+@st.cache_resource(show_spinner="Opening the recorded lesson…", max_entries=2)
+def _shipped(path: str, _stamp: float) -> Pack:
+    return read(path)
+
+
+def current(lesson: Lesson) -> Pack | None:
+    """The pack the lesson replays (a visitor's upload, else the shipped one), None when off, unreadable or the
+    recording of another lesson (one without a stop of this one)."""
+    if not st.session_state.get(ON, PACK_FILE.is_file()):
+        return None
+    pack = st.session_state.get(LOADED)
+    try:
+        if pack is None and PACK_FILE.is_file():
+            pack = _shipped(str(PACK_FILE), PACK_FILE.stat().st_mtime)
+    except LessonError as exc:
+        st.error(f"The recorded lesson cannot be replayed: {exc}")
+    return pack if pack is not None and all(s.id in pack.stops for s in lesson.stops) else None
+
+
+def _uploaded() -> None:
+    import json
+
+    f = st.session_state.get(UPLOAD)
+    st.session_state.pop(LOADED, None)
+    if f is None:
+        return
+    try:
+        if f.size > MAX_PACK_BYTES:
+            raise LessonError(f"{f.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
+        st.session_state[LOADED] = from_dict(json.loads(f.getvalue()), f.name)
+    except (LessonError, ValueError) as exc:
+        st.session_state["lesson.pack_error"] = str(exc).splitlines()[0]
+
+
+def controls(sb) -> None:
+    """The sidebar's switch between the recording and live runs, and another pack to replay."""
+    st.session_state.setdefault(ON, PACK_FILE.is_file())  # on by default wherever a recording ships
+    sb.toggle(
+        "Replay the recorded lesson",
+        key=ON,
+        help="Every stop drawn from one recording (python -m specviz lesson record): the same numbers at every "
+        "stop, no model needed. Off: every stop runs live on this server.",
+    )
+    if st.session_state.get(ON, PACK_FILE.is_file()):
+        sb.file_uploader("Another recording (.json)", type=["json"], key=UPLOAD, on_change=_uploaded)
+        if err := st.session_state.pop("lesson.pack_error", None):
+            sb.error(err)
+
+
+def route(lesson: Lesson | None, stop: Stop | None) -> None:
+    """Before the sidebar: the stop's recorded runs replace the model for the page (none when live or off)."""
+    st.session_state.pop(resources.PACK, None)
+    pack = current(lesson) if lesson is not None and stop is not None else None
+    if pack is None or stop is None or st.session_state.get(LIVE) == stop.id:
+        return
+    try:
+        group = pack.group(stop)
+    except LessonError:
+        return
+    if group is not None:
+        st.session_state[resources.PACK] = group.runs
+
+
+def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
+    """Under the stop's header: recorded (where, when) or live, and the button between them; True if replaying."""
+    pack = current(lesson)
+    live = pack is None or st.session_state.get(LIVE) == stop.id
+    left, right = box.columns([5, 2], vertical_alignment="center")
+    if pack is not None and not live:
+        left.caption(f"Recorded: {pack.where()}.")
+        right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
+    elif pack is not None:
+        left.caption("**Live**: measured now on this server, not the recording.")
+        right.button("Back to the recording", key="lesson.recorded", on_click=_go_live, args=("",))
+    return not live
+
+
+def _go_live(stop_id: str) -> None:
+    st.session_state[LIVE] = stop_id
+
+
+def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> None:
+    """The stop's figure, numbers and failing checks, all from the recording (no model)."""
+    pack = current(lesson)
+    if pack is None:
+        return
+    try:
+        fig, measured = lesson_facts.figure(pack, stop)
+        group = pack.group(stop)
+        verdicts = lesson_facts.check(pack, stop)
+    except LessonError as exc:
+        place.warning(str(exc))
+        return
+    from ui import presentation
+
+    shown = presentation.figure_font(fig) if presentation.presenting() else fig
+    shown = lesson_facts.relabel(shown).update_layout(height=height)
+    place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
+    if group is not None and (lines := lesson_facts.numbers(stop, group)):
+        side.markdown("  \n".join(lines))
+    for v in verdicts:
+        if v.holds is not True:
+            side.warning(v.sentence())
+    where = f"From a stored measurement, {measured}." if measured else ""
+    side.caption(f"{where} Prompt: {_prompt(stop, pack)}.".strip())
+
+
+def _prompt(stop: Stop, pack: Pack) -> str:
+    group = pack.group(stop)
+    if group is None:
+        return "the stored measurement's own prompts (see above)"
+    return f"the shipped {stop.prompt!r}, {pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
