@@ -64,6 +64,7 @@ def test_real_model_uses_onednn_by_default(real_lm):
     assert real_lm.describe().endswith("· onednn")
 
 
+@pytest.mark.real_model  # loads the real model twice
 def test_environment_picks_kernels_unless_the_caller_does(monkeypatch):
     from specviz.core.model import load_model
 

@@ -67,7 +67,14 @@ def train(lm, kind, data, held, out, *more) -> int:
 RUNS = [("medusa", "distilled"), ("hydra", "distilled"), ("eagle", "distilled"), ("eagle3", "distilled")]
 
 
-@pytest.mark.parametrize("kind, source", [*RUNS, ("eagle", "features"), ("medusa", "features")])
+# one kind end to end in the fast tier (Medusa from self-distilled data); the others in the full tier
+KINDS = [
+    RUNS[0],
+    *(pytest.param(*r, marks=pytest.mark.full) for r in [*RUNS[1:], ("eagle", "features"), ("medusa", "features")]),
+]
+
+
+@pytest.mark.parametrize("kind, source", KINDS)
 def test_every_kind_trains_end_to_end_through_the_cli(kind, source, tiny, distilled, features, tmp_path, capsys):
     lm = tiny[0]
     data = distilled if source == "distilled" else features  # a feature folder's shards are all held out
@@ -117,6 +124,7 @@ def test_a_feature_folder_that_grows_still_resumes(tiny, features, distilled, tm
     assert first["steps"] == 1 < again["steps"] and again["data"]["shards"] == 3 > first["data"]["shards"]
 
 
+@pytest.mark.full  # makes features from a corpus and trains three times: ~15 s
 def test_data_corpus_makes_its_features_then_trains(tiny, distilled, tmp_path, monkeypatch, capsys):
     """`--data corpus`: the committed corpus's features are made under the cache (its shards up to the first gap
     only), the head trains on them, and a second run extends the features to a shard committed since."""
@@ -186,7 +194,7 @@ def test_eagle3_measures_held_out_sequences_without_layer_inputs(tiny):
     assert all(s.layers is not None for s in bare)
 
 
-@pytest.mark.parametrize("source", ["distilled", "features"])
+@pytest.mark.parametrize("source", ["distilled", pytest.param("features", marks=pytest.mark.full)])
 def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled, features, tmp_path, monkeypatch):
     """train draft: its loss falls, its curve (top-1 agreement with the target) lands in the manifest, and sps
     with draft="trained" decodes through the saved folder token-identical to plain decoding."""
@@ -209,6 +217,7 @@ def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled,
     assert sps.generate(lm, ids, s, sps.Config(draft="trained")).output_ids == ar.generate(lm, ids, s).output_ids
 
 
+@pytest.mark.full
 def test_a_trained_draft_continues_from_its_folder(tiny, features, tmp_path):
     """train draft --init DIR: the run starts from the saved draft (its held-out start is where that draft ended,
     its layers and rows kept), not from the target's layers."""
