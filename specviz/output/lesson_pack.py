@@ -94,7 +94,8 @@ def _run(lm: Any, lesson: Lesson, group: Group, repeats: int, note: Callable[[st
     cfgs = with_verify_cost(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=group.temperature, seed=0)
     note(f"{group.key}: plain decoding and {', '.join(cfgs) or 'nothing else'}, warm-up + {repeats} interleaved")
-    return interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=repeats, prompt=text)
+    ids, tick = prepare(lm, text), lambda done: note(f"  {group.key}: {done:.0%} of its runs")
+    return interleaved_runs(lm, ids, cfgs, sampling, repeats=repeats, prompt=text, progress=tick)
 
 
 def _figure_only(lm: Any, lesson: Lesson, stop: Stop) -> dict[str, Any]:
