@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the tests. By default the full tier: unit tests, the real model, AppTest, a real
-# browser, ruff, import-linter and pyright. `--fast`: only the fast tier, which is what plain `pytest` runs
-# (a tiny random Llama, AppTest on it, ruff, import-linter). Other arguments go to pytest.
+# Set up (if needed) and run the tests: the README's test command and CI's (under 10 minutes on 2 cores).
+#   1. the fast tier (plain `pytest`: tiny models, AppTest on them, ruff, import-linter) on two workers;
+#   2. the real model, the browser smoke and the slower tiny checks (-m "real_model or browser or full"), serially,
+#      with pyright running beside them.
+# Every phase prints its 25 slowest tests; a test that runs past 300 s fails (pytest-timeout), so one hang cannot
+# use up CI's time. `--fast`: only phase 1. The soak checks (long statistics, the whole lesson, the load test,
+# the batched bench, doctor) are scripts/soak.sh. Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+PY=.venv/bin/python
 if [ "${1:-}" = "--fast" ]; then
   shift
-  exec .venv/bin/python -m pytest "$@"
+  exec "$PY" -m pytest --durations=25 --timeout=300 "$@"
 fi
-exec .venv/bin/python -m pytest -m "" -n 0 "$@"
+t0=$SECONDS
+"$PY" -m pytest --durations=25 --timeout=300 "$@"
+echo "fast tier: $((SECONDS - t0)) s"
+t1=$SECONDS
+log=$(mktemp)
+nice -n 5 .venv/bin/pyright >"$log" 2>&1 &
+pyright=$!
+"$PY" -m pytest -m "real_model or browser or full" -n 0 --durations=25 --timeout=300 "$@"
+echo "real model, browser and full tier: $((SECONDS - t1)) s"
+if ! wait "$pyright"; then
+  tail -n 60 "$log"
+  echo "pyright found problems (above)" >&2
+  exit 1
+fi
+echo "pyright: clean ($(tail -n 1 "$log"))"
+echo "all tests: $((SECONDS - t0)) s"

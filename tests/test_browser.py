@@ -1,4 +1,7 @@
-"""A real browser: serve the app, visit every page through the sidebar, move a slider, check nothing crashed.
+"""The browser smoke: serve the app once, decode on home, visit every page through the sidebar and move a slider
+(one test per page, so CI's durations say which page is slow), then walk the lesson's first stops by key presses
+and back. Waits are on the app's own state (its script state, the lesson banner), never fixed sleeps. The whole
+lesson by key presses, and several visitors at once, are in the soak command (scripts/soak.sh).
 
 Screenshots go to a temporary folder (or to SPECVIZ_SCREENSHOTS when set); the README's pictures come from
 `bash scripts/screenshots.sh`, which takes the lecture tour with presets instead (scripts/lecture_shots.py).
@@ -10,6 +13,7 @@ are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import socket
@@ -24,8 +28,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 MAIN = '[data-testid="stMain"]'
+STATE = '[data-testid="stApp"][data-test-script-state="{}"]'
+WAIT_MS = 110_000  # a page on the real model at 12 tokens, one run per method, takes well under this
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
+
+
+def page_titles() -> list[str]:
+    """The sidebar's page titles, in order, read from app.py's PAGES (without running it)."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    pages = next(n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "PAGES")
+    return [title for _file, title, _icon in ast.literal_eval(pages)]
+
 
 # the live pages' runs per method: one for the test, the app's own default when screenshots are kept
 REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
@@ -44,6 +58,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def chromium_or_skip() -> None:
+    """Skip without chromium, except in CI (CI or SPECVIZ_FULL set: .ci/run sets it), where it must be there."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") or os.environ.get("SPECVIZ_FULL"):
+            pytest.fail("chromium is missing; scripts/setup.sh installs it")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+
+
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
     """Where screenshots go: SPECVIZ_SCREENSHOTS when set (scripts/screenshots.sh), else a temporary folder."""
@@ -54,10 +76,7 @@ def shots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing; .ci/run should install it")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    chromium_or_skip()
     port = free_port()
     args = ["run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port)]
     # no file watcher: a module edited under the running server is not reloaded (with the default put back)
@@ -69,11 +88,15 @@ def server():
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
+    deadline = time.monotonic() + 120
+    while True:
         try:
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
                 break
         except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"the app did not come up at {url} (exit code {proc.poll()})")
             time.sleep(0.5)
     yield url
     proc.terminate()
@@ -98,24 +121,30 @@ def page(server):
         )
         pg = browser.new_page(viewport={"width": 1600, "height": 1000})
         pg.goto(server)
-        pg.wait_for_selector('[data-testid="stSlider"]', timeout=300_000)
+        pg.wait_for_selector('[data-testid="stSlider"]', timeout=WAIT_MS)
         box = pg.get_by_label("Max new tokens")
-        box.fill("24")
+        box.fill("12")
         box.press("Enter")
         settle(pg)
         yield pg
         browser.close()
 
 
-def settle(pg, timeout_ms: int = 600_000) -> None:
-    """Wait until the script run finishes (the app root reports its script state)."""
-    pg.wait_for_timeout(800)
-    pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
-    pg.wait_for_timeout(800)
+def settle(pg, timeout_ms: int = WAIT_MS) -> None:
+    """Wait until the rerun a key press or click started has finished: until the app reports it running (or a
+    moment passes: a quick rerun may be over before we look), then until it reports it is not."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        pg.wait_for_selector(STATE.format("running"), timeout=1500)
+    except PlaywrightTimeout:
+        pass
+    pg.wait_for_selector(STATE.format("notRunning"), timeout=timeout_ms)
 
 
 def no_exception(pg) -> None:
-    assert pg.locator('[data-testid="stException"]').count() == 0
+    boxes = pg.locator('[data-testid="stException"]')
+    assert boxes.count() == 0, boxes.first.inner_text()[:300]
 
 
 def nudge_first_slider(pg) -> None:
@@ -133,32 +162,39 @@ def slug(title: str) -> str:
 
 def test_home_decodes_in_a_browser(page, shots):
     page.get_by_role("button", name="Decode").click()
-    page.wait_for_selector("text=forward passes", timeout=300_000)
+    page.wait_for_selector("text=forward passes", timeout=WAIT_MS)
     settle(page)
     no_exception(page)
     page.screenshot(path=str(shots / "home.png"), full_page=True)
     assert (shots / "home.png").stat().st_size > 20_000
 
 
-def test_every_page_renders(page, shots):
-    links = page.locator('[data-testid="stSidebarNav"] a')
-    titles = [links.nth(i).inner_text().strip().splitlines()[-1] for i in range(links.count())]
-    assert len(titles) >= 3
-    live = []  # the pages that showed their Repeats input
-    for i, title in enumerate(titles[1:], 1):
-        links.nth(i).click()
+@pytest.mark.parametrize("title", page_titles()[1:])
+def test_the_page_renders_and_answers_a_slider(page, shots, title):
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
+    settle(page)
+    if "Compare" in title:  # toggle two methods: one off, then on again
+        toggles = page.locator(f'{MAIN} [data-testid="stCheckbox"]')
+        for i in range(min(2, toggles.count())):
+            toggles.nth(i).click()
+            settle(page)
+    nudge_first_slider(page)
+    no_exception(page)
+    repeats = page.get_by_label(re.compile(r"^Repeats"))
+    if REPEATS and repeats.count():  # a live page: it ran once per method
+        assert repeats.first.input_value() == str(REPEATS), title
+    assert page.locator(".js-plotly-plot").count() >= 1, f"no figure on {title}"
+    page.screenshot(path=str(shots / f"{slug(title)}.png"), full_page=True)
+
+
+def test_the_lesson_walks_by_key_presses_and_back(page, server):
+    """?lesson opens stop 1; PageDown twice reaches stop 3, each with a figure and no exception; PageUp and
+    ArrowLeft (a clicker's other button) go back to stop 1."""
+    page.goto(server + "/?lesson")
+    for k, key in [(1, None), (2, "PageDown"), (3, "PageDown"), (2, "PageUp"), (1, "ArrowLeft")]:
+        if key:
+            page.keyboard.press(key)
+        page.wait_for_selector(f"{MAIN} >> text=/Stop {k} of \\d+/", timeout=WAIT_MS)
         settle(page)
-        if "Compare" in title:  # toggle two methods: one off, then on again
-            toggles = page.locator(f'{MAIN} [data-testid="stCheckbox"]')
-            for i in range(min(2, toggles.count())):
-                toggles.nth(i).click()
-                settle(page)
-        nudge_first_slider(page)
         no_exception(page)
-        repeats = page.get_by_label(re.compile(r"^Repeats"))
-        if REPEATS and repeats.count():  # a live page: it ran once per method
-            assert repeats.first.input_value() == str(REPEATS), title
-            live.append(title)
-        assert page.locator(".js-plotly-plot").count() >= 1, f"no figure on {title}"
-        page.screenshot(path=str(shots / f"{slug(title)}.png"), full_page=True)
-    assert live or not REPEATS, "no live page showed its Repeats input"
+        assert page.locator(f"{MAIN} .js-plotly-plot").count() >= 1, f"stop {k} drew no figure"

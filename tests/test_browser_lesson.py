@@ -12,7 +12,7 @@ from PIL import Image
 from scripts.lesson_shots import CHROMIUM, serve, tour
 from specviz.output.lesson import ENV, load_lesson
 
-pytestmark = [pytest.mark.browser, pytest.mark.real_model]
+pytestmark = [pytest.mark.browser, pytest.mark.real_model, pytest.mark.soak]  # every stop: scripts/soak.sh
 
 
 def test_the_lesson_by_key_presses(tmp_path):

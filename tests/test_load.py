@@ -22,6 +22,7 @@ def test_the_app_imports_pandas_before_any_page_runs():
 
 @pytest.mark.browser
 @pytest.mark.real_model
+@pytest.mark.soak  # minutes: scripts/soak.sh
 def test_four_sessions_at_once_for_a_minute(tmp_path):
     """Four browser sessions on one server for a minute: no exception on any page or in the server's log, every
     session's own prompt and token budget kept, every session through at least one page, the server (with any child
