@@ -14,6 +14,7 @@ are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import socket
@@ -135,10 +136,8 @@ def settle(pg, timeout_ms: int = WAIT_MS) -> None:
     moment passes: a quick rerun may be over before we look), then until it reports it is not."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    try:
+    with contextlib.suppress(PlaywrightTimeout):
         pg.wait_for_selector(STATE.format("running"), timeout=1500)
-    except PlaywrightTimeout:
-        pass
     pg.wait_for_selector(STATE.format("notRunning"), timeout=timeout_ms)
 
 

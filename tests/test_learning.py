@@ -104,7 +104,7 @@ def test_the_shipped_records_read() -> None:
     rows = learning.experiment_rows()
     assert any(r.data == "sharegpt" and r.fresh for r in rows)
     assert any(r.data == "self-distilled" and r.kind == "eagle" and r.top1[0] > 0.5 for r in rows)
-    assert all(r.where is not None and "Xeon" in r.where.cpu for r in rows)
+    assert all(r.where is not None and r.where.cpu for r in rows)  # which CPU: tests/test_committed_data.py
     found = learning.curves()
     assert any(c.kind == "draft" and c.top1(1)[0][0] == 0 for c in found)
     corpus = next(c for c in found if c.folder == "models/data/eagle-corpus")

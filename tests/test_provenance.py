@@ -84,17 +84,3 @@ def test_a_stored_figure_says_where_and_flags_a_load(path: Path):
     assert ("under load" in text) == (p.load >= p.cores or contended(p))
     if p.load >= p.cores:
         assert f"load average {p.load:g} on {p.cores} cores" in text
-
-
-def test_the_loads_the_review_found_are_flagged():
-    for name, load in [
-        ("prompt-kinds.json", 2.8),
-        ("batched-batch-2026-12-01.json", 2.9),
-        ("specbench-2026-12-01.json", 4.65),
-    ]:
-        p = Provenance.from_dict(json.loads((BENCH / name).read_text())["provenance"])
-        assert p.load == load and "under load" in p.describe()
-    quiet = Provenance.from_dict(
-        json.loads((BENCH / "specbench-lineage-copy-2026-12-01.json").read_text())["provenance"]
-    )
-    assert "under load" not in quiet.describe()

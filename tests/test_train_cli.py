@@ -177,7 +177,7 @@ def test_committed_heads_load_through_the_store_and_keep_their_record(kind, app_
     folder = TRAINERS[kind].models  # type: ignore[attr-defined]
     manifest = store.read_manifest(folder, files)
     assert manifest["curve"] == [] and manifest["train"] and len(manifest["heldout_top1_by_depth"]) in (4, 6)
-    assert manifest["positions"] in (783137, 291334, None)  # what their config.json recorded (EAGLE-3's has none)
+    assert manifest["positions"] is None or manifest["positions"] > 0  # the exact figures: tests/test_committed_data.py
     save(load(app_lm, folder), tmp_path)
     before, after = load_file(str(folder / weights)), load_file(str(tmp_path / weights))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
