@@ -135,6 +135,33 @@ def real_app_runs_are_the_real_models(request):
         _app_runs_from("real")
 
 
+@pytest.fixture(scope="session")
+def real_cache(tmp_path_factory, real_lm):
+    """A cache folder for the real-model AppTests, its latency probe measured once here (2 repeats)."""
+    from functools import partial
+
+    from specviz.tuning import probe
+
+    folder = tmp_path_factory.mktemp("specviz-real-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECVIZ_CACHE", str(folder))
+        probe.cached_curve(real_lm, measure=partial(probe.probe_latency, repeats=2))
+    return folder
+
+
+@pytest.fixture
+def real_app(real_lm, monkeypatch, real_cache):
+    """AppTest on the real model: the app's loader patched to the session's one `real_lm` (no reloads), its probe
+    cache in real_cache (nothing re-probes during the tests), the app's runs kept between real-model tests."""
+    import ui.resources as resources
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(real_cache))
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_kw: real_lm)
+    _app_runs_from("real")
+    resources._model.clear()
+    yield real_lm
+
+
 @pytest.fixture
 def tiny_app(app_lm, monkeypatch, app_cache):
     """AppTest with the app's model loader patched to `app_lm` (any model spec), and caches in app_cache. Cached runs

@@ -23,7 +23,7 @@ def new_app(**state) -> AppTest:
     return at
 
 
-def test_home_decodes_and_draws():
+def test_home_decodes_and_draws(real_app):
     at = new_app(max_new_tokens=8)
     assert not at.exception
     at.button(key="home.run").click().run()

@@ -97,12 +97,16 @@ def test_generate_writes_a_trace(tmp_path):
 
 
 @pytest.mark.real_model
-def test_bench_json_schema(tmp_path):
+def test_bench_json_schema(tmp_path, real_lm, monkeypatch, capsys):
+    """In process on the session's real model (the generate test above is the subprocess smoke)."""
+    import specviz.__main__ as cli_main
+
+    monkeypatch.setattr(cli_main, "_load", lambda _a: real_lm)
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "Say hello."}\n{"turns": ["Name two fruits.", "ignored"], "category": "qa"}\n')
     res = tmp_path / "r.json"
-    out = cli("bench", "--methods", "ar,hf", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", str(res))
-    assert out.returncode == 0, out.stderr
+    args = ["bench", "--methods", "ar,hf", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", str(res)]
+    assert cli_main.main(args) == 0, capsys.readouterr().err
     data = json.loads(res.read_text())
     assert data["prompts"] == 2 and data["repeats"] == 1 and data["max_new_tokens"] == 8
     for name in ("ar", "hf"):

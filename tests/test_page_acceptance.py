@@ -18,7 +18,7 @@ def open_page() -> AppTest:
     return app_on("views/acceptance.py", prompt="Name three colours of the rainbow.")
 
 
-def test_page_shows_decisions_typical_regions_and_the_lab():
+def test_page_shows_decisions_typical_regions_and_the_lab(real_app):
     at = open_page()
     assert not at.exception and not at.error
     got = charts(at)
@@ -32,7 +32,7 @@ def test_page_shows_decisions_typical_regions_and_the_lab():
     assert len(at.dataframe) >= 2
 
 
-def test_gamma_starts_where_the_trained_drafts_sweep_was_fastest():
+def test_gamma_starts_where_the_trained_drafts_sweep_was_fastest(real_app):
     from specviz.tuning.draft_sweep import swept_gamma
 
     at = open_page()
@@ -42,7 +42,7 @@ def test_gamma_starts_where_the_trained_drafts_sweep_was_fastest():
     assert at.slider(key="acceptance.gamma").value == best
 
 
-def test_page_follows_rule_and_sliders():
+def test_page_follows_rule_and_sliders(real_app):
     at = open_page()
     at.selectbox(key="acceptance.rule").set_value("flawed").run()
     assert not at.exception and not at.error

@@ -88,7 +88,7 @@ def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
 
 
 @pytest.mark.real_model
-def test_eagle_page_live():
+def test_eagle_page_live(real_app):
     at = app_on("views/eagle.py", max_new_tokens=16)
     assert not at.exception and not at.error
     specs = chart_specs(at)

@@ -20,7 +20,7 @@ def open_page() -> AppTest:
     return app_on("views/lookahead.py", prompt="Repeat after me: one two three, one two three, one two three.")
 
 
-def test_page_draws_every_view_and_follows_the_sliders():
+def test_page_draws_every_view_and_follows_the_sliders(real_app):
     at = open_page()
     assert not at.exception and not at.error
     titles = chart_titles(at)

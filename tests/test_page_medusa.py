@@ -32,7 +32,7 @@ def test_tree_figure_and_mask_on_plain_data() -> None:
 
 
 @pytest.mark.real_model
-def test_medusa_page_live() -> None:
+def test_medusa_page_live(real_app) -> None:
     at = app_on("views/medusa.py", max_new_tokens=16)
     assert not at.exception and not at.error
     specs = chart_specs(at)

@@ -9,7 +9,7 @@ from tests.apptest import app_on, chart_specs
 pytestmark = pytest.mark.real_model
 
 
-def test_timeline_page_races_lanes():
+def test_timeline_page_races_lanes(real_app):
     at = app_on("views/timeline.py")
     assert not at.exception and not at.error
     race = chart_specs(at)[0]
@@ -20,7 +20,7 @@ def test_timeline_page_races_lanes():
     assert not at.exception
 
 
-def test_compare_page_live_rows():
+def test_compare_page_live_rows(real_app):
     at = app_on("views/compare.py")
     assert not at.exception and not at.error
     specs = chart_specs(at)
