@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from specviz.core.kernels import gqa_attention
 from specviz.core.model import LoadedModel, Resources, load_model
 from specviz.core.model_files import convert_default
 
 THREADS = torch.get_num_threads()  # torch's own choice, for the real model
+# hypothesis: few examples in the test tiers, 200 under scripts/soak.sh (SPECVIZ_HYPOTHESIS=soak); property tests
+# take their settings from the loaded profile (tests/test_fuzz.py: FUZZ)
+settings.register_profile("tests", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("soak", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("soak" if os.environ.get("SPECVIZ_HYPOTHESIS") == "soak" else "tests")
 
 
 def pytest_addoption(parser):
