@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -55,6 +56,19 @@ def _sampling(a: argparse.Namespace):
     from specviz.core.sampling import Sampling
 
     return Sampling(max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, seed=a.seed)
+
+
+def _checked(a: argparse.Namespace) -> argparse.Namespace:
+    """Every number option finite, non-negative and in range, and the sampling settings valid, before any work
+    (argparse's float() takes "nan" and "inf", and a NaN passes every later comparison)."""
+    for name, v in vars(a).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number of at least 0, got {v}.")
+    if getattr(a, "repeats", 1) < 1 or getattr(a, "per_category", None) == 0:
+        raise ConfigError("--repeats and --per-category must be at least 1.")
+    if hasattr(a, "temperature"):
+        _sampling(a)
+    return a
 
 
 def _load(a: argparse.Namespace):
@@ -271,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         "calibrate": cmd_heads,
     }[a.command]
     try:
-        return handler(a)
+        return handler(_checked(a))
     except KNOWN_ERRORS as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"specviz: error: {msg}", file=sys.stderr)
