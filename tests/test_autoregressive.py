@@ -27,7 +27,9 @@ def hf_greedy(lm, ids: list[int], n: int) -> list[int]:
 def test_tiny_greedy_matches_generate(tiny_lm):
     ids = tiny_lm.encode_prompt("Hello there")
     trace = ar.generate(tiny_lm, ids, Sampling(max_new_tokens=20))
-    assert trace.output_ids == hf_greedy(tiny_lm, ids, 20)[: len(trace.output_ids)]
+    want = hf_greedy(tiny_lm, ids, 20)
+    assert trace.output_ids == want[: len(trace.output_ids)]
+    assert len(trace.output_ids) == 20 or trace.stopped == "eos"  # a run that stops early must have met EOS
     assert trace.mean_accepted == 1.0
     assert all(s.forward_tokens in (0, 1) for s in trace.steps)
 
@@ -70,4 +72,6 @@ def test_bad_sampling_settings_are_refused(bad):
 def test_real_model_greedy_matches_generate(real_lm, prompt):
     ids = real_lm.encode_prompt(prompt)
     trace = ar.generate(real_lm, ids, Sampling(max_new_tokens=32))
-    assert trace.output_ids == hf_greedy(real_lm, ids, 32)[: len(trace.output_ids)]
+    want = hf_greedy(real_lm, ids, 32)
+    assert trace.output_ids == want[: len(trace.output_ids)]
+    assert len(trace.output_ids) == 32 or trace.stopped == "eos"  # a run that stops early must have met EOS
