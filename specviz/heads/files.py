@@ -67,9 +67,13 @@ def read_weights(path: Path, kind: Kind) -> dict[str, torch.Tensor]:
     try:
         if path.stat().st_size > MAX_WEIGHT_BYTES:
             raise kind.error(f"{path} is larger than {MAX_WEIGHT_BYTES >> 20} MB, more than any head; {kind.hint}.")
-        return load_file(str(path))
+        state = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise kind.error(f"Cannot read {path} ({str(exc).strip()[:120]}); {kind.hint}.") from None
+    bad = next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    if bad is not None:  # a NaN head drafts NaN logits: argmax picks token 0, sampling raises deep in torch
+        raise kind.error(f"{path} holds weights that are not finite numbers ({bad[:60]}); {kind.hint}.")
+    return state
 
 
 def is_file(path: Path) -> bool:

@@ -1,9 +1,16 @@
-"""The head commands' argument parser: a bad flag raises ValueError, so the CLI prints one line and exits 2."""
+"""The operator commands' argument parser: a bad flag raises ValueError, so the CLI prints one line and exits 2.
+
+Every number is checked before any work: `count(lo, hi)` and `number(lo, hi)` are argparse types for an integer
+or a finite float in range, and `Parser` refuses any float option that is not finite (argparse's float() takes
+"nan" and "inf", and a NaN compares false with every bound a command checks later).
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import math
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 
 class Parser(argparse.ArgumentParser):
@@ -12,3 +19,39 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise the message as a ValueError (argparse would print usage and exit)."""
         raise ValueError(message)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """The options, every float among them finite (ValueError naming the first that is not)."""
+        ns = super().parse_args(args, namespace)
+        for name, value in vars(ns).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"--{name.replace('_', '-')} must be a finite number, got {value}.")
+        return ns
+
+
+def count(lo: int = 1, hi: int = 1 << 30) -> Callable[[str], int]:
+    """An argparse type: an integer from lo to hi."""
+
+    def parse(text: str) -> int:
+        if not (text.strip().lstrip("-").isascii() and text.strip().lstrip("-").isdigit()):
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo} to {hi}, got {text[:40]!r}")
+        if not lo <= (value := int(text)) <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo} to {hi}, got {value}")
+        return value
+
+    return parse
+
+
+def number(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a finite number from lo to hi."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"must be a number from {lo:g} to {hi:g}, got {text[:40]!r}")
+        return value
+
+    return parse

@@ -28,7 +28,6 @@ The shards and the manifest (`training.corpus_files`) live in `data/corpus/` and
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import time
 from dataclasses import asdict
@@ -41,6 +40,7 @@ from specviz.core import measure
 from specviz.core.kernels import can_pack, grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
 from specviz.training.answering import BATCH, Answerer, InFlight, Settings
+from specviz.training.args import Parser, count
 from specviz.training.conversations import Conversation, conversations_of, evaluation_prompts, shard_records
 from specviz.training.corpus_files import (
     CORPUS_DIR,
@@ -181,7 +181,7 @@ def parse_shards(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        if not (lo.isascii() and lo.isdigit()) or (hi and not (hi.isascii() and hi.isdigit())):  # int('²') fails
             raise CorpusError(f"Bad shard range {part!r}; write e.g. 0-9 or 3,5.")
         a, b = int(lo), int(hi or lo)
         if b < a or b >= 10_000:
@@ -199,16 +199,21 @@ def decode_dtype(asked: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """python -m specviz.training.corpus --shards 0-9: answer ShareGPT's turns with the target; resumable."""
-    ap = argparse.ArgumentParser(prog="python -m specviz.training.corpus", description=main.__doc__)
+    ap = Parser(prog="python -m specviz.training.corpus", description=main.__doc__)
     ap.add_argument("--shards", default="0-139", help="shard numbers, e.g. 0-9 or 3,5 (made ones are skipped)")
     ap.add_argument("--dir", type=Path, default=CORPUS_DIR)
-    ap.add_argument("--batch", type=int, default=BATCH)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=count(1, 1024), default=BATCH)
+    ap.add_argument("--threads", type=count(1, 1024), default=2)
     ap.add_argument(
         "--dtype", choices=[*DTYPES, "auto"], default="auto", help="auto: bf16 where the CPU has bf16 units, else fp32"
     )
     ap.add_argument("--log", type=Path, default=None, help="append progress lines here too")
-    args = ap.parse_args(argv)
+    try:  # a bad option is one line, before any work
+        args = ap.parse_args(argv)
+        shards = parse_shards(args.shards)
+    except (ValueError, CorpusError) as exc:
+        print(f"error: {exc}")
+        return 2
 
     def log(line: str) -> None:
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
@@ -218,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(f"{stamp} {line}\n")
 
     try:
-        generate(args.dir, parse_shards(args.shards), args.batch, args.threads, log, decode_dtype(args.dtype))
+        generate(args.dir, shards, args.batch, args.threads, log, decode_dtype(args.dtype))
     except CorpusError as exc:
         print(f"error: {exc}")
         return 2

@@ -54,6 +54,8 @@ def check_config(cfg: Any) -> None:
         raise ConfigError(f"eps and delta must be in (0, 1], got eps={cfg.eps}, delta={cfg.delta}.")
     if why := folder_problem(cfg.heads_dir):
         raise ConfigError(f"heads_dir {why}.")
+    if cfg.heads_dir.strip() == "random":  # EAGLE's head="random" is an untrained head; here it would read ./random
+        raise ConfigError("heads_dir 'random' names no folder: Medusa and Hydra have no untrained heads to draw.")
 
 
 def rule_of(cfg: Any) -> Rule:

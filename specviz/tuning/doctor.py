@@ -10,7 +10,6 @@ identical to plain decoding; reduced precision does not promise it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -23,6 +22,7 @@ from specviz import methods
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.sampling import Sampling
+from specviz.training.args import Parser, count
 
 IDENTITY_PROMPTS = (
     "Explain why the sky is blue in three sentences.",
@@ -101,16 +101,16 @@ def run(device: str, names: list[str], max_new_tokens: int = 64, repeats: int = 
 
 def main(argv: list[str] | None = None) -> int:
     """Check greedy identity, the latency curve and a short bench on one device; write a JSON report."""
-    ap = argparse.ArgumentParser(prog="python -m specviz.tuning.doctor", description=main.__doc__)
+    ap = Parser(prog="python -m specviz.tuning.doctor", description=main.__doc__)
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
     ap.add_argument("--dtype", default="auto", help="auto (fp32 on every device), fp32, bf16 or fp16")
     ap.add_argument("--methods", default=",".join(methods.available()))
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--max-new-tokens", type=count(1, 4096), default=64)
+    ap.add_argument("--repeats", type=count(1, 100), default=1)
     ap.add_argument("--out", type=Path, default=None, help="report path (default: print only)")
-    a = ap.parse_args(argv)
-    names = ["ar", *[n for n in a.methods.split(",") if n and n != "ar"]]
-    try:
+    try:  # every option checked before any run: a bad one is one line
+        a = ap.parse_args(argv)
+        names = ["ar", *[n for n in a.methods.split(",") if n and n != "ar"]]
         for n in names:
             methods.get(n)
         report = run(a.device, names, a.max_new_tokens, a.repeats, a.dtype)
