@@ -41,6 +41,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_lesson_walks_every_chapter():
+    from specviz.output.lesson_facts import STEP_FIGURES
     from specviz.output.lesson_pack import group_key, plan
 
     lesson = load_lesson(LESSON_FILE)
@@ -55,6 +56,8 @@ def test_the_shipped_lesson_walks_every_chapter():
         configs(s)  # every stop's runs can be configured without a model
         key = group_key(s, lesson)
         assert s.checks, (s.id, "every stop states its facts as checks")
+        if s.figure in STEP_FIGURES:  # a method stop shows a step where drafts pass
+            assert "accepted(step) >= 1" in s.checks, s.id
         assert key is None or set(s.methods) - {"ar"} <= set(groups[key].configs), s.id
 
 

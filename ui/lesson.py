@@ -239,6 +239,8 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     first = next(iter(traces.values()), None)
     if measured:
         where = f"From a stored measurement, {measured}."
+    elif first is not None and resources.replaying():  # a visitor's saved traces: not measured here, nor now
+        where = "From saved traces (a trace does not record where or when it was measured)."
     elif first is not None:
         stamp = provenance(first.device)
         where = f"{first.device}, {stamp.describe(stamp)} (commit {stamp.commit})."  # flags a loaded machine

@@ -19,6 +19,7 @@ def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.Ar
     r.add_argument("--out", required=True, metavar="PACK.json")
     r.add_argument("--repeats", type=int, default=3, help="interleaved runs of each method (at least 3)")
     r.add_argument("--lesson-file", help="the lesson to record (default: $SPECVIZ_LESSON or the shipped one)")
+    r.add_argument("--threads", type=int, help="torch's intra-op threads (default: its own; 1 on a shared CPU)")
     model_args(r)
     c = sub.add_parser("check", help="every stop's checks on a pack: the figure deciding each; exit 1 if any fails")
     c.add_argument("pack", nargs="?", default=str(PACK_FILE), help="a recorded pack (default: the shipped one)")
@@ -31,6 +32,10 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
 
     lesson = load_lesson(a.lesson_file)
     plan(lesson)  # a lesson that cannot be packed fails before the model loads
+    if a.threads:  # two threads spin-wait for each other on a CPU other work shares: one keeps the timings honest
+        import torch
+
+        torch.set_num_threads(a.threads)
     data = record(load(a), lesson, a.repeats, note=lambda m: print(m, file=sys.stderr, flush=True))
     path = write(data, Path(a.out))
     print(f"wrote {path}: {len(data['stops'])} stops, {len(data['groups'])} groups of runs, {a.repeats} repeats")

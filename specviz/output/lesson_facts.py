@@ -24,6 +24,8 @@ from specviz.output.lesson_step import focus_step, telling
 
 MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "lookahead", "jacobi": "jacobi",
         "acceptance": "sps"}  # fmt: skip  # figure prefix -> the method whose step it draws
+STEP_FIGURES = ("medusa_tree", "medusa_mask", "eagle_growth", "eagle_features", "eagle_verify", "lookahead_window",
+                "lookahead_verify", "lookahead_mask", "acceptance_decisions")  # fmt: skip  # figures of one step
 NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
 
 

@@ -124,10 +124,22 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
         "lesson": {"title": lesson.title, "file": Path(lesson.source).name, "sha256": hashlib.sha256(raw).hexdigest()},
         "provenance": start.to_dict(),
         "load_after": measure.load_average(),
-        "settings": {"model": lm.name, "max_new_tokens": lesson.max_new_tokens, "repeats": repeats, "warmup": 1},
+        "settings": {
+            "model": lm.name,
+            "max_new_tokens": lesson.max_new_tokens,
+            "repeats": repeats,
+            "warmup": 1,
+            "threads": _threads(),
+        },
         "groups": [_group_dict(g) for g in groups.values()],
         "stops": stops,
     }
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _group_dict(g: Group) -> dict[str, Any]:
@@ -169,7 +181,8 @@ class Pack:
         """'Recorded on <machine>, <device>, on <date> (load average 0.4 → 0.6 on 2 cores), commit abc123'."""
         p = self.provenance
         where = p.describe(flag_load=False).replace("measured on", "recorded on", 1)
-        return f"{where} (load average {p.load:g} → {self.load_after:g} on {p.cores} cores), commit {p.commit}"
+        threads = f", {self.settings['threads']} torch thread(s)" if self.settings.get("threads") else ""
+        return f"{where} (load average {p.load:g} → {self.load_after:g} on {p.cores} cores{threads}), commit {p.commit}"
 
 
 def read(path: str | Path = PACK_FILE) -> Pack:
