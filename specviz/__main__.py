@@ -61,13 +61,13 @@ def _sampling(a: argparse.Namespace):
 def _checked(a: argparse.Namespace) -> argparse.Namespace:
     """Every number option finite, non-negative and in range, and the sampling settings valid, before any work
     (argparse's float() takes "nan" and "inf", and a NaN passes every later comparison)."""
+    if hasattr(a, "temperature"):
+        _sampling(a)  # its own sentences for the sampling options
     for name, v in vars(a).items():
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number of at least 0, got {v}.")
     if getattr(a, "repeats", 1) < 1 or getattr(a, "per_category", None) == 0:
         raise ConfigError("--repeats and --per-category must be at least 1.")
-    if hasattr(a, "temperature"):
-        _sampling(a)
     return a
 
 

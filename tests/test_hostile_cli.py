@@ -35,9 +35,9 @@ def one_error_line(capsys) -> str:
         (["train", "medusa", "--lr", "inf"], "--lr"),  # trained and saved a NaN head
         (["train", "eagle", "--clip", "nan"], "--clip"),  # nan < 0 is false: passed every check
         (["train", "draft", "--minutes", "nan"], "--minutes"),
-        (["generate", "--prompt", "hi", "--temperature", "nan"], "--temperature"),
+        (["generate", "--prompt", "hi", "--temperature", "nan"], "temperature"),
         (["bench", "--prompts", "x.jsonl", "--repeats", "0"], "--repeats"),
-        (["export", "--out", "o", "--max-new-tokens", "-3"], "--max-new-tokens"),
+        (["export", "--out", "o", "--max-new-tokens", "-3"], "max_new_tokens"),
     ],
 )
 def test_a_bad_number_is_one_line_before_any_work(argv, says, monkeypatch, capsys):

@@ -122,7 +122,7 @@ def prompt_set_section(configs: dict[str, object]) -> None:
             [{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})} for m, v in res["methods"].items()],
             hide_index=True,
         )
-        show_figure(wins_figure(res, where="measured on this machine just now"), "speedup_by_category")
+        show_figure(wins_figure(res, where=measured_where(res)), "speedup_by_category")  # its load flagged
 
 
 def kinds_section() -> None:

@@ -13,7 +13,7 @@
 - TTFT: prefill plus the first step, reported beside the speedup, never folded into it.
 
 Every stored figure carries a `Provenance`: the machine (CPU model, its speed-relevant flags, cores, memory, a
-hash of its machine id), the device (dtype, kernels, the GPU's name), the date, the commit and the load average
+hash of this boot's id), the device (dtype, kernels, the GPU's name), the date, the commit and the load average
 when it was measured, so a page can say "measured on <that machine> on <date>", flag a figure measured under
 load, and reserve "on this machine" for figures whose machine id is this one's (never where there is none).
 """
@@ -147,7 +147,7 @@ class Provenance:
     torch: str
     cpu_flags: str = ""  # the CPU's speed-relevant extensions, e.g. "avx2 avx512f avx512_bf16 amx_bf16" ("" unknown)
     memory_gb: float = 0.0  # total memory in GiB (0 where unknown)
-    machine_id: str = ""  # a hash of /etc/machine-id; "" where there is none (older records too)
+    machine_id: str = ""  # a hash of this boot's id (machine_id()); "" where there is none (older records too)
 
     @property
     def machine(self) -> str:
@@ -240,8 +240,8 @@ def memory_gb() -> float:
     return round(pages * size / 2**30, 1) if pages > 0 and size > 0 else 0.0
 
 
-def machine_id(paths: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id")) -> str:
-    """A stable id of this machine: a hash of systemd's machine id (never the id itself), '' where there is none."""
+def machine_id(paths: tuple[str, ...] = ("/proc/sys/kernel/random/boot_id",)) -> str:
+    """A hash of this boot's kernel id, '' where none: never /etc/machine-id, which every machine of an image shares."""
     for path in paths:
         try:
             raw = Path(path).read_text().strip()
