@@ -44,3 +44,8 @@ def test_the_committed_heads_record_their_positions(kind):
 def test_the_shipped_learning_records_were_measured_on_a_xeon():
     rows = learning.experiment_rows()
     assert all(r.where is not None and "Xeon" in r.where.cpu for r in rows), RE_RECORD
+
+
+def test_what_data_buys_has_a_checkpoint_per_shipped_eagle_head():
+    """The page's head-by-head bars: at least three EAGLE-2 checkpoints are shipped with their curves."""
+    assert len(learning.eagle_checkpoints(learning.curves(), learning.experiment_rows())) >= 3, RE_RECORD

@@ -55,13 +55,6 @@ def test_lookahead_opens_on_a_two_level_window_at_a_telling_step(tiny_app):
     assert len(steps["data"][0]["x"]) > 1 + shown  # every step, not the steps up to the slider
 
 
-def test_compare_opens_with_the_fastest_methods_on(tiny_app):
-    at = app_on("views/compare.py", max_new_tokens=6)
-    assert not at.exception
-    on = {str(t.key).removeprefix("compare.on.") for t in at.toggle if str(t.key).startswith("compare.on.") and t.value}
-    assert {"pld", "hybrid"} <= on and "sps" not in on, on
-
-
 def test_lookahead_moves_to_a_telling_step_when_the_run_changes(tiny_app):
     at = app_on("views/lookahead.py", max_new_tokens=12)
     at.radio(key="lookahead.preset").set_value(presets.PAPER).run()  # N 5: the window fills over three steps

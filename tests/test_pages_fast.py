@@ -1,4 +1,5 @@
-"""Every page under AppTest on a tiny random Llama (the loader patched): renders, draws, follows a widget."""
+"""Every page under AppTest on a tiny random Llama (the loader patched): renders, draws, and shows on arrival what a
+first visit should (ARRIVAL: one opened page per test, its checks merged into that one run); replay and bad input."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from specviz import methods
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import bundle_json, load_traces
-from tests.apptest import APP, app_on, chart_specs, chart_title
+from specviz.tuning.learning import curves, eagle_checkpoints, experiment_rows
+from tests.apptest import APP, app_on, chart_specs, chart_title, titled
 
 PAGES = [
     "views/home.py",
@@ -28,12 +30,51 @@ def problems(at) -> list[str]:
     return [str(e.value) for e in at.exception] + [e.value for e in at.error]
 
 
+def home_explains_why_there_may_be_no_speedup(at) -> None:
+    text = " ".join(m.value for m in at.markdown)
+    assert "Why no speedup on my hardware?" in text and "CPU, fp32" in text and "CPU, bf16" in text
+    names = [d.get("name", "") for d in titled(chart_specs(at), "Cost of one forward pass")["data"]]
+    assert any(n.startswith("memory floor") for n in names)
+
+
+def timeline_shows_the_finished_race(at) -> None:
+    spec = titled(chart_specs(at), "race")
+    assert sum(len(d.get("x", ())) for d in spec["data"]) > 0, "the race chart is empty on arrival"
+
+
+def compare_opens_with_the_fastest_methods_on(at) -> None:
+    on = {str(t.key).removeprefix("compare.on.") for t in at.toggle if str(t.key).startswith("compare.on.") and t.value}
+    assert {"pld", "hybrid"} <= on and "sps" not in on, on
+
+
+def data_draws_its_curves_tables_and_a_bar_per_head(at) -> None:
+    titles = [chart_title(s) for s in chart_specs(at)]
+    assert any("What data buys" in t for t in titles)
+    assert {"The curves", "Recorded runs", "The corpus"} <= {s.value for s in at.subheader}
+    # the app's test model has SmolLM2's widths, so every shipped EAGLE-2 head drafts on it: one bar each
+    bars = next(s for s in chart_specs(at) if "head by head" in chart_title(s))
+    assert len(bars["data"][0]["y"]) == len(eagle_checkpoints(curves(), experiment_rows()))
+    assert min(bars["data"][0]["y"]) >= 1.0
+    text = " ".join(m.value for m in at.markdown)  # the greedy-, sampled- and openings-answer runs, compared
+    assert "Greedy or sampled?" in text and "Which positions?" in text
+
+
+ARRIVAL = {
+    "views/home.py": home_explains_why_there_may_be_no_speedup,
+    "views/timeline.py": timeline_shows_the_finished_race,
+    "views/compare.py": compare_opens_with_the_fastest_methods_on,
+    "views/data.py": data_draws_its_curves_tables_and_a_bar_per_head,
+}
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_page_renders_and_draws(tiny_app, page):
     at = app_on(page, max_new_tokens=8)
     assert not problems(at), (page, problems(at))
     assert chart_specs(at), f"{page} draws no figure"
     assert any("tiny-random" in c.value for c in at.sidebar.caption)  # the patched model ran
+    if page in ARRIVAL:
+        ARRIVAL[page](at)
 
 
 def test_home_decodes_and_draws_its_timeline(tiny_app):

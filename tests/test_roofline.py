@@ -13,7 +13,6 @@ from specviz.output.viz.latency import latency_figure
 from specviz.tuning import roofline
 from specviz.tuning.hardware import SMALL, model_shape
 from specviz.tuning.probe import LatencyCurve
-from tests.apptest import app_on, chart_specs, titled
 
 KS = [1, 2, 4, 8, 16, 32, 64]
 
@@ -73,12 +72,3 @@ def test_the_cost_curve_draws_the_roofline():
     assert any(n.startswith("memory floor") for n in names) and any(n.startswith("compute ceiling") for n in names)
     assert any(n.startswith("nearly free: up to ~10 tokens") for n in names)
     assert not any("floor" in d.get("name", "") for d in latency_figure(curve).to_dict()["data"])
-
-
-def test_the_home_page_explains_why_there_may_be_no_speedup(tiny_app):
-    at = app_on("views/home.py", max_new_tokens=4)
-    assert not at.exception
-    text = " ".join(m.value for m in at.markdown)
-    assert "Why no speedup on my hardware?" in text and "**CPU, fp32**" in text and "**CPU, bf16**" in text
-    names = [d.get("name", "") for d in titled(chart_specs(at), "Cost of one forward pass")["data"]]
-    assert any(n.startswith("memory floor") for n in names)

@@ -7,7 +7,6 @@ from specviz.core.sampling import Sampling
 from specviz.output.viz.timeline import timeline_animation
 from specviz.tuning import compare
 from specviz.tuning.compare import race
-from tests.apptest import app_on, chart_specs, titled
 
 PROMPT = "Name three rivers in Europe and one fact about each."
 
@@ -43,10 +42,3 @@ def test_the_race_is_drawn_finished_and_replays_from_the_start(tiny_lm):
     first = spec["frames"][0]["data"]
     assert sum(len(b.get("x", ())) for b in first) < drawn  # ▶ replays from t ≈ 0
     assert spec["layout"]["sliders"][0]["active"] == len(spec["frames"]) - 1  # the slider sits at the finish
-
-
-def test_the_timeline_page_shows_the_finished_race_on_arrival(tiny_app):
-    at = app_on("views/timeline.py", max_new_tokens=8)
-    assert not at.exception
-    spec = titled(chart_specs(at), "race")
-    assert sum(len(d.get("x", ())) for d in spec["data"]) > 0, "the race chart is empty on arrival"
