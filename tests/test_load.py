@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.full  # a fresh Python importing the app: seconds
 def test_the_app_imports_pandas_before_any_page_runs():
     """plotly reads sys.modules["pandas"] without importing it, so pandas half imported by one session's thread broke
     another session's figure (AttributeError: partially initialized module 'pandas' has no attribute 'Series', two
