@@ -38,6 +38,7 @@ def pool() -> list[str]:
     return distill.training_prompts(10**9)
 
 
+@pytest.mark.full  # parses the whole 125 MB file once: seconds
 def test_reader_survives_the_truncated_file() -> None:
     records = list(distill.sharegpt_conversations(limit=50))
     assert len(records) == 50
