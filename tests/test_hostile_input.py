@@ -101,3 +101,54 @@ def test_the_machine_id_is_this_boots_not_the_images():
     assert measure.machine_id() == measure.machine_id((str(boot),)) != ""
     if image.is_file() and image.read_text().strip():
         assert measure.machine_id() != measure.machine_id((str(image),))
+
+
+@pytest.mark.parametrize("spec", ["/etc", "/nonexistent-a1b2", "~/.ssh", "../..", "models/../..", "a/b/c", "/tmp/x"])
+def test_the_model_box_answers_one_neutral_sentence_outside_the_allowed_folders(spec):
+    """The box answered whether any server path existed ('… has no config.json' for /etc, 'neither a folder nor a
+    hub id' for a missing one): now every spec outside 'default', models/ and 'org/name' gets the same sentence."""
+    from specviz.core.model_files import ModelError
+    from specviz.output.visitor import NEUTRAL, visitor_model
+
+    with pytest.raises(ModelError) as err:
+        visitor_model(spec, lambda s: pytest.fail(f"loaded {s}"))
+    assert str(err.value) == NEUTRAL
+
+
+def test_the_model_box_estimates_memory_before_loading_and_loads_one_at_a_time(tmp_path, monkeypatch):
+    """3B parameters ≈ 12 GB in fp32, two cached (more while loading): the size is now checked against the free
+    memory before any weights are read, and a second visitor's model waits for the first."""
+    import specviz.output.visitor as visitor
+    from specviz.core.model_files import ModelError
+
+    (tmp_path / "models" / "big").mkdir(parents=True)
+    sizes = {"vocab_size": 49152, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24}
+    config = {"model_type": "llama", "max_position_embeddings": 4096, **sizes}
+    (tmp_path / "models" / "big" / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(visitor, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(visitor, "available_memory", lambda: 2 << 30)
+    with pytest.raises(ModelError, match="GiB of memory to load"):
+        visitor.visitor_model("models/big", lambda s: pytest.fail("loaded past the memory check"))
+    monkeypatch.setattr(visitor, "available_memory", lambda: 64 << 30)
+    assert visitor.visitor_model("models/big", lambda s: s) == str(tmp_path / "models" / "big")
+    with visitor._LOADING, pytest.raises(ModelError, match="Another visitor's model is loading"):
+        visitor.visitor_model("models/big", lambda s: s)
+
+
+def test_a_hub_download_does_not_stay_on_the_servers_disk(tmp_path, monkeypatch):
+    """Hub downloads never left the disk: a visitor could fill it one 3B model at a time."""
+    import specviz.output.visitor as visitor
+
+    config = {"model_type": "llama", "max_position_embeddings": 2048, "vocab_size": 100, "hidden_size": 64}
+    config |= {"intermediate_size": 128, "num_hidden_layers": 2}
+    monkeypatch.setattr(visitor, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(visitor, "hub_config", lambda spec: config)
+
+    def download(spec: str) -> str:
+        (tmp_path / "models--org--tiny" / "blobs").mkdir(parents=True)
+        return spec
+
+    assert visitor.visitor_model("org/tiny", download) == "org/tiny"
+    assert not (tmp_path / "models--org--tiny").exists()
+    (tmp_path / "models--org--kept").mkdir()  # an operator's cached model is left alone
+    assert visitor.visitor_model("org/kept", lambda s: s) == "org/kept" and (tmp_path / "models--org--kept").exists()

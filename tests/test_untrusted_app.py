@@ -110,22 +110,32 @@ def test_home_page_does_not_decode_while_replaying(spies, eagle_bundle):
         ({"model_type": "llama", "max_position_embeddings": "long"}, "usable context"),
     ],
 )
-def test_model_box_refuses_what_it_cannot_drive(tmp_path, config, reason):
+def test_model_box_refuses_what_it_cannot_drive(tmp_path, config, reason, monkeypatch):
     """The real loader (not patched): the folder's config is checked before any weights are read."""
+    import specviz.output.visitor as visitor
+
     sizes = {"vocab_size": 49152, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 2}
-    (tmp_path / "config.json").write_text(json.dumps({**sizes, **config}))
-    at = app_on("views/home.py", model=str(tmp_path))
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    (tmp_path / "models" / "m" / "config.json").write_text(json.dumps({**sizes, **config}))
+    monkeypatch.setattr(visitor, "MODELS", tmp_path / "models")  # the box reads folders under models/ only
+    at = app_on("views/home.py", model="models/m")
     assert not at.exception
     assert any(reason in e.value for e in at.error), [e.value for e in at.error]
 
 
+SMALL = {"model_type": "llama", "max_position_embeddings": 2048, "vocab_size": 100, "hidden_size": 64}
+SMALL |= {"intermediate_size": 128, "num_hidden_layers": 2}
+
+
 def test_any_model_failure_is_one_message(tiny_app, monkeypatch):
+    import specviz.output.visitor as visitor
     import ui.resources as resources
 
     def broken(spec="default", **_kw):
         raise KeyError("rope_scaling")
 
     monkeypatch.setattr(resources, "load_model", broken)
+    monkeypatch.setattr(visitor, "hub_config", lambda spec: SMALL)  # no hub call from a test
     at = app_on("views/home.py", model="some/model")
     assert not at.exception
     assert any("Could not load model 'some/model'" in e.value for e in at.error)

@@ -18,6 +18,7 @@ from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, load_lesson
+from specviz.output.visitor import visitor_model
 from specviz.tuning import compare, eagle_replay, lossless
 from specviz.tuning.probe import with_verify_cost
 
@@ -29,7 +30,7 @@ PACK = "replay.pack"  # method -> its runs: a recorded lesson stop's (ui.lesson 
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
 def _model(spec: str) -> LoadedModel:
-    return load_model(spec)
+    return visitor_model(spec, load_model)  # the Model box's rules: allowed folders, free memory, one at a time
 
 
 def model(spec: str) -> LoadedModel:

@@ -113,8 +113,9 @@ def hub_config(spec: str) -> dict:
         raise ModelError(f"Could not load model {spec!r} ({first}); check the name.") from None
 
 
-def check_config(spec: str, cfg: object) -> None:
-    """ModelError unless a model's config describes a Llama-like causal LM with a usable context and size."""
+def check_config(spec: str, cfg: object) -> int:
+    """ModelError unless a model's config describes a Llama-like causal LM with a usable context and size; else
+    its parameter count, estimated from the config."""
     c = cfg if isinstance(cfg, dict) else {}
     kind = c.get("model_type")
     if kind not in LLAMA_LIKE:
@@ -132,3 +133,4 @@ def check_config(spec: str, cfg: object) -> None:
     params = vocab * hidden * 2 + layers * (4 * hidden * hidden + 3 * hidden * inter)  # embeddings, attention, MLP
     if params > MAX_PARAMS:
         raise ModelError(f"Model {spec!r} has about {params / 1e9:.1f}B parameters; the most specviz loads is 3B.")
+    return params
