@@ -139,13 +139,10 @@ def draw_every_figure(trace: Trace) -> int:
 def resized(data: dict, path: tuple, size: int) -> dict:
     """A copy of a trace with only a size changed: the list at `path` cut or grown to `size` items (its own, cycled),
     or the integer at `path` set to `size`."""
-    node = copy.deepcopy(data)
-    parent, key = node, path[-1]
-    for k in path[:-1]:
-        parent = parent[k]
-    value = parent[key]
-    if isinstance(value, list):
-        parent[key] = [copy.deepcopy(value[i % len(value)]) for i in range(size)] if value else []
+    node = mutated(data, path, None)
+    parent, key, value = _at(node, path[:-1]), path[-1], _at(data, path)
+    if isinstance(value, list):  # items shared, not copied: loading and drawing never change them
+        parent[key] = [value[i % len(value)] for i in range(max(0, min(size, 20_000)))] if value else []
     elif isinstance(value, int) and not isinstance(value, bool):
         parent[key] = size
     return node
@@ -154,10 +151,12 @@ def resized(data: dict, path: tuple, size: int) -> dict:
 SIZES = st.one_of(st.integers(-3, 40), st.sampled_from([255, 289, 513, 4097, 10**6, 10**15]))
 
 
-def draws_or_refuses(base: dict, path: tuple, size: int) -> None:
-    """A trace changed in one size is refused in one sentence or drawn whole, within the budget of one trace."""
+def draws_or_refuses(base: dict, path: tuple, size: int, memory: bool = False) -> None:
+    """A trace changed in one size is refused in one sentence or drawn whole, within 20 s (with `memory`, within
+    300 MB of allocations too; tracemalloc slows plotly several times, so the fast tier times only)."""
     start = time.perf_counter()
-    tracemalloc.start()
+    if memory:
+        tracemalloc.start()
     try:
         try:
             trace = Trace.from_dict(resized(base, path, size))
@@ -166,9 +165,10 @@ def draws_or_refuses(base: dict, path: tuple, size: int) -> None:
             return
         draw_every_figure(trace)
     finally:
-        peak = tracemalloc.get_traced_memory()[1]
+        peak = tracemalloc.get_traced_memory()[1] if memory else 0
         tracemalloc.stop()
-    assert time.perf_counter() - start < 20 and peak < 300 << 20, (path, size, peak)
+    budget = 90 if memory else 20  # seconds: tracemalloc makes plotly several times slower
+    assert time.perf_counter() - start < budget and peak < 300 << 20, (path, size, peak)
 
 
 def sized_paths(data: dict) -> list[tuple]:
@@ -182,7 +182,7 @@ def _at(node, path: tuple):
     return node
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_resized_trace_is_drawn_or_refused(valid, data):
     """Traces that loaded then crashed a page (a path node missing from verify_nodes, a Lookahead `matched` shorter
@@ -192,14 +192,15 @@ def test_a_resized_trace_is_drawn_or_refused(valid, data):
 
 
 @pytest.mark.soak
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_many_resized_traces_are_drawn_or_refused(valid, data):
-    """The same, at soak length: every method's trace, every size and index."""
+    """The same, at soak length, with the memory budget: every method's trace, every size and index."""
     base = data.draw(st.sampled_from(valid))
-    draws_or_refuses(base, data.draw(st.sampled_from(sized_paths(base))), data.draw(SIZES))
+    draws_or_refuses(base, data.draw(st.sampled_from(sized_paths(base))), data.draw(SIZES), memory=True)
 
 
+@pytest.mark.soak
 def test_every_real_trace_draws(valid):
     """The drawing harness itself reaches every method's own figures (it would pass vacuously otherwise)."""
     assert all(draw_every_figure(Trace.from_dict(v)) > 2 for v in valid)
