@@ -228,6 +228,8 @@ def check_shape(cfg: HeadConfig) -> None:
     h = cfg.hidden_size
     if cfg.num_attention_heads % cfg.num_key_value_heads:
         raise SchemaError("num_attention_heads is not a multiple of num_key_value_heads.")
+    if h % cfg.num_attention_heads:  # transformers' LlamaConfig refuses it, with a traceback of its own
+        raise SchemaError(f"hidden_size {h} is not a multiple of num_attention_heads.")
     if cfg.intermediate_size > 16 * h or cfg.num_attention_heads * cfg.head_dim > 8 * h:
         raise SchemaError(f"intermediate_size or num_attention_heads x head_dim is too large for hidden_size {h}.")
     if cfg.draft_vocab > cfg.vocab_size:
