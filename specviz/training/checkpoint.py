@@ -21,10 +21,13 @@ WEIGHTS, PROGRESS = "checkpoint.safetensors", "progress.json"
 FORMAT = "specviz-checkpoint/1"
 
 
-def save(folder: Path, head: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
-    """Weights, AdamW's state per parameter and the run's state, in one file written atomically."""
+def save(
+    folder: Path, head: nn.Module, opt: torch.optim.Optimizer, state: dict, best: dict[str, torch.Tensor] | None = None
+) -> None:
+    """Weights, AdamW's state per parameter and the run's state (and the best evaluated weights, for --keep-best),
+    in one file written atomically."""
     folder.mkdir(parents=True, exist_ok=True)
-    tensors: dict[str, torch.Tensor] = {}
+    tensors: dict[str, torch.Tensor] = {f"best.{k}": v.detach().contiguous() for k, v in (best or {}).items()}
     for name, p in head.named_parameters():
         tensors[f"w.{name}"] = p.detach().contiguous()
         for key, value in opt.state.get(p, {}).items():  # step, exp_avg, exp_avg_sq
@@ -54,6 +57,18 @@ def load(folder: Path, head: nn.Module, opt: torch.optim.Optimizer) -> dict | No
                     "exp_avg_sq": tensors[f"exp_avg_sq.{name}"],
                 }
     return json.loads(meta["state"])
+
+
+def best_weights(folder: Path) -> dict[str, torch.Tensor] | None:
+    """The best evaluated weights a checkpoint keeps (--keep-best), by parameter name; None when it keeps none."""
+    from safetensors import safe_open
+
+    path = folder / WEIGHTS
+    if not path.is_file():
+        return None
+    with safe_open(str(path), "pt") as f:
+        best = {k[len("best.") :]: f.get_tensor(k) for k in f.keys() if k.startswith("best.")}  # noqa: SIM118
+    return best or None
 
 
 def write_progress(folder: Path, progress: dict) -> None:

@@ -38,6 +38,7 @@ from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
 HEADS = tuple(TRAINERS)
 CORPUS = "corpus"  # --data corpus: the committed corpus through its teacher-forced features
 DEFAULTS_SHOWN = argparse.ArgumentDefaultsHelpFormatter
+OBJECTIVE = ("feature_weight", "ce_weight", "noise", "unroll", "unroll_weight", "unroll_geometric", "align_top")
 
 
 def fail(message: str) -> int:
@@ -104,6 +105,8 @@ def parser(cls: type[Trainer]) -> Parser:
     ap.add_argument("--checkpoint", type=Path, default=cache_root() / f"{cls.kind}-train", help="checkpoint folder")
     ap.add_argument("--resume", action="store_true", help="continue the run checkpointed there")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 is faster on a busy machine)")
+    ap.add_argument("--variant", default="", help="what sets this run apart on What data buys (<= 60 characters; "
+                    "default: its objective settings that differ from the kind's)")  # fmt: skip
     add_options(ap, TrainConfig, cls.recipe)
     add_options(ap, cls, cls())
     return ap
@@ -131,6 +134,8 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     a = parser(cls).parse_args(argv)
     if a.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {a.threads}.")
+    if len(a.variant) > 60 or not a.variant.isprintable():
+        raise ValueError(f"--variant must be one printable line of at most 60 characters, got {a.variant[:70]!r}.")
     cfg = replace(cls.recipe, **{f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)})
     trainer = cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})  # type: ignore[arg-type]
     from_corpus = [str(f) == CORPUS and not f.is_dir() for f in a.data]
@@ -157,10 +162,25 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     bar.close()
     command = "python -m specviz train " + shlex.join([cls.kind, *argv])
     extra = {"heldout": f"{a.heldout} ({len(held)} sequences)", "threads": a.threads, "command": command}
+    extra |= {"variant": note} if (note := a.variant or variant(cls, trainer, cfg)) else {}
     manifest = finish(lm, trainer, result, held, a.out, extra)
     keys = ("stopped", "steps", "positions", "train_seconds", "heldout_top1_by_depth")
     print(json.dumps({k: manifest[k] for k in keys} | {"saved": str(a.out)}, indent=1))
     return 0
+
+
+def variant(cls: type[Trainer], trainer: Trainer, cfg: TrainConfig) -> str:
+    """The objective settings of a run that differ from its kind's defaults, e.g. 'feature_weight 0, align_top 3,
+    keep best' ('' when none): what tells its curve apart from the others of its kind and data."""
+    base = cls()
+    notes = []
+    for k in OBJECTIVE:
+        value = getattr(trainer, k, None)
+        if value is not None and value != getattr(base, k):
+            notes.append(("" if value else "no ") + k if isinstance(value, bool) else f"{k} {value:g}")
+    notes += ["keep best"] if cfg.keep_best else []
+    notes += [f"seed {cfg.seed}"] if cfg.seed != cls.recipe.seed else []
+    return ", ".join(notes)
 
 
 def calibrate_heads(kind: str, argv: list[str]) -> int:

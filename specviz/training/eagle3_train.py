@@ -5,7 +5,8 @@ in ~/.cache/specviz/distill-layers). Row j of a sequence is the pair (g_j, x_{j+
 target's layer inputs at j, and its label is the target's next-token distribution at j+1 (it scores
 x_{j+2}), over the draft vocabulary; there is no feature loss. Training-time test: the head is unrolled
 on its own outputs (eagle_loss.unrolled: depth d+1 reads depth d's outputs shifted one row, under the
-inference mask eagle_loss.depth_mask), and the loss is Σ_d unroll_weight^(d-1) · CE_d over the depths.
+inference mask eagle_loss.depth_mask), and the loss is Σ_d unroll_weight^(d-1) · CE_d over the depths; GRIFFIN's
+alignment mask (--align-top) and noise on depth 1's inputs (--noise) are options, off by default.
 Rows whose next token is outside the draft vocabulary carry no loss (EAGLE-3 masks them too).
 The loop, its checkpoints and its learning curve are training.loop's; this module supplies the head, the
 batches and the loss.
@@ -25,7 +26,16 @@ from specviz.core.model import LoadedModel
 from specviz.heads.eagle3 import DEFAULT_DIR, default_layers, load_head, new_head, warm_start
 from specviz.training.data import Data
 from specviz.training.eagle_loss import EVAL_DEPTHS as EVAL_DEPTHS  # the depths measured, as tests reach them
-from specviz.training.eagle_loss import EagleFamily, collate, draft_index, draft_vocab, unrolled
+from specviz.training.eagle_loss import (
+    EagleFamily,
+    aligned,
+    collate,
+    draft_index,
+    draft_vocab,
+    noised,
+    top_hits,
+    unrolled,
+)
 from specviz.training.shards import DataError, Sequence
 from specviz.training.trainer import TrainConfig
 
@@ -73,6 +83,8 @@ class Eagle3Trainer(EagleFamily):
     read = staticmethod(load_head)
     unroll: int = 3  # training-time test depths (inference drafts 2 deep by default, the paper preset 5)
     unroll_weight: float = 0.8  # depth d's loss weighs unroll_weight^(d-1)
+    unroll_geometric: bool = True  # depth d's loss weighs unroll_weight^(d-1) (off: unroll_weight past depth 1)
+    noise: float = 0.0  # uniform noise U(-a/2, a/2) on depth 1's layer inputs, in units of each layer's std
     layers: str = ""  # the fused layers, "2,15,27" ("": those the data hold)
     init: str = ""  # an EAGLE-2 head folder whose fc and decoder layer start training (eagle3.warm_start)
 
@@ -87,13 +99,24 @@ class Eagle3Trainer(EagleFamily):
             warm_start(head, self.init)
         return head
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.noise <= 10:
+            raise ValueError(f"--noise must be 0-10, got {self.noise}.")
+
     def context(self, lm: LoadedModel, head: Any, seqs: list[Sequence]) -> dict:
-        """The draft rows, and token id → draft row (a row whose next token is outside it has no loss)."""
-        return super().context(lm, head, seqs) | {"tok2draft": draft_index(head, lm.hf.config.vocab_size)}
+        """The draft rows, token id → draft row (a row whose next token is outside it has no loss), and each fused
+        layer's spread [3h] when there is noise (it is in units of it)."""
+        ctx = super().context(lm, head, seqs) | {"tok2draft": draft_index(head, lm.hf.config.vocab_size)}
+        if self.noise > 0:
+            sample = torch.cat([s.layers[:64].float() for s in seqs[:200]])  # type: ignore[index]
+            ctx["spread"] = sample.unflatten(-1, (3, -1)).std(dim=(0, 2)).repeat_interleave(sample.shape[-1] // 3)
+        return ctx
 
     def collate(self, seqs: list[Sequence], idx: list[int], ctx: dict) -> dict:
         """collate3's rows with the chunk's shared tensors."""
-        return collate3(seqs, idx, self.max_len, ctx["tok2draft"]) | {"weight": ctx["weight"]}
+        shared = {k: ctx[k] for k in ("weight", "seed", "spread") if k in ctx}
+        return collate3(seqs, idx, self.max_len, ctx["tok2draft"]) | shared
 
     def features(self, lm: LoadedModel, head: Any, s: Sequence) -> torch.Tensor:
         """The fused layer inputs along a held-out sequence [1, T, h] (teacher-forced once when it has none)."""
@@ -102,20 +125,31 @@ class Eagle3Trainer(EagleFamily):
         return head.fuse_layers(s.layers[:-1].float()[None])
 
     def loss(self, lm: LoadedModel, head: Any, b: dict) -> tuple[torch.Tensor, dict[str, float]]:
-        """Σ_d unroll_weight^(d-1) · CE(target's distribution, head's depth-d draft), over the draft vocabulary."""
+        """Σ_d depth_weights()[d] · CE(target's distribution, head's depth-d draft), over the draft vocabulary, under
+        GRIFFIN's mask when align_top is set; noise (when set) on depth 1's layer inputs only."""
         with torch.no_grad():
             emb = lm.hf.get_input_embeddings()(b["tokens"]).float()
-        g = head.fuse_layers(b["layers"])
+        g = head.fuse_layers(noised(b["layers"], self.noise, b.get("spread", 0.0), b.get("seed", 0)))
         rows = b["mask"].nonzero()  # [R, 2] (batch, position) with a label
         with torch.no_grad():
             p = torch.softmax((b["target"][rows[:, 0], rows[:, 1]] @ b["weight"].T).float(), dim=-1)
         total, logs = torch.zeros((), device=p.device), {}
-        for d, out in enumerate(unrolled(head, g, emb, max(1, self.unroll)), start=1):
-            keep = rows[:, 1] >= d - 1  # the first d-1 positions have no drafted input at depth d
-            logq = torch.log_softmax((head.readout(out[rows[keep, 0], rows[keep, 1]]) @ b["weight"].T).float(), dim=-1)
+        alive = torch.ones_like(b["mask"])  # GRIFFIN: rows whose earlier true tokens were all in the top-k
+        outs = unrolled(head, g, emb, self.unroll)
+        for d, (out, w) in enumerate(zip(outs, self.depth_weights(), strict=True), start=1):
+            keep = (rows[:, 1] >= d - 1) & alive[rows[:, 0], rows[:, 1]]  # no drafted input yet before row d-1
+            if not keep.any():
+                break  # the mask only shrinks with depth
+            at = rows[keep]
+            logq = torch.log_softmax((head.readout(out[at[:, 0], at[:, 1]]) @ b["weight"].T).float(), dim=-1)
             ce = -(p[keep] * logq).sum(-1).mean()
-            total = total + self.unroll_weight ** (d - 1) * ce
+            total = total + w * ce
             logs[f"ce{d}"] = float(ce.detach())
             logs[f"acc{d}"] = float((logq.argmax(-1) == p[keep].argmax(-1)).float().mean())
+            if self.align_top:
+                hit = torch.ones_like(alive)
+                hit[at[:, 0], at[:, 1]] = top_hits(logq.detach(), p[keep], self.align_top)
+                alive = aligned(alive, hit)
+                logs[f"kept{d}"] = float(keep.float().mean())
         logs["loss"] = float(total.detach())
         return total, logs

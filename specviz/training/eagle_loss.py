@@ -89,6 +89,29 @@ def unrolled(head: EagleHead, feats: torch.Tensor, emb: torch.Tensor, depths: in
     return outs
 
 
+def noised(x: torch.Tensor, amount: float, spread: torch.Tensor | float, seed: int) -> torch.Tensor:
+    """x plus uniform noise U(-amount/2, amount/2) · spread, drawn from `seed` (the depth-1 inputs only: deeper
+    depths read the head's own outputs)."""
+    if amount <= 0:
+        return x
+    noise = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed))
+    return x + (noise - 0.5) * amount * spread
+
+
+def top_hits(logq: torch.Tensor, p: torch.Tensor, k: int) -> torch.Tensor:
+    """Whether the target's token (argmax of p [R, V]) is among the draft's top-k (logq [R, V]), bool [R]."""
+    top = logq.topk(min(k, logq.shape[-1]), dim=-1).indices
+    return (top == p.argmax(-1, keepdim=True)).any(-1)
+
+
+def aligned(alive: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """GRIFFIN's token-alignment mask one depth deeper, bool [B, T]: row i stays while its ancestor one depth up
+    (row i-1) was aligned and the true token there was in the head's top-k (`hit`; True where unmeasured)."""
+    out = torch.zeros_like(alive)
+    out[:, 1:] = alive[:, :-1] & hit[:, :-1]
+    return out
+
+
 def depth_mask(T: int, d: int) -> torch.Tensor:
     """Keys [true pairs | depth-2 … depth-d drafts] a depth-d draft row may see, bool [T, d·T].
 
@@ -147,6 +170,8 @@ class EagleFamily:
     draft_vocab: int = 8192  # most frequent continuation tokens drafted from (0 = the full vocabulary)
     unroll: int = 2  # training-time test: also train depth-2… drafts made from the head's own outputs
     unroll_weight: float = 0.5  # weight of the unrolled depths' losses
+    unroll_geometric: bool = False  # depth d's loss weighs unroll_weight^(d-1) (off: unroll_weight past depth 1)
+    align_top: int = 0  # GRIFFIN's mask: a depth-d row counts while the earlier true tokens were in the top-k (0: off)
     depths: int = EVAL_DEPTHS  # draft depths measured on held-out data
 
     def __post_init__(self) -> None:
@@ -156,6 +181,13 @@ class EagleFamily:
             raise ValueError(
                 f"--unroll must be 1-8 and --unroll-weight in (0, 1], got {self.unroll}, {self.unroll_weight}."
             )
+        if not 0 <= self.align_top <= 64:
+            raise ValueError(f"--align-top must be 0 (off) to 64, got {self.align_top}.")
+
+    def depth_weights(self) -> list[float]:
+        """The loss weight of each trained depth 1..unroll: 1, then unroll_weight^(d-1) or unroll_weight."""
+        w = self.unroll_weight
+        return [1.0] + [w ** (d - 1) if self.unroll_geometric else w for d in range(2, self.unroll + 1)]
 
     def batches(self, lm: LoadedModel, head: Any, seqs: list[Sequence], seed: int) -> list[Batch]:
         """Sequences of similar length together, in a seeded order; each batch collated when the loop reaches it."""

@@ -1,7 +1,8 @@
 """The one training loop every head trains through: AdamW, a linear warm-up and a cosine decay, gradient clipping,
 bf16 autocast when asked, a time budget, a checkpoint every few minutes (training.checkpoint) and resume from it,
 and held-out evaluation at intervals: a learning curve (positions seen → held-out top-1 by depth or head) that
-ends in the head's manifest, with an optional stop where it flattens.
+ends in the head's manifest, with an optional stop where it flattens, and optionally the best evaluated head kept
+(--keep-best: the mean held-out top-1 of depths 1-3) instead of the last.
 
 A head's trainer (training.kinds) supplies only what differs between heads: a fresh head, its batches, its loss,
 and the ranks of the target's tokens on held-out data. A pass is every chunk of the data in order (training.data),
@@ -27,7 +28,7 @@ from specviz.core.model import LoadedModel
 from specviz.training import checkpoint
 from specviz.training.data import Data
 from specviz.training.shards import DataError
-from specviz.training.trainer import Batch, TrainConfig, Trainer, rank_accuracy, settings
+from specviz.training.trainer import Batch, TrainConfig, Trainer, best_score, rank_accuracy, settings
 
 Progress = Callable[[dict, dict], None]  # (the run's state, the last step's logged numbers)
 HISTORY_EVERY = 10  # steps between the logged losses a run keeps
@@ -90,8 +91,9 @@ class Fitting:
         self.opt = torch.optim.AdamW(self.head.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)
         self.settings = {"trainer": settings(trainer), "config": cfg.weights_part(), "data": data.key()}
         self.state: dict = {"step": 0, "epoch": 0, "chunk": 0, "index": 0, "seen": 0, "seconds": 0.0}
-        self.state |= {"planned": 0, "curve": [], "start": None, "history": [], "stopped": None}
+        self.state |= {"planned": 0, "curve": [], "start": None, "history": [], "stopped": None, "best": None}
         self.table: list[list[float]] | None = None
+        self.best: dict[str, torch.Tensor] | None = None  # the weights of the best evaluation (--keep-best)
         self.logs: dict[str, float] = {}
         self._key: tuple[int, int] | None = None
         self._plan: list[Batch] = []
@@ -117,6 +119,10 @@ class Fitting:
         if self.held and (not st["curve"] or st["curve"][-1]["step"] != st["step"]):
             self.evaluate()
         self.save()
+        if self.best is not None:  # the checkpoint keeps the last weights (a resumed run goes on from them)
+            with torch.no_grad():
+                for name, p in self.head.named_parameters():
+                    p.copy_(self.best[name])
         return Run(self.head.eval().requires_grad_(False), self.record(), self.table)
 
     def done(self) -> str | None:
@@ -184,12 +190,19 @@ class Fitting:
         }
 
     def evaluate(self) -> None:
-        """One more point of the learning curve (the untrained start is kept apart: flat() judges training only)."""
-        self.state["curve"].append(self.measure())
+        """One more point of the learning curve (the untrained start is kept apart: flat() judges training only);
+        with keep_best, the head's weights kept when this point is the best so far by best_score."""
+        point = self.measure()
+        self.state["curve"].append(point)
+        best = self.state.get("best")
+        if self.cfg.keep_best and (best is None or best_score(point["top1"]) > best["score"]):
+            self.state["best"] = {"positions": point["positions"], "step": point["step"]}
+            self.state["best"] |= {"score": best_score(point["top1"]), "top1": point["top1"]}
+            self.best = {name: p.detach().clone() for name, p in self.head.named_parameters()}
 
     def save(self) -> None:
         """The checkpoint, then the progress file beside it."""
-        checkpoint.save(self.ckpt, self.head, self.opt, {**self.state, "settings": self.settings})
+        checkpoint.save(self.ckpt, self.head, self.opt, {**self.state, "settings": self.settings}, self.best)
         st = self.state
         rate = st["seen"] / max(1e-9, st["seconds"])
         last = st["curve"][-1] if st["curve"] else None
@@ -203,14 +216,15 @@ class Fitting:
         saved = checkpoint.load(self.ckpt, self.head, self.opt)
         if saved is None:
             return False
-        settings = saved.pop("settings")
+        settings = _upgraded(saved.pop("settings"), self.trainer)
         if settings != _plain(self.settings):
             diff = sorted(k for k in settings if settings[k] != _plain(self.settings).get(k))
             raise ValueError(
                 f"The checkpoint in {self.ckpt} was made with other {' and '.join(diff)} settings; "
                 "start without --resume, or give another --checkpoint."
             )
-        self.state = saved | {"stopped": None}
+        self.state = {"best": None} | saved | {"stopped": None}
+        self.best = checkpoint.best_weights(self.ckpt) if self.state["best"] else None
         return True
 
     def record(self) -> dict:
@@ -222,12 +236,19 @@ class Fitting:
         run = {"steps": st["step"], "planned_steps": st["planned"], "positions": st["seen"], "passes": st["epoch"]}
         run |= {"train_seconds": round(st["seconds"]), "stopped": st["stopped"], "curve": st["curve"]}
         run |= {"curve_start": st.get("start")}  # the held-out top-1 of the head before training (None: not measured)
+        run |= {"best": st["best"]} if self.cfg.keep_best else {}  # the evaluation whose head was kept
         return run | {"history": trend, **self.settings, "data": self.data.source}
 
 
 def _plain(data: dict) -> dict:
     """As JSON would give it back (tuples as lists), to compare with a checkpoint's settings."""
     return json.loads(json.dumps(data))
+
+
+def _upgraded(saved: dict, trainer: Trainer) -> dict:
+    """A checkpoint's settings with the options added since it was made at their defaults (it trained with those)."""
+    defaults = _plain({"trainer": settings(type(trainer)()), "config": TrainConfig().weights_part()})
+    return saved | {k: defaults[k] | saved[k] for k in defaults if isinstance(saved.get(k), dict)}
 
 
 def finish(

@@ -40,6 +40,7 @@ class TrainConfig:
     eval_every: int = 100_000  # training positions between held-out evaluations (0: only at the end)
     patience: int = 0  # stop when the last `patience` evaluations gained less than min_gain (0: never)
     min_gain: float = 0.002  # in mean held-out top-1 over depths or heads
+    keep_best: bool = False  # end with the evaluated head of best mean held-out top-1 at depths 1-3, not the last
 
     RUN_CONTROL: ClassVar[tuple[str, ...]] = ("minutes", "checkpoint_minutes", "eval_every", "patience", "min_gain")
 
@@ -99,6 +100,12 @@ def rank_accuracy(ranks: Sequence[torch.Tensor], n: int = 8) -> tuple[list[list[
         r = r[r >= 0]
         acc.append([round(float((r == i).float().mean()), 4) if len(r) else 0.0 for i in range(n)])
     return acc, len(ranks[0]) if ranks else 0
+
+
+def best_score(top1: Sequence[float]) -> float:
+    """What --keep-best ranks evaluations by: the mean held-out top-1 of the first three depths (or heads)."""
+    first = list(top1[:3])
+    return sum(first) / len(first) if first else 0.0
 
 
 def summary(manifest: dict) -> dict:
