@@ -19,11 +19,12 @@ from specviz.output.viz.acceptance import (
     typical_figure,
     typical_points,
 )
-from specviz.tuning.draft_sweep import swept_gamma
+from specviz.tuning.draft_sweep import SPS_PATH, swept_gamma
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
-from ui.method_page import pick_step
+from ui.live import measured_where
+from ui.method_page import pick_step, stored_sweep
 from ui.resources import get_model, replaying
 
 DEF = speculative.Config()
@@ -78,7 +79,7 @@ gamma = c3.slider(
     min(best or DEF.gamma, 8),
     key="acceptance.gamma",
     help=f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
-    "(models/draft/gamma_sweep.json)."
+    f"(models/draft/gamma_sweep.json, {measured_where(stored_sweep(SPS_PATH)[0] or {})})."  # a load, flagged
     if best
     else None,
 )

@@ -32,7 +32,7 @@ __all__ = [
 
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
 # mask cell codes 0..2: masked, visible, visible on the accepted path
-MAX_MASK = 512  # nodes of a mask drawn (n² cells); a loaded trace verifies at most core.details.MAX_VERIFIED
+MAX_MASK = 129  # nodes of a mask drawn: Medusa's largest tree; beyond, n² cells are unreadable and slow to render
 MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"], [0.67, ACCEPT], [1, ACCEPT]]
 
 
