@@ -152,3 +152,12 @@ def test_a_hub_download_does_not_stay_on_the_servers_disk(tmp_path, monkeypatch)
     assert not (tmp_path / "models--org--tiny").exists()
     (tmp_path / "models--org--kept").mkdir()  # an operator's cached model is left alone
     assert visitor.visitor_model("org/kept", lambda s: s) == "org/kept" and (tmp_path / "models--org--kept").exists()
+
+
+def test_live_deck_notes_do_not_date_cached_runs_by_the_decks_build():
+    """The live deck's notes read 'Measured: <the deck's build time, its load>' for runs cached from any session."""
+    from specviz.core.measure import provenance
+    from specviz.output.deck import notes_text
+
+    notes = notes_text(provenance("cpu · float32"), "m", {}, live=True)
+    assert "Measured: on this server since it booted; deck built 20" in notes

@@ -67,8 +67,8 @@ def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bo
     """
     stamp = f"{where.date} (commit {where.commit}, torch {where.torch}, load average {where.load})"
     lines = [f"Model: {model}", f"Device: {where.device}"]
-    if live:
-        lines += [f"Machine: {where.machine}", f"Measured: {stamp}"]
+    if live:  # cached runs may come from any session since the server booted: the stamp is the deck's, not theirs
+        lines += [f"Machine: {where.machine}", f"Measured: on this server since it booted; deck built {stamp}"]
     else:
         lines += ["Measured: when the traces were saved (they do not record where or when)"]
         lines += [f"Drawn on: {where.machine}, {stamp}"]
