@@ -122,7 +122,7 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.exception]
     assert at.session_state["sidebar.present"], "the lesson opens in presentation mode"
-    assert any(c.value.startswith("Recorded: recorded on ") for c in at.caption)
+    assert any(c.value.startswith("Recorded on ") and "interleaved runs each" in c.value for c in at.caption)
     assert any(m.value.startswith("Plain decoding: A 1.00, ") and "(3 runs)" in m.value for m in at.markdown)
     lanes = [d.get("name", "") for d in chart_specs(at)[0]["data"]]
     assert not any(n.startswith("ar ") for n in lanes), "display names, not ids"

@@ -75,7 +75,7 @@ def route(lesson: Lesson | None, stop: Stop | None) -> None:
     if pack is None or stop is None or st.session_state.get(LIVE) == stop.id:
         return
     try:
-        group = pack.group(stop)
+        group = pack.nearest(stop)  # a stored stop's page replays its prompt's runs rather than run the model
     except LessonError:
         return
     if group is not None:
@@ -87,13 +87,29 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     pack = current(lesson)
     live = pack is None or st.session_state.get(LIVE) == stop.id
     left, right = box.columns([5, 2], vertical_alignment="center")
-    if pack is not None and not live:
-        left.caption(f"Recorded: {pack.where()}.")
+    if pack is not None and not live and _stored(pack, stop):
+        left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
+        right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
+    elif pack is not None and not live:
+        left.caption(f"{pack.brief()}.", help=pack.where())
         right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
     elif pack is not None:
         left.caption("**Live**: measured now on this server, not the recording.")
         right.button("Back to the recording", key="lesson.recorded", on_click=_go_live, args=("",))
     return not live
+
+
+def _stored(pack: Pack, stop: Stop) -> bool:
+    try:
+        return pack.group(stop) is None
+    except LessonError:
+        return False
+
+
+def _room(fig: Any) -> Any:
+    """Room above the plot for a title of several lines (a stored figure's subtitle), so none runs into it."""
+    lines = str(fig.layout.title.text or "").count("<br>") + 1
+    return fig.update_layout(margin={"t": max(fig.layout.margin.t or 0, 40 + 34 * lines)}) if lines > 1 else fig
 
 
 def _go_live(stop_id: str) -> None:
@@ -115,19 +131,15 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> Non
     from ui import presentation
 
     shown = presentation.figure_font(fig) if presentation.presenting() else fig
-    shown = lesson_facts.relabel(shown).update_layout(height=height)
+    shown = _room(lesson_facts.relabel(shown).update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
     if group is not None and (lines := lesson_facts.numbers(stop, group)):
         side.markdown("  \n".join(lines))
     for v in verdicts:
         if v.holds is not True:
             side.warning(v.sentence())
-    where = f"From a stored measurement, {measured}." if measured else ""
-    side.caption(f"{where} Prompt: {_prompt(stop, pack)}.".strip())
-
-
-def _prompt(stop: Stop, pack: Pack) -> str:
-    group = pack.group(stop)
     if group is None:
-        return "the stored measurement's own prompts (see above)"
-    return f"the shipped {stop.prompt!r}, {pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
+        side.caption(f"From a stored measurement, {measured}." if measured else "From a stored measurement.")
+    else:
+        t = f"{pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
+        side.caption(f"Prompt: the shipped {lesson.prompt_label(stop)!r} ({stop.prompt}), {t}.")

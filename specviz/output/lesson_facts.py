@@ -70,7 +70,7 @@ def numbers(stop: Stop, group: Group) -> list[str]:
             continue
         n = group.numbers(name)
         line = f"{display(name)[0].upper()}{display(name)[1:]}: A {n['A'].median:.2f}, r {n['r'].median:.2f}, "
-        out.append(line + f"{n['tokens_per_s'].median:.1f} tok/s, {n['speedup'].label()} plain decoding")
+        out.append(line + f"{n['tokens_per_s'].median:.1f} tok/s, speedup {n['speedup'].label()}")
     return out
 
 
@@ -146,7 +146,10 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     if group is None:
         entry = pack.stops[stop.id]
         return pio.from_json(entry["figure"]), str(entry.get("measured", ""))
-    return from_traces(stop, traces(group)), ""
+    from specviz.output.lesson_deck import configs
+
+    shown = set(configs(stop)[0]) | {"ar"}  # the stop's page runs these: the race's lanes, Compare's toggles
+    return from_traces(stop, {n: t for n, t in traces(group).items() if n in shown}), ""
 
 
 def _swap(value: Any) -> Any:
@@ -169,6 +172,9 @@ def relabel(fig: go.Figure) -> go.Figure:
         for key in ("name", "x", "y", "legendgroup"):
             if key in trace:
                 trace[key] = _swap(trace[key])
+    for note in d.get("layout", {}).get("annotations", []):
+        if note.get("text", "").partition(" ")[0] in methods.MODULES:
+            note["text"] = _swap(note["text"])
     for key, axis in d.get("layout", {}).items():
         if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             for k in ("ticktext", "categoryarray"):

@@ -177,6 +177,26 @@ class Pack:
             raise LessonError(f"The pack holds no stop {stop.id!r}; record it again for this lesson.")
         return self.groups[entry["group"]] if entry.get("group") else None
 
+    def nearest(self, stop: Stop) -> Group | None:
+        """The stop's group, or for a stop drawn from no run the group its page can replay instead of running the
+        model (its prompt at its temperature, else its prompt, else the first): the page below it stays quiet."""
+        from specviz.output.lesson_deck import configs
+
+        if (own := self.group(stop)) is not None or not self.groups:
+            return own
+        key = f"{stop.prompt}@{float(configs(stop)[1] or 0.0):g}"
+        same = [g for g in self.groups.values() if g.prompt == stop.prompt]
+        return self.groups.get(key) or (same or list(self.groups.values()))[0]
+
+    def brief(self) -> str:
+        """'Recorded on 2026-12-03 on a 2-core Intel(R) Xeon(R) Processor, under load (load average 4.1 → 5.9)'."""
+        p = self.provenance
+        busy = "under load" if measure.contended(p) else "quiet"
+        return (
+            f"Recorded on {p.date[:10]} on a {p.cores}-core {p.cpu}, {busy} (load average {p.load:.1f} → "
+            f"{self.load_after:.1f}), {self.settings.get('repeats', '?')} interleaved runs each, commit {p.commit}"
+        )
+
     def where(self) -> str:
         """'Recorded on <machine>, <device>, on <date> (load average 0.4 → 0.6 on 2 cores), commit abc123'."""
         p = self.provenance

@@ -52,7 +52,17 @@ def _latency(lm: Any) -> dict[str, Any]:
 
 
 def draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
-    """The stop's figure (as the deck draws it) and its checks' data."""
+    """The stop's figure (as the deck draws it) and its checks' data; 'this machine' named, as a pack is replayed
+    on others."""
+    drawn, data = _draw(lm, lesson, stop)
+    machine = provenance(lm.describe()).machine
+    title = drawn.figure.layout.title.text
+    if title and "this machine" in title:
+        drawn.figure.update_layout(title_text=title.replace("this machine", machine))
+    return Drawn(drawn.figure, drawn.traces, drawn.measured.replace("this machine", machine)), data
+
+
+def _draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
     if stop.figure == "acceptance_lab":
         return _lab(lm, lesson, stop)
     here = provenance(lm.describe())
