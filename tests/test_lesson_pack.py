@@ -156,3 +156,22 @@ def test_the_deck_is_written_from_the_recording(packed, tmp_path, monkeypatch, c
     notes = {s.id: back["notes"] for s, back in zip(lesson.stops, slides)}
     assert "Recorded: recorded on " in notes["serial"] and "Plain decoding: A 1.00" in notes["serial"]
     assert 'Check: FAILS     r("pld") < 0' in notes["wrong"] and "From a stored measurement" in notes["lineage"]
+
+
+def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
+    from specviz.output.lesson import LESSON_FILE
+    from specviz.output.lesson_facts import STEP_FIGURES
+    from specviz.output.lesson_pack import PACK_FILE
+
+    lesson, pack = load_lesson(LESSON_FILE), read(PACK_FILE)
+    assert pack.settings["repeats"] >= 3 and pack.provenance.load >= 0, "the load is noted"
+    said: dict[str, set[str]] = {}
+    for s in lesson.stops:
+        verdicts = check(pack, s)
+        assert verdicts and all(v.holds for v in verdicts), [v.line() for v in verdicts]
+        if s.figure in STEP_FIGURES:
+            assert any(v.claim == "accepted(step) >= 1" and v.holds for v in verdicts), s.id
+        group = pack.group(s)
+        for line in numbers(s, group) if group else []:
+            said.setdefault(line.split(":")[0], set()).add(line)
+    assert len(said) >= 5 and all(len(lines) == 1 for lines in said.values()), said
