@@ -138,8 +138,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     bar.close()
     print(bench.format_table(result))
     if a.json:
-        command = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else ""
-        data = result.to_dict() | {"prompt_file": str(a.prompts), **({"command": command} if command else {})}
+        data = result.to_dict() | {"prompt_file": str(a.prompts), "command": a.invoked}
         Path(a.json).write_text(json.dumps(data, indent=1))
         print(f"results written to {a.json}", file=sys.stderr)
     return 0
@@ -276,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return lesson(argv[1:], _model_args, _load)
     a = parser().parse_args(argv)
+    a.invoked = "python -m specviz " + shlex.join(argv)  # what a stored result says made it (argv, not sys.argv)
     handler = {
         "generate": cmd_generate,
         "bench": cmd_bench,

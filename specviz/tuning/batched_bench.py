@@ -224,7 +224,7 @@ def cli_bench(
         print(f"{what} done ({done}/{total})", file=sys.stderr)
 
     result = run(lm, names, prompts, Grid(tuple(batches), tuple(lengths)), sampling, a.repeats, configs, tick)
-    result["command"] = "python -m specviz " + " ".join(sys.argv[1:])
+    result["command"] = getattr(a, "invoked", "python -m specviz bench")  # main's own argv, as typed
     print(format_table(result))
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
