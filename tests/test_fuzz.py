@@ -182,7 +182,7 @@ def _at(node, path: tuple):
     return node
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_resized_trace_is_drawn_or_refused(valid, data):
     """Traces that loaded then crashed a page (a path node missing from verify_nodes, a Lookahead `matched` shorter
