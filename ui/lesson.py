@@ -201,7 +201,8 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
         return None
     if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
         box.markdown(stop.narration)
-        return lesson, stop, box.container(), box.empty(), replay
+        place = box.empty()  # the figure straight under the narration, its numbers beneath it
+        return lesson, stop, box.container(), place, replay
     left, right = box.columns([2, 5])
     left.markdown(stop.narration)
     return lesson, stop, left.container(), right.empty(), replay
@@ -220,7 +221,8 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         return
     lesson, stop, side, place, replay = slot
     if replay:
-        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
+        wide = stop.figure in WIDE
+        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
         return
     found = _noted(stop.figure)
     if found is None:

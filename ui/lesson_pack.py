@@ -100,8 +100,9 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
 
 
 def _stored(pack: Pack, stop: Stop) -> bool:
+    """A stop whose figure is a stored measurement's (a bench, the cost curve), not one run for the recording."""
     try:
-        return pack.group(stop) is None
+        return pack.group(stop) is None and bool(pack.stops[stop.id].get("measured"))
     except LessonError:
         return False
 
@@ -116,7 +117,7 @@ def _go_live(stop_id: str) -> None:
     st.session_state[LIVE] = stop_id
 
 
-def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> None:
+def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool = False) -> None:
     """The stop's figure, numbers and failing checks, all from the recording (no model)."""
     pack = current(lesson)
     if pack is None:
@@ -130,7 +131,8 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> Non
         return
     from ui import presentation
 
-    shown = presentation.figure_font(fig) if presentation.presenting() else fig
+    big = presentation.presenting() and not wide  # a wide figure (the lineage) is laid out for its own type size
+    shown = presentation.figure_font(fig) if big else fig
     shown = _room(lesson_facts.relabel(shown).update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
     if group is not None and (lines := lesson_facts.numbers(stop, group)):
@@ -139,7 +141,7 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> Non
         if v.holds is not True:
             side.warning(v.sentence())
     if group is None:
-        side.caption(f"From a stored measurement, {measured}." if measured else "From a stored measurement.")
+        side.caption(f"From a stored measurement, {measured}." if measured else "Run once for the recording.")
     else:
         t = f"{pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
         side.caption(f"Prompt: the shipped {lesson.prompt_label(stop)!r} ({stop.prompt}), {t}.")
