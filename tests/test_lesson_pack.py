@@ -122,6 +122,8 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.exception]
     assert at.session_state["sidebar.present"], "the lesson opens in presentation mode"
+    decks = [b.proto.label for b in at.get("download_button")]
+    assert any(label.startswith("Slide deck of the lesson (5 slides") for label in decks), decks
     assert any(c.value.startswith("Recorded on ") and "interleaved runs each" in c.value for c in at.caption)
     assert any(m.value.startswith("Plain decoding: A 1.00, ") and "(3 runs)" in m.value for m in at.markdown)
     lanes = [d.get("name", "") for d in chart_specs(at)[0]["data"]]

@@ -160,7 +160,10 @@ def _deck(lm: Any, lesson: Lesson) -> bytes:
 
 
 def deck_control(lesson: Lesson) -> None:
-    """The sidebar's button for the lesson as slides: every stop's figure drawn from runs made when it is pressed."""
+    """The sidebar's button for the lesson as slides: from the recording when one is replayed (no model), else
+    every stop's figure drawn from runs made when it is pressed."""
+    if lesson_pack.deck_button(lesson):
+        return
     lm = None if resources.replaying() else resources.get_model()
     if lm is None:
         return

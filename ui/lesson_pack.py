@@ -99,6 +99,30 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     return not live
 
 
+def deck_button(lesson: Lesson) -> bool:
+    """The sidebar's lesson deck written from the recording (no model); False when none is replayed."""
+    if (pack := current(lesson)) is None:
+        return False
+
+    def deck() -> bytes:
+        from specviz.output.deck import deck_bytes
+        from specviz.output.lesson_deck import pack_slides
+
+        return deck_bytes(pack_slides(pack, lesson))
+
+    st.sidebar.download_button(
+        f"Slide deck of the lesson ({len(lesson.stops)} slides, .pptx)",
+        deck,
+        file_name="specviz_lesson.pptx",
+        mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        key="lesson.deck",
+        on_click="ignore",
+        help="One slide per stop from the recording: its figure at 1600 × 900, its narration, and where and when "
+        "it was recorded, its numbers and every check in the notes (python -m specviz export --lesson deck.pptx).",
+    )
+    return True
+
+
 def _stored(pack: Pack, stop: Stop) -> bool:
     """A stop whose figure is a stored measurement's (a bench, the cost curve), not one run for the recording."""
     try:
@@ -141,7 +165,9 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: 
         if v.holds is not True:
             side.warning(v.sentence())
     if group is None:
-        side.caption(f"From a stored measurement, {measured}." if measured else "Run once for the recording.")
+        said = f"From a stored measurement, {measured}." if measured else "Run once for the recording."
+        short = said if len(said) <= 200 else "From stored measurements; where and when each was made: hover."
+        side.caption(short, help=said if short != said else None)
     else:
         t = f"{pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
         side.caption(f"Prompt: the shipped {lesson.prompt_label(stop)!r} ({stop.prompt}), {t}.")
