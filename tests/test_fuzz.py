@@ -320,3 +320,36 @@ def test_sampling_builds_or_is_refused(n, t, p, seed):
         return
     torch.Generator().manual_seed(s.seed)  # any seed that passes, torch takes
     assert s.greedy or torch.isfinite(torch.tensor([30.0]) / s.temperature).all()
+
+
+@pytest.mark.soak
+def test_resized_traces_that_load_replay_on_every_page(valid, tiny_app):
+    """AppTest replay: a bundle of every method's trace, each resized at random (sizes only) until it still loads,
+    uploaded and shown on every page: no exception and no traceback on any page."""
+    import random
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.apptest import APP
+    from tests.test_pages_fast import PAGES, problems
+
+    rng = random.Random(41)
+    for _round in range(3):
+        bundle = []
+        for base in valid:
+            for _try in range(20):  # a resized copy that loads (most sizes past a bound are refused)
+                path, size = rng.choice(sized_paths(base)), rng.choice([0, 1, 2, 7, 33, 129, 288, 449])
+                try:
+                    bundle.append(Trace.from_dict(resized(base, path, size)))
+                    break
+                except TraceError:
+                    continue
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.run()
+        at.file_uploader(key="replay.files").set_value(("f.json", bundle_json(bundle).encode(), "application/json"))
+        at.run()
+        assert set(at.session_state["replay.traces"]) == {t.method for t in bundle}, [e.value for e in at.error]
+        for page in PAGES:
+            at.switch_page(page).run()
+            assert not at.exception, (page, [str(e.value) for e in at.exception])
+            assert not [p for p in problems(at) if "Traceback" in p], page
