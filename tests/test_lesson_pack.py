@@ -134,6 +134,11 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     said = f"{group.numbers('medusa')['speedup'].median:.2f}×"
     assert any(m.value == said for m in at.metric), "the page's median is the banner's"
     assert any(said in m.value for m in at.markdown) and not loads, "no model for a recorded stop"
+    from specviz.output.lesson_facts import shown_step
+
+    drafted = [x for x in group.median("medusa").steps if x.detail is not None]
+    shown = drafted.index(shown_step(lesson.stops[1], group))
+    assert len(drafted) < 2 or at.slider(key="medusa.step").value == shown, "the page opens on the stop's step"
     at.button(key="lesson.measure").click().run()  # live again, labelled live
     assert any(c.value.startswith("**Live**") for c in at.caption) and loads
     resources.clear()

@@ -80,6 +80,7 @@ def _enter(lesson: Lesson, i: int) -> None:
     for key, value in values.items():
         ss[key] = value
     ss[AT], ss[GOTO], ss[VALUES], ss[lesson_pack.LIVE] = i, stop.file, values, ""
+    ss[lesson_pack.RULE] = stop.step
 
 
 def _move(delta: int) -> None:
@@ -122,6 +123,7 @@ def route(pages: dict[str, Any], nav: Any) -> None:
         lesson_pack.route(lesson, at)
     else:
         ss.pop(resources.PACK, None)
+        ss.pop(lesson_pack.RULE, None)
     goto, values = ss.pop(GOTO, None), ss.pop(VALUES, {})
     if goto in pages and pages[goto].url_path != nav.url_path:
         # st.switch_page drops every widget's value (its rerun carries none): keep the sidebar's and the stop's

@@ -13,15 +13,16 @@ import streamlit as st
 
 from specviz.output import lesson_facts
 from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dict, read
+from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dict
 from ui import resources
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
+RULE = "lesson.step_rule"  # the stop's rule for the step in focus, while a lesson stop is shown
 
 
-@st.cache_resource(show_spinner="Opening the recorded lesson…", max_entries=2)
-def _shipped(path: str, _stamp: float) -> Pack:
-    return read(path)
+def step_rule() -> str:
+    """The rule a page's step slider opens by: the lesson stop's (lesson_step.STEP_RULES), else the longest path."""
+    return str(st.session_state.get(RULE) or "longest")
 
 
 def current(lesson: Lesson) -> Pack | None:
@@ -32,7 +33,7 @@ def current(lesson: Lesson) -> Pack | None:
     pack = st.session_state.get(LOADED)
     try:
         if pack is None and PACK_FILE.is_file():
-            pack = _shipped(str(PACK_FILE), PACK_FILE.stat().st_mtime)
+            pack = resources.pack(str(PACK_FILE), PACK_FILE.stat().st_mtime)
     except LessonError as exc:
         st.error(f"The recorded lesson cannot be replayed: {exc}")
     return pack if pack is not None and all(s.id in pack.stops for s in lesson.stops) else None

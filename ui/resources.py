@@ -18,6 +18,7 @@ from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, load_lesson
+from specviz.output.lesson_pack import Pack, read
 from specviz.output.visitor import visitor_model
 from specviz.tuning import compare, eagle_replay, lossless
 from specviz.tuning.probe import with_verify_cost
@@ -137,3 +138,9 @@ def regrown(key: str, step_index: int, _lm: LoadedModel, _trace: Trace, _cfg: An
 def lesson(path: str, _stamp: float) -> Lesson:
     """A lesson file, read again when its modification time (`_stamp`) changes."""
     return load_lesson(path)
+
+
+@st.cache_resource(show_spinner="Opening the recorded lesson…", max_entries=2)
+def pack(path: str, _stamp: float) -> Pack:
+    """A recorded lesson (read-only, shared by every session), read again when its file changes (`_stamp`)."""
+    return read(path)

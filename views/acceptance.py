@@ -23,6 +23,7 @@ from specviz.tuning.draft_sweep import SPS_PATH, swept_gamma
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
+from ui.lesson_pack import step_rule
 from ui.live import measured_where
 from ui.method_page import pick_step, stored_sweep
 from ui.resources import get_model, replaying
@@ -134,7 +135,8 @@ if trace is not None:
     st.text(trace.text)
     judged = [x for x in trace.steps if records(x)]
     if judged:
-        step = judged[pick_step("acceptance", len(judged), default=focus_index(judged), run=f"{trace.total_s}")]
+        start = focus_index(judged, step_rule())  # the longest accepted path, or the lesson stop's rule
+        step = judged[pick_step("acceptance", len(judged), default=start, run=f"{trace.total_s}{step_rule()}")]
         st.dataframe(decision_rows(records(step)), hide_index=True)
         show_figure(decisions_figure(step), "acceptance_decisions")
         last = records(step)[-1]

@@ -34,6 +34,7 @@ from specviz.output.viz.tree import steps_figure, token_strip
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings, show_figure
+from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import Beside, at_temperature, beside, drafted_steps, main_run, need, pick_step, stored_sweep
 from ui.presentation import controls
@@ -149,7 +150,7 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 if drafted:
-    i = pick_step("eagle", len(drafted), default=focus_index(drafted), run=f"{trace.total_s}")
+    i = pick_step("eagle", len(drafted), default=focus_index(drafted, step_rule()), run=f"{trace.total_s}{step_rule()}")
     step = drafted[i]
     d = step.detail
     st.caption(

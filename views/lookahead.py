@@ -19,6 +19,7 @@ from specviz.output.viz.lookahead import (
 from specviz.output.viz.tree import steps_figure
 from specviz.tuning.sweep import LOOKAHEAD_PATH
 from ui.common import download_traces, page_header, run_method, settings, show_figure
+from ui.lesson_pack import step_rule
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import pick_step, stored_sweep
 from ui.presentation import controls
@@ -63,8 +64,10 @@ if "ar" in runs and "lookahead" in runs:
     m4.metric("Same tokens as ar", same_tokens(ar, la))
     work = [x.index for x in la.steps if x.detail is not None]
     drawn = [x for x in la.steps if x.detail is not None]
-    start = drawn.index(focus_step(telling(drawn)) or drawn[0]) if drawn else 0  # the longest accepted path
-    k = pick_step("lookahead", len(work), default=start, run=f"{cfg}{s}{la.total_s}")
+    start = (
+        drawn.index(focus_step(telling(drawn), step_rule()) or drawn[0]) if drawn else 0
+    )  # the longest accepted path
+    k = pick_step("lookahead", len(work), default=start, run=f"{cfg}{s}{la.total_s}{step_rule()}")
     if work:
         d = la.steps[work[k]].detail
         show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")

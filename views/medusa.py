@@ -21,6 +21,7 @@ from specviz.output.viz.tree import (
     tree_figure,
 )
 from ui.common import page_header, settings, show_figure
+from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import (
     Beside,
@@ -118,7 +119,7 @@ if ar is not None:
     )
 
 if steps:
-    i = pick_step("medusa", len(steps), default=focus_index(steps), run=f"{trace.total_s}")
+    i = pick_step("medusa", len(steps), default=focus_index(steps, step_rule()), run=f"{trace.total_s}{step_rule()}")
     step = steps[i]
     parents, labels, status, hover = step_tree_data(step)
     d = step.detail
