@@ -214,3 +214,17 @@ def test_export_draws_or_refuses_every_hostile_class(real, tmp_path):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
         assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 3 << 20  # KiB: the largest child's peak
+
+
+def test_export_refuses_a_trace_of_an_unknown_method(real, tmp_path, capsys):
+    """A trace's method name becomes export's file names: '../../x' wrote images outside --out."""
+    from specviz.__main__ import main
+
+    data = copy.deepcopy(real["jacobi"])
+    data["method"] = "../../escaped"
+    for step in data["steps"]:
+        step["detail"] = None  # a method without details loads: only its name is wrong
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    assert main(["export", "--traces", str(tmp_path / "t.json"), "--out", str(tmp_path / "a" / "b")]) == 2
+    assert "not a method specviz runs" in capsys.readouterr().err
+    assert not list(tmp_path.glob("escaped*"))

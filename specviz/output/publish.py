@@ -16,7 +16,7 @@ from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import PromptError, prepare, preset_prompts
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.core.trace import Trace, bundle_json, load_traces, read_file
+from specviz.core.trace import Trace, TraceError, bundle_json, load_traces, read_file
 from specviz.output.deck import DeckError, notes_text, slides_of, stored_measurement, write_deck
 from specviz.output.export import FORMATS, ExportError, write_figure
 
@@ -79,7 +79,10 @@ def run_traces(lm: LoadedModel, req: Request, sampling: Sampling) -> dict[str, T
 
 def load(req: Request) -> dict[str, Trace]:
     assert req.traces is not None
-    return {t.method: t for t in load_traces(read_file(req.traces))}
+    traces = load_traces(read_file(req.traces))
+    if unknown := [t.method for t in traces if t.method not in methods.available()]:  # names become file names
+        raise TraceError(f"The file holds a trace of {unknown[0][:40]!r}, not a method specviz runs.")
+    return {t.method: t for t in traces}
 
 
 def figures(traces: dict[str, Trace], lm: LoadedModel | None, every: bool) -> dict[str, go.Figure]:
