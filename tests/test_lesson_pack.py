@@ -182,3 +182,32 @@ def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
         for line in numbers(s, group) if group else []:
             said.setdefault(line.split(":")[0], set()).add(line)
     assert len(said) >= 5 and all(len(lines) == 1 for lines in said.values()), said
+
+
+@pytest.mark.parametrize(("name", "warns"), [("other", False), ("../pack", True)])
+def test_the_address_names_a_recording_beside_the_shipped_one(
+    packed, monkeypatch, tmp_path, app_lm, app_cache, name, warns
+):
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    import ui.lesson_pack
+    import ui.resources as resources
+    from specviz.output.lesson import ENV
+    from tests.apptest import APP
+
+    lesson, path = packed
+    shutil.copy(path, tmp_path / "other.json")
+    monkeypatch.setenv(ENV, lesson.source)
+    monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))
+    monkeypatch.setattr(ui.lesson_pack, "PACK_FILE", tmp_path / "pack.json")  # absent: only the named one
+    loads: list[str] = []
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_k: loads.append(spec) or app_lm)
+    resources.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["pack"] = name  # ?pack alone starts the lesson
+    at.run()
+    assert not at.exception and at.session_state["lesson.on"] and bool(loads) == warns
+    assert any("interleaved runs each" in c.value for c in at.caption) != warns
+    assert any("No recording '../pack' here" in w.value for w in at.warning) == warns

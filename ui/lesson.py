@@ -103,7 +103,8 @@ def route(pages: dict[str, Any], nav: Any) -> None:
     ss = st.session_state
     for key, value in ss.pop(CARRY, {}).items():  # before any widget of this run is drawn
         ss[key] = value
-    wanted = st.query_params.get("lesson")
+    named = st.query_params.get("pack")  # ?pack (the shipped recording) or ?pack=<name>: docs/lesson/<name>.json
+    wanted = st.query_params.get("lesson", None if named is None else "")
     if wanted is not None and not ss.get(STARTED):
         ss[STARTED] = True
         if (lesson := current()) is not None:
@@ -113,8 +114,8 @@ def route(pages: dict[str, Any], nav: Any) -> None:
                 st.warning(str(exc))
                 start = 0
             ss[ON], ss[presentation.KEY] = True, True
-            if st.query_params.get("pack") is not None:  # ?pack: the shipped recording (the default when there is one)
-                ss[lesson_pack.ON] = True
+            if named is not None:
+                lesson_pack.open_named(named)
             _enter(lesson, start)
     if ss.get(ON):  # slides: the sidebar folded away (its arrow brings it back), the stop's recorded runs
         st.set_page_config(initial_sidebar_state="collapsed")

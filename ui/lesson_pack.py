@@ -7,6 +7,7 @@ file. While a stop replays, its page below draws the same runs (ui.resources.PAC
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import streamlit as st
@@ -17,6 +18,7 @@ from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dic
 from ui import resources
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
+NOTE = "lesson.pack_note"  # why the address's recording is not replayed, said once on the stop
 RULE = "lesson.step_rule"  # the stop's rule for the step in focus, while a lesson stop is shown
 
 
@@ -37,6 +39,21 @@ def current(lesson: Lesson) -> Pack | None:
     except LessonError as exc:
         st.error(f"The recorded lesson cannot be replayed: {exc}")
     return pack if pack is not None and all(s.id in pack.stops for s in lesson.stops) else None
+
+
+def open_named(name: str) -> None:
+    """?pack=<name>: a recording beside the shipped one (docs/lesson/<name>.json; a bare name, nothing else)."""
+    st.session_state[ON] = True
+    if not name or name == PACK_FILE.stem:
+        return
+    path = PACK_FILE.parent / f"{name}.json"
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) or not path.is_file():
+        st.session_state[NOTE] = f"No recording {name[:64]!r} here; the shipped one is replayed, if there is one."
+        return
+    try:
+        st.session_state[LOADED] = resources.pack(str(path), path.stat().st_mtime)
+    except LessonError as exc:
+        st.session_state[NOTE] = f"The recording {name!r} cannot be replayed: {exc}"
 
 
 def _uploaded() -> None:
@@ -87,6 +104,8 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     """Under the stop's header: recorded (where, when) or live, and the button between them; True if replaying."""
     pack = current(lesson)
     live = pack is None or st.session_state.get(LIVE) == stop.id
+    if note := st.session_state.pop(NOTE, None):
+        box.warning(note)
     left, right = box.columns([5, 2], vertical_alignment="center")
     if pack is not None and not live and _stored(pack, stop):
         left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
