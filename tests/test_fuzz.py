@@ -115,7 +115,8 @@ def draw_every_figure(trace: Trace) -> int:
     drawn = len(figures({"ar": trace, trace.method: trace}))  # export's gallery, the cross-method figures too
     drawn += len([tree.token_strip(trace, upto=s.index) for s in trace.steps[:3]]) + 1
     tree.steps_figure(trace, None)
-    for step in trace.steps:
+    steps = trace.steps if len(trace.steps) <= 40 else [*trace.steps[:20], *trace.steps[-20:]]  # a page shows one
+    for step in steps:
         d = step.detail
         if isinstance(d, dt.EagleStep):
             eagle.verify_figures(step)

@@ -178,7 +178,21 @@ def largest(real: dict[str, dict]) -> list[dict]:
     d["verify_nodes"], d["verify_parents"], d["decisions"] = list(range(n)), [-1] + [0] * (n - 1), None
     look, d = first_detail(real["lookahead"])
     d["layout"] = {"levels": 7, "width": 32, "cands": 32, "depth": 7}
-    return [eagle, look]
+    return [eagle, look, longest(real["jacobi"])]
+
+
+def longest(data: dict, n: int = 8192) -> dict:
+    """A trace of n steps (MAX_TRACE_IDS, one token each), its own steps repeated in order, offsets kept right."""
+    data = copy.deepcopy(data)
+    steps, out = [], []
+    for i in range(n):
+        step = copy.deepcopy(data["steps"][i % len(data["steps"])])
+        step["index"], step["committed"], step["texts"] = i, step["committed"][:1], step["texts"][:1]
+        if step["detail"] is not None:
+            step["detail"]["offset"] = len(out)
+        steps.append(step)
+        out += step["committed"]
+    return data | {"steps": steps, "output_ids": out}
 
 
 @pytest.mark.soak
