@@ -38,16 +38,21 @@ _GREEDY: dict[tuple, list[int]] = {}
 
 
 def _plain_greedy(lm, prompt: list[int], n: int) -> list[int]:
-    """Greedy continuation by full forwards without a cache (the reference), the last position's logits only;
-    computed once per prompt and length (both attention kernels are checked against the same reference)."""
+    """Greedy continuation by transformers' own generate (the reference: another implementation of the cache and
+    of decoding than the stream's), n tokens whatever they are; computed once per prompt and length (both
+    attention kernels are checked against the same reference)."""
     key = (tuple(prompt), n)
     if key not in _GREEDY:
-        ids = list(prompt)
         with torch.inference_mode():
-            for _ in range(n):
-                logits = lm.hf(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1]
-                ids.append(int(logits.argmax()))
-        _GREEDY[key] = ids[len(prompt) :]
+            out = lm.hf.generate(
+                torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        _GREEDY[key] = out[0, len(prompt) :].tolist()
     return _GREEDY[key]
 
 
