@@ -211,3 +211,24 @@ def test_the_address_names_a_recording_beside_the_shipped_one(
     assert not at.exception and at.session_state["lesson.on"] and bool(loads) == warns
     assert any("interleaved runs each" in c.value for c in at.caption) != warns
     assert any("No recording '../pack' here" in w.value for w in at.warning) == warns
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"format": "specviz-lesson-pack/1"},
+        {"format": "specviz-lesson-pack/1", "groups": [1], "stops": {}, "provenance": {}, "load_after": 0},
+        {"format": "specviz-lesson-pack/1", "groups": [], "stops": [], "provenance": "x", "load_after": "y"},
+    ],
+)
+def test_a_pack_that_cannot_be_used_is_one_sentence(data, tmp_path):
+    from specviz.output.lesson_pack import from_dict
+
+    with pytest.raises(LessonError) as err:
+        from_dict(data, "upload.json")
+    assert "upload.json" in str(err.value) and "\n" not in str(err.value)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LessonError, match="could not be read"):
+        read(deep)

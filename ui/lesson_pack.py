@@ -67,8 +67,8 @@ def _uploaded() -> None:
         if f.size > MAX_PACK_BYTES:
             raise LessonError(f"{f.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
         st.session_state[LOADED] = from_dict(json.loads(f.getvalue()), f.name)
-    except (LessonError, ValueError) as exc:
-        st.session_state["lesson.pack_error"] = str(exc).splitlines()[0]
+    except (LessonError, ValueError, RecursionError) as exc:
+        st.session_state["lesson.pack_error"] = (str(exc) or type(exc).__name__).splitlines()[0]
 
 
 def controls(sb) -> None:
@@ -170,8 +170,8 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: 
         fig, measured = lesson_facts.figure(pack, stop)
         group = pack.group(stop)
         verdicts = lesson_facts.check(pack, stop)
-    except LessonError as exc:
-        place.warning(str(exc))
+    except (LessonError, ValueError, KeyError, TypeError, IndexError) as exc:  # a visitor's recording, not ours
+        place.warning(f"This recording cannot draw the stop ({type(exc).__name__}: {str(exc)[:160]}).")
         return
     from ui import presentation
 

@@ -80,7 +80,7 @@ def evaluate(text: str, functions: Mapping[str, Callable[..., Any]], step: Any =
     try:
         tree = parse(text, functions)
         value = _walk(tree.body, text.strip(), functions, step, read)
-    except (ClaimError, ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
+    except (ClaimError, ArithmeticError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         return Verdict(text, None, tuple(read.items()), str(exc) or type(exc).__name__)
     if not isinstance(value, bool):
         return Verdict(text, None, tuple(read.items()), "a check must compare, not give a number")

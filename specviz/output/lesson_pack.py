@@ -191,7 +191,8 @@ class Pack:
     def brief(self) -> str:
         """'Recorded on 2026-12-03 on a 2-core Intel(R) Xeon(R) Processor, under load (load average 4.1 → 5.9)'."""
         p = self.provenance
-        busy = "under load" if measure.contended(p) else "quiet"
+        after = measure.Provenance(**(p.to_dict() | {"load": self.load_after}))
+        busy = "under load" if measure.contended(p) or measure.contended(after) else "quiet"
         return (
             f"Recorded on {p.date[:10]} on a {p.cores}-core {p.cpu}, {busy} (load average {p.load:.1f} → "
             f"{self.load_after:.1f}), {self.settings.get('repeats', '?')} interleaved runs each, commit {p.commit}"
@@ -212,7 +213,7 @@ def read(path: str | Path = PACK_FILE) -> Pack:
         if file.stat().st_size > MAX_PACK_BYTES:
             raise LessonError(f"{file.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise LessonError(f"The pack {file.name} could not be read ({type(exc).__name__}).") from None
     return from_dict(data, file.name)
 
@@ -233,5 +234,5 @@ def from_dict(data: Any, name: str = "the pack") -> Pack:
         }
         prov = measure.Provenance.from_dict(data["provenance"])
         return Pack(groups, dict(data["stops"]), prov, float(data["load_after"]), data["settings"], data["lesson"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None
