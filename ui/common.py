@@ -26,7 +26,7 @@ from ui.resources import get_model, replayed, replaying
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
-MAX_UPLOADS, MAX_UPLOAD_BYTES = 8, 24 << 20  # trace files (and bytes) one visitor may have loaded at once
+MAX_UPLOADS, MAX_UPLOAD_BYTES = 8, 16 << 20  # trace files (and bytes) a visitor may have loaded: 8 MB parses to ~76 MB
 PARSED = "replay.parsed"  # "file id:size" -> (traces, refusal): each upload parsed once
 FOLDER_FIELDS = ("head", "heads_dir")  # Config fields naming a folder: on this server, only under models/
 
