@@ -24,8 +24,10 @@ def uploads_script() -> None:
     real = common.load_traces
     common.load_traces = lambda raw, *a: calls.append(1) or real(raw, *a)
     try:
-        n = st.session_state["n"]
-        files = [SimpleNamespace(name=f"f{i}.json", size=2, file_id=f"id{i}", getvalue=lambda: b"{}") for i in range(n)]
+        n, size = st.session_state["n"], st.session_state.get("size", 2)  # size: what each file claims
+        files = [
+            SimpleNamespace(name=f"f{i}.json", size=size, file_id=f"id{i}", getvalue=lambda: b"{}") for i in range(n)
+        ]
         st.session_state["out"] = common.uploads(files)
     finally:
         common.load_traces = real
@@ -45,6 +47,10 @@ def test_uploads_are_capped_per_visitor_and_parsed_once():
     refusals = [error for _, _, error in at.session_state["out"]]
     assert all("not a specviz trace" in e for e in refusals[:MAX_UPLOADS])
     assert all(e.startswith("not read: one visitor may load at most") for e in refusals[MAX_UPLOADS:])
+    at = AppTest.from_function(uploads_script, default_timeout=60)
+    at.session_state["n"], at.session_state["size"] = 3, 7 << 20  # under 8 MB each, over 16 MB together
+    at.run()
+    assert [e.startswith("not read") for _, _, e in at.session_state["out"]] == [False, False, True]
 
 
 def test_a_prompt_set_is_capped_and_refused_in_one_sentence():
