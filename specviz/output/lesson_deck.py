@@ -168,7 +168,7 @@ def pack_slides(pack: Any, lesson: Lesson) -> list[Slide]:
         fig = facts.relabel(fig)
         group = pack.group(stop)
         lines = [f"Stop {k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page][1]} page, figure {stop.figure}"]
-        lines.append(f"Recorded: {pack.where()}; model {pack.settings.get('model')}")
+        lines.append(f"R{pack.where()[1:]}; model {pack.settings.get('model')}")  # 'Recorded on …
         if measured:
             lines.append(f"From a stored measurement, {measured}")
         if group is not None:
