@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.core.sampling import Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, bundle_json
-from specviz.methods import eagle
+from specviz.methods import autoregressive, eagle
 from tests.apptest import APP, app_on
 from tests.test_pages_fast import tiny_kwargs
 
@@ -41,7 +41,8 @@ def test_an_oversized_upload_is_refused_before_it_is_read(tiny_app):
 def eagle_bundle(tiny_lm) -> bytes:
     ids = tiny_lm.encode_prompt("Count to ten: one two three")
     trace = eagle.generate(tiny_lm, ids, Sampling(max_new_tokens=8), **tiny_kwargs("eagle", tiny_lm))
-    return bundle_json([trace]).encode()
+    plain = autoregressive.generate(tiny_lm, ids, Sampling(max_new_tokens=8))  # so the page shows a speedup
+    return bundle_json([plain, trace]).encode()
 
 
 @pytest.fixture
@@ -81,6 +82,8 @@ def test_replay_never_loads_or_runs_the_model(spies, eagle_bundle):
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert spies == {"load": [], "replay": []}
     assert any("not while traces are loaded" in c.value for c in at.caption)
+    # a replayed speedup says it comes from a saved trace (it read as if measured here, now)
+    assert any("From saved traces run on" in (m.help or "") for m in at.metric), [m.help for m in at.metric]
 
 
 def test_live_regrowth_is_keyed_on_its_own_run(spies, tiny_app):

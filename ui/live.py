@@ -14,6 +14,7 @@ from specviz.core.model import ModelError
 from specviz.core.prompts import PromptError
 from specviz.core.sampling import ConfigError
 from specviz.core.trace import Trace
+from specviz.output.visitor import escaped
 from specviz.tuning import compare
 from ui import deck, resources
 from ui.common import Settings
@@ -93,7 +94,10 @@ def speedup_metric(col, runs: dict[str, list[Trace]], name: str, label: str, hel
     """The median speedup as a metric ('1.31×', short enough for a fifth of the page at 1600 px) and, beneath
     it, its range over the interleaved runs (measure.paired), or 'one run'."""
     sp = measure.paired(runs["ar"][: len(runs[name])], runs[name])["speedup"]
-    col.metric(label, f"{sp.median:.2f}×", help=help)
+    where = "Measured on this server since it booted (runs are cached across visitors)."
+    if replaying():  # a saved trace records its device, not where or when it ran
+        where = f"From saved traces run on {escaped(runs[name][0].device, 60)}; where and when are not recorded."
+    col.metric(label, f"{sp.median:.2f}×", help=f"{help} {where}")
     col.caption(f"range {sp.low:.2f}–{sp.high:.2f}× over {sp.n} interleaved runs" if sp.n > 1 else "one run")
 
 
