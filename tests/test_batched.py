@@ -245,8 +245,6 @@ def _real_alone(lm, prompts: list[list[int]]) -> list[list[int]]:
     return _ALONE[key]
 
 
-
-
 def test_bench_refuses_a_bad_batch_size_before_loading_the_model(tmp_path, capsys, monkeypatch):
     import specviz.__main__ as cli_main
 

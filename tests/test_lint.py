@@ -25,5 +25,3 @@ def test_ruff_is_clean():
 def test_ruff_format_is_clean():
     out = subprocess.run([tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, "run `ruff format` on: " + out.stdout[-3000:]
-
-
