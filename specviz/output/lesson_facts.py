@@ -68,10 +68,18 @@ def numbers(stop: Stop, group: Group) -> list[str]:
             tps = measure.spread([t.tokens_per_s for t in group.runs["ar"]])
             out.append(f"Plain decoding: A 1.00, {tps.median:.1f} tok/s ({tps.n} runs)")
             continue
-        n = group.numbers(name)
-        line = f"{display(name)[0].upper()}{display(name)[1:]}: A {n['A'].median:.2f}, r {n['r'].median:.2f}, "
+        n, label = group.numbers(name), _label(group, name)
+        line = f"{label}: A {n['A'].median:.2f}, r {n['r'].median:.2f}, "
         out.append(line + f"{n['tokens_per_s'].median:.1f} tok/s, speedup {n['speedup'].label()}")
     return out
+
+
+def _label(group: Group, name: str) -> str:
+    """'Prompt lookup'; a method judged by another rule says so: 'Speculative sampling (typical acceptance)'."""
+    cfg = group.configs.get(name)
+    rule = (cfg if isinstance(cfg, dict) else vars(cfg) if cfg is not None else {}).get("rule", "speculative")
+    text = display(name)[0].upper() + display(name)[1:]
+    return {"typical": f"{text} (typical acceptance)", "flawed": f"{text} (the flawed rule)"}.get(rule, text)
 
 
 def _group_functions(group: Group) -> dict[str, Callable[..., Any]]:
