@@ -29,7 +29,7 @@ from specviz.heads.eagle import HeadError
 from specviz.heads.medusa import HeadsConfig, HeadsError
 from tests.test_pages_fast import tiny_kwargs
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings()  # the loaded profile (tests/conftest.py): 20 examples in the test tiers, 200 in scripts/soak.sh
 
 scalars = st.one_of(
     st.none(),
