@@ -3,6 +3,7 @@ stop's settings and prompt, the sidebar's own settings survive the switches, and
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.core.prompts import preset_prompts
@@ -107,8 +108,12 @@ def test_a_bad_lesson_file_is_a_message(tiny_app, tmp_path, monkeypatch):
     assert any(e.startswith("The lesson cannot run:") and "'figure' 'the_race'" in e for e in said), said
 
 
-def test_a_typed_lesson_path_must_be_a_lesson_file(tiny_app, tmp_path, monkeypatch):
+@pytest.mark.parametrize("typed", ["/etc/passwd", "../../pyproject.toml", "~/other.toml"])
+def test_a_typed_lesson_path_names_a_shipped_lesson_only(tiny_app, tmp_path, monkeypatch, typed):
+    """A visitor's box on a shared server: any text but a shipped lesson's name is one sentence (the same whether
+    or not such a file exists), and nothing outside the shipped lessons' folder is read."""
     at = lesson_app(tmp_path, monkeypatch)
-    at.session_state["lesson.file"] = "/etc/passwd"  # a visitor's box on a shared server
+    at.session_state["lesson.file"] = typed
     at.run()
-    assert not at.exception and any("'/etc/passwd' is not a lesson file" in e.value for e in at.error)
+    said = [e.value for e in at.error]
+    assert not at.exception and any("is not a lesson shipped with the app" in e for e in said), said

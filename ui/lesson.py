@@ -20,6 +20,7 @@ from specviz.core.trace import Trace
 from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson_deck import numbers
 from specviz.output.lesson_facts import relabel
+from specviz.output.visitor import lesson_file
 from ui import deck, lesson_pack, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
@@ -56,10 +57,11 @@ P.addEventListener('keydown', P.__specvizLessonKeys, true);
 def current() -> Lesson | None:
     """The lesson of the sidebar's file (re-read when it changes); None, with the reason on the page, if unusable."""
     typed = str(st.session_state.get(FILE) or "")
-    if typed and not typed.endswith(".toml"):  # a visitor's path on a shared server: lesson files only
-        st.error(f"The lesson cannot run: {typed[:80]!r} is not a lesson file (a .toml file).")
+    try:  # a visitor's text only names a shipped lesson: it never reaches the filesystem elsewhere
+        path = str(lesson_file(typed)) if typed.strip() else str(lesson_path(None))
+    except ValueError as exc:
+        st.error(f"The lesson cannot run: {exc}")  # the typed text is escaped in the sentence
         return None
-    path = str(lesson_path(typed or None))
     try:
         stamp = Path(path).stat().st_mtime if Path(path).is_file() else 0.0
         return resources.lesson(path, stamp)
