@@ -154,6 +154,7 @@ def read_back(data: bytes) -> list[dict]:
     return out
 
 
+@pytest.mark.full  # every stop's methods run live on the tiny model: ~12 s (the deck from a pack: test_lesson_pack)
 def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
     monkeypatch.setattr(deck, "render_png", fake_png)  # kaleido's chromium is the full tier's (test_deck)
     lesson = load_lesson(write(tmp_path, DECK))
