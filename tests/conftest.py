@@ -26,8 +26,14 @@ def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", help="also run the soak checks (scripts/soak.sh passes this)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """`soak` checks (long statistics, the whole lesson, the load test) run only under --soak, whatever -m says."""
+    """`soak` checks (long statistics, the whole lesson, the load test) run only under --soak, whatever -m says.
+    Every AppTest on the tiny app goes to one xdist worker (--dist loadgroup), so the app's cached runs serve
+    them all: a page opened again with the same settings draws without running its methods again."""
+    for item in items:
+        if "tiny_app" in getattr(item, "fixturenames", ()) or "fresh_app" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("app"))
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="a soak check: scripts/soak.sh runs it")

@@ -3,6 +3,8 @@ every step in the tokens-per-step chart with the current one marked, and Compare
 
 from __future__ import annotations
 
+import pytest
+
 from specviz.core.details import LookaheadStep
 from specviz.core.sampling import Sampling
 from specviz.methods import autoregressive as ar
@@ -41,6 +43,7 @@ def test_the_steps_chart_shows_every_step_and_marks_the_current(tiny_lm):
     assert any(a["text"] == "step 2" for a in spec["layout"]["annotations"])
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_lookahead_opens_on_a_two_level_window_at_a_telling_step(tiny_app):
     at = app_on("views/lookahead.py", max_new_tokens=10)
     assert not at.exception and not at.error
@@ -55,6 +58,7 @@ def test_lookahead_opens_on_a_two_level_window_at_a_telling_step(tiny_app):
     assert len(steps["data"][0]["x"]) > 1 + shown  # every step, not the steps up to the slider
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_lookahead_moves_to_a_telling_step_when_the_run_changes(tiny_app):
     at = app_on("views/lookahead.py", max_new_tokens=12)
     at.radio(key="lookahead.preset").set_value(presets.PAPER).run()  # N 5: the window fills over three steps

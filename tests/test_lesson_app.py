@@ -57,6 +57,7 @@ def lesson_app(tmp_path, monkeypatch, text: str = LESSON) -> AppTest:
     return at.run()
 
 
+@pytest.mark.full  # live lesson pages under AppTest (the fast tier replays a pack: test_lesson_pack)
 def test_the_lesson_walks_across_pages(tiny_app, tmp_path, monkeypatch):
     at = lesson_app(tmp_path, monkeypatch)
     assert not problems(at), problems(at)
@@ -88,6 +89,7 @@ def test_the_lesson_walks_across_pages(tiny_app, tmp_path, monkeypatch):
     assert at.button(key="lesson_next").disabled and at.session_state["lesson.on"]
 
 
+@pytest.mark.full  # live lesson pages under AppTest (the fast tier replays a pack: test_lesson_pack)
 def test_the_keys_are_bound_and_the_switch_starts_it(tiny_app, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(write(tmp_path, LESSON)))
     at = AppTest.from_file(APP, default_timeout=600)

@@ -79,6 +79,7 @@ def test_identity_is_not_claimed_at_t_above_zero():
     assert row.identical is None and row.same_tokens == "n/a at T > 0"
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_one_live_run_is_labelled_one_run(tiny_app):
     at = AppTest.from_file(APP, default_timeout=600)
     for key, value in {"sidebar.max_new_tokens": 8, "lookahead.repeats": 1}.items():
@@ -115,6 +116,7 @@ def test_replayed_traces_of_another_prompt_or_setting_are_never_divided():
     assert replay_runs({"medusa": FAST}, ["medusa"]) == ({"medusa": [FAST]}, [])
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 @pytest.mark.parametrize("related", [True, False])
 def test_a_page_replaying_unrelated_traces_shows_no_speedup(tiny_app, related):
     from dataclasses import replace

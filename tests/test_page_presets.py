@@ -13,10 +13,11 @@ def problems(at) -> list[str]:
     return [str(e.value) for e in at.exception] + [e.value for e in at.error]
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
     """On the home page: the selector is in the shared sidebar, and home decodes only on its button (the
     timeline page ran every method on each of the three changes)."""
-    at = app_on("views/home.py", max_new_tokens=6)
+    at = app_on("views/home.py", max_new_tokens=8)
     assert at.selectbox(key="sidebar.preset").value == "chat-sky"  # the default prompt is a shipped one
     item = next(p for p in preset_prompts() if p.category == "extraction")
     at.selectbox(key="sidebar.preset").set_value(item.id).run()
@@ -36,8 +37,9 @@ def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
         pytest.param("views/lookahead.py", "lookahead", marks=pytest.mark.full),
     ],
 )
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_presets_fill_the_sliders(tiny_app, page, method):
-    at = app_on(page, max_new_tokens=3)
+    at = app_on(page, max_new_tokens=8)
     assert at.radio(key=f"{method}.preset").value == presets.start(method).key
     at.radio(key=f"{method}.preset").set_value("paper").run()
     assert not problems(at), problems(at)
@@ -53,9 +55,10 @@ def test_presets_fill_the_sliders(tiny_app, page, method):
     assert at.slider(key=f"{method}.{name}").value == presets.values(method, presets.get(method, "fastest"))[name]
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 @pytest.mark.full
 def test_both_presets_are_measured_on_request(tiny_app):
-    at = app_on("views/eagle.py", max_new_tokens=6)
+    at = app_on("views/eagle.py", max_new_tokens=8)
     at.button(key="eagle.measure_presets").click().run()
     assert not problems(at)
     table = next(d for d in at.dataframe if "verified tokens per forward" in d.value.columns)
@@ -64,8 +67,9 @@ def test_both_presets_are_measured_on_request(tiny_app):
     assert any("latency probe" in c.value for c in at.caption)
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_presentation_mode_folds_settings_and_steps_with_buttons(tiny_app):
-    at = app_on("views/medusa.py", max_new_tokens=6)
+    at = app_on("views/medusa.py", max_new_tokens=8)
     assert not [b for b in at.button if b.key == "present_next"]
     at.toggle(key="sidebar.present").set_value(True).run()
     assert not problems(at)
@@ -82,19 +86,21 @@ def test_presentation_mode_folds_settings_and_steps_with_buttons(tiny_app):
     assert at.slider(key="medusa.step").value == start
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_every_page_offers_its_slide_deck(tiny_app):
-    at = app_on("views/lookahead.py", max_new_tokens=6)
+    at = app_on("views/lookahead.py", max_new_tokens=8)
     button = next(b for b in at.get("download_button") if "Slide deck" in b.proto.label)
     assert f"{len(chart_specs(at))} slides" in button.proto.label
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 @pytest.mark.full
 def test_compare_shows_where_each_method_wins(tiny_app):
     from specviz.output.viz.stored import category_bench
 
     if category_bench() is None:
         pytest.skip("no stored bench result with categories in this checkout")
-    at = app_on("views/compare.py", max_new_tokens=6)
+    at = app_on("views/compare.py", max_new_tokens=8)
     assert not problems(at)
     fig = next(s for s in chart_specs(at) if "Where each method wins" in chart_title(s))
     assert "measured on" in chart_title(fig)

@@ -29,6 +29,7 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     return at.file_uploader(key="replay.files").set_value((name, data, "application/json")).run()
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_an_oversized_upload_is_refused_before_it_is_read(tiny_app):
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
@@ -86,6 +87,7 @@ def test_replay_never_loads_or_runs_the_model(spies, eagle_bundle):
     assert any("From saved traces run on" in (m.help or "") for m in at.metric), [m.help for m in at.metric]
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_live_regrowth_is_keyed_on_its_own_run(spies, tiny_app):
     """Live, the trees are re-grown from this session's own run (the cache key holds the run's content)."""
     at = app_on("views/eagle.py", max_new_tokens=8, prompt="Count to ten: one two three")
@@ -94,6 +96,7 @@ def test_live_regrowth_is_keyed_on_its_own_run(spies, tiny_app):
         assert all(t.model == tiny_app.name and t.prompt == "Count to ten: one two three" for t in spies["replay"])
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_home_page_does_not_decode_while_replaying(spies, eagle_bundle):
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
@@ -130,6 +133,7 @@ SMALL = {"model_type": "llama", "max_position_embeddings": 2048, "vocab_size": 1
 SMALL |= {"intermediate_size": 128, "num_hidden_layers": 2}
 
 
+@pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_any_model_failure_is_one_message(tiny_app, monkeypatch):
     import specviz.output.visitor as visitor
     import ui.resources as resources
