@@ -47,6 +47,7 @@ def test_reader_survives_the_truncated_file() -> None:
         json.loads(distill.sharegpt_path().read_text(encoding="utf-8", errors="replace"))
 
 
+@pytest.mark.full  # reads 10,000 ShareGPT prompts
 def test_prompts_exclude_spec_bench(monkeypatch) -> None:
     first = [distill.first_human_turn(r) for r in distill.sharegpt_conversations(limit=400)]
     first = [f for f in first if f]

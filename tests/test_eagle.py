@@ -235,6 +235,7 @@ def tiny_data(tokenizer):
     return lm, prompts, distill.distill_batch(lm, prompts, 20)
 
 
+@pytest.mark.full  # trains twice (whole, then cut and resumed)
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     from specviz.training import eagle_train as et
     from specviz.training.loop import finish

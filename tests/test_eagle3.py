@@ -152,6 +152,7 @@ def tiny_data(tokenizer):
     return lm, prompts, seqs
 
 
+@pytest.mark.full  # trains twice (whole, then cut and resumed)
 def test_training_learns_and_resumes_exactly(tiny_data, tmp_path):
     lm, prompts, seqs = tiny_data
     trainer = e3t.Eagle3Trainer(batch_tokens=256, draft_vocab=512, unroll=2, layers="0,1,1")

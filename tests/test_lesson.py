@@ -177,6 +177,7 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
     assert "; the roofline from float32 peaks measured on " in by_id["flat"]["notes"]
 
 
+@pytest.mark.full  # a deck slide through the home page's figure builders: seconds
 def test_the_cost_curve_slide_has_the_home_pages_roofline(tiny_app):
     from specviz.output.lesson_figures import latency
 
@@ -186,6 +187,7 @@ def test_the_cost_curve_slide_has_the_home_pages_roofline(tiny_app):
     assert "the roofline from" in drawn.measured
 
 
+@pytest.mark.full  # the export command over the live lesson (the deck from a pack: test_lesson_pack, fast)
 def test_the_export_command_writes_the_lesson(tiny_app, tmp_path, monkeypatch, capsys):
     import specviz.__main__ as cli
 

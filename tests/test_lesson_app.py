@@ -110,7 +110,9 @@ def test_a_bad_lesson_file_is_a_message(tiny_app, tmp_path, monkeypatch):
     assert any(e.startswith("The lesson cannot run:") and "'figure' 'the_race'" in e for e in said), said
 
 
-@pytest.mark.parametrize("typed", ["/etc/passwd", "../../pyproject.toml", "~/other.toml"])
+@pytest.mark.parametrize(
+    "typed", [pytest.param(t, marks=pytest.mark.full) for t in ("/etc/passwd", "../../pyproject.toml", "~/x.toml")]
+)
 def test_a_typed_lesson_path_names_a_shipped_lesson_only(tiny_app, tmp_path, monkeypatch, typed):
     """A visitor's box on a shared server: any text but a shipped lesson's name is one sentence (the same whether
     or not such a file exists), and nothing outside the shipped lessons' folder is read."""

@@ -14,6 +14,8 @@ from specviz.output.lesson_facts import check, figure, numbers
 from specviz.output.lesson_pack import plan, read, record, write
 from tests.test_lesson import lesson_text, stop
 
+pytestmark = pytest.mark.xdist_group("app")  # one worker records the module's pack once, beside the app's AppTests
+
 PACKED = lesson_text(
     stop("serial", "timeline", "timeline_at", 'methods = ["ar", "pld"]\nsettings = { "timeline.methods" = ["pld"] }'
          '\nchecks = ["tps(\\"ar\\") > 0", "prefill_share() < 1"]'),
@@ -184,6 +186,7 @@ def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
     assert len(said) >= 5 and all(len(lines) == 1 for lines in said.values()), said
 
 
+@pytest.mark.full  # two more app runs
 @pytest.mark.parametrize(("name", "warns"), [("other", False), ("../pack", True)])
 def test_the_address_names_a_recording_beside_the_shipped_one(
     packed, monkeypatch, tmp_path, app_lm, app_cache, name, warns

@@ -112,10 +112,8 @@ def bundle(tiny_lm) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
-# two pages in the fast tier, every page in the full one
-REPLAY = [
-    pytest.param(p, marks=() if p in ("views/timeline.py", "views/medusa.py") else pytest.mark.full) for p in PAGES
-]
+# one page in the fast tier (a method page: its step views from the replayed trace), every page in the full one
+REPLAY = [pytest.param(p, marks=() if p == "views/medusa.py" else pytest.mark.full) for p in PAGES]
 
 
 @pytest.mark.parametrize("page", REPLAY)

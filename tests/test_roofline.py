@@ -47,6 +47,7 @@ def test_one_sentence_per_device_with_its_numbers_and_provenance():
     assert "a tree of 60" in said["GPU (NVIDIA H200), bf16"]
 
 
+@pytest.mark.full  # measures this machine's peaks: about a second
 def test_peaks_are_measured_once_per_process_and_setting():
     roofline.peaks.cache_clear()
     first = roofline.peaks("cpu", "float32", torch.get_num_threads())
