@@ -94,6 +94,10 @@ BAD = [
     (lesson_text(stop(), head="max_new_tokens = 0\n"), "'max_new_tokens' must be a whole number from 1 to 512"),
     (lesson_text(stop(), head="speed = 2\n"), "unknown key 'speed' at the top"),
     (lesson_text(stop().replace("Two sentences. About one figure.", "x" * 800)), "at most 700 fit a stop"),
+    # shapes that escaped as tracebacks (issue 41): a list where a prompt's name goes, arrays nested 5,000 deep
+    (lesson_text(stop(), head='prompt = ["code-hints"]\n'), "'prompt' ['code-hints'] is not a shipped prompt"),
+    (lesson_text(stop(extra='prompt = ["a", "b"]')), "'prompt' ['a', 'b'] is not a shipped prompt"),
+    ("x = " + "[" * 5000 + "]" * 5000, "nests its values too deeply"),
 ]
 
 
@@ -110,6 +114,8 @@ def test_a_bad_lesson_is_one_clear_sentence(tmp_path, text, says):
 def test_missing_file_and_the_environment(tmp_path, monkeypatch):
     with pytest.raises(LessonError, match="could not be read"):
         load_lesson(tmp_path / "nowhere.toml")
+    with pytest.raises(LessonError, match="could not be read"):  # a NUL byte in the path (ValueError from stat)
+        load_lesson(str(tmp_path / "bad\0name.toml"))
     own = write(tmp_path, lesson_text(stop(id="mine")))
     monkeypatch.setenv(ENV, str(own))
     assert [s.id for s in load_lesson().stops] == ["mine"]  # $SPECVIZ_LESSON replaces the shipped lesson

@@ -116,6 +116,8 @@ def _toml(text: str, name: str) -> dict[str, Any]:
         return toml.loads(text)
     except toml.TOMLDecodeError as exc:
         raise LessonError(f"{name} is not valid TOML ({exc}).") from None
+    except RecursionError:  # arrays nested thousands deep
+        raise LessonError(f"{name} nests its values too deeply to be a lesson file.") from None
 
 
 def load_lesson(path: str | Path | None = None) -> Lesson:
@@ -125,8 +127,8 @@ def load_lesson(path: str | Path | None = None) -> Lesson:
         if file.stat().st_size > MAX_BYTES:
             raise LessonError(f"{file} is larger than a lesson file may be ({MAX_BYTES // 1024} KB).")
         text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LessonError(f"The lesson file {file} could not be read ({type(exc).__name__}: {exc}).") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise LessonError(f"The lesson file {file!r} could not be read ({type(exc).__name__}: {exc}).") from None
     return parse_lesson(_toml(text, str(file)), str(file))
 
 
@@ -152,7 +154,7 @@ def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
     title = _text(data.get("title", "The lesson"), source, "title")
     shipped = _shipped()
     prompt = data.get("prompt", "code-hints")
-    if prompt not in shipped:
+    if not isinstance(prompt, str) or prompt not in shipped:
         raise LessonError(f"{source}: 'prompt' {prompt!r} is not a shipped prompt ({', '.join(shipped)}).")
     tokens = data.get("max_new_tokens", 48)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 512:
@@ -193,7 +195,7 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
         names = ", ".join(FIGURES[page])
         raise LessonError(f"{where}: 'figure' {figure!r} is not one the {page} page can focus; choose from {names}.")
     prompt = raw.get("prompt", default_prompt)
-    if prompt not in shipped:
+    if not isinstance(prompt, str) or prompt not in shipped:
         raise LessonError(f"{where}: 'prompt' {prompt!r} is not a shipped prompt ({', '.join(shipped)}).")
     names = raw.get("methods", [])
     if not isinstance(names, list) or any(n not in methods.available() for n in names):
