@@ -20,7 +20,7 @@ from specviz.core.trace import Trace
 from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson_deck import numbers
 from specviz.output.lesson_facts import relabel
-from specviz.output.visitor import lesson_file
+from specviz.output.visitor import escaped, lesson_file
 from ui import deck, lesson_pack, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
@@ -112,8 +112,8 @@ def route(pages: dict[str, Any], nav: Any) -> None:
         if (lesson := current()) is not None:
             try:
                 start = lesson.index(wanted) if wanted not in ("", "1", "on") else 0
-            except LessonError as exc:
-                st.warning(str(exc))
+            except LessonError as exc:  # names the visitor's ?lesson= text: shown escaped, never as markdown
+                st.warning(escaped(str(exc)))
                 start = 0
             ss[ON], ss[presentation.KEY] = True, True
             if named is not None:
