@@ -103,6 +103,21 @@ def make_tiny(
     return LoadedModel(hf=hf, tokenizer=tokenizer, name="tiny-random", device=torch.device("cpu"), dtype=dtype)
 
 
+def hf_greedy(lm: LoadedModel, ids: list[int], n: int, whole: bool = False) -> list[int]:
+    """transformers' own greedy generate (the reference decoder): up to n tokens, stopping at EOS, or exactly n
+    whatever they are (`whole`)."""
+    with torch.inference_mode():
+        out = lm.hf.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=n,
+            min_new_tokens=n if whole else None,
+            do_sample=False,
+            pad_token_id=0 if whole else 2,
+        )
+    return out[0, len(ids) :].tolist()
+
+
 @pytest.fixture(scope="session")
 def tiny_lm(tokenizer) -> LoadedModel:
     return make_tiny(tokenizer)

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 
-from .conftest import PROMPTS
-
-
-def hf_greedy(lm, ids: list[int], n: int) -> list[int]:
-    with torch.inference_mode():
-        out = lm.hf.generate(
-            torch.tensor([ids]),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=n,
-            do_sample=False,
-            pad_token_id=2,
-        )
-    return out[0, len(ids) :].tolist()
+from .conftest import PROMPTS, hf_greedy
 
 
 def test_tiny_greedy_matches_generate(tiny_lm):

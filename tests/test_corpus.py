@@ -12,6 +12,7 @@ from scipy.stats import chisquare
 
 from specviz.core.kernels import grouped_decode
 from specviz.training import answering, conversations, corpus, corpus_files, stream
+from tests.conftest import hf_greedy
 
 
 def _templated(tokenizer, msgs, gen=True) -> list[int]:
@@ -43,16 +44,7 @@ def _plain_greedy(lm, prompt: list[int], n: int) -> list[int]:
     attention kernels are checked against the same reference)."""
     key = (tuple(prompt), n)
     if key not in _GREEDY:
-        with torch.inference_mode():
-            out = lm.hf.generate(
-                torch.tensor([prompt]),
-                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                max_new_tokens=n,
-                min_new_tokens=n,
-                do_sample=False,
-                pad_token_id=0,
-            )
-        _GREEDY[key] = out[0, len(prompt) :].tolist()
+        _GREEDY[key] = hf_greedy(lm, prompt, n, whole=True)
     return _GREEDY[key]
 
 
