@@ -115,7 +115,9 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
         cats = data["categories"]
         return {"speedup": lambda m, kind: cats[kind][m], "best": lambda kind: max(cats[kind], key=cats[kind].get)}
     if "points" in data:  # batch size or context length
-        at = {(p[0], p[1]): dict(zip(("speedup", "A", "r"), p[2:])) for p in data["points"]}
+        at: dict[tuple[Any, Any], dict[str, Any]] = {
+            (p[0], p[1]): dict(zip(("speedup", "A", "r"), p[2:])) for p in data["points"]
+        }
         return {k: (lambda m, x, k=k: at[m, int(x)][k]) for k in ("speedup", "A", "r")}
     if "rules" in data:  # the losslessness lab
         rules = data["rules"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ class Pack:
     def brief(self) -> str:
         """'Recorded on 2026-12-03 on a 2-core Intel(R) Xeon(R) Processor, under load (load average 4.1 → 5.9)'."""
         p = self.provenance
-        after = measure.Provenance(**(p.to_dict() | {"load": self.load_after}))
+        after = replace(p, load=self.load_after)
         busy = "under load" if measure.contended(p) or measure.contended(after) else "quiet"
         return (
             f"Recorded on {p.date[:10]} on a {p.cores}-core {p.cpu}, {busy} (load average {p.load:.1f} → "
