@@ -2,7 +2,7 @@
 # The soak checks, not run by the README's test command: statistics at full power (3,000 draws per sampling method,
 # power for a 5% shift), the whole lesson by key presses with per-stop times, several visitors on one server,
 # hypothesis at 200 examples, the checks that pin committed data (each says what to re-record when it fails),
-# the batched bench on the real model and `python -m specviz doctor`. About 45-60 minutes on 2 cores.
+# the batched bench on the real model and `python -m specviz doctor`. About 20 minutes on a quiet 2-core CPU.
 # Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
