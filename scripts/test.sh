@@ -8,6 +8,9 @@
 # the batched bench, doctor) are scripts/soak.sh. Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Compiled modules are kept in __pycache__ (git ignores it): under PYTHONDONTWRITEBYTECODE, which some shells set,
+# every worker compiles the library and re-rewrites ~200 test modules' asserts at each run (~2 s a process).
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh
 PY=.venv/bin/python
 if [ "${1:-}" = "--fast" ]; then
