@@ -9,7 +9,7 @@ import torch
 
 from specviz.core.details import HybridStep
 from specviz.core.sampling import Sampling
-from specviz.heads.eagle_drafter import TreeStepper
+from specviz.heads.eagle_drafter import start
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome
@@ -149,23 +149,23 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
         trees: list[DraftTree] = []
 
         def step(run: Run, root: int) -> Outcome:
-            if trees:
-                res = stepper.step(run, root)
+            f_t, prefix = stepper.root_feature(run), run.seq_len
+            if trees:  # an EAGLE-2 step: the head's tree alone
+                tree = stepper.draft(f_t, root)
             else:  # the first step: plain decoding's next 5 tokens grafted on (all accepted), head or not
-                f_t, prefix = stepper.root_feature(run), run.seq_len
                 tree = stepper.draft(f_t, root) if first_with_head else stepper.skip(f_t, root)
                 graft(tree, [plain[1:6]], 99, [HEAD] * len(tree.tokens))
-                nodes, spec = tree.verified()
-                tokens = [tree.tokens[n] for n in nodes]
-                logits, hidden, feats = stepper.verify(run, tokens, spec)
-                w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
-                stepper.commit(run, prefix, tokens, feats, w.path)
-                res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
+            nodes, spec = tree.verified()
+            tokens = [tree.tokens[n] for n in nodes]
+            logits, hidden, feats = stepper.verify(run, tokens, spec)
+            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+            stepper.commit(run, prefix, tokens, feats, w.path)
+            res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
             trees.append(res.tree)
             return tree_outcome(res, lambda: None)
 
         run = Run(tiny_lm, ids, s, hybrid.NAME, cfg)
-        stepper = TreeStepper.start(run, head, cfg)
+        stepper = start(run, head, cfg)
         assert run.decode(step).output_ids == plain
         return trees[1]
 

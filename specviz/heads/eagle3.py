@@ -18,7 +18,8 @@ Design choices, beyond the paper:
   as specviz.heads.eagle does), behind the head's own final RMSNorm; no new output matrix is trained.
 
 Eagle3Head is an EagleHead (same fc, decoder layer, rotary and draft vocabulary; only its inputs and its
-read-out differ), so the draft tree (specviz.trees.draft_tree) and the tree stepper run it unchanged.
+read-out differ), so the draft tree (specviz.trees.draft_tree) and the tree stepper run it unchanged; its
+drafter (Eagle3Drafter) fuses the target's layer inputs before they enter the head's KV cache.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from specviz.core.schema import Between
 from specviz.heads import store
 from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, init_linears, load_weights
 from specviz.heads.eagle import save_head as save_eagle_head
+from specviz.heads.eagle_drafter import Drafter
 from specviz.heads.files import Kind, stamp
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
@@ -47,7 +49,7 @@ KIND = Kind(EAGLE3_FORMAT, "an EAGLE-3 head", HeadError, f"retrain with: {TRAIN_
 
 def default_layers(n_layers: int) -> tuple[int, ...]:
     """The fused layers of an n-layer target: low, middle, high = (2, n/2, n-3) as EAGLE-3's authors chose
-    (specviz.training.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
+    (specviz.corpus.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
     if n_layers >= 6:
         return (2, n_layers // 2, n_layers - 3)
     return (0, n_layers // 2, max(0, n_layers - 1))
@@ -184,3 +186,31 @@ def warm_start(head: Eagle3Head, folder: str | Path) -> list[str]:
     }
     head.load_state_dict({**own, **{k: v.to(own[k].dtype) for k, v in picked.items()}})
     return sorted(picked)
+
+
+class Eagle3Drafter(Drafter):
+    """The EAGLE drafter for an Eagle3Head: true features arrive as the target's layer inputs [m, 3h], fused into g
+    (Eagle3Head.fuse_layers) before they enter its KV cache; drafts are read through the head's final norm."""
+
+    head: Eagle3Head
+
+    def __init__(self, head: Eagle3Head, lm: LoadedModel, dtype: torch.dtype | None = None) -> None:
+        super().__init__(head, lm, dtype)
+
+    @torch.inference_mode()
+    def fused(self, layers: torch.Tensor) -> torch.Tensor:
+        """Layer inputs [m, 3h] → the fused features g [m, h] the head's pairs read."""
+        return self.head.fuse_layers(layers.to(self.device, self.dtype))
+
+    def reset(self, prompt_ids: list[int], prompt_hidden: torch.Tensor) -> None:
+        """Start a generation from the prompt's layer inputs [n, 3h]: pairs (g_j, x_{j+1})."""
+        super().reset(prompt_ids, self.fused(prompt_hidden))
+
+    def push(self, feats: torch.Tensor, tokens: list[int]) -> None:
+        """Queue verified pairs from the target's layer inputs feats [m, 3h] and the next tokens."""
+        if tokens:
+            super().push(self.fused(feats[: len(tokens)]), tokens)
+
+    def readout(self, out: torch.Tensor) -> torch.Tensor:
+        """The head's final norm: what its LM-head rows read."""
+        return self.head.readout(out)

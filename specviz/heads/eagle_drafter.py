@@ -1,16 +1,12 @@
-"""The EAGLE head at inference: a drafting copy per dtype (prepacked on the CPU), the Drafter, which runs
-(feature, token) pairs through the head on its own KV cache, and the TreeStepper, a head's side of an EAGLE
-tree step: it drafts a tree from the root (or skips), verifies a tree in one target forward, and commits the
-accepted path to the target's cache and the head's queue. EAGLE-2's step (`TreeStepper.step`) is those phases
-in order; the pool hybrid (specviz.methods.hybrid) composes its own step from the same pieces."""
+"""The EAGLE head at inference: a drafting copy per dtype (prepacked on the CPU) and the Drafter, which runs
+(feature, token) pairs through the head on its own KV cache; `start` hands one to the tree stepper
+(specviz.trees.eagle_tree.TreeStepper), whose pieces each EAGLE method's step puts in order in its own file."""
 
 from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -19,10 +15,7 @@ from specviz.core.kernels import PackedLinear, can_pack, pack_module
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head, pass_through
-from specviz.trees.draft_tree import DraftTree, feature_view, grow, static_paths, tree_detail
-from specviz.trees.eagle_tree import Shape, Step, TreeResult
-from specviz.trees.tree import TreeSpec, commit_path, verify_tree
-from specviz.trees.walk import walk
+from specviz.trees.eagle_tree import Shape, Step, TreeStepper
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
 # long as the head and the LM head it was made from (a new model never finds an old model's projection)
@@ -175,87 +168,9 @@ def head_dtype(lm: LoadedModel, cfg: Shape) -> torch.dtype:
     return torch.bfloat16 if cfg.head_dtype == "bf16" else torch.float32
 
 
-class TreeStepper:
-    """Per-generation state of a tree method: the head's drafter (with its own KV cache) and the tree shape.
-
-    What the drafter reads of the target is EAGLE's final hidden state; a head that reads something else
-    (EAGLE-3's fused layers, specviz.heads.eagle3_drafter) brings its own drafter and overrides
-    `root_feature` and `verify`.
-    """
-
-    def __init__(self, lm: LoadedModel, head: EagleHead, cfg: Shape, drafter: Drafter | None = None) -> None:
-        self.cfg = cfg
-        self.drafter = drafter if drafter is not None else Drafter(head, lm, head_dtype(lm, cfg))
-        self.paths = static_paths(head.config.calibration, cfg) if cfg.tree == "static" else []
-
-    @classmethod
-    def start(cls, run: Step, head: EagleHead, cfg: Shape) -> TreeStepper:
-        """Prefill the target, then the head's own prefill over the prompt's pairs (timed as prefill)."""
-        _, hidden = run.prefill()
-        stepper = cls(run.lm, head, cfg)
-        t = run.now()
-        stepper.drafter.reset(run.prompt_ids, hidden)
-        run.prefill_s += run.now() - t
-        return stepper
-
-    def draft(self, feature: torch.Tensor, root: int) -> DraftTree:
-        """Catch the head up with the verified features, then grow this step's tree from the root."""
-        tree = DraftTree(tokens=[root])
-        tree.feats[0], tree.logps[0] = self.drafter.catch_up(feature, root)
-        grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths)
-        return tree
-
-    def root_feature(self, run: Step) -> torch.Tensor:
-        """What the root's pair reads of the last committed token: its final hidden state."""
-        return run.pending_hidden
-
-    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One target forward over the tree: (logits [n, V], hidden [n, H], what the drafter reads per node)."""
-        logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
-        return logits, hidden, hidden
-
-    def skip(self, feature: torch.Tensor, root: int) -> DraftTree:
-        """A tree of the root alone: the head drafts nothing this step, and the root's pair, which drafting
-        would have run, waits in its queue with the verified pairs until the next step that drafts."""
-        self.drafter.push(feature[None], [root])
-        return DraftTree(tokens=[root])
-
-    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
-        """Keep the accepted path in the target's cache; the head keeps its pairs 0..prefix-1 (all built from
-        true features; none were drafted past them on a skipped step) and queues the path's verified pairs."""
-        commit_path(run.cache, prefix, path)
-        self.drafter.rollback(prefix)
-        self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
-
-    def step(self, run: Step, root: int) -> TreeResult:
-        """propose (the head drafts a tree) → verify (one target forward) → accept → commit."""
-        f_t, prefix = self.root_feature(run), run.seq_len
-        with run.phase("propose"):
-            tree = self.draft(f_t, root)
-            nodes, spec = tree.verified()
-            tokens = [tree.tokens[n] for n in nodes]
-        with run.phase("verify"):
-            logits, hidden, feats = self.verify(run, tokens, spec)
-        with run.phase("accept"):
-            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
-        with run.phase("commit"):
-            self.commit(run, prefix, tokens, feats, w.path)
-        return TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
-
-    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
-        """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""
-        root = res.tokens[0]
-        emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
-        return {
-            "tree": tree_detail(res.tree, text, self.cfg.tree),
-            "verify_nodes": res.nodes,
-            "verify_parents": res.spec.parents,
-            "path": [res.nodes[i] for i in res.path],
-            "features": self.feature_record(res, emb) if 0 in res.tree.feats else {},  # {}: the head skipped
-            "decisions": res.walk.decisions,
-            "residual_token": res.walk.next_root,
-        }
-
-    def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
-        """What the head read and predicted at the root against the target's feature, a few dimensions of it."""
-        return feature_view(res.f_t, root_embed, res.tree.feats[0], res.hidden[0])
+def start(run: Step, head: EagleHead, cfg: Shape) -> TreeStepper:
+    """Prefill the target, then the head over the prompt's pairs (timed as prefill): EAGLE's tree stepper."""
+    _, hidden = run.prefill()
+    stepper = TreeStepper(Drafter(head, run.lm, head_dtype(run.lm, cfg)), cfg, head.config.calibration)
+    stepper.begin(run, hidden)
+    return stepper

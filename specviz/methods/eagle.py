@@ -9,9 +9,10 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import TreeStepper, head_for, load_head, tiny_head
+from specviz.heads.eagle_drafter import head_for, load_head, start, tiny_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.trees.eagle_tree import check_shape
+from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
+from specviz.trees.walk import walk
 
 NAME = "eagle"
 LABEL = "EAGLE-2"
@@ -52,9 +53,21 @@ class State:
         self.tree = tree
 
     def step(self, run: Run, root: int) -> Outcome:
-        """propose (draft tree) → verify (one target forward) → accept → commit (target and head caches)."""
-        res = self.tree.step(run, root)
-        return tree_outcome(res, lambda: EagleStep(**self.tree.record(res, run.lm.token_text)))
+        """propose (the head drafts a tree) → verify (one target forward) → accept → commit (target and head)."""
+        stepper, prefix = self.tree, run.seq_len
+        f_t = stepper.root_feature(run)  # the last committed token's final hidden state
+        with run.phase("propose"):
+            tree = stepper.draft(f_t, root)  # grown by confidence, reranked to total_tokens
+            nodes, spec = tree.verified()
+            tokens = [tree.tokens[n] for n in nodes]
+        with run.phase("verify"):
+            logits, hidden, feats = stepper.verify(run, tokens, spec)
+        with run.phase("accept"):  # greedy match at T = 0, tree speculative sampling at T > 0
+            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+        with run.phase("commit"):
+            stepper.commit(run, prefix, tokens, feats, w.path)
+        res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
+        return tree_outcome(res, lambda: EagleStep(**stepper.record(res, run.lm.token_text)))
 
 
 def generate(
@@ -70,7 +83,7 @@ def generate(
     cfg = config or Config()
     head = head_for(lm, cfg, head)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(State(TreeStepper.start(run, head, cfg)).step)
+    return run.decode(State(start(run, head, cfg)).step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

@@ -2,14 +2,17 @@
 
 The target's verify pass also hands over the inputs of three of its layers (LoadedModel.forward_layers);
 the head (specviz.heads.eagle3) fuses them, drafts from its own outputs deeper in the tree, and the tree
-is grown, verified, accepted and committed exactly as EAGLE-2's (specviz.heads.eagle_drafter.TreeStepper):
-greedy matching at T = 0, tree speculative sampling at T > 0, so the output is the target's.
+is grown, verified, accepted and committed as EAGLE-2's (the pieces of specviz.trees.eagle_tree.TreeStepper;
+this file's Eagle3Stepper changes what the root reads and what verification hands back): greedy matching at
+T = 0, tree speculative sampling at T > 0, so the output is the target's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,10 +21,13 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, pass_through
-from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, cached_head, default_layers, new_head
-from specviz.heads.eagle3_drafter import Eagle3Stepper
+from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, default_layers, new_head
+from specviz.heads.eagle_drafter import head_dtype
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
-from specviz.trees.eagle_tree import check_shape
+from specviz.trees.draft_tree import feature_view
+from specviz.trees.eagle_tree import Shape, Step, TreeResult, TreeStepper, check_shape
+from specviz.trees.tree import TreeSpec, verify_tree_layers
+from specviz.trees.walk import walk
 
 NAME = "eagle3"
 LABEL = "EAGLE-3"
@@ -69,6 +75,59 @@ class LayersRun(Run):
         return logits, hidden
 
 
+class Eagle3Stepper(TreeStepper):
+    """EAGLE-2's tree stepper with an EAGLE-3 head: the target hands over layer inputs, not final features."""
+
+    drafter: Eagle3Drafter
+
+    def __init__(self, drafter: Eagle3Drafter, cfg: Shape, head: Eagle3Head) -> None:
+        super().__init__(drafter, cfg, head.config.calibration)
+        self.layers = tuple(head.config.layers)
+        self.last_layers: torch.Tensor | None = None  # the last committed token's layer inputs [3H]
+
+    def root_feature(self, run: Step) -> torch.Tensor:
+        """The last committed token's layer inputs [3H] (the drafter fuses them)."""
+        if self.last_layers is None:
+            raise RuntimeError("The EAGLE-3 stepper has not been started (eagle3.start).")
+        return self.last_layers
+
+    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One target forward over the tree, with every node's layer inputs."""
+        return verify_tree_layers(run.lm, run.cache, tokens, spec, self.layers)
+
+    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+        """EAGLE-2's commit; then remember the accepted path's last layer inputs for the next root."""
+        super().commit(run, prefix, tokens, feats, path)
+        self.last_layers = feats[path[-1]]
+
+    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
+        """An Eagle3Step's fields: EAGLE-2's record, and the layers the head fuses."""
+        return {**super().record(res, text), "layers": list(self.layers)}
+
+    def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
+        """The fused g the root's pair read and the head's normed output norm(a), against the target's final
+        hidden state (both go through LM-head rows; the head is not trained to match it, only its tokens)."""
+        dr = self.drafter
+        with torch.inference_mode():
+            g = dr.fused(res.f_t[None])[0]
+            pred = dr.readout(res.tree.feats[0].to(dr.dtype))
+            parts = res.f_t.double().view(len(self.layers), -1)  # the raw inputs of the fused layers
+        rms = [round(float(p.pow(2).mean().sqrt()), 2) for p in parts]
+        peak = [round(float(p.abs().max()), 1) for p in parts]
+        return {**feature_view(g, root_embed, pred, res.hidden[0]), "layer_rms": rms, "layer_peak": peak}
+
+
+def start(run: LayersRun, head: Eagle3Head, cfg: Config) -> Eagle3Stepper:
+    """Prefill the target (keeping the prompt's layer inputs), then the head over the prompt's pairs."""
+    stepper = Eagle3Stepper(Eagle3Drafter(head, run.lm, head_dtype(run.lm, cfg)), cfg, head)
+    run.prefill()
+    if run.prompt_layers is None:
+        raise TypeError("An EAGLE-3 run's prefill must keep the prompt's layer inputs (prompt_layers).")
+    stepper.begin(run, run.prompt_layers)
+    stepper.last_layers = run.prompt_layers[-1]
+    return stepper
+
+
 class State:
     """Per-generation EAGLE-3 state next to the run: the tree stepper (the head's drafter and cache)."""
 
@@ -76,9 +135,22 @@ class State:
         self.tree = tree
 
     def step(self, run: Run, root: int) -> Outcome:
-        """propose (draft tree) → verify (one target forward, with layer inputs) → accept → commit."""
-        res = self.tree.step(run, root)
-        return tree_outcome(res, lambda: Eagle3Step(**self.tree.record(res, run.lm.token_text)))
+        """propose (the head drafts a tree from fused layers) → verify (one target forward, with layer inputs) →
+        accept → commit (the target's cache; the head's queue, and the path's last layer inputs)."""
+        stepper, prefix = self.tree, run.seq_len
+        f_t = stepper.root_feature(run)  # the last committed token's layer inputs [3H]
+        with run.phase("propose"):
+            tree = stepper.draft(f_t, root)
+            nodes, spec = tree.verified()
+            tokens = [tree.tokens[n] for n in nodes]
+        with run.phase("verify"):
+            logits, hidden, layers = stepper.verify(run, tokens, spec)
+        with run.phase("accept"):  # greedy match at T = 0, tree speculative sampling at T > 0
+            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+        with run.phase("commit"):
+            stepper.commit(run, prefix, tokens, layers, w.path)
+        res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
+        return tree_outcome(res, lambda: Eagle3Step(**stepper.record(res, run.lm.token_text)))
 
 
 def generate(
@@ -97,7 +169,7 @@ def generate(
     if max(layers) >= len(lm.hf.model.layers):
         raise ConfigError(f"The EAGLE-3 head fuses layers {list(layers)}; this model has {len(lm.hf.model.layers)}.")
     run = LayersRun(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step, layers=layers)
-    return run.decode(State(Eagle3Stepper.start(run, head, cfg)).step)
+    return run.decode(State(start(run, head, cfg)).step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:

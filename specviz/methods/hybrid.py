@@ -23,10 +23,10 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import TreeStepper, head_for, tiny_head
+from specviz.heads.eagle_drafter import head_for, start, tiny_head
 from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
 from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import TreeResult, check_shape
+from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 from specviz.trees.walk import walk
 
@@ -149,7 +149,7 @@ def generate(
     cfg = config or Config()
     head = head_for(lm, cfg, head)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(State(TreeStepper.start(run, head, cfg), cfg).step)
+    return run.decode(State(start(run, head, cfg), cfg).step)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

@@ -1,11 +1,12 @@
-"""One EAGLE tree step's shapes and types, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 and the pool
-hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a Run and
-the verified result (accepted by specviz.trees.walk, as every tree method's tree is). The stepper itself
-drives a head's drafter, so it lives beside the drafter (specviz.heads.eagle_drafter.TreeStepper).
+"""The pieces of an EAGLE tree step, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 (specviz.methods.eagle3)
+and the pool hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a
+Run, the verified result, and the TreeStepper, which holds a head's drafter (given to it; specviz.heads.eagle_drafter
+builds one) and offers the pieces each method's own step puts in order: draft, verify, commit, record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,9 +16,9 @@ import torch
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, check_between
-from specviz.trees.draft_tree import DraftTree
+from specviz.trees.draft_tree import DraftTree, TreeDrafter, feature_view, grow, static_paths, tree_detail
 from specviz.trees.draft_tree import Shape as TreeShape
-from specviz.trees.tree import TreeSpec
+from specviz.trees.tree import TreeSpec, commit_path, verify_tree
 from specviz.trees.walk import Walk
 
 
@@ -84,3 +85,79 @@ class TreeResult:
     @property
     def path(self) -> list[int]:
         return self.walk.path
+
+
+class StepDrafter(TreeDrafter, Protocol):
+    """What the stepper asks of a head's drafter beyond growing a tree (specviz.heads.eagle_drafter.Drafter is one)."""
+
+    embed: Any  # the target's input embeddings: token ids [n] -> [n, H]
+
+    def reset(self, prompt_ids: list[int], prompt_hidden: torch.Tensor) -> None: ...
+    def push(self, feats: torch.Tensor, tokens: list[int]) -> None: ...
+    def catch_up(self, root_feat: torch.Tensor, root: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def rollback(self, length: int) -> None: ...
+
+
+class TreeStepper:
+    """Per-generation state of an EAGLE tree method: the head's drafter (with its own KV cache) and the tree shape.
+
+    What the drafter reads of the target is EAGLE's final hidden state; a head that reads something else
+    (EAGLE-3's fused layers, specviz.methods.eagle3) overrides `root_feature`, `verify` and `commit`.
+    """
+
+    def __init__(self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]]) -> None:
+        self.cfg, self.drafter = cfg, drafter
+        self.paths = static_paths(calibration, cfg) if cfg.tree == "static" else []
+
+    def begin(self, run: Step, prompt_feats: torch.Tensor) -> None:
+        """The head's own prefill over the prompt's pairs (prompt_feats [n, …]), timed as prefill."""
+        t = run.now()
+        self.drafter.reset(run.prompt_ids, prompt_feats)
+        run.prefill_s += run.now() - t
+
+    def draft(self, feature: torch.Tensor, root: int) -> DraftTree:
+        """Catch the head up with the verified features, then grow this step's tree from the root."""
+        tree = DraftTree(tokens=[root])
+        tree.feats[0], tree.logps[0] = self.drafter.catch_up(feature, root)
+        grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths)
+        return tree
+
+    def root_feature(self, run: Step) -> torch.Tensor:
+        """What the root's pair reads of the last committed token: its final hidden state."""
+        return run.pending_hidden
+
+    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One target forward over the tree: (logits [n, V], hidden [n, H], what the drafter reads per node)."""
+        logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
+        return logits, hidden, hidden
+
+    def skip(self, feature: torch.Tensor, root: int) -> DraftTree:
+        """A tree of the root alone: the head drafts nothing this step, and the root's pair, which drafting
+        would have run, waits in its queue with the verified pairs until the next step that drafts."""
+        self.drafter.push(feature[None], [root])
+        return DraftTree(tokens=[root])
+
+    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+        """Keep the accepted path in the target's cache; the head keeps its pairs 0..prefix-1 (all built from
+        true features; none were drafted past them on a skipped step) and queues the path's verified pairs."""
+        commit_path(run.cache, prefix, path)
+        self.drafter.rollback(prefix)
+        self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
+
+    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
+        """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""
+        root = res.tokens[0]
+        emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
+        return {
+            "tree": tree_detail(res.tree, text, self.cfg.tree),
+            "verify_nodes": res.nodes,
+            "verify_parents": res.spec.parents,
+            "path": [res.nodes[i] for i in res.path],
+            "features": self.feature_record(res, emb) if 0 in res.tree.feats else {},  # {}: the head skipped
+            "decisions": res.walk.decisions,
+            "residual_token": res.walk.next_root,
+        }
+
+    def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
+        """What the head read and predicted at the root against the target's feature, a few dimensions of it."""
+        return feature_view(res.f_t, root_embed, res.tree.feats[0], res.hidden[0])

@@ -123,6 +123,17 @@ def verify_tree(
     return lm.forward(tokens, cache, positions=spec.positions(prefix), mask=mask, logits_for=logits_for)
 
 
+def verify_tree_layers(
+    lm, cache, tokens: list[int], spec: TreeSpec, layers: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """verify_tree, also returning each node's inputs of `layers`: (logits [n, V], hidden [n, H], inputs [n, 3H])."""
+    if len(tokens) != len(spec):
+        raise ValueError(f"{len(tokens)} tokens for a tree of {len(spec)} nodes.")
+    prefix = cache.get_seq_length()
+    mask = None if spec.is_chain() else spec.mask(lm.neg_inf(), lm.dtype)
+    return lm.forward_layers(tokens, cache, layers, positions=spec.positions(prefix), mask=mask)
+
+
 @torch.inference_mode()
 def commit_path(cache, prefix_len: int, path: list[int]) -> None:
     """Keep the prefix plus the accepted path's keys/values, packed contiguously; drop the rest.
