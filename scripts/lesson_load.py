@@ -128,7 +128,7 @@ def summary(walks: list[Visitor], mon: Monitor, errors: list[str], a: argparse.N
         "pack": a.pack or "(the shipped recording)",
         "stops": a.stops,
         "minutes": round(wall / 60, 2),
-        "stops_reached": [len({STOP.search(x).group(1) for x in v.stops if STOP.search(x)}) for v in walks],
+        "stops_reached": [len({m.group(1) for x in v.stops if (m := STOP.search(x))}) for v in walks],
         "press_seconds": {
             "n": len(presses),
             "median": round(statistics.median(presses), 2) if presses else None,
