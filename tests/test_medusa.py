@@ -18,6 +18,7 @@ from specviz.heads.medusa import (
     save_heads,
 )
 from specviz.methods import autoregressive, medusa
+from specviz.trees.head_tree import build_tree
 from tests.conftest import PROMPTS
 
 ACC = [[0.6, 0.2, 0.1], [0.4, 0.15, 0.1], [0.3, 0.1, 0.05]]
@@ -265,4 +266,4 @@ def test_the_tree_size_keeps_its_old_name_and_meaning() -> None:
     assert sweep_sizes(_sweep_medusa_args(["--sweep", "--budgets", "0,4"])) == [1, 5]  # the old option, converted
     assert sweep_sizes(_sweep_medusa_args(["--total-tokens", "1,5"])) == [1, 5]
     for b in (0, 4, 12):  # budget B built B drafted nodes under the root: so does the tree it names now
-        assert len(medusa.build_tree(ACC, 3, medusa.Config(budget=b).total_tokens)[0]) == b + 1
+        assert len(build_tree(ACC, 3, medusa.Config(budget=b).total_tokens)[0]) == b + 1

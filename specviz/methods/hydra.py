@@ -10,12 +10,20 @@ import torch
 
 from specviz.core.details import HydraStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, Sampling, renamed
+from specviz.core.sampling import Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
-from specviz.trees.head_tree import check_config, ensure_last_logits, from_budget, rule_of, verify
-from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
+from specviz.trees.head_tree import (
+    check_config,
+    ensure_last_logits,
+    from_budget,
+    rule_of,
+    tiny_calibration,
+    tree_for,
+    verify,
+)
+from specviz.trees.tree import TreeSpec, commit_path
 from specviz.trees.walk import node_records, walk
 
 NAME = "hydra"
@@ -37,7 +45,7 @@ class Config:
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra
 
     def __post_init__(self) -> None:
-        check_config(self)
+        check_config(self)  # also takes the exact rule's old name, "greedy"
 
 
 def propose(
@@ -98,16 +106,6 @@ class Hydra:
         return path_outcome(tokens, w, logits, hidden, detail)
 
 
-def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
-    """The sparse tree of `total_tokens` nodes (root included) for the first `heads` heads, and its E[L] (no root).
-
-    With Hydra's calibration (head k's accuracy given the true branch), a path's weight Π a_k is exactly the
-    probability that all of its nodes are right; for Medusa's independent heads it is an approximation.
-    """
-    paths, expected = sparse_tree(acc[:heads], total_tokens)
-    return TreeSpec.from_paths(paths), expected
-
-
 def generate(
     lm: LoadedModel,
     prompt_ids: list[int],
@@ -121,10 +119,9 @@ def generate(
     """Decode with Hydra until EOS or max_new_tokens (heads/calibration default to models/hydra)."""
     cfg = config or Config()
     heads = heads if heads is not None else cached_heads(lm, cfg.heads_dir or None, cfg.heads)
-    acc = calibration if calibration is not None else load_calibration(Path(cfg.heads_dir) if cfg.heads_dir else None)
-    if cfg.heads > min(len(heads.heads), len(acc)):
-        raise ConfigError(f"heads must be at most {min(len(heads.heads), len(acc))} for these heads.")
-    spec, expected = build_tree(acc, cfg.heads, cfg.total_tokens)
+    folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
+    acc = calibration if calibration is not None else load_calibration(folder)
+    spec, expected = tree_for(cfg, len(heads.heads), acc)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Hydra(cfg, heads, spec, expected).step)
 
@@ -139,9 +136,8 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
         for k in range(num_heads):  # random reads of the branch's embeddings, so the branch matters
             w = heads.get_parameter(f"heads.{k}.inp.weight")
             w.add_(torch.randn(w.shape, generator=gen) * 0.3)
-    calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
     heads = heads.to(lm.device, torch.float32).eval().requires_grad_(False)
-    return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}
+    return {"config": Config(heads=num_heads), "heads": heads, "calibration": tiny_calibration(num_heads)}
 
 
 def accepting_resources(lm: LoadedModel) -> dict[str, Any]:

@@ -10,12 +10,20 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, Sampling, renamed
+from specviz.core.sampling import Sampling, renamed
 from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
 from specviz.methods.base import OnStep, Outcome, Run, path_outcome
-from specviz.trees.head_tree import check_config, ensure_last_logits, from_budget, rule_of, verify
-from specviz.trees.tree import TreeSpec, commit_path, sparse_tree
+from specviz.trees.head_tree import (
+    check_config,
+    ensure_last_logits,
+    from_budget,
+    rule_of,
+    tiny_calibration,
+    tree_for,
+    verify,
+)
+from specviz.trees.tree import TreeSpec, commit_path
 from specviz.trees.walk import node_records, walk
 
 NAME = "medusa"
@@ -40,21 +48,12 @@ class Config:
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
 
     def __post_init__(self) -> None:
-        if self.rule == "greedy":
-            object.__setattr__(self, "rule", "exact")
-        check_config(self)
+        check_config(self)  # also takes the exact rule's old name, "greedy"
 
 
 def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
     """Trained heads for this model, loaded once per (folder, heads, file time) and kept with the model."""
     return cached_heads(lm, cfg.heads_dir or None, cfg.heads)
-
-
-def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
-    """The sparse tree of `total_tokens` nodes (root included) for the first `heads` heads, and its E[L] (root not
-    counted)."""
-    paths, expected = sparse_tree(acc[:heads], total_tokens)
-    return TreeSpec.from_paths(paths), expected
 
 
 def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[list[int], list[float]]:
@@ -123,9 +122,7 @@ def generate(
     heads = heads if heads is not None else get_heads(lm, cfg)
     folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
     acc = calibration if calibration is not None else load_calibration(folder)
-    if cfg.heads > min(len(heads.blocks), len(acc)):
-        raise ConfigError(f"heads must be at most {min(len(heads.blocks), len(acc))} for these heads.")
-    spec, expected = build_tree(acc, cfg.heads, cfg.total_tokens)
+    spec, expected = tree_for(cfg, len(heads.blocks), acc)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Medusa(cfg, heads, spec, expected).step)
 
@@ -145,9 +142,8 @@ def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[s
     with torch.no_grad():
         for k in range(len(heads.blocks)):  # the first residual block of each head
             heads.get_parameter(f"blocks.{k}.0.linear.weight").normal_(0.0, 0.3, generator=gen)
-    calibration = [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
     heads = heads.to(lm.device).eval().requires_grad_(False)
-    return {"config": Config(heads=num_heads), "heads": heads, "calibration": calibration}
+    return {"config": Config(heads=num_heads), "heads": heads, "calibration": tiny_calibration(num_heads)}
 
 
 def accepting_resources(lm: LoadedModel) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""A tree filled by heads on one hidden state (Medusa, Hydra): its Config's checks, its verify pass and its rule.
+"""A tree filled by heads on one hidden state (Medusa, Hydra): its Config's checks, its tree, its verify pass and
+its rule, and the calibration a tiny test model drafts with.
 
-Both methods draft a fixed sparse tree (specviz.trees.tree.sparse_tree over the heads' calibration, of
-total_tokens nodes, the root included) with
-point-mass proposals, so they share how the tree is verified (LM-head rows only for nodes with children)
-and which rule walks it (specviz.trees.walk: argmax match at T = 0, "exact" or "typical" at T > 0).
+Both methods draft a fixed sparse tree (build_tree: specviz.trees.tree.sparse_tree over the heads' calibration, of
+total_tokens nodes, the root included) with point-mass proposals, so they share how the tree is verified (LM-head
+rows only for nodes with children) and which rule walks it (specviz.trees.walk: argmax match at T = 0, "exact" or
+"typical" at T > 0). Each method keeps its own propose (how its heads fill the tree) and its step.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, check_between, target_probs
-from specviz.trees.tree import TreeSpec, verify_tree
+from specviz.trees.tree import TreeSpec, sparse_tree, verify_tree
 from specviz.trees.walk import RULES, Rule
 
 
@@ -44,8 +45,14 @@ def from_budget(budget: Any) -> Any:
     return budget + 1 if isinstance(budget, (int, float)) and not isinstance(budget, bool) else budget
 
 
+OLD_RULES = {"greedy": "exact"}  # the exact rule's first name, which saved settings may still carry
+
+
 def check_config(cfg: Any) -> None:
-    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule."""
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule; an
+    old rule name (OLD_RULES) is taken as its new one. Called from a frozen Config's __post_init__."""
+    if cfg.rule in OLD_RULES:
+        object.__setattr__(cfg, "rule", OLD_RULES[cfg.rule])
     check_between("heads", cfg.heads, 1, 8)
     check_between("total_tokens", cfg.total_tokens, 1, 129, " tokens verified, root included")
     if cfg.rule not in RULES:
@@ -67,3 +74,26 @@ def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tens
     """A walk that ended on a leaf (whose logits, the next root's, were skipped): project that row now."""
     if not logits[last].any():
         logits[last] = lm.lm_head(hidden[last : last + 1]).float()[0]
+
+
+def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
+    """The sparse tree of `total_tokens` nodes (root included) for the first `heads` heads, and its E[L] (no root).
+
+    With Hydra's calibration (head k's accuracy given the true branch), a path's weight Π a_k is exactly the
+    probability that all of its nodes are right; for Medusa's independent heads it is an approximation.
+    """
+    paths, expected = sparse_tree(acc[:heads], total_tokens)
+    return TreeSpec.from_paths(paths), expected
+
+
+def tree_for(cfg: Any, n_heads: int, acc: list[list[float]]) -> tuple[TreeSpec, float]:
+    """The Config's tree over these heads (n_heads of them) and calibration rows; ConfigError when it asks for more
+    heads than either holds."""
+    if cfg.heads > min(n_heads, len(acc)):
+        raise ConfigError(f"heads must be at most {min(n_heads, len(acc))} for these heads.")
+    return build_tree(acc, cfg.heads, cfg.total_tokens)
+
+
+def tiny_calibration(num_heads: int) -> list[list[float]]:
+    """A decaying calibration for untrained heads (the contract test's tiny model): each head 0.7× the last."""
+    return [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
