@@ -21,6 +21,7 @@ from specviz.methods import medusa as method
 from specviz.training import distill
 from specviz.training.args import Parser
 from specviz.training.cli import HEADS, calibrate_heads, fail, guard
+from specviz.trees.head_tree import build_tree
 from specviz.tuning import draft_sweep, eagle_replay, sweep
 
 SWEEP_TOTAL_TOKENS = [1, 3, 5, 7, 9, 11, 13, 17, 25, 33, 49, 65]  # tree sizes, root included
@@ -101,7 +102,7 @@ def sweep_medusa(argv: list[str]) -> int:
     k = method.Config().heads
     out = {
         "total_tokens": sizes,  # root included (sweeps before it kept "budgets": drafted nodes, one fewer)
-        "predicted": [round(1 + method.build_tree(acc, k, n)[1], 3) for n in sizes],
+        "predicted": [round(1 + build_tree(acc, k, n)[1], 3) for n in sizes],
         "measured": [med(n, "A") for n in sizes],
         "speedup": [med(n, "speedup") for n in sizes],
         "draft_ms": [med(n, "draft") for n in sizes],
