@@ -4,7 +4,8 @@ Serves the app once, opens N pages of one headless chromium (one browser context
 at `?pack` (the shipped recording: no model runs) or `?pack=<name>`, and drives them together: every visitor presses
 PageDown (what a presenter's clicker sends) until the lesson's last stop, waiting at each press for the app's own
 state (the banner changed, the script run over, the figure in focus drawn), never for a fixed time. Visitor i starts
-i × --stagger seconds after the first, as a class does not press in step.
+i × --stagger seconds after the first and reads each stop for --think seconds before pressing on (default 5 s: a
+class follows a lecturer, it does not press in step or as fast as the server allows; --think 0 measures that).
 
 Recorded: every press's time from key to figure (median, p95, max), the stops each visitor reached, the exceptions
 (Streamlit's exception boxes and the server log's tracebacks), the server's peak RSS, the load average (the CPU is
@@ -71,7 +72,7 @@ async def exceptions(pg) -> list[str]:
     return [(await found.nth(i).inner_text())[:200] for i in range(await found.count())]
 
 
-async def walk(browser, url: str, v: Visitor, presses: int, delay: float) -> None:
+async def walk(browser, url: str, v: Visitor, presses: int, delay: float, think: float) -> None:
     """Open the lesson from the pack, then press PageDown until the last stop (at most `presses` times: a stop's
     builds take presses too), timing each press until its figure is drawn."""
     await asyncio.sleep(delay)
@@ -85,6 +86,7 @@ async def walk(browser, url: str, v: Visitor, presses: int, delay: float) -> Non
         v.seconds.append(time.monotonic() - began)
         v.stops.append((await banner(pg)).splitlines()[0])
         while not last(v.stops[-1]) and len(v.seconds) <= presses:
+            await asyncio.sleep(think)  # the visitor reads the stop (not part of the time measured)
             old = await banner(pg)
             began = time.monotonic()
             await pg.keyboard.press("PageDown")
@@ -100,13 +102,13 @@ async def walk(browser, url: str, v: Visitor, presses: int, delay: float) -> Non
         await ctx.close()
 
 
-async def drive(url: str, visitors: int, presses: int, stagger: float) -> list[Visitor]:
+async def drive(url: str, visitors: int, presses: int, stagger: float, think: float) -> list[Visitor]:
     from playwright.async_api import async_playwright
 
     walks = [Visitor(i) for i in range(visitors)]
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        await asyncio.gather(*(walk(browser, url, v, presses, i * stagger) for i, v in enumerate(walks)))
+        await asyncio.gather(*(walk(browser, url, v, presses, i * stagger, think) for i, v in enumerate(walks)))
         await browser.close()
     return walks
 
@@ -127,6 +129,8 @@ def summary(walks: list[Visitor], mon: Monitor, errors: list[str], a: argparse.N
         "visitors": a.visitors,
         "pack": a.pack or "(the shipped recording)",
         "stops": a.stops,
+        "think_seconds": a.think,
+        "stagger_seconds": a.stagger,
         "minutes": round(wall / 60, 2),
         "stops_reached": [len({m.group(1) for x in v.stops if (m := STOP.search(x))}) for v in walks],
         "press_seconds": {
@@ -158,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--visitors", type=int, default=10)
     ap.add_argument("--pack", default="", help="a pack's name under docs/lesson/ (default: the shipped recording)")
     ap.add_argument("--stagger", type=float, default=1.0, help="seconds between two visitors' arrivals")
+    ap.add_argument("--think", type=float, default=5.0, help="seconds a visitor reads a stop before pressing on")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     a = ap.parse_args(argv)
     from specviz.output.lesson import load_lesson
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         where = f"{url}/?pack={a.pack}" if a.pack else f"{url}/?pack"
-        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger))
+        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger, a.think))
     finally:
         mon.stop.set()
         proc.terminate()
