@@ -83,7 +83,7 @@ def features(a: argparse.Namespace, dry: bool) -> str:
     folder = CACHE / "features" / f"train-{a.dtype}-corpus-opening"
     made = json.loads((folder / "manifest.json").read_text()).get("positions", 0) if folder.is_dir() else 0
     if made < a.feature_positions:
-        cmd = [sys.executable, "-m", "specviz.training.features", "--source", "corpus", "--answers", "opening"]
+        cmd = [sys.executable, "-m", "specviz", "corpus", "features", "--source", "corpus", "--answers", "opening"]
         cmd += ["--max-len", "384", "--positions", str(a.feature_positions), "--threads", str(a.threads)]
         cmd += ["--dtype", a.dtype, "--out", str(folder)]
         print("$ " + shlex.join(cmd), flush=True)

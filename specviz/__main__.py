@@ -1,4 +1,4 @@
-"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor, lesson}."""
+"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor, lesson, corpus}."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ from specviz.core.sampling import ConfigError
 from specviz.core.trace import TraceError
 
 KNOWN_ERRORS = (ModelError, PromptError, ConfigError, TraceError, ValueError, OSError)
+# the commands that pass the rest of the line to their own parsers, and their help
+PASSED_ON = {
+    "train": "train through the one loop: eagle, eagle3, medusa, hydra, draft (train KIND --help); "
+    "train heldout: saved heads' held-out top-1",
+    "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)",
+    "doctor": "is every method token-identical to plain decoding here? (doctor --help)",
+    "corpus": "make training data: answer, distill, features (corpus --help)",
+}
 
 
 def _options(pairs: list[str], scoped: bool = False) -> dict:
@@ -250,12 +258,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--lesson-file", help="the lesson to write (default: $SPECVIZ_LESSON or the shipped one)")
     _sampling_args(e, 64)
     _model_args(e)
-    helps = {"train": "train through the one loop: eagle, eagle3, medusa, hydra, draft (train KIND --help)",
-             "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)",
-             "doctor": "is every method token-identical to plain decoding here? (doctor --help)"}  # fmt: skip
-    for name in helps:  # each passes the rest of the line to its own parser (doctor: all of it)
-        t = sub.add_parser(name, help=helps[name], add_help=name != "doctor")
-        for arg in ["head", "rest"] if name != "doctor" else ["rest"]:
+    whole = ("doctor", "corpus")  # their own parsers read all of the line
+    for name, note in PASSED_ON.items():
+        t = sub.add_parser(name, help=note, add_help=name not in whole)
+        for arg in ["head", "rest"] if name not in whole else ["rest"]:
             t.add_argument(arg, nargs=argparse.REMAINDER if arg == "rest" else None)
     return p
 
@@ -270,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["doctor"]:  # its own parser reads every option (python -m specviz.tuning.doctor's)
         return cmd_doctor(argv[1:])
+    if argv[:1] == ["corpus"]:  # corpus answer / distill / features: its own parser (specviz.corpus.cli)
+        from specviz.corpus.cli import main as corpus
+
+        return corpus(argv[1:])
     if argv[:1] == ["lesson"]:  # lesson record / check: its own parser (specviz.output.lesson_cli)
         from specviz.output.lesson_cli import main as lesson
 

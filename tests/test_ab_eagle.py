@@ -12,8 +12,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from specviz.training import cli, distill
-from specviz.training.shards import pack
+from specviz.corpus import distill
+from specviz.corpus.shards import pack
+from specviz.training import cli
 from specviz.tuning.learning import curves
 
 from .conftest import make_tiny

@@ -11,7 +11,9 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.core.kernels import grouped_decode
-from specviz.training import answering, conversations, corpus, corpus_files, stream
+from specviz.corpus import answering, conversations, sharegpt, stream
+from specviz.corpus import answers as corpus
+from specviz.corpus import store as corpus_files
 from tests.conftest import hf_greedy
 
 
@@ -175,7 +177,7 @@ def test_bad_shards_raise_corpus_error(tmp_path, damage) -> None:
             arrays["offsets"][-1] = 3
         data = gzip.compress(save(arrays))
     path.write_bytes(data)
-    with pytest.raises(corpus_files.CorpusError):
+    with pytest.raises(corpus_files.DataError):
         corpus_files.read_shard(path, vocab=49_152)
 
 
@@ -191,7 +193,7 @@ def test_shards_partition_the_records() -> None:
 def test_parse_shards_is_bounded() -> None:
     assert corpus.parse_shards("0-2,7") == [0, 1, 2, 7]
     for bad in ("0-99999999999", "a", "5-2", ""):
-        with pytest.raises(corpus_files.CorpusError):
+        with pytest.raises(corpus_files.DataError):
             corpus.parse_shards(bad)
 
 
@@ -204,9 +206,9 @@ def test_human_turns_follow_the_conversation() -> None:
             {"from": "human", "value": "out of turn"},
         ]
     }
-    assert conversations.human_turns(rec, set()) == ["first", "second"]
-    assert conversations.human_turns(rec, {"second"}) == []  # an evaluation prompt anywhere bans the conversation
-    assert conversations.human_turns({"conversations": [{"from": "gpt", "value": "hi"}]}, set()) == []
+    assert sharegpt.human_turns(rec, set()) == ["first", "second"]
+    assert sharegpt.human_turns(rec, {"second"}) == []  # an evaluation prompt anywhere bans the conversation
+    assert sharegpt.human_turns({"conversations": [{"from": "gpt", "value": "hi"}]}, set()) == []
 
 
 def test_heldout_records_are_never_answered() -> None:
@@ -286,7 +288,7 @@ def test_committed_shards_read_back() -> None:
 def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, monkeypatch) -> None:
     """A corpus folder becomes teacher-forced features: windows cut per conversation, the answer mask from the
     roles, and each position labelled with the target's argmax."""
-    from specviz.training import features
+    from specviz.corpus import features
 
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()
@@ -319,7 +321,7 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
 def test_opening_windows_keep_the_first_answers_first_tokens(tmp_path, monkeypatch) -> None:
     """answers="opening": one window per conversation, ending OPENING tokens into its first answer, with as much
     context before them as fits; later turns and the rest of the answer are not trained on."""
-    from specviz.training import features
+    from specviz.corpus import features
 
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()
@@ -342,7 +344,7 @@ def test_evaluation_prompts_include_the_shipped_presets() -> None:
     from specviz.core.paths import PROMPT_PRESETS
 
     first = json.loads(PROMPT_PRESETS.read_text(encoding="utf-8").splitlines()[0])["prompt"]
-    assert " ".join(first.split()) in conversations.evaluation_prompts()
+    assert " ".join(first.split()) in sharegpt.evaluation_prompts()
 
 
 def test_a_second_pass_answers_the_same_records_again() -> None:

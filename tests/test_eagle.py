@@ -224,7 +224,7 @@ def test_tree_sampling_keeps_the_target_distribution(tiny_lm, tiny_head, vocab):
 @pytest.fixture(scope="module")
 def tiny_data(tokenizer):
     """A fp32 tiny model and its own greedy continuations of four prompts, with hidden states."""
-    from specviz.training import distill
+    from specviz.corpus import distill
 
     from .conftest import make_tiny
 

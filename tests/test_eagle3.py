@@ -11,17 +11,17 @@ import torch
 from specviz.core.details import DETAILS, Eagle3Step
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
+from specviz.corpus import distill
+from specviz.corpus.shards import DataError
 from specviz.heads.eagle import HeadError
 from specviz.heads.eagle import new_head as new_eagle_head
 from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle3 import EAGLE3_FORMAT, default_layers, load_head, new_head, save_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
-from specviz.training import distill
 from specviz.training import eagle3_train as e3t
 from specviz.training.eagle_loss import depth_mask, unrolled
 from specviz.training.loop import finish
-from specviz.training.shards import DataError
 from tests.sampling_check import second_token_follows_p
 from tests.train_check import whole_cut_resumed
 

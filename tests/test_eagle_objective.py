@@ -10,12 +10,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.corpus import distill
+from specviz.corpus.data import in_memory
 from specviz.heads import eagle as eagle_head
 from specviz.heads import store
 from specviz.heads.eagle3 import default_layers
 from specviz.heads.eagle3 import new_head as new_eagle3_head
-from specviz.training import checkpoint, cli, distill
-from specviz.training.data import in_memory
+from specviz.training import checkpoint, cli
 from specviz.training.eagle3_train import Eagle3Trainer, collate3
 from specviz.training.eagle_loss import aligned, collate, draft_index, noised, top_hits
 from specviz.training.eagle_train import EagleTrainer
@@ -198,7 +199,7 @@ def test_the_options_are_flags_checked_before_any_work_and_noted(capsys):
 def test_the_options_reach_the_manifest_through_train(tiny, tmp_path, capsys):
     from safetensors.torch import save_file
 
-    from specviz.training.shards import pack
+    from specviz.corpus.shards import pack
 
     lm, seqs, _, _ = tiny
     folder = tmp_path / "data"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specviz.training import conversations, features, hydra_train, medusa_train, shards
+from specviz.corpus import conversations, features, shards, sharegpt
+from specviz.training import hydra_train, medusa_train
 from specviz.training.loop import lr_at
 
 
@@ -28,9 +29,9 @@ def test_assistant_mask_covers_the_assistants_writing_only(tokenizer):
 
 def test_conversation_messages_refuses_banned_and_malformed_records():
     rec = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
-    assert conversations.conversation_messages(rec, set())[1] == {"role": "assistant", "content": "hello"}
-    assert conversations.conversation_messages(rec, {"hi"}) is None
-    assert conversations.conversation_messages({"conversations": [{"from": "gpt", "value": "x"}]}, set()) is None
+    assert sharegpt.conversation_messages(rec, set())[1] == {"role": "assistant", "content": "hello"}
+    assert sharegpt.conversation_messages(rec, {"hi"}) is None
+    assert sharegpt.conversation_messages({"conversations": [{"from": "gpt", "value": "x"}]}, set()) is None
 
 
 def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text():
@@ -44,7 +45,7 @@ def test_windows_cut_long_conversations_and_skip_windows_without_assistant_text(
 def test_medusa_targets_are_the_targets_own_tokens_on_its_greedy_path():
     ids = torch.tensor([5, 16, 17, 8, 19])  # sampled text: 8 is not the target's argmax (18) there
     label = torch.tensor([16, 17, 18, 19, 20], dtype=torch.int32)  # label[j] predicts position j + 1
-    seq = shards.LabelledSequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label)
+    seq = shards.Sequence(ids, torch.zeros(5, 4), torch.tensor([0, 1, 1, 1, 1]).bool(), label=label)
     assert medusa_train.target_tokens(seq).tolist() == [5, 16, 17, 18, 19]
     to_draft = torch.arange(32)
     _h, y = medusa_train.positions([seq], 2, to_draft)

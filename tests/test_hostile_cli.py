@@ -50,11 +50,12 @@ def test_a_bad_number_is_one_line_before_any_work(argv, says, monkeypatch, capsy
 
 @pytest.mark.parametrize("argv, says", [(["--shards", "²"], "shard"), (["--batch", "0"], "--batch")])
 def test_corpus_options_are_checked_first(argv, says, monkeypatch, capsys):
-    """`corpus --shards ²` was a traceback (int('²') after '²'.isdigit()); `--batch 0` was unchecked."""
-    from specviz.training import corpus
+    """`corpus answer --shards ²` was a traceback (int('²') after '²'.isdigit()); `--batch 0` was unchecked."""
+    from specviz.__main__ import main
+    from specviz.corpus import answers
 
-    monkeypatch.setattr(corpus, "generate", lambda *a, **k: pytest.fail("the corpus run started"))
-    assert corpus.main(argv) == 2
+    monkeypatch.setattr(answers, "generate", lambda *a, **k: pytest.fail("the corpus run started"))
+    assert main(["corpus", "answer", *argv]) == 2
     assert says in one_error_line(capsys)
 
 

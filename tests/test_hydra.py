@@ -10,15 +10,15 @@ import torch
 
 from specviz.core.details import HydraStep
 from specviz.core.sampling import ConfigError, Sampling
+from specviz.corpus.data import in_memory
+from specviz.corpus.shards import Sequence
 from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_heads, save_heads
 from specviz.heads.medusa import HeadsError
 from specviz.methods import autoregressive as ar
 from specviz.methods import hydra
-from specviz.training.data import in_memory
 from specviz.training.hydra_train import HydraTrainer, positions
 from specviz.training.loop import fit
 from specviz.training.medusa_train import IGNORE, OOV, MedusaTrainer, draft_map
-from specviz.training.shards import Sequence
 from specviz.training.trainer import rank_accuracy as accuracy
 from specviz.trees.tree import TreeSpec
 from tests.sampling_check import second_token_follows_p

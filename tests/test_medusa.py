@@ -163,7 +163,7 @@ def test_typical_acceptance(tiny_lm) -> None:
 
 
 def test_positions_align_heads_with_future_tokens() -> None:
-    from specviz.training.distill import Sequence
+    from specviz.corpus.distill import Sequence
     from specviz.training.medusa_train import IGNORE, OOV, draft_map, positions
 
     ids = torch.tensor([7, 8, 20, 21, 22])  # two prompt tokens, three continuation tokens
@@ -177,7 +177,7 @@ def test_positions_align_heads_with_future_tokens() -> None:
 
 def _cycle_data(lm, n: int = 6):
     """Sequences cycling through 4 tokens, each token's hidden state a fixed random vector."""
-    from specviz.training.distill import Sequence
+    from specviz.corpus.distill import Sequence
 
     gen = torch.Generator().manual_seed(0)
     table = torch.randn(4, 64, generator=gen)
@@ -189,7 +189,7 @@ def _cycle_data(lm, n: int = 6):
 
 
 def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
-    from specviz.training.data import in_memory
+    from specviz.corpus.data import in_memory
     from specviz.training.loop import fit
     from specviz.training.medusa_train import MedusaTrainer
     from specviz.training.trainer import rank_accuracy
@@ -212,7 +212,7 @@ def test_training_learns_and_resumes(tiny_lm, tmp_path) -> None:
 def test_teacher_distribution_is_the_models_own_next_token(tiny_lm) -> None:
     """Soft targets: head k's teacher at h_t is the model's distribution from h_{t+k}, whose argmax is
     the distilled (greedy) token t+1+k, the hard target."""
-    from specviz.training.distill import distill_batch
+    from specviz.corpus.distill import distill_batch
     from specviz.training.medusa_train import IGNORE, draft_map, positions, teacher_probs
 
     seqs = distill_batch(tiny_lm, ["Count from one to ten.", "Name three colours."], 12)

@@ -74,8 +74,9 @@ def test_heads_are_never_trained_on_the_prompt_presets():
     """The presets demonstrate and evaluate; no head-training or calibration module may read them."""
     names = {"PROMPT_PRESETS", "PROMPT_KINDS", "preset_prompts", "prompts.jsonl", "DATA"}
     lib = ROOT / "specviz"
-    # conversations.evaluation_prompts reads them only to drop every conversation that contains one
-    training = [p for p in (lib / "training").glob("*.py") if p.name != "conversations.py"]
+    # sharegpt.evaluation_prompts reads them only to drop every conversation that contains one
+    corpus = [p for p in (lib / "corpus").glob("*.py") if p.name != "sharegpt.py"]
+    training = [*(lib / "training").glob("*.py"), *corpus]
     calibration = [lib / "tuning" / "calibrate.py", lib / "tuning" / "eagle_replay.py"]
     for path in sorted([*(lib / "heads").glob("*.py"), *training, *calibration]):
         tree = ast.parse(path.read_text())

@@ -11,12 +11,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from specviz.corpus import distill
+from specviz.corpus.data import in_memory
+from specviz.corpus.shards import Sequence, pack, shard_file, write_shard
 from specviz.heads import eagle, eagle3, hydra, medusa, store
 from specviz.heads.eagle3 import default_layers
-from specviz.training import cli, distill
-from specviz.training.data import in_memory
+from specviz.training import cli
 from specviz.training.kinds import TRAINERS
-from specviz.training.shards import LabelledSequence, pack, write_labelled
 
 from .conftest import make_tiny
 
@@ -53,9 +54,9 @@ def features(tiny, tmp_path_factory):
     for s in seqs:
         with torch.no_grad():
             label = lm.hf(s.ids[None]).logits[0].argmax(-1).to(torch.int32)
-        labelled.append(LabelledSequence(s.ids, s.hidden, s.mask, label))
-    write_labelled(folder, 0, labelled[:3])
-    write_labelled(folder, 1, labelled[3:])
+        labelled.append(Sequence(s.ids, s.hidden, s.mask, label=label))
+    write_shard(shard_file(folder, 0), labelled[:3])
+    write_shard(shard_file(folder, 1), labelled[3:])
     return folder
 
 
@@ -128,7 +129,7 @@ def test_a_feature_folder_that_grows_still_resumes(tiny, features, distilled, tm
 def test_data_corpus_makes_its_features_then_trains(tiny, distilled, tmp_path, monkeypatch, capsys):
     """`--data corpus`: the committed corpus's features are made under the cache (its shards up to the first gap
     only), the head trains on them, and a second run extends the features to a shard committed since."""
-    from specviz.training import corpus_files
+    from specviz.corpus import store as corpus_files
 
     lm, seqs = tiny
     corpus = tmp_path / "corpus"
@@ -144,7 +145,7 @@ def test_data_corpus_makes_its_features_then_trains(tiny, distilled, tmp_path, m
 
     shard(0, seqs[:3])
     shard(2, seqs[3:])  # after a gap: not read until shard 1 lands
-    monkeypatch.setattr("specviz.training.features.SHARD_WINDOWS", 1)
+    monkeypatch.setattr("specviz.corpus.features.SHARD_WINDOWS", 1)
     assert train(lm, "medusa", "corpus", distilled, tmp_path, "--epochs", "1") == 0, capsys.readouterr().err
     feats = tmp_path / "cache" / "features" / "train-fp32-corpus"
     first = json.loads((feats / "manifest.json").read_text())
@@ -238,8 +239,8 @@ def test_a_trained_draft_continues_from_its_folder(tiny, features, tmp_path):
 def test_several_feature_folders_are_one_stream_taken_in_turn(features, distilled, tmp_path):
     """`--data A B`: the shards of A and B alternate (A0, B0, A1, B1), the manifest names both; a self-distilled
     folder cannot be mixed in."""
-    from specviz.training.data import open_folders
-    from specviz.training.shards import DataError
+    from specviz.corpus.data import open_folders
+    from specviz.corpus.shards import DataError
 
     other = tmp_path / "other"
     other.mkdir()

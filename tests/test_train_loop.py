@@ -13,10 +13,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from specviz.corpus.data import Data, in_memory
 from specviz.heads import store
 from specviz.heads.files import Kind
 from specviz.training import checkpoint
-from specviz.training.data import Data, in_memory
 from specviz.training.loop import finish, fit, flat, lr_at
 from specviz.training.trainer import Batch, TrainConfig, rank_accuracy, token_ranks
 

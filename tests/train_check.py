@@ -7,7 +7,7 @@ from pathlib import Path
 
 from torch import nn
 
-from specviz.training.data import in_memory
+from specviz.corpus.data import in_memory
 from specviz.training.loop import Run, fit
 from specviz.training.trainer import TrainConfig
 

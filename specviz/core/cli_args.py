@@ -1,4 +1,5 @@
-"""The operator commands' argument parser: a bad flag raises ValueError, so the CLI prints one line and exits 2.
+"""The operator commands' argument parser and error line: a bad flag raises ValueError, and `guard` prints one line
+and exits 2.
 
 Every number is checked before any work: `count(lo, hi)` and `number(lo, hi)` are argparse types for an integer
 or a finite float in range, and `Parser` refuses any float option that is not finite (argparse's float() takes
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -55,3 +57,19 @@ def number(lo: float, hi: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def fail(message: str) -> int:
+    """Print one error line; exit code 2."""
+    print(f"specviz: error: {message}", file=sys.stderr)
+    return 2
+
+
+def guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Run a command; known failures (bad input, missing data or model, a file) become one line and exit code 2."""
+    from specviz.core.model import ModelError
+
+    try:
+        return fn(argv)
+    except (ValueError, ModelError, OSError) as exc:
+        return fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)

@@ -1,10 +1,10 @@
 """The corpus's answering loop: ShareGPT's human turns answered by the target, many shards through one Stream.
 
 `Settings` is what a corpus is made with (a folder's shards share them; the manifest checks it). `Answerer`
-keeps every shard of a run in one `training.stream.Stream`: a conversation's next turn is queued as soon as
+keeps every shard of a run in one `corpus.stream.Stream`: a conversation's next turn is queued as soon as
 the target has answered its last one (its own answers as history), the next shard is loaded whenever fewer
 turns wait than the batch has slots, and each shard is handed back as its own last answer lands.
-`training.corpus` writes the shards; docs/experiments/2026-12-02-corpus-throughput.md has the rates.
+`corpus.answers` writes the shards; docs/experiments/2026-12-02-corpus-throughput.md has the rates.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from specviz.core.kernels import GROUPED_DECODE
-from specviz.training.conversations import Conversation, Turns
-from specviz.training.features import HELDOUT_EVERY
-from specviz.training.stream import Stream
+from specviz.corpus.conversations import Conversation, Turns
+from specviz.corpus.shards import HELDOUT_EVERY
+from specviz.corpus.stream import Stream
 
 SHARD = 128  # ShareGPT records per shard (held-out and unusable ones included, so shard k is fixed)
 SEED = 0  # the order of the records over the shards
@@ -84,7 +84,7 @@ class Answerer:
         self.settings, self.stop, self.log, self.finished = settings, stop, log, finished
         self.turns = Turns(tokenizer)
         gen = torch.Generator().manual_seed(settings.seed * 100_003 + seed)
-        # the cache in fp32 under a bf16 model when the grouped decoding kernel reads it (faster; training.stream)
+        # the cache in fp32 under a bf16 model when the grouped decoding kernel reads it (faster; corpus.stream)
         half = next(hf.parameters()).dtype in (torch.bfloat16, torch.float16)
         wide = torch.float32 if half and hf.config._attn_implementation == GROUPED_DECODE else None
         self.stream = Stream(hf, batch, settings.max_answer, stop, gen, settings.temperature, cache_dtype=wide)

@@ -3,10 +3,10 @@
 Every strong draft recipe since EAGLE-3 trains on the target's own text, not on the dataset's answers
 (here the target's argmax matched ShareGPT's next token at 55% of positions). This module makes that
 text at scale and keeps only the token ids (features are recomputed from them by a teacher-forced
-pass at training time, see `specviz.training.features`), so the corpus grows across machines.
+pass at training time, see `specviz.corpus.features`), so the corpus grows across machines.
 
 How a shard is made: `SHARD` ShareGPT records (a fixed, seeded slice of the whole file, so shard k is
-the same conversations on every machine) are answered by `training.answering.Answerer`, one Stream shared
+the same conversations on every machine) are answered by `corpus.answering.Answerer`, one Stream shared
 by every shard of a run: every conversation's first human turn is queued, and as soon as the target has
 answered a turn, the conversation's next turn is queued with the target's own answers as its history.
 The next shard is loaded whenever fewer turns wait than the batch has rows (older shards' turns go
@@ -19,16 +19,15 @@ a probe of that step chose fp32 for shards 9-16 and was removed. `--dtype` picks
 dtype, and the text is the target's own either way; `--dtype auto` (the default) takes bf16 only where the CPU has
 bf16 units (`core.kernels.can_pack`): an AVX2-only EPYC emulates it and made no shard in 27 minutes.
 Sampling is by Gumbel-max at `TEMPERATURE`, or greedy for a `GREEDY_SHARE` of the conversations. Held-out
-conversations (record i with i % 10 == 9, as in training.features) and any conversation with a Spec-Bench or
+conversations (record i with i % 10 == 9, as in corpus.features) and any conversation with a Spec-Bench or
 shipped evaluation prompt are never answered.
 
-The shards and the manifest (`training.corpus_files`) live in `data/corpus/` and are committed:
-`python -m specviz.training.corpus --shards 0-9` makes the missing ones and skips the rest.
+The shards and the manifest (`corpus.store`) live in `data/corpus/` and are committed:
+`python -m specviz corpus answer --shards 0-9` makes the missing ones and skips the rest.
 """
 
 from __future__ import annotations
 
-import datetime
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -39,19 +38,17 @@ import torch
 from specviz.core import measure
 from specviz.core.kernels import can_pack, grouped_decode
 from specviz.core.model_files import DEFAULT_MODEL
-from specviz.training.answering import BATCH, Answerer, InFlight, Settings
-from specviz.training.args import Parser, count
-from specviz.training.conversations import Conversation, conversations_of, evaluation_prompts, shard_records
-from specviz.training.corpus_files import (
-    CORPUS_DIR,
+from specviz.corpus.answering import Answerer, InFlight, Settings
+from specviz.corpus.conversations import Conversation, conversations_of, shard_records
+from specviz.corpus.sharegpt import evaluation_prompts, sharegpt_conversations
+from specviz.corpus.store import (
     FORMAT,
-    CorpusError,
+    DataError,
     pack_shard,
     read_manifest,
     shard_path,
     write_manifest,
 )
-from specviz.training.distill import sharegpt_conversations
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -143,7 +140,7 @@ def generate(
     manifest = read_manifest(folder) or {"format": FORMAT, "settings": asdict(settings), "shards": []}
     manifest["settings"].pop("dtype", None)  # a per-shard record now (the first shards were all bf16)
     if manifest["settings"] != asdict(settings):
-        raise CorpusError(f"{folder} was made with other settings: {manifest['settings']}")
+        raise DataError(f"{folder} was made with other settings: {manifest['settings']}")
     write_manifest(folder, manifest)
     todo = iter([k for k in shards if not shard_path(folder, k).is_file()])
     first = next(todo, None)
@@ -182,10 +179,10 @@ def parse_shards(text: str) -> list[int]:
     for part in text.split(","):
         lo, _, hi = part.strip().partition("-")
         if not (lo.isascii() and lo.isdigit()) or (hi and not (hi.isascii() and hi.isdigit())):  # int('²') fails
-            raise CorpusError(f"Bad shard range {part!r}; write e.g. 0-9 or 3,5.")
+            raise DataError(f"Bad shard range {part!r}; write e.g. 0-9 or 3,5.")
         a, b = int(lo), int(hi or lo)
         if b < a or b >= 10_000:
-            raise CorpusError(f"Shard range {part!r} is empty or past 9999.")
+            raise DataError(f"Shard range {part!r} is empty or past 9999.")
         out.extend(range(a, b + 1))
     return out
 
@@ -195,40 +192,3 @@ def decode_dtype(asked: str) -> str:
     if asked != "auto":
         return asked
     return "bfloat16" if can_pack(torch.device("cpu"), torch.bfloat16) else "float32"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m specviz.training.corpus --shards 0-9: answer ShareGPT's turns with the target; resumable."""
-    ap = Parser(prog="python -m specviz.training.corpus", description=main.__doc__)
-    ap.add_argument("--shards", default="0-139", help="shard numbers, e.g. 0-9 or 3,5 (made ones are skipped)")
-    ap.add_argument("--dir", type=Path, default=CORPUS_DIR)
-    ap.add_argument("--batch", type=count(1, 1024), default=BATCH)
-    ap.add_argument("--threads", type=count(1, 1024), default=2)
-    ap.add_argument(
-        "--dtype", choices=[*DTYPES, "auto"], default="auto", help="auto: bf16 where the CPU has bf16 units, else fp32"
-    )
-    ap.add_argument("--log", type=Path, default=None, help="append progress lines here too")
-    try:  # a bad option is one line, before any work
-        args = ap.parse_args(argv)
-        shards = parse_shards(args.shards)
-    except (ValueError, CorpusError) as exc:
-        print(f"error: {exc}")
-        return 2
-
-    def log(line: str) -> None:
-        stamp = datetime.datetime.now().strftime("%H:%M:%S")
-        print(f"{stamp} {line}", flush=True)
-        if args.log is not None:
-            with args.log.open("a", encoding="utf-8") as f:
-                f.write(f"{stamp} {line}\n")
-
-    try:
-        generate(args.dir, shards, args.batch, args.threads, log, decode_dtype(args.dtype))
-    except CorpusError as exc:
-        print(f"error: {exc}")
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,18 +1,14 @@
-"""ShareGPT's conversations as training reads them: chat messages with ShareGPT's own answers (training.features),
-or the human turns that a corpus shard has the target answer (training.corpus), with the template turn by turn."""
+"""Conversations as the corpus makes and reads them: one being answered by the target (corpus.answers), the chat
+template turn by turn, and a templated conversation's mask of assistant-written tokens (corpus.features)."""
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz.core.paths import PROMPT_PRESETS
-from specviz.training.corpus_files import ROLE_CONTEXT, ROLE_GREEDY, ROLE_SAMPLED
-from specviz.training.distill import spec_bench_turns
-
-ROLES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant", "user": "user"}
+from specviz.corpus.sharegpt import human_turns
+from specviz.corpus.store import ROLE_CONTEXT, ROLE_GREEDY, ROLE_SAMPLED
 
 
 @dataclass
@@ -34,39 +30,6 @@ class Conversation:
         self.role += [ROLE_CONTEXT] * len(new) + [ROLE_GREEDY if self.greedy else ROLE_SAMPLED] * len(answer)
         self.answered += 1
         self.open = self.open and ended
-
-
-def _mostly_ascii(text: str) -> bool:
-    return sum(c.isascii() for c in text) >= 0.95 * len(text)
-
-
-def evaluation_prompts() -> set[str]:
-    """Every prompt the project evaluates or demonstrates with (Spec-Bench, the shipped presets), normalised."""
-    banned = set(spec_bench_turns())
-    if PROMPT_PRESETS.is_file():
-        for line in PROMPT_PRESETS.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                banned.add(" ".join(str(json.loads(line).get("prompt", "")).split()))
-    return banned
-
-
-def human_turns(record: dict, banned: set[str]) -> list[str]:
-    """The record's human turns in order (up to the first odd turn); empty when it must not be used."""
-    out: list[str] = []
-    expect = "user"
-    for turn in record.get("conversations") or []:
-        role = ROLES.get(str(turn.get("from", "")).lower())
-        text = str(turn.get("value", "")).strip()
-        if role != expect or not text:
-            break
-        if role == "user":
-            if " ".join(text.split()) in banned:
-                return []
-            if not _mostly_ascii(text):
-                break
-            out.append(text)
-        expect = "assistant" if role == "user" else "user"
-    return out
 
 
 def shard_records(n_records: int, k: int, seed: int = 0, shard: int = 256) -> list[int]:
@@ -112,26 +75,6 @@ def conversations_of(
         if human:
             out.append(Conversation(source=idx, human=human, greedy=greedy))
     return out
-
-
-def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
-    """The record as chat messages (user first, roles alternating), or None when unusable or banned."""
-    msgs: list[dict] = []
-    for turn in record.get("conversations") or []:
-        role = ROLES.get(str(turn.get("from", "")).lower())
-        text = str(turn.get("value", "")).strip()
-        if role is None or not text:
-            break
-        if msgs and msgs[-1]["role"] == role:
-            break
-        if role == "user" and " ".join(text.split()) in banned:
-            return None
-        msgs.append({"role": role, "content": text})
-    if len(msgs) < 2 or msgs[0]["role"] != "user":
-        return None
-    if sum(c.isascii() for m in msgs for c in m["content"]) < 0.95 * sum(len(m["content"]) for m in msgs):
-        return None
-    return msgs
 
 
 def _templated(tokenizer: Any, msgs: list[dict], add_generation_prompt: bool = False) -> list[int]:

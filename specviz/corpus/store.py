@@ -1,9 +1,10 @@
-"""Corpus files: token-id shards (gzip'd safetensors of numpy arrays) and the manifest that records their provenance.
+"""The committed corpus on disk: token-id shards (gzip'd safetensors of numpy arrays) and the manifest that
+records their provenance.
 
 A shard holds `ids` uint16 [N] (conversations concatenated), `offsets` int64 [C+1], `role` uint8 [N]
 (0 template or user text, 1 a sampled answer token, 2 a greedy answer token), `source` int32 [C] (the
 ShareGPT record) and `turns` int16 [C] (turns answered). Everything read is checked: a damaged shard or
-manifest raises CorpusError with one sentence, never a numpy or safetensors exception.
+manifest raises DataError with one sentence, never a numpy or safetensors exception.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from specviz.core.paths import REPO
+from specviz.corpus.shards import DataError
 
 CORPUS_DIR = REPO / "data" / "corpus"
 FORMAT = "specviz-corpus-1"
 ROLE_CONTEXT, ROLE_SAMPLED, ROLE_GREEDY = 0, 1, 2
-
-
-class CorpusError(Exception):
-    """A corpus folder or shard that cannot be read or extended: one sentence for the user."""
 
 
 def pack_shard(ids: Sequence[list[int]], roles: Sequence[list[int]], source: list[int], turns: list[int]) -> bytes:
@@ -60,27 +58,27 @@ class Shard:
 
 
 def read_shard(path: Path, vocab: int | None = None) -> Shard:
-    """A shard's arrays, validated (shapes, offsets, ids below vocab); CorpusError when it is not one."""
+    """A shard's arrays, validated (shapes, offsets, ids below vocab); DataError when it is not one."""
     from safetensors.numpy import load
 
     try:
         arrays = load(gzip.decompress(Path(path).read_bytes()))
     except (OSError, EOFError, ValueError, gzip.BadGzipFile, Exception) as exc:  # safetensors raises its own type
-        raise CorpusError(f"{path} is not a corpus shard ({type(exc).__name__}); delete it and regenerate.") from exc
+        raise DataError(f"{path} is not a corpus shard ({type(exc).__name__}); delete it and regenerate.") from exc
     need = {"ids": np.uint16, "offsets": np.int64, "role": np.uint8, "source": np.int32, "turns": np.int16}
     for name, dt in need.items():
         if name not in arrays or arrays[name].dtype != dt or arrays[name].ndim != 1:
-            raise CorpusError(f"{path}: array {name!r} is missing or not 1-D {np.dtype(dt).name}.")
+            raise DataError(f"{path}: array {name!r} is missing or not 1-D {np.dtype(dt).name}.")
     s = Shard(**{n: arrays[n] for n in need})
     n = len(s.ids)
     if len(s.role) != n or len(s.offsets) != len(s.source) + 1 or len(s.turns) != len(s.source):
-        raise CorpusError(f"{path}: array lengths disagree.")
+        raise DataError(f"{path}: array lengths disagree.")
     if len(s.offsets) and (s.offsets[0] != 0 or s.offsets[-1] != n or np.any(np.diff(s.offsets) < 0)):
-        raise CorpusError(f"{path}: offsets do not cover the ids.")
+        raise DataError(f"{path}: offsets do not cover the ids.")
     if vocab is not None and n and int(s.ids.max()) >= vocab:
-        raise CorpusError(f"{path}: a token id is not below the vocabulary size {vocab}.")
+        raise DataError(f"{path}: a token id is not below the vocabulary size {vocab}.")
     if n and int(s.role.max()) > ROLE_GREEDY:
-        raise CorpusError(f"{path}: an unknown role value.")
+        raise DataError(f"{path}: an unknown role value.")
     return s
 
 
@@ -92,16 +90,16 @@ def shard_path(folder: Path, k: int) -> Path:
 
 
 def read_manifest(folder: Path) -> dict:
-    """The folder's manifest ({} when it has none); CorpusError when it cannot be read."""
+    """The folder's manifest ({} when it has none); DataError when it cannot be read."""
     path = folder / "manifest.json"
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise CorpusError(f"{path} cannot be read ({exc}); restore it from git.") from exc
+        raise DataError(f"{path} cannot be read ({exc}); restore it from git.") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("shards"), list):
-        raise CorpusError(f"{path} is not a {FORMAT} manifest.")
+        raise DataError(f"{path} is not a {FORMAT} manifest.")
     return data
 
 

@@ -13,26 +13,24 @@ import inspect
 import json
 import re
 import shlex
-import sys
-from collections.abc import Callable
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from specviz.core.cli_args import Parser, fail, guard
 from specviz.core.kernels import can_pack
 from specviz.core.measure import provenance
-from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
+from specviz.corpus.data import held_out, open_folders
+from specviz.corpus.features import corpus_features
+from specviz.corpus.heldout import heldout_set
+from specviz.corpus.shards import Sequence, load_dataset
 from specviz.heads import store
-from specviz.training.args import Parser
-from specviz.training.data import held_out, open_folders
-from specviz.training.features import corpus_features
-from specviz.training.heldout import heldout_set
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
-from specviz.training.shards import DataError, Sequence, load_dataset
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
 
 HEADS = tuple(TRAINERS)
@@ -41,24 +39,12 @@ DEFAULTS_SHOWN = argparse.ArgumentDefaultsHelpFormatter
 OBJECTIVE = ("feature_weight", "ce_weight", "noise", "unroll", "unroll_weight", "unroll_geometric", "align_top")
 
 
-def fail(message: str) -> int:
-    """Print one error line; exit code 2."""
-    print(f"specviz: error: {message}", file=sys.stderr)
-    return 2
-
-
-def guard(fn: Callable[[list[str]], int], argv: list[str]) -> int:
-    """Run a command; known failures become one line on stderr and exit code 2."""
-    try:
-        return fn(argv)
-    except (ValueError, DataError, ModelError, OSError) as exc:
-        return fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-
-
 def train(kind: str, argv: list[str], lm: LoadedModel | None = None) -> int:
     """`train KIND …`; returns an exit code. `lm` replaces the built-in model (tests pass a tiny one)."""
+    if kind == "heldout":
+        return guard(measure_heldout, argv)
     if kind not in TRAINERS:
-        return fail(f"Unknown head {kind!r}; choose from {', '.join(HEADS)}.")
+        return fail(f"Unknown head {kind!r}; choose from {', '.join(HEADS)}, or heldout.")
     return guard(lambda args: run(TRAINERS[kind], args, lm), argv)
 
 
@@ -202,4 +188,28 @@ def calibrate_heads(kind: str, argv: list[str]) -> int:
     print(f"wrote {path} from {n} held-out positions")
     for k, row in enumerate(acc, start=1):
         print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))
+    return 0
+
+
+def measure_heldout(argv: list[str]) -> int:
+    """`train heldout --eagle DIR … --medusa DIR …`: held-out top-1 of saved heads, by depth (EAGLE's, drafting from
+    its own outputs) or by head, on the shared held-out set."""
+    ap = Parser(prog="python -m specviz train heldout", description=measure_heldout.__doc__)
+    for kind in TRAINERS:
+        ap.add_argument(f"--{kind}", type=Path, nargs="*", default=[], help=f"{kind} head folders")
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    seqs = heldout_set(lm, a.prompts)
+    out: dict[str, int | list[float]] = {
+        "heldout_sequences": len(seqs),
+        "positions": sum(int(s.mask.sum()) for s in seqs),
+    }
+    for kind, trainer in ((k, cls()) for k, cls in TRAINERS.items()):
+        for folder in getattr(a, kind):
+            acc, _n = rank_accuracy(trainer.ranks(lm, trainer.load(lm, folder), seqs), 1)
+            out[f"{kind}:{folder}"] = [round(row[0], 4) for row in acc]
+    print(json.dumps(out, indent=1))
     return 0

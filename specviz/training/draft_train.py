@@ -21,12 +21,12 @@ import torch
 
 from specviz.core.model import LoadedModel
 from specviz.core.paths import DRAFT_DIR, EAGLE_DIR
+from specviz.corpus.data import Data
+from specviz.corpus.shards import Sequence
 from specviz.heads import draft as draft_head
 from specviz.heads.eagle import HeadError, load_head
 from specviz.heads.medusa import frequent_tokens
-from specviz.training.data import Data
 from specviz.training.medusa_train import draft_map
-from specviz.training.shards import Sequence
 from specviz.training.trainer import Batch, TrainConfig, summary, token_ranks
 
 

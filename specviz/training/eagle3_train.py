@@ -1,6 +1,6 @@
 """Train an EAGLE-3 head (`python -m specviz train eagle3`): training-time test, checkpoints, held-out accuracy.
 
-Data are the self-distilled shards with the fused layers' inputs (`python -m specviz.training.distill --layers`,
+Data are the self-distilled shards with the fused layers' inputs (`python -m specviz corpus distill --layers`,
 in ~/.cache/specviz/distill-layers). Row j of a sequence is the pair (g_j, x_{j+1}), g_j fused from the
 target's layer inputs at j, and its label is the target's next-token distribution at j+1 (it scores
 x_{j+2}), over the draft vocabulary; there is no feature loss. Training-time test: the head is unrolled
@@ -23,8 +23,9 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.corpus.data import Data
+from specviz.corpus.shards import DataError, Sequence
 from specviz.heads.eagle3 import DEFAULT_DIR, default_layers, load_head, new_head, warm_start
-from specviz.training.data import Data
 from specviz.training.eagle_loss import EVAL_DEPTHS as EVAL_DEPTHS  # the depths measured, as tests reach them
 from specviz.training.eagle_loss import (
     EagleFamily,
@@ -36,7 +37,6 @@ from specviz.training.eagle_loss import (
     top_hits,
     unrolled,
 )
-from specviz.training.shards import DataError, Sequence
 from specviz.training.trainer import TrainConfig
 
 
@@ -47,7 +47,7 @@ def data_layers(folder: Path | None, seqs: abc.Sequence[Sequence], lm: LoadedMod
     if not seqs or any(s.layers is None or s.layers.shape[-1] != 3 * h for s in seqs):
         raise DataError(
             f"The shards in {folder} carry no layer inputs for a {h}-wide model; build them with: "
-            f"python -m specviz.training.distill --layers --data-dir {folder}"
+            f"python -m specviz corpus distill --layers --data-dir {folder}"
         )
     manifest = None if folder is None else folder / "manifest.json"
     listed = json.loads(manifest.read_text()).get("fused_layers") if manifest and manifest.is_file() else None

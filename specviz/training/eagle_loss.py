@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.corpus.shards import Sequence
 from specviz.heads.eagle import EagleHead, draft_weight, save_head
-from specviz.training.shards import Sequence
 from specviz.training.trainer import Batch, summary, token_ranks
 
 EVAL_DEPTHS = 6  # draft depths a held-out evaluation measures by default

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from specviz.core.model import LoadedModel
+from specviz.corpus.data import Data
+from specviz.corpus.shards import Sequence
 from specviz.heads.eagle import DEFAULT_DIR, load_head, new_head
-from specviz.training.data import Data
 from specviz.training.eagle_loss import EagleFamily, aligned, draft_vocab, noised, top_hits, unrolled
-from specviz.training.shards import Sequence
 from specviz.training.trainer import TrainConfig
 
 

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import torch
 
+from specviz.corpus.shards import Sequence
 from specviz.heads.hydra import HydraConfig, load_heads, models_dir, new_heads, save_heads
 from specviz.training.medusa_train import IGNORE, MedusaTrainer, target_tokens
-from specviz.training.shards import Sequence
 from specviz.training.trainer import TrainConfig
 
 

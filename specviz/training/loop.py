@@ -25,9 +25,9 @@ from torch import nn
 
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel
+from specviz.corpus.data import Data
+from specviz.corpus.shards import DataError
 from specviz.training import checkpoint
-from specviz.training.data import Data
-from specviz.training.shards import DataError
 from specviz.training.trainer import Batch, TrainConfig, Trainer, best_score, rank_accuracy, settings
 
 Progress = Callable[[dict, dict], None]  # (the run's state, the last step's logged numbers)

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.model import LoadedModel
+from specviz.corpus.data import Data
+from specviz.corpus.shards import Sequence
 from specviz.heads import store
 from specviz.heads.medusa import (
     HeadsConfig,
@@ -27,8 +29,6 @@ from specviz.heads.medusa import (
     new_heads,
     save_heads,
 )
-from specviz.training.data import Data
-from specviz.training.shards import Sequence
 from specviz.training.trainer import Batch, TrainConfig, token_ranks
 
 DECAY = 0.8  # head k's loss weight is DECAY**(k-1), as in Medusa
@@ -41,7 +41,7 @@ def target_tokens(s: Sequence) -> torch.Tensor:
     """The token the target itself would put at each position [L].
 
     Self-distilled continuations are the target's own greedy tokens already; fixed-dataset windows
-    (specviz.training.features) carry the target's argmax, label[j] for position j + 1.
+    (specviz.corpus.features) carry the target's argmax, label[j] for position j + 1.
     """
     label = getattr(s, "label", None)
     if label is None:

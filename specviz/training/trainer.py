@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from specviz.core.model import LoadedModel
-from specviz.training.data import Data
+from specviz.corpus.data import Data
 
 MISS = 10**6  # the rank of a token the head cannot draft (outside its draft vocabulary)
 

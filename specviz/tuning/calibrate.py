@@ -12,15 +12,15 @@ from pathlib import Path
 
 import torch
 
+from specviz.core.cli_args import Parser, fail, guard
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
+from specviz.corpus.sharegpt import training_prompts
 from specviz.heads import medusa
 from specviz.methods import autoregressive, eagle
 from specviz.methods import medusa as method
-from specviz.training import distill
-from specviz.training.args import Parser
-from specviz.training.cli import HEADS, calibrate_heads, fail, guard
+from specviz.training.cli import HEADS, calibrate_heads
 from specviz.trees.head_tree import build_tree
 from specviz.tuning import draft_sweep, eagle_replay, sweep
 
@@ -92,7 +92,7 @@ def sweep_medusa(argv: list[str]) -> int:
     sizes = sweep_sizes(a)
     folder = a.heads_dir or medusa.models_dir()
     lm = load_model("default", device="cpu", dtype="fp32")
-    prompts = distill.training_prompts(8000)[-a.prompts :]  # far beyond any distilled prompt
+    prompts = training_prompts(8000)[-a.prompts :]  # far beyond any distilled prompt
     rows, ar_ms = medusa_runs(lm, prompts, sizes, Sampling(max_new_tokens=a.max_new_tokens), folder)
     acc = medusa.load_calibration(folder)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from specviz import methods
+from specviz.core.cli_args import Parser, count
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.sampling import Sampling
-from specviz.training.args import Parser, count
 
 IDENTITY_PROMPTS = (
     "Explain why the sky is blue in three sentences.",

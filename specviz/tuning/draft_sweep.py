@@ -11,8 +11,8 @@ from typing import Any
 
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import DRAFT_DIR
+from specviz.corpus.sharegpt import heldout_prompts
 from specviz.methods import speculative
-from specviz.training.heldout import heldout_prompts
 from specviz.tuning.sweep import Measured, _median, _per_step_ms, header, interleaved
 
 SPS_PATH = DRAFT_DIR / "gamma_sweep.json"

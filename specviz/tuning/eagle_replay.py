@@ -16,14 +16,14 @@ from pathlib import Path
 
 import torch
 
+from specviz.core.cli_args import Parser  # raises on bad input: the CLI prints one line and exits 2
 from specviz.core.model import LoadedModel, crop_to, load_model
 from specviz.core.prompts import check_ids
 from specviz.core.trace import Trace, TraceError
+from specviz.corpus.shards import Sequence, load_dataset
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
 from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.methods.eagle import Config, get_head
-from specviz.training.args import Parser  # raises on bad input: the CLI prints one line and exits 2
-from specviz.training.shards import Sequence, load_dataset
 from specviz.trees.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
 from specviz.trees.eagle_tree import TREES
 from specviz.trees.tree import TreeSpec

@@ -206,11 +206,11 @@ class CorpusSummary:
 
 def corpus_summary(folder: Path | None = None) -> CorpusSummary | None:
     """The corpus manifest's totals and rates (None when the folder holds no readable manifest)."""
-    from specviz.training.corpus_files import CORPUS_DIR, CorpusError, read_manifest
+    from specviz.corpus.store import CORPUS_DIR, DataError, read_manifest
 
     try:
         manifest = read_manifest(folder or CORPUS_DIR)
-    except CorpusError:
+    except DataError:
         return None
     shards = sorted(manifest.get("shards") or [], key=lambda s: str((s.get("provenance") or {}).get("date", "")))
     totals = manifest.get("totals") or {}

@@ -24,8 +24,8 @@ from specviz.core.measure import generation_s, pooled_accepted, provenance
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
+from specviz.corpus.sharegpt import training_prompts
 from specviz.methods import autoregressive, eagle, lookahead
-from specviz.training.distill import training_prompts
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 LOOKAHEAD_PATH = MODELS / "lookahead_sweep.json"
