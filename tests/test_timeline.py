@@ -37,7 +37,10 @@ def test_the_race_is_drawn_finished_and_replays_from_the_start(tiny_lm):
     fig = timeline_animation(lanes)
     spec = fig.to_dict()
     drawn = sum(len(b.get("x", ())) for b in spec["data"])
-    bars = [1 + len(t.steps) + sum((x.propose_s > 0) + (x.accept_s > 0) for x in t.steps) for t in lanes]
+    bars = [
+        1 + len(t.steps) + sum((x.proposed > 0) * ((x.propose_s > 0) + (x.accept_s > 0)) for x in t.steps)
+        for t in lanes
+    ]
     assert drawn == sum(bars)  # every bar
     first = spec["frames"][0]["data"]
     assert sum(len(b.get("x", ())) for b in first) < drawn  # ▶ replays from t ≈ 0

@@ -45,7 +45,7 @@ class StepTrace:
     committed: list[int]  # token ids committed this step: the root plus the accepted drafts
     texts: list[str]  # their decoded text
     forward_tokens: int  # tokens verified by this step's one target forward pass (0: none ran)
-    propose_s: float  # wall time spent proposing (0 for plain decoding)
+    propose_s: float  # wall time spent proposing (next to nothing for plain decoding, which drafts nothing)
     verify_s: float  # wall time of the target forward pass
     wall_s: float  # the whole step, root pick included; records and figure data are built after it
     prob: float  # target probability of the first committed token

@@ -20,10 +20,17 @@ class Config:
 
 
 def step(run: Run, root: int) -> Outcome:
-    """verify: run the root through the model; nothing is proposed, so nothing else is accepted."""
+    """propose nothing (the root alone) → verify (run it through the model) → accept nothing more → commit (the
+    forward pass already appended it to the cache): the four phases every method has, three of them empty here."""
+    with run.phase("propose"):
+        chain = [root]  # the target's own pick, drafted by no one
     with run.phase("verify"):
-        logits, hidden = run.lm.forward([root], run.cache)
-    return Outcome(accepted=[], proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
+        logits, hidden = run.lm.forward(chain, run.cache)
+    with run.phase("accept"):
+        accepted: list[int] = []  # nothing was drafted, so nothing more is accepted
+    with run.phase("commit"):
+        pass  # the cache already holds the root; Run.decode commits the token
+    return Outcome(accepted=accepted, proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
 
 
 def generate(

@@ -70,8 +70,11 @@ class JacobiState:
     fresh: set[int] = field(default_factory=set)  # output indices whose guess came from the init source
 
     def step(self, run: Run, root: int) -> Outcome:
-        """Feed root + guesses causally (verify), keep the agreeing prefix (accept), shift the rest (commit)."""
-        guesses, base, offset = self.guesses, run.seq_len, len(run.output)
+        """propose (the last pass's guesses) → verify (root + guesses fed causally) → accept (the agreeing prefix) →
+        commit (crop the cache; the rest, refined, are the next pass's guesses)."""
+        base, offset = run.seq_len, len(run.output)
+        with run.phase("propose"):
+            guesses = self.guesses  # carried over from the last pass: Jacobi drafts by iterating
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *guesses], run.cache)  # [n+1, V]: row j predicts index j+1
         with run.phase("accept"):

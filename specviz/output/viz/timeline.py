@@ -140,10 +140,11 @@ def _lane_bars(trace: Trace, upto_s: float | None) -> list[dict]:
         verify = s.verify_s if s.forward_tokens else 0.0
         rest = max(0.0, s.wall_s - s.propose_s - verify)  # accept, commit, bookkeeping: drawn with the verify bar
         start = t + s.propose_s
-        if s.propose_s > 0:
+        drafted = s.proposed > 0  # plain decoding's phases time nothing but its forward pass: no bars of theirs
+        if drafted and s.propose_s > 0:
             bars.append(_bar("propose", t, s.propose_s, "", s.index, s.accepted))
         bars.append(_bar("verify", start, verify + rest, _label(s.texts), s.index, s.accepted))
-        if s.accept_s > 0:  # over the verify bar, where the acceptance ran: right after the forward pass
+        if drafted and s.accept_s > 0:  # over the verify bar, where the acceptance ran: right after the forward pass
             bars.append(_bar("accept", start + verify, s.accept_s, "", s.index, s.accepted))
         t += s.wall_s
     if upto_s is None:
