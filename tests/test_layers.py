@@ -66,8 +66,9 @@ def test_the_layer_check_can_fail(tmp_path):
     """The same packages in the reverse order break: import-linter really reads the graph."""
     layers = json.dumps(package_layers()["layers"][::-1])
     config = tmp_path / "reversed.toml"
+    roots = json.dumps(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
     config.write_text(
-        '[tool.importlinter]\nroot_packages = ["specviz", "ui"]\n\n[[tool.importlinter.contracts]]\n'
+        f"[tool.importlinter]\nroot_packages = {roots}\n\n[[tool.importlinter.contracts]]\n"
         f'name = "reversed"\ntype = "layers"\nlayers = {layers}\n'
     )
     out = lint_imports(str(config))
@@ -101,6 +102,23 @@ def test_every_method_is_kept_apart_from_the_others():
     assert methods and methods == set(apart["modules"])
     (inside,) = [c for c in contracts() if c.get("containers") == ["specviz.methods"]]
     assert {f"specviz.methods.{m}" for m in modules_of(inside["layers"][1])} == methods
+
+
+def test_the_pages_and_app_py_are_inside_the_layers():
+    """import-linter reads views/ as a namespace package (every page in its graph, the top layer); app.py, a module
+    beside the packages, is checked here: it imports only the pages, ui and the library's face, and nothing imports
+    it."""
+    import grimp
+
+    graph = grimp.build_graph("specviz", "ui", "views")
+    pages = {module_name(p) for p in (ROOT / "views").glob("*.py")}
+    assert len(pages) >= 5 and pages <= graph.modules
+    assert package_layers()["layers"][0] == "views"
+    assert any(m.startswith("ui.") for m in graph.find_modules_directly_imported_by("views.data"))
+    ours = {"specviz", "ui", "views", "app", "tests", "scripts"}
+    assert imported(ROOT / "app.py") & ours <= {"views", "ui", "specviz"}
+    code = [*(ROOT / "specviz").rglob("*.py"), *(ROOT / "ui").rglob("*.py"), *(ROOT / "views").glob("*.py")]
+    assert not [p for p in code if "app" in imported(p)]
 
 
 def test_streamlit_side_never_touches_tensors():
