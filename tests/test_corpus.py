@@ -14,6 +14,7 @@ from specviz.core.kernels import grouped_decode
 from specviz.corpus import answering, conversations, sharegpt, stream
 from specviz.corpus import answers as corpus
 from specviz.corpus import store as corpus_files
+from specviz.corpus.shards import load_dataset
 from tests.conftest import hf_greedy
 
 
@@ -300,7 +301,7 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
     assert [(s, len(w)) for s, w, _m in windows] == [(4, 37), (7, 64), (7, 16)]
     cfg = features.FeatureConfig(source="corpus", max_positions=10**6, max_len=64, batch_tokens=128, shard_windows=1)
     features.build(tiny_lm, tmp_path / "feat", cfg)
-    seqs = features.load(tmp_path / "feat")
+    seqs = load_dataset(tmp_path / "feat", "all")
     assert [s.ids.tolist() for s in seqs] == [w for _s, w, _m in windows]
     assert seqs[0].mask.tolist() == [r > 0 for r in roles[0]]
     with torch.inference_mode():
@@ -311,7 +312,7 @@ def test_features_from_the_corpus_label_the_targets_answers(tiny_lm, tmp_path, m
     assert [s for s, _w, _m in features.corpus_windows(64, 4, answers="sampled")] == [4]
     greedy = features.FeatureConfig(source="corpus", answers="greedy", max_len=64, batch_tokens=128, shard_windows=1)
     features.build(tiny_lm, tmp_path / "greedy", greedy)
-    assert [s.ids.tolist() for s in features.load(tmp_path / "greedy")] == [w for _s, w, _m in windows[1:]]
+    assert [s.ids.tolist() for s in load_dataset(tmp_path / "greedy", "all")] == [w for _s, w, _m in windows[1:]]
     with pytest.raises(RuntimeError, match="other settings"):  # a folder made of all answers is not resumed greedy
         features.build(tiny_lm, tmp_path / "feat", greedy)
     with pytest.raises(ValueError, match="answers"):

@@ -29,7 +29,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.paths import cache_root
 from specviz.corpus import store
 from specviz.corpus.conversations import template_ids
-from specviz.corpus.shards import HELDOUT_EVERY, HIDDEN_DTYPE, Sequence, held_out, read_shard, shard_file, write_shard
+from specviz.corpus.shards import HELDOUT_EVERY, HIDDEN_DTYPE, Sequence, held_out, shard_file, write_shard
 from specviz.corpus.sharegpt import conversation_messages, sharegpt_conversations, spec_bench_turns
 
 SHARD_WINDOWS = 64  # windows per feature shard
@@ -234,15 +234,3 @@ def _featurize(lm: LoadedModel, pending: list[tuple[list[int], list[bool]]], row
         for (ids, mask), (hidden, label) in zip(part, teacher_pass(lm, [p[0] for p in part], rows, width), strict=True):
             out.append(Sequence(torch.tensor(ids), hidden, torch.tensor(mask), label=label))
     return out
-
-
-def load(out_dir: Path, limit_positions: int | None = None) -> list[Sequence]:
-    """The windows of a feature folder (optionally only the first shards up to limit_positions)."""
-    seqs: list[Sequence] = []
-    for p in sorted(out_dir.glob("shard_*.safetensors")):
-        seqs.extend(read_shard(p))
-        if limit_positions is not None and sum(int(s.mask.sum()) for s in seqs) >= limit_positions:
-            break
-    if not seqs:
-        raise RuntimeError(f"No feature shards in {out_dir}; build them first (python -m specviz corpus features).")
-    return seqs
