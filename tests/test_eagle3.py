@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.core.details import DETAILS, Eagle3Step
+from specviz.core.details import detail_for
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.corpus import distill
@@ -19,6 +19,7 @@ from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle3 import EAGLE3_FORMAT, default_layers, load_head, new_head, save_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
+from specviz.methods.eagle3 import Eagle3Step
 from specviz.training import eagle3_train as e3t
 from specviz.training.eagle_loss import depth_mask, unrolled
 from specviz.training.loop import finish
@@ -183,7 +184,7 @@ def test_shards_without_layer_inputs_are_one_clear_error(tiny_data, tmp_path, ca
     assert e3t.data_layers(tmp_path, seqs, lm) == (0, 1, 1)
     from specviz.training import cli
 
-    assert cli.train("eagle3", ["--data-dir", str(tmp_path / "none")]) == 2
+    assert cli.train("eagle3", ["--data", str(tmp_path / "none")]) == 2
     assert "No train shards" in capsys.readouterr().err
     assert cli.train("eagle3", ["--unroll", "0"]) == 2
 
@@ -191,7 +192,7 @@ def test_shards_without_layer_inputs_are_one_clear_error(tiny_data, tmp_path, ca
 def test_trace_detail_is_typed_plain_data(tiny_lm, tiny_head):
     s = Sampling(max_new_tokens=8, temperature=0.9, seed=3)
     t = eagle3.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, eagle3.Config(head_dtype="model"), head=tiny_head)
-    assert Trace.from_json(t.to_json()) == t and DETAILS["eagle3"] is Eagle3Step
+    assert Trace.from_json(t.to_json()) == t and detail_for("eagle3") is Eagle3Step
     d = t.steps[0].detail
     assert isinstance(d, Eagle3Step) and d.decisions is not None and d.layers == [0, 1, 1]
     assert d.path[0] == 0 and len(d.verify_parents) == t.steps[0].forward_tokens

@@ -138,7 +138,6 @@ def generate(
     folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(model=DEFAULT_MODEL)
     manifest = read_manifest(folder) or {"format": FORMAT, "settings": asdict(settings), "shards": []}
-    manifest["settings"].pop("dtype", None)  # a per-shard record now (the first shards were all bf16)
     if manifest["settings"] != asdict(settings):
         raise DataError(f"{folder} was made with other settings: {manifest['settings']}")
     write_manifest(folder, manifest)

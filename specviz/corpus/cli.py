@@ -40,7 +40,7 @@ def parser() -> Parser:
     d.add_argument("--prompts", type=count(1), default=1280)
     d.add_argument("--max-new-tokens", type=count(1), default=128)
     d.add_argument("--batch-size", type=count(1, 1024), default=32)
-    d.add_argument("--data-dir", type=Path, default=None)
+    d.add_argument("--out", type=Path, default=None, help="the folder (default: the cache's distill/)")
     d.add_argument("--layers", action="store_true", help="also keep three layers' inputs (for EAGLE-3 heads)")
     f = sub.add_parser("features", help="teacher-forced features of the corpus or of ShareGPT's own answers")
     f.add_argument("--out", type=Path, default=None)
@@ -91,7 +91,7 @@ def distill_set(a: argparse.Namespace) -> int:
         bar.set_postfix_str(name)
         bar.refresh()
 
-    distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.data_dir, tick, with_layers=a.layers)
+    distill.build_dataset(lm, a.prompts, a.max_new_tokens, a.batch_size, a.out, tick, with_layers=a.layers)
     bar.close()
     return 0
 

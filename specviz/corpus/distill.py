@@ -152,7 +152,7 @@ def check_manifest(out_dir: Path, block_batches: int, manifest: dict) -> None:
             diff.append(f"n_prompts (grow a build only from a multiple of {block})")
         if diff:
             raise DataError(
-                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --data-dir or delete it."
+                f"{out_dir} was built with other settings ({', '.join(diff)}); use another --out or delete it."
             )
         # asking for fewer prompts reuses the first shards; the record keeps what the folder holds
         manifest = {**manifest, "n_prompts": max(manifest["n_prompts"], old.get("n_prompts", 0))}

@@ -78,14 +78,13 @@ def parser(cls: type[Trainer]) -> Parser:
     data = cache_root() / getattr(cls, "data_dir", "distill")
     ap.add_argument(
         "--data",
-        "--data-dir",
         type=Path,
         nargs="+",
         default=[data],
         help="self-distilled or feature shards (several feature folders: their shards taken in turn), or "
         f"'{CORPUS}': the committed corpus (data/corpus), its teacher-forced features made or extended first",
     )
-    ap.add_argument("--heldout", default="shared", help="'shared' (training.heldout) or a folder's held-out shards")
+    ap.add_argument("--heldout", default="shared", help="'shared' (corpus.heldout) or a folder's held-out shards")
     ap.add_argument("--heldout-sequences", type=int, default=64, help="held-out sequences measured")
     ap.add_argument("--out", type=Path, default=cls.models, help="the head folder")  # type: ignore[attr-defined]
     ap.add_argument("--checkpoint", type=Path, default=cache_root() / f"{cls.kind}-train", help="checkpoint folder")
@@ -172,7 +171,7 @@ def variant(cls: type[Trainer], trainer: Trainer, cfg: TrainConfig) -> str:
 def calibrate_heads(kind: str, argv: list[str]) -> int:
     """`calibrate medusa|hydra`: measure a saved head's a_k^(i) on held-out shards into calibration.json."""
     ap = Parser(prog=f"python -m specviz calibrate {kind}")
-    ap.add_argument("--data-dir", type=Path, default=None, help="distillation shards (default: cache)")
+    ap.add_argument("--data", type=Path, default=None, help="self-distilled shards (default: the cache's)")
     ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/KIND)")
     ap.add_argument("--ranks", type=int, default=10, help="ranks per head in the calibration table")
     a = ap.parse_args(argv)
@@ -182,8 +181,8 @@ def calibrate_heads(kind: str, argv: list[str]) -> int:
     lm = load_model("default", device="cpu", dtype="fp32")
     folder = a.heads_dir or trainer.models  # type: ignore[attr-defined]
     head = trainer.load(lm, folder)
-    acc, n = rank_accuracy(trainer.ranks(lm, head, load_dataset(a.data_dir, "heldout")), a.ranks)
-    note = f"held-out self-distilled continuations in {a.data_dir or 'the cache'}"
+    acc, n = rank_accuracy(trainer.ranks(lm, head, load_dataset(a.data, "heldout")), a.ranks)
+    note = f"held-out self-distilled continuations in {a.data or 'the cache'}"
     path = store.write_calibration(folder, acc, n, note, provenance(lm.describe()).to_dict())
     print(f"wrote {path} from {n} held-out positions")
     for k, row in enumerate(acc, start=1):

@@ -47,7 +47,7 @@ def data_layers(folder: Path | None, seqs: abc.Sequence[Sequence], lm: LoadedMod
     if not seqs or any(s.layers is None or s.layers.shape[-1] != 3 * h for s in seqs):
         raise DataError(
             f"The shards in {folder} carry no layer inputs for a {h}-wide model; build them with: "
-            f"python -m specviz corpus distill --layers --data-dir {folder}"
+            f"python -m specviz corpus distill --layers --out {folder}"
         )
     manifest = None if folder is None else folder / "manifest.json"
     listed = json.loads(manifest.read_text()).get("fused_layers") if manifest and manifest.is_file() else None
