@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.core.details import HybridStep
 from specviz.core.sampling import Sampling
 from specviz.heads.eagle_drafter import start
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome
+from specviz.methods.hybrid import HybridStep
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree

@@ -8,7 +8,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.core.details import HydraStep
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.corpus.data import in_memory
 from specviz.corpus.shards import Sequence
@@ -16,6 +15,7 @@ from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_h
 from specviz.heads.medusa import HeadsError
 from specviz.methods import autoregressive as ar
 from specviz.methods import hydra
+from specviz.methods.hydra import HydraStep
 from specviz.training.hydra_train import HydraTrainer, positions
 from specviz.training.loop import fit
 from specviz.training.medusa_train import IGNORE, OOV, MedusaTrainer, draft_map

@@ -25,7 +25,7 @@ def test_file_watcher_does_not_walk_the_virtualenv(config):
 
 def test_theme_matches_the_figures(config):
     t = config["theme"]
-    assert t["chartCategoricalColors"] == list(theme.METHOD_COLORS.values())
+    assert t["chartCategoricalColors"] == list(theme.method_colors().values())  # the methods' cards, in order
     assert t["font"] == theme.FONT
     assert (t["greenColor"], t["redColor"], t["blueColor"], t["orangeColor"], t["grayColor"]) == (
         theme.ACCEPT,

@@ -9,7 +9,6 @@ from statistics import median
 
 import streamlit as st
 
-from specviz.core.details import HybridStep
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
@@ -18,6 +17,7 @@ from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.methods.eagle import Config
 from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.methods.hybrid import Config as HybridConfig
+from specviz.methods.hybrid import HybridStep
 from specviz.output.lesson_step import focus_index
 from specviz.output.viz.eagle import (
     compare_figure,

@@ -1,11 +1,16 @@
 """Each method's own step record: a frozen dataclass of plain JSON values, validated when a trace loads.
 
 `StepTrace.detail` holds one of these (or None for a step without a forward pass, and for plain decoding).
-Figures pick the type from `Trace.method` through `DETAILS`; nested records stay small dicts of JSON values.
+Here live the records two or more methods share (a chain's, a heads tree's, an EAGLE tree's) and those of methods
+whose figures other modules read; a method whose record only extends one defines it in its own file (Hydra's,
+EAGLE-3's, the hybrid's). Every record type with a METHOD registers itself in `DETAILS` as it is defined; a trace
+finds its type through `detail_for`, which asks the FINDERS (the method registry, specviz.methods) for one not yet
+defined. Nested records stay small dicts of JSON values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -26,6 +31,20 @@ class DetailError(ValueError):
     """A step detail whose fields are missing or of the wrong JSON type."""
 
 
+DETAILS: dict[str, type[Detail]] = {}  # method name -> its step record type, filled as each type is defined
+# called with a method name whose record type is not defined yet: the layers above that define records register
+# here (specviz.methods imports the method's module, which defines it)
+FINDERS: list[Callable[[str], object]] = []
+
+
+def detail_for(method: str) -> type[Detail] | None:
+    """The step record type of `method` (None for a method that records none, or an unknown one)."""
+    if method not in DETAILS:
+        for find in FINDERS:
+            find(method)
+    return DETAILS.get(method)
+
+
 @dataclass(frozen=True)
 class Detail:
     """Base of every method's step detail."""
@@ -33,6 +52,11 @@ class Detail:
     METHOD: ClassVar[str] = ""
     # specs (specviz.core.schema) of the fields whose annotation does not say enough: the nested records
     NESTED: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.METHOD:  # a method's record (not a shared base such as ChainStep): the trace finds it by name
+            DETAILS[cls.METHOD] = cls
 
     @classmethod
     def from_json(cls, data: Any) -> Detail:
@@ -165,13 +189,6 @@ class MedusaStep(Detail):
 
 
 @dataclass(frozen=True)
-class HydraStep(MedusaStep):
-    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
-
-    METHOD: ClassVar[str] = "hydra"
-
-
-@dataclass(frozen=True)
 class EagleStep(Detail):
     """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
 
@@ -266,35 +283,3 @@ class LookaheadStep(Detail):
         if any(len(a) != len(b) for a, b in pairs):
             return "lists that run side by side differ in length"
         return None if self.best < len(self.candidates) else "its best candidate is not one of them"
-
-
-@dataclass(frozen=True)
-class HybridStep(EagleStep):
-    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
-
-    METHOD: ClassVar[str] = "hybrid"
-    NESTED: ClassVar[dict[str, Any]] = {
-        **EAGLE_NESTED,
-        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
-        "candidates": [["int", 16], 8],
-    }
-    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
-    candidates: list[list[int]]  # the n-gram candidates looked up for this root
-    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
-
-    def problem(self) -> str | None:
-        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
-
-
-@dataclass(frozen=True)
-class Eagle3Step(EagleStep):
-    """An EAGLE step drafted by an EAGLE-3 head. `features` shows the fused input g and the head's normed
-    output against the target's final hidden state (the two vectors the same LM-head rows read; the head
-    is trained on tokens only, so their cosine is a diagnostic, not its objective)."""
-
-    METHOD: ClassVar[str] = "eagle3"
-    layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
-
-
-DETAILS: dict[str, type[Detail]] = {d.METHOD: d for d in (SpsStep, PldStep, MedusaStep, HydraStep, EagleStep)}
-DETAILS |= {d.METHOD: d for d in (HybridStep, Eagle3Step, JacobiStep, LookaheadStep)}

@@ -9,7 +9,6 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout: app.py, models/, doc
 MODELS = REPO / "models"  # trained heads and calibration tables, committed
 MEDUSA_DIR = MODELS / "medusa"
 EAGLE_DIR = MODELS / "eagle"
-HYDRA_DIR = MODELS / "hydra"
 DRAFT_DIR = MODELS / "draft"  # the trained speculative-sampling draft model
 LOOKAHEAD_SWEEP = MODELS / "lookahead_sweep.json"
 SCREENSHOTS = REPO / "docs" / "screenshots"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from specviz.core import measure
-from specviz.core.details import DETAILS, Detail, DetailError
+from specviz.core.details import Detail, DetailError, detail_for
 from specviz.core.schema import MAX_TRACE_IDS as MAX_TRACE_IDS  # a trace's ids: prompt, output, steps
 from specviz.core.schema import SchemaError, check_object, check_size, trace_schema
 
@@ -171,7 +171,7 @@ class Trace:
             check_object(data, trace_schema(vocab), "The trace")
         except SchemaError as exc:
             raise TraceError(str(exc)) from None
-        detail = DETAILS.get(data["method"])
+        detail = detail_for(data["method"])
         steps = [_step_from_dict(s, detail) for s in data["steps"]]
         kw = {f.name: data[f.name] for f in fields(cls) if f.name != "steps"}
         trace = cls(steps=steps, **kw)

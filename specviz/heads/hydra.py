@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from specviz.core.model import LoadedModel
-from specviz.core.paths import HYDRA_DIR
+from specviz.core.paths import MODELS
 from specviz.heads import store
 from specviz.heads.files import Kind, stamp
 from specviz.heads.medusa import CALIBRATION, SPECS, HeadsError, ResBlock, load_folder, project
@@ -31,7 +31,7 @@ KIND = Kind(FORMAT, "a Hydra heads", HeadsError, "retrain or restore it from git
 
 def models_dir() -> Path:
     """Where the committed, trained Hydra heads live (models/hydra in the repository)."""
-    return HYDRA_DIR
+    return MODELS / "hydra"
 
 
 @dataclass(frozen=True)

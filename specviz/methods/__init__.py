@@ -1,52 +1,103 @@
-"""The decoding methods. Each module has NAME, LABEL, SUMMARY, a frozen `Config` and `generate()`.
+"""The decoding methods. Each module has a CARD (its record: name, label, colour, figures, head…), a frozen
+`Config` and `generate()`; NAME, LABEL and SUMMARY repeat its card's.
 
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
 fits a model of any depth) under which the method runs on a tiny random model, as the contract test does, and
 `accepting_resources(lm)`: the same with drafts that are all right on a model whose next token does not depend
 on its input (heads that hand the target's own prediction on), for the contract test's acceptance check.
-No method module imports another; what two share lives below them, in specviz.trees (tree, walk,
+No method imports another; what two share lives below them, in specviz.trees (tree, walk,
 draft_tree, ngram_pool, …) or specviz.core (acceptance, drafting, …), or in base.
+
+The registry is found, not written: every module of this package but base (and batched) is a method, known by its
+card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES here, the
+colours, the galleries, the learning curves' kinds, the calibration) is derived from the cards, so adding a method
+touches its own file (DESIGN.md, "Adding a method"). A module that fails to import is left out (BROKEN says why),
+so one broken method cannot break the rest.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import pkgutil
 from dataclasses import MISSING, Field, fields
 from types import ModuleType
 
+from specviz.core.details import FINDERS
 from specviz.core.sampling import ConfigError
+from specviz.methods.base import Card
 
-# name -> module; modules are imported on first use so one broken method cannot break the rest
-MODULES: dict[str, str] = {
-    "ar": "specviz.methods.autoregressive",
-    "sps": "specviz.methods.speculative",
-    "pld": "specviz.methods.prompt_lookup",
-    "medusa": "specviz.methods.medusa",
-    "hydra": "specviz.methods.hydra",
-    "eagle": "specviz.methods.eagle",
-    "jacobi": "specviz.methods.jacobi",
-    "lookahead": "specviz.methods.lookahead",
-    "hybrid": "specviz.methods.hybrid",
-    "eagle3": "specviz.methods.eagle3",
-}
+NOT_METHODS = ("base", "batched")  # the package's modules that are not methods
+_FOUND: dict[str, ModuleType] = {}  # name -> module, once the package has been scanned
+_ADDED: dict[str, ModuleType] = {}  # name -> module registered from outside the package
+BROKEN: dict[str, str] = {}  # module -> why it failed to import
 
 
 class UnknownMethod(ValueError):
     """A method name that specviz does not have."""
 
 
+def _scan() -> dict[str, ModuleType]:
+    """name -> module of every method, in the cards' order (the package is scanned once)."""
+    if not _FOUND:
+        for info in pkgutil.iter_modules(__path__):
+            if info.name in NOT_METHODS or info.name.startswith("_"):
+                continue
+            try:
+                module = importlib.import_module(f"{__name__}.{info.name}")
+            except Exception as exc:  # a broken method must not break the rest
+                BROKEN[info.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            _FOUND[module.CARD.name] = module
+    every = {**_FOUND, **_ADDED}
+    return dict(sorted(every.items(), key=lambda kv: kv[1].CARD.order))
+
+
+def register(module: str | ModuleType) -> Card:
+    """Add a method defined outside this package (its module, or its dotted name); its card says the rest."""
+    mod = importlib.import_module(module) if isinstance(module, str) else module
+    card = mod.CARD
+    if card.name in _scan() and _scan()[card.name] is not mod:
+        raise ValueError(f"A method named {card.name!r} is registered already.")
+    _ADDED[card.name] = mod
+    return card
+
+
+def unregister(name: str) -> None:
+    """Forget a method added by `register`."""
+    _ADDED.pop(name, None)
+
+
 def available() -> list[str]:
-    """Names of the methods whose modules exist in this checkout."""
-    return [name for name, mod in MODULES.items() if importlib.util.find_spec(mod) is not None]
+    """Names of the methods this checkout has, plain decoding first."""
+    return list(_scan())
+
+
+def cards() -> list[Card]:
+    """Every method's card, in order."""
+    return [m.CARD for m in _scan().values()]
+
+
+def card(name: str) -> Card:
+    """Method `name`'s card."""
+    return get(name).CARD
 
 
 def get(name: str) -> ModuleType:
     """The module implementing method `name`."""
-    if name not in available():
-        raise UnknownMethod(f"Unknown method {name!r}; choose from {', '.join(available())}.")
-    return importlib.import_module(MODULES[name])
+    found = _scan()
+    if name not in found:
+        raise UnknownMethod(f"Unknown method {name!r}; choose from {', '.join(found)}.")
+    return found[name]
+
+
+def __getattr__(attr: str) -> dict[str, str]:
+    if attr == "MODULES":  # name -> module path, derived from the cards
+        return {name: m.__name__ for name, m in _scan().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+FINDERS.append(lambda _method: _scan())  # a trace's step records: defined as the methods are imported
 
 
 def settings(cls: type) -> list[Field]:

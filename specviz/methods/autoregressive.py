@@ -7,11 +7,16 @@ from dataclasses import dataclass
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import Card, OnStep, Outcome, Run
 
-NAME = "ar"
-LABEL = "Autoregressive"
-SUMMARY = "One token per forward pass: the serial baseline."
+CARD = Card(
+    name="ar",
+    label="Autoregressive",
+    summary="One token per forward pass: the serial baseline.",
+    colour="#6b7280",
+    order=0,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)

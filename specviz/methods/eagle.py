@@ -8,15 +8,24 @@ from specviz.core.details import EagleStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import head_for, load_head, start, tiny_head
-from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
 from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
 from specviz.trees.walk import walk
 
-NAME = "eagle"
-LABEL = "EAGLE-2"
-SUMMARY = "A one-layer head drafts features, not just tokens; a dynamic tree is verified in one pass."
+CARD = Card(
+    name="eagle",
+    label="EAGLE-2",
+    summary="A one-layer head drafts features, not just tokens; a dynamic tree is verified in one pass.",
+    colour="#009e73",
+    order=5,
+    figures="specviz.output.viz.eagle:gallery",
+    head="eagle",
+    head_label="EAGLE-2 head",
+    models=DEFAULT_DIR,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)

@@ -12,26 +12,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.details import Eagle3Step
+from specviz.core.details import EagleStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, pass_through
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, default_layers, new_head
 from specviz.heads.eagle_drafter import head_dtype
-from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
 from specviz.trees.draft_tree import feature_view
 from specviz.trees.eagle_tree import Shape, Step, TreeResult, TreeStepper, check_shape
 from specviz.trees.tree import TreeSpec, verify_tree_layers
 from specviz.trees.walk import walk
 
-NAME = "eagle3"
-LABEL = "EAGLE-3"
-SUMMARY = "A one-layer head reads a fusion of low, middle and high target layers and drafts EAGLE-2's dynamic tree."
+CARD = Card(
+    name="eagle3",
+    label="EAGLE-3",
+    summary="A one-layer head reads a fusion of low, middle and high target layers and drafts EAGLE-2's dynamic tree.",
+    colour="#117733",
+    order=9,
+    figures="specviz.output.viz.eagle:gallery",
+    head="eagle3",
+    head_label="EAGLE-3 head",
+    models=DEFAULT_DIR,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,16 @@ class Config:
 
     def __post_init__(self) -> None:
         check_shape(self)
+
+
+@dataclass(frozen=True)
+class Eagle3Step(EagleStep):
+    """An EAGLE step drafted by an EAGLE-3 head. `features` shows the fused input g and the head's normed
+    output against the target's final hidden state (the two vectors the same LM-head rows read; the head
+    is trained on tokens only, so their cosine is a diagnostic, not its objective)."""
+
+    METHOD: ClassVar[str] = "eagle3"
+    layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
 
 
 def get_head(lm: LoadedModel, cfg: Config) -> Eagle3Head:

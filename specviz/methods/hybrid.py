@@ -15,24 +15,32 @@ fewer hands back to the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.details import HybridStep
+from specviz.core.details import EAGLE_NESTED, MAX_DRAFTED, EagleStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.schema import OneOf, bad_lengths
 from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import head_for, start, tiny_head
-from specviz.methods.base import OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
 from specviz.trees.draft_tree import DraftTree
 from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 from specviz.trees.walk import walk
 
-NAME = "hybrid"
-LABEL = "EAGLE-2 + n-gram pool"
-SUMMARY = "The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass."
+CARD = Card(
+    name="hybrid",
+    label="EAGLE-2 + n-gram pool",
+    summary="The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass.",
+    colour="#332288",
+    order=8,
+    figures="specviz.output.viz.hybrid:gallery",
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,24 @@ class Config:
             raise ConfigError(f"need copy_after 0-16 and copy_length 1-16, got {self.copy_after}, {self.copy_length}.")
         if not 1 <= self.min_ngram <= self.max_ngram <= 8:
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
+
+
+@dataclass(frozen=True)
+class HybridStep(EagleStep):
+    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
+
+    METHOD: ClassVar[str] = "hybrid"
+    NESTED: ClassVar[dict[str, Any]] = {
+        **EAGLE_NESTED,
+        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
+        "candidates": [["int", 16], 8],
+    }
+    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
+    candidates: list[list[int]]  # the n-gram candidates looked up for this root
+    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
+
+    def problem(self) -> str | None:
+        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
 
 
 class State:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.details import HydraStep
+from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling, renamed
 from specviz.core.trace import Trace
-from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, new_heads
-from specviz.methods.base import OnStep, Outcome, Run, path_outcome
+from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
+from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
     check_config,
     ensure_last_logits,
@@ -26,9 +26,19 @@ from specviz.trees.head_tree import (
 from specviz.trees.tree import TreeSpec, commit_path
 from specviz.trees.walk import node_records, walk
 
-NAME = "hydra"
-LABEL = "Hydra"
-SUMMARY = "Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them."
+CARD = Card(
+    name="hydra",
+    label="Hydra",
+    summary="Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them.",
+    colour="#882255",
+    order=4,
+    figures="specviz.output.viz.tree:gallery",
+    head="hydra",
+    head_label="Hydra heads",
+    models=models_dir(),
+    held_out=True,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @renamed(acceptance="rule", budget=("total_tokens", from_budget))
@@ -46,6 +56,13 @@ class Config:
 
     def __post_init__(self) -> None:
         check_config(self)  # also takes the exact rule's old name, "greedy"
+
+
+@dataclass(frozen=True)
+class HydraStep(MedusaStep):
+    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
+
+    METHOD: ClassVar[str] = "hydra"
 
 
 def propose(

@@ -11,14 +11,20 @@ from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import Card, OnStep, Outcome, Run
 from specviz.trees.ngram_pool import accept_candidates
 
 __all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id", "start"]
 
-NAME = "jacobi"
-LABEL = "Jacobi decoding"
-SUMMARY = "Guess n tokens, refine all of them in parallel each forward pass, commit the converged prefix."
+CARD = Card(
+    name="jacobi",
+    label="Jacobi decoding",
+    summary="Guess n tokens, refine all of them in parallel each forward pass, commit the converged prefix.",
+    colour="#999933",
+    order=6,
+    figures="specviz.output.viz.gallery:jacobi_views",
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)

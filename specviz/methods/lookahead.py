@@ -13,13 +13,19 @@ from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep, Outcome, Run
+from specviz.methods.base import Card, OnStep, Outcome, Run
 from specviz.trees.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
 from specviz.trees.tree import commit_path
 
-NAME = "lookahead"
-LABEL = "Lookahead decoding"
-SUMMARY = "A 2D Jacobi window harvests n-grams; pooled n-grams that follow the last token are verified."
+CARD = Card(
+    name="lookahead",
+    label="Lookahead decoding",
+    summary="A 2D Jacobi window harvests n-grams; pooled n-grams that follow the last token are verified.",
+    colour="#d55e00",
+    order=7,
+    figures="specviz.output.viz.gallery:lookahead_views",
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 
 

@@ -12,8 +12,8 @@ from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling, renamed
 from specviz.core.trace import Trace
-from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, new_heads
-from specviz.methods.base import OnStep, Outcome, Run, path_outcome
+from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
+from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
     check_config,
     ensure_last_logits,
@@ -26,9 +26,19 @@ from specviz.trees.head_tree import (
 from specviz.trees.tree import TreeSpec, commit_path
 from specviz.trees.walk import node_records, walk
 
-NAME = "medusa"
-LABEL = "Medusa"
-SUMMARY = "Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass."
+CARD = Card(
+    name="medusa",
+    label="Medusa",
+    summary="Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass.",
+    colour="#cc79a7",
+    order=3,
+    figures="specviz.output.viz.tree:gallery",
+    head="medusa",
+    head_label="Medusa heads",
+    models=models_dir(),
+    held_out=True,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @renamed(acceptance="rule", budget=("total_tokens", from_budget))

@@ -14,11 +14,17 @@ from specviz.core.drafting import MEASURED, VerifyLatency
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
 
-NAME = "pld"
-LABEL = "Prompt lookup"
-SUMMARY = "Copies the continuation of a matching n-gram from the prompt or the output so far as the draft."
+CARD = Card(
+    name="pld",
+    label="Prompt lookup",
+    summary="Copies the continuation of a matching n-gram from the prompt or the output so far as the draft.",
+    colour="#56b4e9",
+    order=2,
+    figures="specviz.output.viz.acceptance:gallery",
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 MAX_DRAFT = 16  # longest copied draft a step may verify
 

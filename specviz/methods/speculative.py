@@ -10,15 +10,25 @@ from specviz.core.acceptance import RULES, annotate, judge_chain
 from specviz.core.details import SpsStep
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.model import LoadedModel, crop_to
+from specviz.core.paths import DRAFT_DIR
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
 from specviz.heads.draft import DraftError, cached_draft, parts
-from specviz.methods.base import OnStep, Outcome, Run, chain_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
 
-NAME = "sps"
-LABEL = "Speculative sampling"
 DRAFTS = ("layers", "trained")
-SUMMARY = "A shallow copy of the model (its first layers) drafts γ tokens; the full model verifies them at once."
+CARD = Card(
+    name="sps",
+    label="Speculative sampling",
+    summary="A shallow copy of the model (its first layers) drafts γ tokens; the full model verifies them at once.",
+    colour="#e69f00",
+    order=1,
+    figures="specviz.output.viz.acceptance:gallery",
+    head="draft",
+    head_label="sps draft model",
+    models=DRAFT_DIR,
+)
+NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)

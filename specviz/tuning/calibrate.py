@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from specviz import methods
 from specviz.core.cli_args import Parser, fail, guard
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, load_model
@@ -28,16 +29,17 @@ SWEEP_TOTAL_TOKENS = [1, 3, 5, 7, 9, 11, 13, 17, 25, 33, 49, 65]  # tree sizes, 
 
 
 def calibrate(head: str, argv: list[str]) -> int:
-    """Dispatch `calibrate <head>`; returns an exit code."""
-    if head == "hydra":
-        return guard(lambda args: calibrate_heads("hydra", args), argv)
+    """Dispatch `calibrate <kind>`: EAGLE's replay (or --live sweep), the draft's γ sweep, Medusa's --sweep, or the
+    held-out rank table of any heads tree (each method whose card says held_out); returns an exit code."""
     if head == "eagle":
         return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
     if head == "draft":
         return guard(sweep_draft, argv)
-    if head != "medusa":
-        return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
-    return guard(sweep_medusa if "--sweep" in argv else lambda args: calibrate_heads("medusa", args), argv)
+    if head == "medusa" and "--sweep" in argv:
+        return guard(sweep_medusa, argv)
+    if head in [c.head for c in methods.cards() if c.held_out]:
+        return guard(lambda args: calibrate_heads(head, args), argv)
+    return fail(f"Unknown head {head!r}; choose from {', '.join(HEADS)}.")
 
 
 def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specviz import methods
 from specviz.core.measure import Provenance
 from specviz.core.paths import MODELS, REPO
 from specviz.core.schema import SchemaError, read_json
 from specviz.heads.files import MAX_CONFIG_BYTES
 
 EXPERIMENTS_DIR = REPO / "docs" / "experiments"
-KIND_NAMES = {"eagle": "EAGLE-2 head", "eagle3": "EAGLE-3 head", "medusa": "Medusa heads", "hydra": "Hydra heads"}
-KIND_NAMES["draft"] = "sps draft model"
+KIND_NAMES = {c.head: c.head_label for c in methods.cards() if c.head}  # training kind -> its name, from the cards
 DATA_NAMES = {
     "corpus": "the target's own answers (corpus)",
     "corpus-greedy": "the target's own greedy answers (corpus)",
@@ -36,7 +36,7 @@ DATA_NAMES = {
 class Curve:
     """One trained head's learning curve: (positions seen, held-out top-1 by depth or head) from the start."""
 
-    kind: str  # a training kind: eagle, eagle3, medusa, hydra, draft
+    kind: str  # a training kind: a method card's head (eagle, medusa, draft, …)
     data: tuple[str, ...]  # where its positions came from, keys of DATA_NAMES, in the order they were read
     points: tuple[tuple[int, tuple[float, ...]], ...]
     folder: str  # relative to the repository

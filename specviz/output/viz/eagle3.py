@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.core.details import Eagle3Step
 from specviz.core.trace import StepTrace
+from specviz.methods.eagle3 import Eagle3Step
 from specviz.output.viz.theme import NEUTRAL, apply, method_color
 
 

@@ -7,24 +7,12 @@ from collections.abc import Callable
 
 import plotly.graph_objects as go
 
+from specviz import methods
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
 from specviz.output.viz import compare as cmp
 from specviz.output.viz.timeline import timeline_figure, tokens_over_time_figure
 from specviz.tuning.compare import summarize
-
-# method -> "module:function" returning {name: figure} for one trace of that method (its own views)
-METHOD_VIEWS: dict[str, str] = {
-    "medusa": "specviz.output.viz.tree:gallery",
-    "hydra": "specviz.output.viz.tree:gallery",
-    "eagle": "specviz.output.viz.eagle:gallery",
-    "hybrid": "specviz.output.viz.hybrid:gallery",
-    "eagle3": "specviz.output.viz.eagle:gallery",
-    "jacobi": "specviz.output.viz.gallery:jacobi_views",
-    "lookahead": "specviz.output.viz.gallery:lookahead_views",
-    "sps": "specviz.output.viz.acceptance:gallery",
-    "pld": "specviz.output.viz.acceptance:gallery",
-}
 
 
 def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
@@ -53,8 +41,9 @@ def jacobi_views(trace: Trace) -> dict[str, go.Figure]:
 
 
 def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
-    target = METHOD_VIEWS.get(method)
-    if target is None:
+    """The function drawing one trace's own views, as the method's card names it (None: the timeline only)."""
+    target = methods.card(method).figures if method in methods.available() else ""
+    if not target:
         return None
     module, _, func = target.partition(":")
     try:

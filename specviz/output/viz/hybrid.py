@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.core.details import HybridStep
 from specviz.core.trace import Trace
+from specviz.methods.hybrid import HybridStep
 from specviz.output.viz.theme import LEGEND_BELOW, NEUTRAL, apply, method_color
 
 # who proposed a committed token: the target itself (the root), the head, head and pool alike, the pool's

@@ -9,11 +9,10 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from specviz import methods
 from specviz.core.details import MedusaStep
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.theme import apply, method_color
-
-LABELS = {"medusa": "Medusa", "hydra": "Hydra", "eagle": "EAGLE-2", "eagle3": "EAGLE-3"}
 
 
 def acceptance_by_depth(trace: Trace, depths: int) -> list[float]:
@@ -47,7 +46,7 @@ def starts(trace: Trace) -> list[int]:
 def depth_figure(
     series: dict[str, Sequence[float]], title: str, ytitle: str, slide: bool = False, prefix: str = "head"
 ) -> go.Figure:
-    """Grouped bars per depth, one colour per method (medusa, hydra, eagle, eagle3), the value on each bar."""
+    """Grouped bars per depth, one colour per method (series keyed by method name), the value on each bar."""
     fig = go.Figure()
     for name, values in series.items():
         depths = [f"{prefix} {d}" for d in range(1, len(values) + 1)]
@@ -55,7 +54,7 @@ def depth_figure(
             go.Bar(
                 x=depths,
                 y=list(values),
-                name=LABELS.get(name, name),
+                name=methods.card(name).label if name in methods.available() else name,
                 marker_color=method_color(name.lower()),
                 text=[f"{v:.2f}" for v in values],
                 textposition="outside",

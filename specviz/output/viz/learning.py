@@ -21,8 +21,11 @@ DATA_COLORS = {
     "sharegpt": "#e69f00",
 }
 MIXED = "#7c3aed"
-KIND_DASH = {"eagle": "solid", "eagle3": "dashdot", "medusa": "dot", "hydra": "dash", "draft": "longdash"}
-KIND_SYMBOL = {"eagle": "circle", "eagle3": "diamond", "medusa": "square", "hydra": "triangle-up", "draft": "star"}
+# each training kind (KIND_NAMES: the methods' cards, in order) its own dash and marker, handed out in turn
+DASHES = ("longdash", "dot", "dash", "solid", "dashdot", "longdashdot")
+SYMBOLS = ("star", "square", "triangle-up", "circle", "diamond", "cross", "x", "pentagon", "hexagon", "star-square")
+KIND_DASH = {kind: DASHES[i % len(DASHES)] for i, kind in enumerate(KIND_NAMES)}
+KIND_SYMBOL = {kind: SYMBOLS[i % len(SYMBOLS)] for i, kind in enumerate(KIND_NAMES)}
 
 
 def _color(data: tuple[str, ...]) -> str:

@@ -7,22 +7,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-# one colour per method, used by every chart so lanes and bars match across pages; colour-blind-safe
-# (Okabe-Ito, with Tol's olive for jacobi), so no two methods differ by hue alone in the red-green range
-METHOD_COLORS = {
-    "ar": "#6b7280",
-    "hf": "#b0b7c3",
-    "sps": "#e69f00",
-    "pld": "#56b4e9",
-    "hf-pld": "#0072b2",
-    "medusa": "#cc79a7",
-    "eagle": "#009e73",
-    "jacobi": "#999933",
-    "lookahead": "#d55e00",
-    "hybrid": "#332288",
-    "hydra": "#882255",
-    "eagle3": "#117733",
-}
+# one colour per method, used by every chart so lanes and bars match across pages; colour-blind-safe (Okabe-Ito, with
+# Tol's olive, indigo, wine and green), so no two methods differ by hue alone in the red-green range. Each method
+# declares its own (its card, specviz.methods); these are the baselines drawn beside them: transformers' own decoding
+BASELINE_COLORS = {"hf": "#b0b7c3", "hf-pld": "#0072b2"}
 ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
 JUDGE = "#0f172a"  # a step's accept phase (judging the drafts), dark beside every method's colour and DRAFT
 ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's
@@ -30,8 +18,15 @@ FONT = "Inter, Helvetica Neue, Arial, sans-serif"
 SLIDE_SIZE = (1600, 900)
 
 
+def method_colors() -> dict[str, str]:
+    """name -> colour: every method's (from its card, in order), then the baselines'."""
+    from specviz import methods  # methods import torch; a figure that never asks for a colour need not
+
+    return {**{c.name: c.colour for c in methods.cards()}, **BASELINE_COLORS}
+
+
 def method_color(name: str) -> str:
-    return METHOD_COLORS.get(name, "#334155")
+    return method_colors().get(name, "#334155")
 
 
 def token_text(text: str, limit: int | None = 12) -> str:

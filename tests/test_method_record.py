@@ -1,0 +1,125 @@
+"""A method is its file and declares itself once: every registered method module writes its four phases, its card
+is whole and unique, the tables of methods are its cards', and a method added from outside (the run-on fixture,
+tests/fixture_method.py) keeps the identity contract through the same record."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from types import ModuleType
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from specviz import methods
+from specviz.core.details import detail_for
+from specviz.core.model import LoadedModel
+from specviz.methods.base import PHASES
+from tests import fixture_method
+from tests import test_contract as contract
+from tests.test_layers import contracts
+
+
+@pytest.fixture
+def runon():
+    """The fixture method, registered through its card for one test."""
+    methods.register("tests.fixture_method")
+    yield fixture_method.NAME
+    methods.unregister(fixture_method.NAME)
+
+
+def phases_in(module) -> list[str]:
+    """The phases a module's source times (`….phase("name")`), in the order they are written."""
+    calls = [n for n in ast.walk(ast.parse(inspect.getsource(module))) if isinstance(n, ast.Call)]
+    named = [
+        (c.lineno, str(c.args[0].value))
+        for c in calls
+        if isinstance(c.func, ast.Attribute) and c.func.attr == "phase" and c.args
+        if isinstance(c.args[0], ast.Constant)
+    ]
+    return [name for _, name in sorted(named)]
+
+
+def test_every_registered_method_module_writes_its_four_phases_in_order(runon):
+    for name in methods.available():
+        written = phases_in(methods.get(name))
+        assert set(written) == set(PHASES), (name, written)
+        first = [written.index(p) for p in PHASES]
+        assert first == sorted(first), f"{name}'s phases are written out of order: {written}"
+
+
+def test_every_card_is_whole_and_its_own(runon):
+    cards = methods.cards()
+    assert [c.name for c in cards] == methods.available() and cards[0].name == "ar"
+    for field in ("name", "label", "colour", "order"):
+        values = [getattr(c, field) for c in cards]
+        assert len(set(values)) == len(values), f"two methods share a {field}: {values}"
+    for c in cards:
+        module = methods.get(c.name)
+        assert (c.name, c.label, c.summary) == (module.NAME, module.LABEL, module.SUMMARY)
+        assert c.name == "ar" or detail_for(c.name) is not None, f"{c.name} records no step detail"
+        if c.figures:
+            where, _, func = c.figures.partition(":")
+            assert callable(getattr(importlib.import_module(where), func)), c.figures
+        assert not c.head or (c.models is not None and c.head_label), c
+        assert not c.held_out or c.head, c
+
+
+def test_the_tables_of_methods_are_the_cards():
+    from specviz.output.viz import theme
+    from specviz.training.kinds import TRAINERS
+    from specviz.tuning.learning import KIND_NAMES
+
+    cards = methods.cards()
+    assert [theme.method_color(c.name) for c in cards] == [c.colour for c in cards]
+    heads = {c.head for c in cards if c.head}
+    assert set(KIND_NAMES) == heads and heads <= set(TRAINERS), (heads, set(TRAINERS))  # every head has a trainer
+    assert {n: methods.get(n).__name__ for n in methods.available()} == methods.MODULES
+    apart = next(c["modules"] for c in contracts() if c["type"] == "independence")
+    assert sorted(apart) == sorted(methods.MODULES.values())  # no method imports another: every one is listed
+
+
+def test_the_fixture_method_is_registered_through_its_card_alone(runon):
+    assert runon in methods.available() and methods.card(runon) is fixture_method.CARD
+    assert methods.available()[-1] == runon  # its order puts it last
+    from specviz.output.viz import theme
+
+    assert theme.method_colors()[runon] == fixture_method.CARD.colour
+    with pytest.raises(ValueError, match="registered already"):
+        methods.register(_copy_of_the_fixture())
+
+
+def _copy_of_the_fixture() -> ModuleType:
+    """Another module whose card claims the fixture's name."""
+    module = ModuleType("runon_copy")
+    module.CARD = fixture_method.CARD  # type: ignore[attr-defined]
+    return module
+
+
+def test_the_fixture_method_keeps_the_identity_contract(runon, sticky, sticky_prompt, monkeypatch):
+    """tests/test_contract.py's checks, on the method registered from outside the package."""
+    runs = {
+        "ar": contract._ar(sticky, sticky_prompt, contract.GREEDY),
+        runon: contract.run(sticky, sticky_prompt, runon),
+    }
+    contract.test_greedy_equals_plain_decoding_with_drafts_accepted(runs, runon)
+    contract.test_seeded_sampling_repeats_exactly(sticky, sticky_prompt, runon)
+    contract.test_trace_round_trips_and_its_steps_add_up(runs, runon)
+    contract.test_figures_build_from_the_trace(runs, runon)
+    want = runs["ar"].output_ids
+    with monkeypatch.context() as m:  # mutation: a cache that keeps rejected drafts
+        m.setattr(DynamicCache, "crop", lambda self, n: None)
+        assert contract._differs(sticky, sticky_prompt, runon, want)
+    inputs = LoadedModel._model_inputs
+
+    def shifted(self, ids, cache, positions, mask):  # mutation: drafts verified one position too far
+        out = inputs(self, ids, cache, positions, mask)
+        pos = out["position_ids"]
+        if pos.shape[1] > 1 and cache.get_seq_length() > 0:
+            out["position_ids"] = torch.cat([pos[:, :1], pos[:, 1:] + 1], dim=1)
+        return out
+
+    monkeypatch.setattr(LoadedModel, "_model_inputs", shifted)
+    assert contract._differs(sticky, sticky_prompt, runon, want)
