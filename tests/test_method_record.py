@@ -98,17 +98,20 @@ def _copy_of_the_fixture() -> ModuleType:
     return module
 
 
-def test_the_fixture_method_keeps_the_identity_contract(runon, sticky, sticky_prompt, monkeypatch):
-    """tests/test_contract.py's checks, on the method registered from outside the package."""
-    runs = {
-        "ar": contract._ar(sticky, sticky_prompt, contract.GREEDY),
-        runon: contract.run(sticky, sticky_prompt, runon),
-    }
+def test_the_fixture_method_keeps_the_identity_contract(runon, sticky, sticky_prompt):
+    """tests/test_contract.py's checks, on the method registered from outside the package: greedy identity with
+    drafts accepted, a trace that round-trips and adds up, its figures."""
+    plain = contract._ar(sticky, sticky_prompt, contract.GREEDY)
+    runs = {"ar": plain, runon: contract.run(sticky, sticky_prompt, runon)}
     contract.test_greedy_equals_plain_decoding_with_drafts_accepted(runs, runon)
-    contract.test_seeded_sampling_repeats_exactly(sticky, sticky_prompt, runon)
     contract.test_trace_round_trips_and_its_steps_add_up(runs, runon)
     contract.test_figures_build_from_the_trace(runs, runon)
-    want = runs["ar"].output_ids
+
+
+def test_the_contract_bites_on_the_fixture_method_too(runon, sticky, sticky_prompt, monkeypatch):
+    """The contract's seeded repeat and its two mutations, on the fixture method."""
+    contract.test_seeded_sampling_repeats_exactly(sticky, sticky_prompt, runon)
+    want = contract._ar(sticky, sticky_prompt, contract.GREEDY).output_ids
     with monkeypatch.context() as m:  # mutation: a cache that keeps rejected drafts
         m.setattr(DynamicCache, "crop", lambda self, n: None)
         assert contract._differs(sticky, sticky_prompt, runon, want)
