@@ -21,7 +21,7 @@ from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_
 from specviz.output.lesson_deck import numbers
 from specviz.output.lesson_facts import relabel
 from specviz.output.visitor import escaped, lesson_file
-from ui import deck, lesson_pack, presentation, resources
+from ui import deck, lesson_index, lesson_pack, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
@@ -70,9 +70,11 @@ def current() -> Lesson | None:
     return None
 
 
-def _enter(lesson: Lesson, i: int) -> None:
-    """Go to stop `i`: the page's settings as the stop has them (the rest at their defaults), its prompt, its page."""
+def _enter(lesson: Lesson, i: int, build: int = 0) -> None:
+    """Go to stop `i` (at its build `build`): the page's settings as the stop has them (the rest at their
+    defaults), its prompt, its page."""
     stop = lesson.stops[i]
+    st.session_state[lesson_index.BUILD] = build
     ss = st.session_state
     for other in lesson.stops:  # forget what earlier stops set on this page, so each stop starts the same
         if other.page == stop.page:
@@ -88,7 +90,8 @@ def _enter(lesson: Lesson, i: int) -> None:
 def _move(delta: int) -> None:
     lesson = current()
     if lesson is not None:
-        _enter(lesson, max(0, min(len(lesson.stops) - 1, int(st.session_state.get(AT, 0)) + delta)))
+        at = max(0, min(len(lesson.stops) - 1, int(st.session_state.get(AT, 0))))
+        _enter(lesson, *lesson_index.step(lesson, at, delta))  # through the stop's builds, then on
 
 
 def _switched() -> None:
@@ -191,15 +194,24 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
     if not st.session_state.get(ON) or (lesson := current()) is None:
         return None
     i = min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1)
-    stop = lesson.stops[i]
+    whole = lesson.stops[i]
+    b = min(lesson_index.build(), whole.frames - 1)
+    stop = whole.at(b)
     deck_control(lesson)
     st.markdown(STYLE, unsafe_allow_html=True)
     box = st.container(border=True, key="lesson_banner")
-    head, back, ahead = box.columns([10, 1, 1], vertical_alignment="center")
-    head.markdown(f"**Stop {i + 1} of {len(lesson.stops)}** · **{stop.title}**")
-    back.button("◀", key=PREV, on_click=_move, args=(-1,), disabled=i == 0, help="Previous stop (PageUp, ←)")
-    last = i == len(lesson.stops) - 1
-    ahead.button("▶", key=NEXT, on_click=_move, args=(1,), disabled=last, help="Next stop (PageDown, →)")
+    head, where, back, ahead = box.columns([9, 2, 1, 1], vertical_alignment="center")
+    lec = lesson.lecture_of(whole.id)
+    built = f" · {b + 1} of {whole.frames}" if whole.frames > 1 else ""
+    head.markdown(
+        f"**Stop {i + 1} of {len(lesson.stops)}**{built} · **{stop.title}**" + (f"  \n{lec.title}" if lec else "")
+    )
+    lesson_index.index(where, lesson, i, _enter)
+    back.button("◀", key=PREV, on_click=_move, args=(-1,), disabled=i == 0 and b == 0, help="Back (PageUp, ←)")
+    last = i == len(lesson.stops) - 1 and b == whole.frames - 1
+    ahead.button(
+        "▶", key=NEXT, on_click=_move, args=(1,), disabled=last, help="On: the next build or stop (PageDown, →)"
+    )
     with box:
         st.html(KEYS_JS, unsafe_allow_javascript=True)
     replay = lesson_pack.banner(box, lesson, stop)
@@ -222,6 +234,25 @@ def _noted(name: str) -> tuple[go.Figure, str] | None:
     return (found[-1][1], found[-1][2] if len(found[-1]) > 2 else "") if found else None
 
 
+def _drawn_here(stop: Stop) -> tuple[go.Figure, str] | None:
+    """A figure only the lesson draws (the residual, the KV cache, the cost model…), from the runs the page made."""
+    from specviz.output.lesson_pages import COMPUTED, LESSON_ONLY
+
+    if stop.figure not in LESSON_ONLY:
+        return None
+    try:
+        if stop.figure in COMPUTED and stop.figure != "gpu_whatif":
+            from specviz.output.lesson_math import computed
+
+            fig, _fns, measured = computed(stop.figure, {})
+            return fig, measured
+        from specviz.output.lesson_figures import from_traces
+
+        return from_traces(stop, dict(st.session_state.get(deck.TRACES, {}))), ""
+    except (LessonError, KeyError, IndexError, OSError, ValueError):
+        return None
+
+
 def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     """After the page ran: its figure in focus at the top, the stop's numbers and where they were measured (from
     the recording when the stop replays one, else from the runs the page just made)."""
@@ -231,8 +262,10 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     if replay:
         wide = stop.figure in WIDE
         lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
+        lesson_index.questions(st.container(), lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson)))
         return
-    found = _noted(stop.figure)
+    found = _noted(stop.figure) or _drawn_here(stop)
+    lesson_index.questions(st.container(), lesson_index.answers_of(lesson, stop, None))
     if found is None:
         place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
         return

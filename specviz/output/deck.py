@@ -31,10 +31,12 @@ class Slide:
     """One figure with its slide title (and subtitle), optionally a text under them, and the speaker notes."""
 
     title: str
-    figure: go.Figure
+    figure: go.Figure | None  # None: a slide of text alone (a lecture's opening, with its stops)
     notes: str = ""
     subtitle: str = ""
     text: str = ""  # sentences above the figure (a lesson stop's narration); the figure shrinks to make room
+    text_pt: int = 16  # the text's size: smaller for the four questions' answers
+    text_in: float = TEXT_H_IN  # the text's height (inches) above the figure
 
 
 def split_title(fig: go.Figure, fallback: str) -> tuple[str, str]:
@@ -96,6 +98,31 @@ def slides_of(figures: dict[str, go.Figure], notes: str, measured: dict[str, str
     return out
 
 
+SUBTITLE_PT, LINE = 14, 1.2  # a line is 1.2 × its type size tall
+CHAR_EM, BOLD_EM = 0.55, 0.62  # a character's mean width in ems, generous (LibreOffice's fallback fonts run wide)
+
+
+def lines_needed(text: str, pt: float, width_in: float = SLIDE_IN[0] - 2 * MARGIN_IN, em: float = CHAR_EM) -> int:
+    """About how many lines `text` takes at `pt` points in a box `width_in` wide (each paragraph wraps apart)."""
+    per_line = max(1, int(width_in * 72 / (pt * em)))
+    return sum(max(1, -(-len(par) // per_line)) for par in text.split("\n"))
+
+
+def title_fit(title: str, subtitle: str) -> tuple[int, str]:
+    """The title's type size and the subtitle cut to the lines left, so neither runs out of the title's box."""
+    room = TITLE_H_IN - 0.1  # the text frame's own insets
+    for pt in (28, 24, 20):
+        used = lines_needed(title, pt, em=BOLD_EM) * pt * LINE / 72
+        if lines_needed(title, pt, em=BOLD_EM) == 1 or pt == 20:
+            break
+    left = int((room - used) // (SUBTITLE_PT * LINE / 72))
+    if left <= 0 or not subtitle:
+        return pt, ""
+    per_line = int((SLIDE_IN[0] - 2 * MARGIN_IN) * 72 / (SUBTITLE_PT * CHAR_EM))
+    cut = subtitle if len(subtitle) <= left * per_line else subtitle[: left * per_line - 1].rstrip() + "…"
+    return pt, cut
+
+
 def _title(slide: Any, s: Slide) -> None:
     from pptx.util import Inches, Pt
 
@@ -104,17 +131,25 @@ def _title(slide: Any, s: Slide) -> None:
     )
     tf = box.text_frame
     tf.word_wrap = True
+    title_pt, subtitle = title_fit(s.title, s.subtitle)
     tf.text = s.title
-    tf.paragraphs[0].font.size, tf.paragraphs[0].font.bold = Pt(28), True
-    if s.subtitle:
+    tf.paragraphs[0].font.size, tf.paragraphs[0].font.bold = Pt(title_pt), True
+    if subtitle:
         p = tf.add_paragraph()
-        p.text, p.font.size = s.subtitle, Pt(14)
+        p.text, p.font.size = subtitle, Pt(SUBTITLE_PT)
     if s.text:
         top, width = TITLE_TOP_IN + TITLE_H_IN, SLIDE_IN[0] - 2 * MARGIN_IN
-        frame = slide.shapes.add_textbox(Inches(MARGIN_IN), Inches(top), Inches(width), Inches(TEXT_H_IN)).text_frame
+        tall = s.text_in if s.figure is not None else SLIDE_IN[1] - top - MARGIN_IN
+        frame = slide.shapes.add_textbox(Inches(MARGIN_IN), Inches(top), Inches(width), Inches(tall)).text_frame
         frame.word_wrap = True
-        frame.text = s.text
-        frame.paragraphs[0].font.size = Pt(16)
+        frame.text = s.text  # a newline starts a paragraph (a formula stands on its own line)
+        for p in frame.paragraphs:
+            p.font.size = Pt(s.text_pt)
+
+
+def _notes(slide: Any, notes: str) -> None:
+    if (frame := slide.notes_slide.notes_text_frame) is not None:
+        frame.text = notes
 
 
 def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | None = None) -> bytes:
@@ -123,7 +158,7 @@ def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | N
     `render` turns a figure into PNG bytes (default: render_png, the slide theme through kaleido).
     """
     from pptx import Presentation
-    from pptx.util import Inches
+    from pptx.util import Emu, Inches
 
     render = render or render_png
     slides = list(slides)
@@ -134,13 +169,17 @@ def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | N
     for s in slides:
         slide = prs.slides.add_slide(prs.slide_layouts[6])  # the blank layout
         _title(slide, s)
-        top = TITLE_TOP_IN + TITLE_H_IN + (TEXT_H_IN if s.text else 0.0)
-        height = SLIDE_IN[1] - top - MARGIN_IN
-        width = height * 16 / 9
+        if s.figure is None:
+            _notes(slide, s.notes)
+            continue
+        # in EMU, as the boxes above were placed: the picture starts where the text ends, not a unit above it
+        top = Inches(TITLE_TOP_IN) + Inches(TITLE_H_IN) + (Inches(s.text_in) if s.text else 0)
+        height = Inches(SLIDE_IN[1] - MARGIN_IN) - top
+        width = int(height * 16 / 9)
         image = io.BytesIO(render(s.figure))
-        slide.shapes.add_picture(image, Inches((SLIDE_IN[0] - width) / 2), Inches(top), Inches(width), Inches(height))
-        if (frame := slide.notes_slide.notes_text_frame) is not None:
-            frame.text = s.notes
+        left = Emu((Inches(SLIDE_IN[0]) - width) // 2)
+        slide.shapes.add_picture(image, left, Emu(top), Emu(width), Emu(height))
+        _notes(slide, s.notes)
     buf = io.BytesIO()
     prs.save(buf)
     return buf.getvalue()

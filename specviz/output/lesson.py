@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
 from specviz.output import lesson_claims as claims
+from specviz.output import lesson_parts as parts
 from specviz.output.lesson_pages import FIGURES, OLD_SETTINGS, PAGES, REPEATS, SETTINGS
 from specviz.output.lesson_step import STEP_RULES
 from specviz.tuning import presets
@@ -27,9 +28,10 @@ LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's o
 ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
 MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
 __all__ = ["FIGURES", "PAGES", "SETTINGS", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
-STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings", "step", "checks"}
+STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings", "step", "checks", "builds",
+             "questions"}  # fmt: skip
 MAX_CHECKS = 12
-TOP_KEYS = {"title", "prompt", "max_new_tokens", "repeats", "stop"}
+TOP_KEYS = {"title", "prompt", "max_new_tokens", "repeats", "stop", "lecture"}
 
 
 class LessonError(ValueError):
@@ -50,10 +52,24 @@ class Stop:
     settings: tuple[tuple[str, Any], ...] = ()  # (widget key, value), as written in the file
     step: str = "longest"  # the rule that picks the step in focus (lesson_step.STEP_RULES)
     checks: tuple[str, ...] = ()  # the facts the narration asserts, as checks over the stop's data (lesson_claims)
+    builds: tuple[parts.Build, ...] = ()  # figures the clicker walks to after `figure`, before the next stop
+    questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson_parts.QUESTIONS)
 
     @property
     def file(self) -> str:
         return PAGES[self.page][0]
+
+    @property
+    def frames(self) -> int:
+        """How many figures the stop walks: its own, then its builds."""
+        return 1 + len(self.builds)
+
+    def at(self, build: int) -> Stop:
+        """The stop as it stands at build `build` (0: itself): that build's figure and title."""
+        if build <= 0 or not self.builds:
+            return self
+        b = self.builds[min(build, len(self.builds)) - 1]
+        return replace(self, figure=b.figure, title=b.title)
 
     def widget_values(self) -> dict[str, Any]:
         """The page's widget values for this stop: a `<page>.preset` becomes the sliders' values it stands for."""
@@ -79,6 +95,21 @@ class Lesson:
     source: str  # the file it was read from
     repeats: int = 0  # interleaved runs on the live pages (their `<page>.repeats`); 0: the pages' own default
     prompt: str = ""  # the shipped prompt's id every stop runs on unless it names its own
+    lectures: tuple[parts.Lecture, ...] = ()  # named runs of stops (e.g. How the methods work, When they pay)
+
+    def lecture(self, lecture_id: str | None) -> Lesson:
+        """The lesson cut to one lecture's stops, in the lecture's order (None or "all": the whole lesson)."""
+        if lecture_id in (None, "", "all"):
+            return self
+        for lec in self.lectures:
+            if lec.id == lecture_id:
+                by_id = {s.id: s for s in self.stops}
+                return replace(self, stops=tuple(by_id[i] for i in lec.stops), title=lec.title, lectures=(lec,))
+        known = ", ".join(lec.id for lec in self.lectures) or "none"
+        raise LessonError(f"The lesson has no lecture {lecture_id!r} (its lectures: {known}).")
+
+    def lecture_of(self, stop_id: str) -> parts.Lecture | None:
+        return next((lec for lec in self.lectures if stop_id in lec.stops), None)
 
     def values(self, stop: Stop) -> dict[str, Any]:
         """Everything a stop sets: its page's widgets (the lesson's repeats on a live page), prompt and length."""
@@ -173,11 +204,15 @@ def parse_lesson(data: dict[str, Any], source: str = "lesson") -> Lesson:
         if s.id in seen:
             raise LessonError(f"{source}: stop {i + 1}: the id {s.id!r} is used by an earlier stop.")
         seen.add(s.id)
+    try:
+        lectures = parts.lectures(data.get("lecture"), [s.id for s in stops])
+    except parts.PartError as exc:
+        raise LessonError(f"{source}: {exc}.") from None
     used = tuple(
         (pid, shipped[pid].text, f"{shipped[pid].category} · {shipped[pid].title or pid}")
         for pid in dict.fromkeys(s.prompt for s in stops)
     )
-    return Lesson(title, stops, used, tokens, source, repeats, prompt)
+    return Lesson(title, stops, used, tokens, source, repeats, prompt, lectures)
 
 
 def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptItem]) -> Stop:
@@ -206,7 +241,13 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     checked = tuple(_setting(page, k, v, where) for k, v in settings.items())
     narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
     title = _text(raw.get("title"), where, "title", 90)
-    return Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, *_step_checks(raw, where))
+    try:
+        builds = parts.builds(raw.get("builds"), FIGURES[page], title)
+        questions = parts.questions(raw.get("questions"))
+    except parts.PartError as exc:
+        raise LessonError(f"{where}: {exc}.") from None
+    rule, checks = _step_checks(raw, where)
+    return Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, rule, checks, builds, questions)
 
 
 def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:

@@ -1,4 +1,5 @@
-"""python -m specviz lesson {record, check}: measure a lesson once into a pack, and check its claims on a pack."""
+"""python -m specviz lesson {record, check, deck, readme}: measure a lesson once into a pack, check its claims on a
+pack, write a lecture of it as slides, and the README's table of the four questions."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.Ar
     c = sub.add_parser("check", help="every stop's checks on a pack: the figure deciding each; exit 1 if any fails")
     c.add_argument("pack", nargs="?", default=str(PACK_FILE), help="a recorded pack (default: the shipped one)")
     c.add_argument("--lesson-file", help="the lesson whose checks to run (default: the shipped one)")
+    d = sub.add_parser("deck", help="write a lecture (or all of them) as slides from a recorded pack (no model)")
+    d.add_argument("out", metavar="DECK.pptx")
+    d.add_argument("--lecture", default="all", help="a lecture's id (the lesson file's [[lecture]]), or all")
+    d.add_argument("--pack", default=str(PACK_FILE), help="a recorded pack (default: the shipped one)")
+    d.add_argument("--lesson-file", help="the lesson to write (default: the shipped one)")
+    sub.add_parser("readme", help="rewrite the README's table of the four questions from the shipped lesson")
     return p
 
 
@@ -62,9 +69,33 @@ def check(a: argparse.Namespace) -> int:
     return 1 if failed or bare else 0
 
 
+def deck(a: argparse.Namespace) -> int:
+    """Write one lecture (or every one) of the lesson from a pack, builds as consecutive slides."""
+    from specviz.output.deck import deck_bytes
+    from specviz.output.lesson_deck import pack_slides
+    from specviz.output.lesson_pack import read
+
+    lesson, path = load_lesson(a.lesson_file), Path(a.out)
+    if path.suffix.lower() != ".pptx":
+        raise LessonError(f"A slide deck is written as .pptx; {path.name} has another suffix.")
+    lesson.lecture(a.lecture)  # an unknown lecture fails before anything is drawn
+    slides = pack_slides(read(a.pack), lesson, a.lecture)
+    path.write_bytes(deck_bytes(slides))
+    print(f"wrote {len(slides)} slides (lecture {a.lecture} of {Path(lesson.source).name}, recorded) to {path}")
+    return 0
+
+
 def main(argv: list[str], model_args: Callable, load: Callable) -> int:
     a = parser(model_args).parse_args(argv)
     try:
+        if a.action == "deck":
+            return deck(a)
+        if a.action == "readme":
+            from specviz.output.lesson_readme import README, write
+
+            done = write(load_lesson())
+            print(f"{'rewrote' if done else 'found no markers for'} the four questions' table in {README.name}")
+            return 0 if done else 1
         return record(a, load) if a.action == "record" else check(a)
     except LessonError as exc:
         print(f"specviz: error: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -80,6 +111,10 @@ def recorded_deck(lesson: Any, path: Path) -> bool:
     pack = read(PACK_FILE) if PACK_FILE.is_file() else None
     if pack is None or not all(s.id in pack.stops for s in lesson.stops):
         return False
-    path.write_bytes(deck_bytes(pack_slides(pack, lesson)))
-    print(f"wrote {len(lesson.stops)} slides (the lesson {Path(lesson.source).name}, recorded) to {path}")
+    slides = pack_slides(pack, lesson)
+    path.write_bytes(deck_bytes(slides))
+    print(
+        f"wrote {len(slides)} slides ({len(lesson.stops)} stops; the lesson {Path(lesson.source).name}, "
+        f"recorded) to {path}"
+    )
     return True

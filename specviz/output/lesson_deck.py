@@ -19,6 +19,8 @@ from specviz.output.deck import Slide, deck_bytes, notes_text, split_title
 from specviz.output.export import ExportError
 from specviz.output.lesson import PAGES, Lesson, LessonError, Stop
 from specviz.output.lesson_figures import Drawn
+from specviz.output.lesson_math import plain_math
+from specviz.output.lesson_pages import COMPUTED
 from specviz.tuning import presets
 from specviz.tuning.compare import interleaved_runs, pairable
 from specviz.tuning.probe import with_verify_cost
@@ -57,12 +59,12 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
     if page == "medusa":
         keys = {"rule": "acceptance", "eps": "eps", "delta": "delta"}  # Config field: the page's widget
         own = {k: v[f"medusa.{w}"] for k, w in keys.items() if f"medusa.{w}" in v}
-        return {"medusa": methods.get("medusa").Config(**_method_page(stop, "medusa"), **own)}, v.get(
-            "medusa.temperature"
-        )
+        cfg = methods.get("medusa").Config(**_method_page(stop, "medusa"), **own)
+        return {"medusa": cfg, **_hydra(cfg, v.get("medusa.hydra", False))}, v.get("medusa.temperature")
     if page == "eagle":
         shape = _method_page(stop, "eagle")
         names = ["eagle", *(["hybrid"] if fig == "hybrid_origins" or "hybrid" in stop.methods else [])]
+        names += ["eagle3"] if v.get("eagle.eagle3") else []  # the page runs EAGLE-3 beside EAGLE-2 when asked
         return {n: methods.get(n).Config(**shape) for n in names}, v.get("eagle.temperature")
     if page == "lookahead" and fig == "jacobi_grid":
         jac = methods.get("jacobi").Config
@@ -73,6 +75,23 @@ def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
         own = {k: v[f"lookahead.{k}"] for k in ("init", "seed_prompt") if f"lookahead.{k}" in v}
         return {"lookahead": la(**_method_page(stop, "lookahead"), **own)}, None
     return {}, None
+
+
+def _hydra(medusa: Any, on: bool) -> dict[str, Any]:
+    """Hydra beside Medusa, as the Medusa page runs it: the same tree, at most as many heads as Hydra trained."""
+    if not on:
+        return {}
+    from dataclasses import replace
+
+    from specviz.heads import hydra as hydra_heads
+    from specviz.heads.medusa import HeadsError
+
+    try:
+        k = min(medusa.heads, hydra_heads.read_config(hydra_heads.models_dir()).num_heads)
+    except (HeadsError, OSError, ValueError):  # no Hydra heads here: the stop runs Medusa alone, as the page would
+        return {}
+    fields = {f: getattr(medusa, f) for f in ("total_tokens", "rule", "eps", "delta")}
+    return {"hydra": replace(methods.get("hydra").Config(), heads=k, **fields)}
 
 
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
@@ -95,6 +114,13 @@ def draw(lm: LoadedModel, lesson: Lesson, stop: Stop) -> Drawn:
         return figs.lineage(provenance(lm.describe()))
     if stop.figure == "acceptance_lab":
         return figs.lab(lm, lesson.prompt_text(stop), stop.widget_values())
+    if stop.figure in COMPUTED:
+        from specviz.output import lesson_math
+        from specviz.output.lesson_stored import _latency
+
+        curve = {"curve": {"data": _latency(lm)}} if stop.figure == "gpu_whatif" else {}
+        fig, _fns, measured = lesson_math.computed(stop.figure, curve)
+        return Drawn(fig, {}, measured)
     traces = run_stop(lm, lesson, stop)
     return Drawn(figs.from_traces(stop, traces), traces)
 
@@ -138,8 +164,11 @@ def lesson_slides(lm: LoadedModel, lesson: Lesson, progress: Callable[[str], Non
         if progress:
             progress(f"stop {k} of {len(lesson.stops)}: {stop.id}")
         drawn = draw(lm, lesson, stop)
-        sub = split_title(drawn.figure, stop.figure)[0]
-        out.append(Slide(stop.title, drawn.figure, notes(lm, lesson, stop, drawn, where), sub, stop.narration))
+        text = plain_math(stop.narration)
+        for b in range(stop.frames):  # a build is its own slide, drawn from the same runs
+            fig = drawn.figure if b == 0 else figs.from_traces(stop.at(b), drawn.traces)
+            sub = split_title(fig, "")[1]
+            out.append(Slide(stop.at(b).title, fig, notes(lm, lesson, stop, drawn, where), sub, text))
     return out
 
 
@@ -157,24 +186,8 @@ def write_lesson_deck(
     return path
 
 
-def pack_slides(pack: Any, lesson: Lesson) -> list[Slide]:
-    """One slide per stop drawn from a recorded pack (no model): its figure with display names, the narration,
-    and in the notes where and when it was recorded, its numbers and every check with the figure deciding it."""
-    from specviz.output import lesson_facts as facts
+def pack_slides(pack: Any, lesson: Lesson, lecture: str | None = None) -> list[Slide]:
+    """The lesson's slides from a recorded pack (no model): see output/lesson_slides.py."""
+    from specviz.output.lesson_slides import pack_slides as slides
 
-    out = []
-    for k, stop in enumerate(lesson.stops, 1):
-        fig, measured = facts.figure(pack, stop)
-        fig = facts.relabel(fig)
-        group = pack.group(stop)
-        lines = [f"Stop {k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page][1]} page, figure {stop.figure}"]
-        lines.append(f"R{pack.where()[1:]}; model {pack.settings.get('model')}")  # 'Recorded on …
-        if measured:
-            lines.append(f"From a stored measurement, {measured}")
-        if group is not None:
-            lines.append(f"Prompt: {lesson.prompt_label(stop)} (shipped, id {stop.prompt}), T = {group.temperature:g}")
-            lines += facts.numbers(stop, group)
-        lines += [f"Check: {v.line()}" for v in facts.check(pack, stop)]
-        sub = split_title(fig, stop.figure)[0]
-        out.append(Slide(stop.title, fig, "\n".join(lines), sub, stop.narration))
-    return out
+    return slides(pack, lesson, lecture)

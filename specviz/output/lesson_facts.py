@@ -17,15 +17,18 @@ import plotly.io as pio
 from specviz import methods
 from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
-from specviz.output import lesson_claims
+from specviz.output import lesson_claims, lesson_math
 from specviz.output.lesson import Stop
 from specviz.output.lesson_pack import Group, Pack
+from specviz.output.lesson_pages import COMPUTED
 from specviz.output.lesson_step import focus_step, telling
 
 MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "lookahead", "jacobi": "jacobi",
-        "acceptance": "sps"}  # fmt: skip  # figure prefix -> the method whose step it draws
+        "acceptance": "sps", "sps": "sps", "kv": "sps", "eagle3": "eagle3"}  # fmt: skip  # figure prefix -> the
+# method whose step it draws
 STEP_FIGURES = ("medusa_tree", "medusa_mask", "eagle_growth", "eagle_features", "eagle_verify", "lookahead_window",
-                "lookahead_verify", "lookahead_mask", "acceptance_decisions")  # fmt: skip  # figures of one step
+                "lookahead_verify", "lookahead_mask", "acceptance_decisions", "sps_residual", "kv_cache",
+                "eagle3_fusion")  # fmt: skip  # figures of one step
 NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
 
 
@@ -106,8 +109,12 @@ def _group_functions(group: Group) -> dict[str, Callable[..., Any]]:
         copied = sum(s.accepted for s in run.steps if getattr(s.detail, "copy", False))
         return round(copied / max(1, run.new_tokens), 4)
 
+    def same(name: str) -> bool:
+        """Its median run wrote exactly plain decoding's tokens (what T = 0 promises)."""
+        return group.median(name).output_ids == group.runs["ar"][0].output_ids
+
     return {"speedup": stat("speedup"), "A": stat("A"), "r": stat("r"), "tps": tps, "prefill_share": prefill_share,
-            "copy_share": copy_share}  # fmt: skip
+            "copy_share": copy_share, "same": same}  # fmt: skip
 
 
 def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..., Any]]:
@@ -136,6 +143,8 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
 
 def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None]:
     """The functions a stop's checks may call, and the step it shows."""
+    if stop.figure in COMPUTED:
+        return lesson_math.computed(stop.figure, pack.stops)[1], None
     group = pack.group(stop)
     if group is None:
         return _stored_functions(stop, pack.stops[stop.id].get("data", {})), None
@@ -152,6 +161,9 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     """The stop's figure from the pack (no model), and where a stored one was measured ('' for the pack's runs)."""
     from specviz.output.lesson_figures import from_traces
 
+    if stop.figure in COMPUTED:
+        fig, _fns, measured = lesson_math.computed(stop.figure, pack.stops)
+        return fig, measured
     group = pack.group(stop)
     if group is None:
         entry = pack.stops[stop.id]

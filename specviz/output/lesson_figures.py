@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,13 +57,39 @@ def _acceptance(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     step = focus_step([s for s in trace.steps if records(s)], stop.step)
     if step is None:
         raise LessonError(f"Stop {stop.id!r}: speculative sampling judged no draft on this prompt.")
+    if stop.figure == "sps_residual":
+        return _residual(step)
+    if stop.figure == "kv_cache":
+        from specviz.output.viz.kvcache import cells, kv_figure
+
+        after = trace.steps[step.index + 1] if step.index + 1 < len(trace.steps) else step
+        return kv_figure(cells(trace, step), after.root_from, step.index)
     return decisions_figure(step)
+
+
+def _residual(step: Any) -> go.Figure:
+    """p, q and the normalised residual at the step's rejection (the record of the rejected draft)."""
+    from specviz.output.viz.acceptance import records, rejection_figure
+
+    rejected = [r for r in records(step) if not r["accepted"] and "dists" in r]
+    if not rejected:
+        raise IndexError("the step rejected no draft")
+    text = rejected[0].get("text", "")
+    title = f"Step {step.index}: {text!r} rejected; the next token is drawn from norm(max(0, p − q))"
+    return rejection_figure(rejected[0]["dists"], title)
 
 
 def _medusa(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
     from specviz.output.viz.tree import mask_figure, step_tree_data, steps_figure, token_strip, tree_figure
 
     trace = traces["medusa"]
+    if stop.figure == "hydra_depths":
+        from specviz.output.viz.hydra import acceptance_by_depth, depth_figure
+
+        k = int(traces["hydra"].config.get("heads", 4))
+        series: dict[str, Sequence[float]] = {n: acceptance_by_depth(traces[n], k) for n in ("medusa", "hydra")}
+        return depth_figure(series, "Steps that accepted at least d drafted tokens, same prompt and tree size",
+                            "share of steps", prefix="depth")  # fmt: skip
     if stop.figure == "medusa_steps":
         return steps_figure(trace, traces.get("ar"))
     step = _focus(stop, trace)
@@ -82,6 +108,10 @@ def _eagle(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
 
     if stop.figure == "hybrid_origins":
         return origins_figure(traces["hybrid"])
+    if stop.figure == "eagle3_fusion":
+        from specviz.output.viz.eagle3 import fusion_figure
+
+        return fusion_figure(_focus(stop, traces["eagle3"]), 30)  # SmolLM2-135M's 30 decoder layers
     trace = traces["eagle"]
     if stop.figure == "eagle_steps":
         return steps_figure(trace, traces.get("ar"))

@@ -20,13 +20,14 @@ from specviz.core import measure
 from specviz.core.paths import REPO
 from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, LessonError, Stop
+from specviz.output.lesson_pages import COMPUTED
 
 PACK_FORMAT = "specviz-lesson-pack/1"
 PACK_FILE = REPO / "docs" / "lesson" / "pack.json"  # the shipped pack: `lesson check` and `?pack` read it
 MAX_PACK_BYTES = 48 << 20
 METHOD_PAGES = ("medusa", "eagle", "lookahead", "acceptance")  # their settings shape a method's Config
 STORED = ("where_methods_win", "speedup_vs_batch", "speedup_vs_context", "lineage", "latency_curve")
-NO_RUNS = (*STORED, "acceptance_lab")  # figures drawn from no run of the stop's methods
+NO_RUNS = (*STORED, "acceptance_lab", *COMPUTED)  # figures drawn from no run of the stop's methods
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,10 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
     for stop in lesson.stops:
         note(f"stop {stop.id}")
         key = group_key(stop, lesson)
-        stops[stop.id] = {"group": key} if key is not None else _figure_only(lm, lesson, stop)
+        if stop.figure in COMPUTED:  # drawn when read, from the pack's other stops and the stored sweeps
+            stops[stop.id] = {"computed": True}
+        else:
+            stops[stop.id] = {"group": key} if key is not None else _figure_only(lm, lesson, stop)
     raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
     return {
         "format": PACK_FORMAT,
@@ -218,10 +222,21 @@ def read(path: str | Path = PACK_FILE) -> Pack:
     return from_dict(data, file.name)
 
 
+def _load_methods(groups: Any) -> None:
+    """Import the module of every method a pack ran: each defines (and registers) its step record's type."""
+    from specviz import methods
+
+    for g in groups:
+        for n in g["runs"]:
+            if n in methods.available():
+                methods.get(n)
+
+
 def from_dict(data: Any, name: str = "the pack") -> Pack:
     if not isinstance(data, dict) or data.get("format") != PACK_FORMAT:
         raise LessonError(f"{name} is not a lesson pack ({PACK_FORMAT}).")
     try:
+        _load_methods(data["groups"])
         groups = {
             g["key"]: Group(
                 g["key"],

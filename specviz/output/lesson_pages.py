@@ -27,15 +27,26 @@ PAGES: dict[str, tuple[str, str]] = {
 # the figures a stop may focus, by the name each page gives it (ui.common.show_figure); each is drawn from traces
 # or stored measurements, and output/lesson_deck.py draws the same one for the slide
 FIGURES: dict[str, tuple[str, ...]] = {
-    "home": ("latency_curve",),
+    "home": ("latency_curve", "gpu_whatif"),
     "timeline": ("timeline_race", "timeline_at", "tokens_over_time"),
-    "medusa": ("medusa_tree", "medusa_mask", "medusa_steps", "medusa_tokens"),
-    "eagle": ("eagle_growth", "eagle_features", "eagle_verify", "eagle_steps", "hybrid_origins"),
+    "medusa": ("medusa_tree", "medusa_mask", "medusa_steps", "medusa_tokens", "hydra_depths"),
+    "eagle": ("eagle_growth", "eagle_features", "eagle_verify", "eagle_steps", "hybrid_origins", "eagle3_fusion"),
     "lookahead": ("lookahead_window", "lookahead_verify", "lookahead_mask", "lookahead_steps", "jacobi_grid"),
-    "acceptance": ("acceptance_decisions", "acceptance_typical", "acceptance_lab"),
+    "acceptance": (
+        "acceptance_decisions",
+        "acceptance_typical",
+        "acceptance_lab",
+        "sps_residual",
+        "kv_cache",
+        "sps_exact",
+        "sps_cost_model",
+    ),
     "compare": ("speedup", "a_and_r", "where_methods_win", "speedup_vs_batch", "speedup_vs_context"),
     "lineage": ("lineage",),
 }
+# figures only the lesson draws (output/lesson_math.py, viz/kvcache.py, viz/whatif.py), none of them a page's
+LESSON_ONLY = ("gpu_whatif", "sps_residual", "kv_cache", "sps_exact", "sps_cost_model")
+COMPUTED = ("gpu_whatif", "sps_exact", "sps_cost_model")  # drawn from stored data or arithmetic, no run of the stop
 REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
 # widget keys a lesson may still use from before a rename: old key -> (today's key, what its value gains); Medusa's
 # tree was `budget` (drafted nodes), now total_tokens (the root included, as every tree method counts)

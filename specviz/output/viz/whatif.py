@@ -1,0 +1,46 @@
+"""A roofline what-if, labelled a model: a forward's cost against the tokens it carries, relative to one token,
+for this machine (its measured curve) and for a 7B model on GPUs (published peaks), and where each knee sits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from specviz.output.viz.theme import ACCENT, DRAFT, VERIFY, apply
+
+KS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+
+
+def whatif_figure(
+    ks: Sequence[float], ms: Sequence[float], knees: dict[str, float], flats: dict[str, float], labels: dict[str, str]
+) -> go.Figure:
+    """This machine's measured curve, and per GPU the model max(1, k / knee); a dotted line marks, for each,
+    the tokens one pass carries before it costs 1.5× one token (the end of the flat stretch)."""
+    fig = go.Figure()
+    cpu = next(iter(flats))
+    fig.add_scatter(
+        x=list(ks),
+        y=[m / ms[0] for m in ms],
+        mode="lines+markers",
+        line={"color": ACCENT, "width": 3},
+        name=f"{labels[cpu]}, measured: 1.5× at ≈ {flats[cpu]:.0f} tokens",
+        marker={"size": 10},
+    )
+    fig.add_vline(x=flats[cpu], line={"color": ACCENT, "dash": "dot", "width": 2})
+    for color, (name, k) in zip([VERIFY, DRAFT], knees.items(), strict=False):
+        fig.add_scatter(
+            x=KS,
+            y=[max(1.0, x / k) for x in KS],
+            mode="lines",
+            line={"color": color, "width": 3},
+            name=f"{labels.get(name, name)}, a model: 1.5× at ≈ {flats[name]:.0f} tokens",
+        )
+        fig.add_vline(x=flats[name], line={"color": color, "dash": "dot", "width": 2})
+    fig.update_xaxes(type="log", title="tokens in one forward pass", tickvals=KS)
+    fig.update_yaxes(type="log", title="cost relative to one token", tickvals=[1, 1.5, 2, 3, 4], range=[-0.02, 0.62])
+    title = (
+        "Where the knee sits: this CPU measured, 7B on GPUs modelled<br><sup>A MODEL for the GPUs: max(read the "
+        "weights once, 2·params FLOPs per token at the bf16 peak), from published peaks; not a measurement</sup>"
+    )
+    return apply(fig, title, height=440)

@@ -1,0 +1,66 @@
+"""The lesson's index (jump to any stop, grouped by lecture), the clicker's walk through a stop's builds, and a
+method stop's four questions answered under its figure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from specviz.output.lesson import Lesson, Stop
+from specviz.output.lesson_parts import walk
+
+BUILD = "lesson.build"  # which of the stop's figures is shown (0: its own, then its builds)
+
+
+def build() -> int:
+    return int(st.session_state.get(BUILD, 0))
+
+
+def step(lesson: Lesson, at: int, delta: int) -> tuple[int, int]:
+    """(stop, build) one click on from the stop `at` at the current build."""
+    counts = [s.frames for s in lesson.stops]
+    return walk(counts, (at, min(build(), counts[at] - 1)), delta)
+
+
+def index(box: Any, lesson: Lesson, at: int, enter: Callable[..., None]) -> None:
+    """A popover listing every stop by lecture (stops in none listed last); a click goes there."""
+    pop = box.popover("Index", help="Every stop of the lesson, by lecture: click one to go there")
+    groups = [(lec.title, lec.stops) for lec in lesson.lectures]
+    rest = tuple(s.id for s in lesson.stops if not any(s.id in ids for _t, ids in groups))
+    for title, ids in [*groups, *([("More stops", rest)] if rest else [])]:
+        pop.markdown(f"**{title}**")
+        for k, sid in enumerate(ids, 1):
+            i = lesson.index(sid)
+            mark = "▶ " if i == at else ""
+            pop.button(
+                f"{mark}{k}. {lesson.stops[i].title}",
+                key=f"lesson.index.{sid}",
+                on_click=enter,
+                args=(lesson, i),
+                type="tertiary",
+            )
+
+
+def questions(box: Any, answers: list[tuple[str, str]]) -> None:
+    """The four questions side by side under the figure, each answer under its question."""
+    if not answers:
+        return
+    for col, (asked, said) in zip(box.columns(len(answers)), answers, strict=True):
+        col.markdown(f"**{asked}**  \n{said}")
+
+
+def answers_of(lesson: Lesson, stop: Stop, pack: Any) -> list[tuple[str, str]]:
+    """The stop's answers, with the measured lines from the recording when one is replayed."""
+    from specviz.output.lesson_parts import ASKED
+    from specviz.output.lesson_slides import answers
+
+    if not stop.questions:
+        return []
+    if pack is None:
+        return [(ASKED[q], a) for q, a in stop.questions]
+    try:
+        return answers(stop, pack.group(stop))
+    except (KeyError, ValueError, IndexError):
+        return [(ASKED[q], a) for q, a in stop.questions]
