@@ -15,11 +15,11 @@ from specviz.core.sampling import ConfigError
 from specviz.core.trace import TraceError
 
 KNOWN_ERRORS = (ModelError, PromptError, ConfigError, TraceError, ValueError, OSError)
-# the commands that pass the rest of the line to their own parsers, and their help
+# the commands that pass the rest of the line to their own parsers, and their help ({kinds}: every method card's
+# head; {held_out}: those whose heads have a held-out table)
 PASSED_ON = {
-    "train": "train through the one loop: eagle, eagle3, medusa, hydra, draft (train KIND --help); "
-    "train heldout: saved heads' held-out top-1",
-    "calibrate": "held-out tables and live sweeps: medusa, hydra, eagle, draft (sps's γ)",
+    "train": "train through the one loop: {kinds} (train KIND --help); train heldout: saved heads' held-out top-1",
+    "calibrate": "held-out tables and live sweeps: {held_out}, eagle, draft (sps's γ)",
     "doctor": "is every method token-identical to plain decoding here? (doctor --help)",
     "corpus": "make training data: answer, distill, features (corpus --help)",
 }
@@ -221,6 +221,17 @@ def cmd_heads(a: argparse.Namespace) -> int:
     return command(a.head, a.rest)
 
 
+def _kinds() -> dict[str, str]:
+    """The training kinds the methods' cards name, for the help: every head, and those with a held-out table."""
+    from specviz import methods
+
+    cards = methods.cards()
+    return {
+        "kinds": ", ".join(c.head for c in cards if c.head),
+        "held_out": ", ".join(c.head for c in cards if c.held_out),
+    }
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m specviz", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -260,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
     _model_args(e)
     whole = ("doctor", "corpus")  # their own parsers read all of the line
     for name, note in PASSED_ON.items():
-        t = sub.add_parser(name, help=note, add_help=name not in whole)
+        t = sub.add_parser(name, help=note.format(**_kinds()), add_help=name not in whole)
         for arg in ["head", "rest"] if name not in whole else ["rest"]:
             t.add_argument(arg, nargs=argparse.REMAINDER if arg == "rest" else None)
     return p

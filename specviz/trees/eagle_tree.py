@@ -1,5 +1,5 @@
-"""The pieces of an EAGLE tree step, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 (specviz.methods.eagle3)
-and the pool hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a
+"""The pieces of an EAGLE tree step, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 (its method file) and the
+pool hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a
 Run, the verified result, and the TreeStepper, which holds a head's drafter (given to it; specviz.heads.eagle_drafter
 builds one) and offers the pieces each method's own step puts in order: draft, verify, commit, record.
 """
@@ -102,7 +102,7 @@ class TreeStepper:
     """Per-generation state of an EAGLE tree method: the head's drafter (with its own KV cache) and the tree shape.
 
     What the drafter reads of the target is EAGLE's final hidden state; a head that reads something else
-    (EAGLE-3's fused layers, specviz.methods.eagle3) overrides `root_feature`, `verify` and `commit`.
+    (EAGLE-3's fused layers, in its method file) overrides `root_feature`, `verify` and `commit`.
     """
 
     def __init__(self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]]) -> None:
