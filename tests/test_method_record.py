@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import methods
-from specviz.core.details import detail_for
+from specviz.core.details import FINDERS, detail_for
 from specviz.core.model import LoadedModel
 from specviz.methods.base import PHASES
 from tests import fixture_method
@@ -79,6 +79,13 @@ def test_the_tables_of_methods_are_the_cards():
     assert {n: methods.get(n).__name__ for n in methods.available()} == methods.MODULES
     apart = next(c["modules"] for c in contracts() if c["type"] == "independence")
     assert sorted(apart) == sorted(methods.MODULES.values())  # no method imports another: every one is listed
+
+
+def test_a_trace_finds_a_step_record_its_method_defines():
+    """Hydra's record lives in its method file; the trace loader finds it through the finder the package face wires
+    in (specviz/__init__.py), whatever was imported first."""
+    assert any(f.__module__ == "specviz" for f in FINDERS)
+    assert detail_for("hydra") is methods.get("hydra").HydraStep and detail_for("no-such-method") is None
 
 
 def test_the_fixture_method_is_registered_through_its_card_alone(runon):

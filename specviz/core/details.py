@@ -4,8 +4,8 @@
 Here live the records two or more methods share (a chain's, a heads tree's, an EAGLE tree's) and those of methods
 whose figures other modules read; a method whose record only extends one defines it in its own file (Hydra's,
 EAGLE-3's, the hybrid's). Every record type with a METHOD registers itself in `DETAILS` as it is defined; a trace
-finds its type through `detail_for`, which asks the FINDERS (the method registry, specviz.methods) for one not yet
-defined. Nested records stay small dicts of JSON values.
+finds its type through `detail_for`, which asks the FINDERS (the method registry, wired in by specviz/__init__.py)
+for one not yet defined. Nested records stay small dicts of JSON values.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class DetailError(ValueError):
 
 
 DETAILS: dict[str, type[Detail]] = {}  # method name -> its step record type, filled as each type is defined
-# called with a method name whose record type is not defined yet: the layers above that define records register
-# here (specviz.methods imports the method's module, which defines it)
+# called with a method name whose record type is not defined yet: the package face (specviz/__init__.py) registers
+# the method registry here, which imports the methods (and so defines their records)
 FINDERS: list[Callable[[str], object]] = []
 
 

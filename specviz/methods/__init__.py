@@ -23,7 +23,6 @@ import pkgutil
 from dataclasses import MISSING, Field, fields
 from types import ModuleType
 
-from specviz.core.details import FINDERS
 from specviz.core.sampling import ConfigError
 from specviz.methods.base import Card
 
@@ -95,9 +94,6 @@ def __getattr__(attr: str) -> dict[str, str]:
     if attr == "MODULES":  # name -> module path, derived from the cards
         return {name: m.__name__ for name, m in _scan().items()}
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-
-
-FINDERS.append(lambda _method: _scan())  # a trace's step records: defined as the methods are imported
 
 
 def settings(cls: type) -> list[Field]:
