@@ -79,6 +79,8 @@ def test_the_tables_of_methods_are_the_cards():
     assert {n: methods.get(n).__name__ for n in methods.available()} == methods.MODULES
     apart = next(c["modules"] for c in contracts() if c["type"] == "independence")
     assert sorted(apart) == sorted(methods.MODULES.values())  # no method imports another: every one is listed
+    inside = next(c["layers"] for c in contracts() if c.get("containers") == ["specviz.methods"])
+    assert sorted(inside[1].split(" : ")) == sorted(m.rpartition(".")[2] for m in methods.MODULES.values())
 
 
 def test_a_trace_finds_a_step_record_its_method_defines():
