@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from specviz.core import slot_cache as slots
 from specviz.core.details import EagleStep
 from specviz.core.drafting import VerifyLatency
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
-from specviz.methods.batched import slots
 from specviz.methods.batched.chain import forward_cost, shared_width
 from specviz.methods.batched.eagle import BatchEagle
 from specviz.methods.batched.methods import generate

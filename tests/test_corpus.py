@@ -11,6 +11,7 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.core.kernels import grouped_decode
+from specviz.core.slot_cache import SlotCache
 from specviz.corpus import answering, conversations, sharegpt, stream
 from specviz.corpus import answers as corpus
 from specviz.corpus import store as corpus_files
@@ -83,8 +84,8 @@ def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, l
     prompts = [[(17 * n + 5 * i) % 40_000 + 3 for i in range(n)] for n in lengths]
     ref = [_plain_greedy(tiny_lm, p, max_new) for p in prompts]
     calls: list[int] = []
-    real = stream.Stream._relayout
-    monkeypatch.setattr(stream.Stream, "_relayout", lambda self, left: (calls.append(left), real(self, left))[1])
+    real = SlotCache.shift
+    monkeypatch.setattr(SlotCache, "shift", lambda self, left: (calls.append(left), real(self, left))[1])
     out = stream.decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
     assert out == ref
     assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
@@ -363,3 +364,19 @@ def test_auto_dtype_decodes_in_bf16_only_where_the_cpu_has_it(monkeypatch) -> No
     assert corpus.decode_dtype("auto") == "bfloat16"
     monkeypatch.setattr(corpus, "can_pack", lambda device, dtype: dtype == torch.float32)
     assert corpus.decode_dtype("auto") == "float32"
+
+
+@pytest.mark.full  # about 1 s: 280 steps
+def test_the_stream_keeps_its_cache_in_the_dtype_asked(tokenizer) -> None:
+    """Under a bf16 model the corpus keeps the cache in fp32 (the grouped kernel reads it faster): placing a prompt,
+    appending every step and shifting the columns all keep the slot cache's dtype."""
+    from tests.conftest import make_tiny
+
+    lm = make_tiny(tokenizer, dtype=torch.bfloat16)
+    lm.hf.set_attn_implementation(grouped_decode())  # the kernel that reads an fp32 cache under a bf16 model
+    s = stream.Stream(lm.hf, 2, 140, set(), torch.Generator().manual_seed(0), 0.7, cache_dtype=torch.float32)
+    for i, n in enumerate((3, 9, 5)):
+        s.push(list(range(10, 10 + n)), i == 0, i)
+    with torch.inference_mode():
+        s.run(lambda _r, _a: None)
+    assert s.steps > 256 and {layer.keys.dtype for layer in s.cache.cache.layers} == {torch.float32}

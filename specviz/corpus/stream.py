@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from specviz.core.kv_cache import growing_cache
+from specviz.core.slot_cache import SlotCache
 
 PREFILL_STEP = 64  # prompts are prefilled in groups padded to a multiple of this (few distinct shapes for oneDNN)
 
@@ -32,12 +33,12 @@ def gumbel_pick(logits: torch.Tensor, temperature: float, gen: torch.Generator) 
 class Stream:
     """Continuous batching: `slots` rows decoded together over one KV cache, a finished row's slot refilled.
 
-    One forward per step over every slot (one new token each, explicit positions, a 2D padding mask).
-    A new request is prefilled on its own rows (right padding to a multiple of 64: causal, so the real
-    positions never see the padding, and few distinct shapes for oneDNN), its keys and values copied
-    into its slot at the right end of the cache (left of them masked), so rows of any length share the
-    cache. Columns no live row can see are trimmed from the left now and then; a prompt longer than the
-    cache widens it on the left. Sampling is Gumbel-max at `temperature`, or argmax for greedy requests.
+    One forward per step over every slot (one new token each, explicit positions, the slot cache's `held` as the
+    2D padding mask). A new request is prefilled on its own rows (right padding to a multiple of 64: causal, so
+    the real positions never see the padding, and few distinct shapes for oneDNN), its keys and values placed
+    into its row at the right end of the cache (core.slot_cache.SlotCache.place: left of them let go), so rows
+    of any length share the cache. Columns no live row can see are shifted off the left now and then; a prompt
+    longer than the cache widens it on the left. Sampling is Gumbel-max at `temperature`, or argmax for greedy requests.
     A row ends at a stop token (kept) or after max_new tokens; `done(request, answer)` is called then,
     and may `push` a follow-up request (a conversation's next turn). Requests are admitted by rank, then
     shortest first; `run(done, more)` calls `more()` whenever fewer requests wait than there are slots, so a
@@ -65,9 +66,8 @@ class Stream:
             pad,
         )
         self.dev = next(hf.parameters()).device
-        self.cache_dtype = cache_dtype  # the cache's keys and values (None: the model's dtype)
-        self.cache: Any = growing_cache(hf.config)  # its layers are DynamicLayers (keys, values) here
-        self.att = torch.zeros(slots, 0, dtype=torch.long)
+        # the cache's keys and values in cache_dtype (None: the model's dtype); its layers are DynamicLayers here
+        self.cache = SlotCache(growing_cache(hf.config), slots, self.dev, cache_dtype)
         self.pos = torch.zeros(slots, dtype=torch.long)
         self.last = torch.zeros(slots, int(hf.config.hidden_size), dtype=next(hf.parameters()).dtype)
         self.req: list[Any] = [None] * slots
@@ -86,21 +86,7 @@ class Stream:
 
     @property
     def width(self) -> int:
-        return int(self.att.shape[1])
-
-    def _relayout(self, left: int) -> None:
-        """Add `left` empty columns on the left of the cache (left > 0) or drop -left of them (left < 0)."""
-        m = self.width
-        new_m = m + left
-        for layer in self.cache.layers:
-            for name, buf in (("keys", "_kbuf"), ("values", "_vbuf")):
-                old = getattr(layer, name)
-                fresh = old.new_zeros(*old.shape[:-2], new_m + 64, old.shape[-1])
-                fresh[..., max(0, left) : new_m, :] = old[..., max(0, -left) : m, :]
-                setattr(layer, buf, fresh)
-                setattr(layer, name, fresh[..., :new_m, :])
-        cols = torch.zeros(self.slots, max(0, left), dtype=torch.long)
-        self.att = torch.cat([cols, self.att[:, max(0, -left) :]], dim=1)
+        return self.cache.slots
 
     def _admit(self, free: list[int]) -> None:
         """Prefill the first pending requests into the free slots, in groups of one padded width each (a short
@@ -119,40 +105,25 @@ class Stream:
             self._place(ids, [(free[row], take[row]) for row in rows], max(lengths))
 
     def _place(self, ids: torch.Tensor, placed: list[tuple[int, tuple]], longest: int) -> None:
-        """Prefill one group (right padded) and copy each row's keys and values into its slot, at the cache's right
-        end; the first admission gives the cache its layers' dtype, and a prompt longer than the cache widens it."""
+        """Prefill one group (right padded) and place each row's keys and values into its slot, at the cache's
+        right end (a prompt longer than the cache widens it on the left first)."""
         from transformers import DynamicCache
 
         tmp: Any = DynamicCache(config=self.hf.config)
         out = self.hf.model(input_ids=ids.to(self.dev), past_key_values=tmp, use_cache=True)
-        if not self.cache.layers[0].is_initialized:
-            for layer, src in zip(self.cache.layers, tmp.layers, strict=True):
-                layer.lazy_initialization(src.keys, src.values)
-                dt = self.cache_dtype or src.keys.dtype
-                k, v = src.keys, src.values
-                layer.keys = k.new_zeros(self.slots, *k.shape[1:-2], 0, k.shape[-1], dtype=dt)
-                layer.values = v.new_zeros(self.slots, *v.shape[1:-2], 0, v.shape[-1], dtype=dt)
         if longest > self.width:
-            self._relayout(longest - self.width)
-        m = self.width
+            self.cache.shift(longest - self.width)
         for row, (slot, (_k, n, _o, _p, greedy, request)) in enumerate(placed):
-            for layer, src in zip(self.cache.layers, tmp.layers, strict=True):
-                layer.keys[slot, :, m - n :] = src.keys[row, :, :n]
-                layer.values[slot, :, m - n :] = src.values[row, :, :n]
-            self.att[slot] = 0
-            self.att[slot, m - n :] = 1
+            self.cache.place(slot, [(src.keys[row, :, :n], src.values[row, :, :n]) for src in tmp.layers])
             self.pos[slot] = n
             self.last[slot] = out.last_hidden_state[row, n - 1].to("cpu")
             self.req[slot], self.greedy[slot], self.out[slot] = request, greedy, []
 
     def _trim(self) -> None:
-        """Drop the columns on the left that no live row can see (once there are 128 of them)."""
+        """Shift off the left the columns that no live row can see (once there are 128 of them)."""
         live = [i for i, r in enumerate(self.req) if r is not None]
-        if not live:
-            return
-        first = int(self.att[live].argmax(dim=1).min())  # each live row's first visible column
-        if first >= 128:
-            self._relayout(-first)
+        if live and (first := self.cache.first_held(live)) >= 128:
+            self.cache.shift(-first)
 
     def run(self, done: Any, more: Any = None) -> None:
         """Decode until no request is pending and every slot is free; call done(request, answer) per answer, and
@@ -177,12 +148,12 @@ class Stream:
                     done(r, self.out[i])
             if all(r is None for r in self.req) and not self.pending:
                 continue  # more() may refill it; otherwise the loop's top returns
-            self.att = torch.cat([self.att, torch.ones(self.slots, 1, dtype=torch.long)], dim=1)
+            self.cache.append(torch.ones(self.slots, 1, dtype=torch.bool))
             out = self.hf.model(
                 input_ids=tok.view(-1, 1).to(self.dev),
-                attention_mask=self.att.to(self.dev),
+                attention_mask=self.cache.held.long(),
                 position_ids=self.pos.view(-1, 1).to(self.dev),
-                past_key_values=self.cache,
+                past_key_values=self.cache.cache,
                 use_cache=True,
             )
             self.pos += 1

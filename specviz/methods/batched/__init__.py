@@ -1,6 +1,6 @@
 """Batched decoding: B prompts in one forward per step, each row accepting its own number of tokens.
 
-The KV cache: one shared, padded slot axis (specviz.methods.batched.slots.SlotCache), and per row a mask of
+The KV cache: one shared, padded slot axis (specviz.core.slot_cache.SlotCache), and per row a mask of
 the slots it holds. Rows differ in length from the prefill on (prompts are left-padded) and drift further
 apart with every step, because each accepts its own number of drafts. Three ways to keep that exact:
 

@@ -19,7 +19,7 @@ from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.methods.batched.loop import PAD, BatchRun, Row, RowOut
-from specviz.methods.batched.slots import SlotCache
+from specviz.core.slot_cache import SlotCache
 from specviz.methods.eagle import Config
 from specviz.trees.draft_tree import DraftTree, add_children
 from specviz.trees.tree import TreeSpec, greedy_accept_path

@@ -20,7 +20,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods.batched.record import BatchStep, BatchTrace
-from specviz.methods.batched.slots import SlotCache
+from specviz.core.slot_cache import SlotCache
 
 PAD = 0  # the token id written into a pad slot (never attended, so any id will do)
 PREFILL_CHUNK = 512  # prompt slots per prefill forward
