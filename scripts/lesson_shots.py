@@ -73,14 +73,44 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
+def builds_of(stops: list[str]) -> list[int]:
+    """Each stop's clicks (its figures, then its four questions) in the lesson these ids are from (1 if unknown)."""
+    from specviz.output.lesson import LessonError, load_lesson
+
+    try:
+        by_id = {s.id: s.clicks for s in load_lesson().stops}
+    except LessonError:
+        by_id = {}
+    return [by_id.get(i, 1) for i in stops]
+
+
+def walk_builds(pg, out: Path, k: int, total: int, frames: int, name: str, key: str) -> list[tuple[str, float]]:
+    """A stop's clicks after its first figure, by key presses: a screenshot of each ('<nn>_<id>_b2.png', …)."""
+    done = []
+    for b in range(2, frames + 1):
+        began = time.monotonic()
+        pg.keyboard.press(key)
+        pg.wait_for_selector(f"{BANNER} >> text=Stop {k} of {total} · {b} of {frames}", timeout=WAIT_MS)
+        settle(pg)
+        pg.wait_for_selector(f"{BANNER} .js-plotly-plot .main-svg", timeout=WAIT_MS)
+        pg.wait_for_timeout(1200)
+        if bad := problems(pg):
+            raise AssertionError(f"stop {k}, build {b}: {bad}")
+        shot = name.replace(".png", f"_b{b}.png")
+        pg.screenshot(path=str(out / shot))
+        done.append((shot, time.monotonic() - began))
+    return done
+
+
 def tour(
     url: str, out: Path, stops: list[str], key: str = "PageDown", back: tuple[str, ...] = (), start: int = 0
 ) -> list[tuple[str, float]]:
-    """Every stop by key presses only (from stop `start`, 0-based), a screenshot of each; (file, seconds until the
-    stop was drawn) per stop. Then each key of `back` (PageUp, ArrowLeft: a clicker's other button) goes one back."""
+    """Every stop by key presses only (from stop `start`, 0-based), a screenshot of each and of each of its builds;
+    (file, seconds until drawn) per figure. Then each key of `back` (PageUp, ArrowLeft: a clicker's other button)
+    goes one back."""
     from playwright.sync_api import sync_playwright
 
-    done = []
+    done, frames = [], builds_of(stops)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         pg = browser.new_page(viewport={"width": 1600, "height": 900})
@@ -99,6 +129,7 @@ def tour(
             name = f"{k:02d}_{slug(stop)}.png"
             pg.screenshot(path=str(out / name))
             done.append((name, took))
+            done += walk_builds(pg, out, k, len(stops), frames[k - 1], name, key)
         for k, press in enumerate(back, 1):
             pg.keyboard.press(press)
             at_stop(pg, len(stops) - k, len(stops))

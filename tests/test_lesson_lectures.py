@@ -147,3 +147,36 @@ def test_the_deck_writes_both_lectures_builds_as_consecutive_slides(monkeypatch)
     assert "residual" in titles[sps + 1] and "KV cache" in titles[sps + 2], "a build is the next slide"
     for title, shapes in slides:  # every box ends above the next one's top: no text box runs over another
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(shapes)), title
+
+
+@pytest.mark.full  # the shipped lesson's pages under AppTest, replayed from the shipped recording (~20 s)
+def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monkeypatch, app_lm, app_cache):
+    from streamlit.testing.v1 import AppTest
+
+    import ui.resources as resources
+    from tests.apptest import APP
+
+    loads: list[str] = []
+    monkeypatch.setenv("SPECVIZ_CACHE", str(app_cache))
+    monkeypatch.setattr(resources, "load_model", lambda spec="default", **_k: loads.append(spec) or app_lm)
+    resources.clear()
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params["lesson"], at.query_params["pack"] = "sps", ""
+    at.run()
+
+    def head() -> str:
+        assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+        return next(m.value for m in at.markdown if m.value.startswith("**Stop "))
+
+    assert head().startswith("**Stop 4 of 22** · 1 of 4 · **Speculative sampling")
+    assert any("\n$$\n" in m.value for m in at.markdown), "the formula as display math"
+    at.button(key="lesson_next").click().run()
+    assert "2 of 4 · **At the rejection" in head()
+    at.button(key="lesson_next").click().run().button(key="lesson_next").click().run()
+    assert "4 of 4 · **Speculative sampling: the four questions**" in head()
+    said = next(m.value for m in at.markdown if m.value.startswith("**Where do the drafts come from?**"))
+    assert "Measured (speculative sampling): propose" in said and "drafts accepted" in said
+    at.button(key="lesson_next").click().run()
+    assert head().startswith("**Stop 5 of 22** · **Why it is exact")
+    at.button(key="lesson.index.gpu").click().run()
+    assert head().startswith("**Stop 21 of 22** · **GPUs") and not loads, "replayed: no model"

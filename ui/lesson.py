@@ -20,6 +20,7 @@ from specviz.core.trace import Trace
 from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson_deck import numbers
 from specviz.output.lesson_facts import relabel
+from specviz.output.lesson_math import display_math
 from specviz.output.visitor import escaped, lesson_file
 from ui import deck, lesson_index, lesson_pack, presentation, resources
 
@@ -91,7 +92,7 @@ def _move(delta: int) -> None:
     lesson = current()
     if lesson is not None:
         at = max(0, min(len(lesson.stops) - 1, int(st.session_state.get(AT, 0))))
-        _enter(lesson, *lesson_index.step(lesson, at, delta))  # through the stop's builds, then on
+        _enter(lesson, *lesson_index.step(lesson, at, delta))  # through the stop's builds and questions, then on
 
 
 def _switched() -> None:
@@ -189,29 +190,18 @@ def deck_control(lesson: Lesson) -> None:
 
 
 def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, bool] | None:
-    """Before the page runs: the stop's header, ◀ / ▶ and narration; returns where its numbers and figure go.
-    `pages`: file -> st.Page, as for route()."""
+    """Before the page runs: the stop's header, ◀ / ▶ and narration (or, on a method stop's last click, its four
+    questions answered); returns where its numbers and figure go. `pages`: file -> st.Page, as for route()."""
     if not st.session_state.get(ON) or (lesson := current()) is None:
         return None
     i = min(int(st.session_state.get(AT, 0)), len(lesson.stops) - 1)
     whole = lesson.stops[i]
-    b = min(lesson_index.build(), whole.frames - 1)
-    stop = whole.at(b)
+    b = min(lesson_index.build(), whole.clicks - 1)
+    stop, asking = whole.at(min(b, whole.frames - 1)), b >= whole.frames
     deck_control(lesson)
     st.markdown(STYLE, unsafe_allow_html=True)
     box = st.container(border=True, key="lesson_banner")
-    head, where, back, ahead = box.columns([9, 2, 1, 1], vertical_alignment="center")
-    lec = lesson.lecture_of(whole.id)
-    built = f" · {b + 1} of {whole.frames}" if whole.frames > 1 else ""
-    head.markdown(
-        f"**Stop {i + 1} of {len(lesson.stops)}**{built} · **{stop.title}**" + (f"  \n{lec.title}" if lec else "")
-    )
-    lesson_index.index(where, lesson, i, _enter)
-    back.button("◀", key=PREV, on_click=_move, args=(-1,), disabled=i == 0 and b == 0, help="Back (PageUp, ←)")
-    last = i == len(lesson.stops) - 1 and b == whole.frames - 1
-    ahead.button(
-        "▶", key=NEXT, on_click=_move, args=(1,), disabled=last, help="On: the next build or stop (PageDown, →)"
-    )
+    lesson_index.header(box, lesson, (i, b), _enter, _move)
     with box:
         st.html(KEYS_JS, unsafe_allow_javascript=True)
     replay = lesson_pack.banner(box, lesson, stop)
@@ -219,12 +209,17 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
         box.info(f"This stop is on the {PAGES[stop.page][1]} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
+    said = display_math(stop.narration)
+    if asking:  # the four questions answered, the measured lines from the recording when one is replayed
+        said = lesson_index.asked(
+            lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson) if replay else None)
+        )
     if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
-        box.markdown(stop.narration)
+        box.markdown(said)
         place = box.empty()  # the figure straight under the narration, its numbers beneath it
         return lesson, stop, box.container(), place, replay
-    left, right = box.columns([2, 5])
-    left.markdown(stop.narration)
+    left, right = box.columns([2, 5] if not asking else [5, 7])
+    left.markdown(said)
     return lesson, stop, left.container(), right.empty(), replay
 
 
@@ -262,10 +257,8 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     if replay:
         wide = stop.figure in WIDE
         lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
-        lesson_index.questions(st.container(), lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson)))
         return
     found = _noted(stop.figure) or _drawn_here(stop)
-    lesson_index.questions(st.container(), lesson_index.answers_of(lesson, stop, None))
     if found is None:
         place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
         return

@@ -19,9 +19,29 @@ def build() -> int:
 
 
 def step(lesson: Lesson, at: int, delta: int) -> tuple[int, int]:
-    """(stop, build) one click on from the stop `at` at the current build."""
-    counts = [s.frames for s in lesson.stops]
+    """(stop, click) one click on from the stop `at` at the current click (its figures, then its questions)."""
+    counts = [s.clicks for s in lesson.stops]
     return walk(counts, (at, min(build(), counts[at] - 1)), delta)
+
+
+def header(box: Any, lesson: Lesson, at: tuple[int, int], enter: Callable[..., None], move: Callable) -> None:
+    """The banner's first row: 'Stop 4 of 22 · 2 of 4 · <title>' and the lecture, the index, ◀ and ▶."""
+    i, b = at
+    whole = lesson.stops[i]
+    title = whole.at(b).title if b < whole.frames else f"{whole.title.split(':')[0]}: the four questions"
+    head, where, back, ahead = box.columns([9, 2, 1, 1], vertical_alignment="center")
+    lec = lesson.lecture_of(whole.id)
+    built = f" · {b + 1} of {whole.clicks}" if whole.clicks > 1 else ""
+    head.markdown(f"**Stop {i + 1} of {len(lesson.stops)}**{built} · **{title}**" + (f"  \n{lec.title}" if lec else ""))
+    index(where, lesson, i, enter)
+    back.button("◀", key="lesson_prev", on_click=move, args=(-1,), disabled=i == 0 and b == 0, help="Back (PageUp, ←)")
+    last = i == len(lesson.stops) - 1 and b == whole.clicks - 1
+    ahead.button("▶", key="lesson_next", on_click=move, args=(1,), disabled=last, help="On (PageDown, →)")
+
+
+def asked(answers: list[tuple[str, str]]) -> str:
+    """The four questions and their answers as the stop's text."""
+    return "\n\n".join(f"**{q}** {a}" for q, a in answers)
 
 
 def index(box: Any, lesson: Lesson, at: int, enter: Callable[..., None]) -> None:
@@ -41,14 +61,6 @@ def index(box: Any, lesson: Lesson, at: int, enter: Callable[..., None]) -> None
                 args=(lesson, i),
                 type="tertiary",
             )
-
-
-def questions(box: Any, answers: list[tuple[str, str]]) -> None:
-    """The four questions side by side under the figure, each answer under its question."""
-    if not answers:
-        return
-    for col, (asked, said) in zip(box.columns(len(answers)), answers, strict=True):
-        col.markdown(f"**{asked}**  \n{said}")
 
 
 def answers_of(lesson: Lesson, stop: Stop, pack: Any) -> list[tuple[str, str]]:

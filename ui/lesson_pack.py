@@ -15,6 +15,7 @@ import streamlit as st
 from specviz.output import lesson_facts
 from specviz.output.lesson import Lesson, LessonError, Stop
 from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dict
+from specviz.output.lesson_pages import COMPUTED
 from ui import resources
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
@@ -186,6 +187,8 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: 
             side.warning(v.sentence())
     if group is None:
         said = f"From a stored measurement, {measured}." if measured else "Run once for the recording."
+        if stop.figure in COMPUTED:  # arithmetic, or a model over stored measurements: said as such
+            said = f"Computed: {measured}." if measured else "Computed: exact arithmetic on the example, no run."
         short = said if len(said) <= 200 else "From stored measurements; where and when each was made: hover."
         side.caption(short, help=said if short != said else None)
     else:

@@ -64,6 +64,11 @@ class Stop:
         """How many figures the stop walks: its own, then its builds."""
         return 1 + len(self.builds)
 
+    @property
+    def clicks(self) -> int:
+        """How many clicks the stop takes: its figures, then (a method stop) its four questions answered."""
+        return self.frames + bool(self.questions)
+
     def at(self, build: int) -> Stop:
         """The stop as it stands at build `build` (0: itself): that build's figure and title."""
         if build <= 0 or not self.builds:

@@ -168,6 +168,11 @@ def plain_math(text: str) -> str:
     return out.strip()
 
 
+def display_math(text: str) -> str:
+    """A narration for markdown: each $$ … $$ formula on its own lines, so it is rendered as display math."""
+    return re.sub(r"\s*\$\$(.+?)\$\$\s*", lambda m: f"\n\n$$\n{m.group(1).strip()}\n$$\n\n", text).strip()
+
+
 GREEK = {"alpha": "α", "gamma": "γ", "delta": "δ", "varepsilon": "ε", "epsilon": "ε", "approx": "≈", "cdot": "·",
          "sum_y": "Σ_y", "sum": "Σ", "le": "≤", "ge": "≥", "min": "min", "max": "max"}  # fmt: skip
 SUPER = str.maketrans("0123456789+-()γ", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾ᵞ")
