@@ -11,11 +11,12 @@ import torch
 
 from specviz.core import slot_cache as slots
 from specviz.core.details import EagleStep
+from specviz.core.draft_length import best_width as shared_width
+from specviz.core.draft_length import forward_cost
 from specviz.core.drafting import VerifyLatency
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
-from specviz.methods.batched.chain import forward_cost, shared_width
 from specviz.methods.batched.eagle import BatchEagle
 from specviz.methods.batched.methods import generate
 from specviz.tuning.batched_bench import format_table, parse_batches
@@ -284,3 +285,13 @@ def test_bench_batch_json(tmp_path, real_lm, monkeypatch, capsys):
     assert [(p["batch"], p["method"]) for p in data["points"]] == [(1, "ar"), (1, "pld"), (2, "ar"), (2, "pld")]
     assert all(p["identical"] == p["batch"] for p in data["points"])
     assert data["provenance"]["commit"] and data["command"].startswith("python -m specviz bench --batch 1,2")
+
+
+def test_a_commit_is_cut_as_the_one_row_loop_cuts_it():
+    """core.decoding's rules, which both loops read: a commit stops at the first EOS (kept) and at the budget."""
+    from specviz.core.decoding import clip, is_final
+
+    assert clip([5, 2, 7], 10, {2}) == ([5, 2], "eos")
+    assert clip([5, 6, 7], 2, {2}) == ([5, 6], "length")
+    assert clip([5, 6], 5, {2}) == ([5, 6], "")
+    assert is_final(2, 9, {2}) and is_final(5, 1, {2}) and not is_final(5, 2, {2})

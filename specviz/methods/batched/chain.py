@@ -4,45 +4,20 @@ A step verifies, per row, the root followed by that row's drafts: one forward ov
 longest chain, the shorter rows padded (masked). Greedy acceptance is the one-row rule, per row:
 the drafts up to the first one the target disagrees with (acceptance.greedy_match), then the target's
 own pick as the next root. Prompt lookup's match (find_match) and its running acceptance evidence are the
-single-row method's own, one Evidence per request. Its length rule becomes a batch decision
-(shared_width): every row pays for the widest row's block, so one width is chosen for the batch from
-every row's evidence and the measured cost of B·(w+1) new tokens; at B = 1 it is the one-row rule.
+single-row method's own, one Evidence per request. Its length rule is a batch decision (core.draft_length's):
+every row pays for the widest row's block, so one width is chosen for the batch from every row's evidence and
+the measured cost of B·(w+1) new tokens; at B = 1 it is the one-row rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from specviz.core.acceptance import greedy_match
-from specviz.core.drafting import VerifyLatency
+from specviz.core.draft_length import best_width, forward_cost
 from specviz.methods import prompt_lookup
 from specviz.methods.batched.loop import PAD, BatchRun, Row, RowOut
 from specviz.methods.prompt_lookup import Evidence, find_match
-
-
-def forward_cost(curve: VerifyLatency, n: int) -> float:
-    """A forward over n new tokens relative to one: the measured curve, and proportional to n past its last point."""
-    last = curve.ks[-1]
-    return curve.relative(n) if n <= last else curve.relative(last) * n / last
-
-
-def shared_width(rates: list[float], available: list[int], max_draft: int, cost: Callable[[int], float]) -> int:
-    """The draft width w maximising the rows' expected tokens per step over the step's cost(B·(w+1)) / cost(B).
-
-    Every row pays for the widest row's block, so the length is the batch's choice; a row drafts
-    min(w, what it can copy) and one with no match (0) still commits its root. At B = 1 this is
-    prompt_lookup.best_length's choice (1 + a + … + a^k over cost(k+1)).
-    """
-    b = len(rates)
-    best_w, best_gain = 0, 1.0  # w = 0: a plain step, one token per row
-    for w in range(1, min(max(available, default=0), max_draft) + 1):
-        expect = sum(sum(a**i for i in range(min(w, n) + 1)) for a, n in zip(rates, available, strict=True)) / b
-        gain = expect / (cost(b * (w + 1)) / cost(b))
-        if gain > best_gain:
-            best_w, best_gain = w, gain
-    return best_w
 
 
 class Chain:
@@ -81,7 +56,7 @@ class Chain:
         if curve is None:
             return [c[: cfg.max_draft] for c, _ in found], ngrams
         rates = [self.evidence[r.index].rate(n) if n else 0.0 for r, n in zip(run.active, ngrams, strict=True)]
-        w = shared_width(rates, [len(c) for c, _ in found], cfg.max_draft, lambda m: forward_cost(curve, m))
+        w = best_width(rates, [len(c) for c, _ in found], cfg.max_draft, lambda m: forward_cost(curve, m))
         return [c[:w] for c, _ in found], ngrams
 
     def step(self, run: BatchRun) -> list[RowOut]:

@@ -7,7 +7,7 @@ ancestors and itself (what draft_tree.expand lets it see in a one-row cache, add
 (3) each row's rerank to a fixed total_tokens, so every row verifies the same number of nodes; (4) one
 target forward over all trees (tree masks per row), greedy acceptance per row, commit per row, and the
 head forgets the tree slots. The trees themselves are draft_tree's: DraftTree, add_children, the
-frontier rule of grow_dynamic, keep_best and verified; acceptance is tree.greedy_accept_path.
+frontier rule (trees.frontier, grow_dynamic's), keep_best and verified; acceptance is tree.greedy_accept_path.
 """
 
 from __future__ import annotations
@@ -16,27 +16,14 @@ import torch
 
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
+from specviz.core.slot_cache import SlotCache
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import Drafter, head_dtype
 from specviz.methods.batched.loop import PAD, BatchRun, Row, RowOut
-from specviz.core.slot_cache import SlotCache
 from specviz.methods.eagle import Config
 from specviz.trees.draft_tree import DraftTree, add_children
+from specviz.trees.frontier import ancestors, frontier
 from specviz.trees.tree import TreeSpec, greedy_accept_path
-
-
-def frontier(tree: DraftTree, layer: list[int], k: int) -> list[int]:
-    """grow_dynamic's rule: the k newest nodes of highest cumulative log-prob, in index order."""
-    return sorted(sorted(layer, key=lambda i: (-tree.score[i], i))[:k])
-
-
-def ancestors(tree: DraftTree, node: int) -> list[int]:
-    """The node's drafted ancestors (the root excluded: its pair is part of the committed prefix)."""
-    out, a = [], tree.parents[node]
-    while a > 0:
-        out.append(a)
-        a = tree.parents[a]
-    return out
 
 
 def tree_block(specs: list[TreeSpec], lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

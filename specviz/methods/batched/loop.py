@@ -10,17 +10,17 @@ only the requests still decoding.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
+from specviz.core.decoding import clip, forward_rows, greedy_picks, is_final, synced_now
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods.batched.record import BatchStep, BatchTrace
 from specviz.core.slot_cache import SlotCache
+from specviz.methods.batched.record import BatchStep, BatchTrace
 
 PAD = 0  # the token id written into a pad slot (never attended, so any id will do)
 PREFILL_CHUNK = 512  # prompt slots per prefill forward
@@ -94,10 +94,8 @@ class BatchRun:
         self.prefill_s = 0.0
 
     def now(self) -> float:
-        """perf_counter after the device has finished its queued work."""
-        if self.lm.device.type == "cuda":
-            torch.cuda.synchronize(self.lm.device)
-        return time.perf_counter()
+        """perf_counter after the device has finished its queued work (core.decoding's clock)."""
+        return synced_now(self.lm.device)
 
     @torch.inference_mode()
     def verify(
@@ -109,16 +107,8 @@ class BatchRun:
         """
         dev = self.lm.device
         mask = self.cache.open(see.to(dev), live.to(dev), self.lm.dtype)
-        out = self.lm.hf.model(
-            input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
-            position_ids=positions.to(dev),
-            attention_mask=mask,
-            cache=self.cache.cache,
-            use_cache=True,
-        )
-        hidden = out.last_hidden_state  # [B, q, H], post final norm
-        rows = hidden[:, -1:] if last else hidden
-        return self.lm.lm_head(rows).float().argmax(dim=-1), hidden  # float(), as the one-row loop picks
+        hidden = forward_rows(self.lm, torch.tensor(ids, dtype=torch.long), positions, mask, self.cache.cache)
+        return greedy_picks(self.lm, hidden[:, -1:] if last else hidden), hidden  # [B, q or 1], [B, q, H]
 
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every prompt, left-padded to the longest, in chunks of PREFILL_CHUNK slots → (ids [B, P],
@@ -161,7 +151,7 @@ class BatchRun:
     def _finish_roots(self, method: Method) -> None:
         """Commit the roots that end their request (EOS, or the budget's last token) without a forward."""
         started = self.now()
-        final = [r for r in self.active if r.root in self.eos or r.remaining <= 1]
+        final = [r for r in self.active if is_final(r.root, r.remaining, self.eos)]
         if not final:
             return
         committed = [self._commit(r, [r.root]) for r in final]
@@ -192,16 +182,9 @@ class BatchRun:
         )
 
     def _commit(self, row: Row, tokens: list[int]) -> list[int]:
-        """Cut a commit at the first EOS and at the budget (as Run.clip), append it and set `stopped`."""
-        out: list[int] = []
-        for tok in tokens[: row.remaining]:
-            out.append(tok)
-            if tok in self.eos:
-                row.stopped = "eos"
-                break
+        """Cut a commit at the first EOS and at the budget (core.decoding.clip), append it and set `stopped`."""
+        out, row.stopped = clip(tokens, row.remaining, self.eos)
         row.output.extend(out)
-        if not row.stopped and row.remaining <= 0:
-            row.stopped = "length"
         return out
 
     def _leave(self, method: Method) -> None:
