@@ -12,6 +12,8 @@ openings, then repeats; the recorded baseline reached 0.302 at depth 1), evaluat
     griffin   + GRIFFIN's token-alignment mask (--align-top 3)
     no-noise  griffin without the depth-1 noise
     long      griffin for 3 x the positions, the best evaluation kept (--keep-best); not run unless named
+    ft-base   the shipped head fine-tuned on the openings with today's recipe (96k positions, lr 2e-4); on request
+    ft-ttt    the same fine-tune, CE only with TTT to depth 4; on request
 
 Every arm runs with seed 0; where an arm and its parent differ by less than 1.5 points (the mean top-1 of depths
 1-3), both run again with seed 1. After every run the record (docs/experiments/DATE-eagle-objective.json: a table
@@ -41,6 +43,9 @@ CACHE = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz")
 CE = ["--feature-weight", "0", "--ce-weight", "1"]
 TTT = ["--unroll-weight", "0.8", "--unroll-geometric"]
 GRIFFIN = [*CE, "--unroll", "4", *TTT, "--align-top", "3"]
+# the shipped EAGLE-2 head (0.503 at depth 1) fine-tuned on the openings once (96k positions), as in
+# docs/experiments/2026-12-03-opening-positions.md: does the objective lift a head that data alone left flat?
+FINE = ["--init", "models/eagle", "--lr", "2e-4", "--warmup", "0.05", "--positions", "96000", "--eval-every", "24000"]
 ARMS: dict[str, tuple[str, str, list[str]]] = {  # name -> (parent, what it is, its flags)
     "base": ("", "today's recipe", []),
     "ce-only": ("base", "feature loss off", CE),
@@ -49,6 +54,8 @@ ARMS: dict[str, tuple[str, str, list[str]]] = {  # name -> (parent, what it is, 
     "griffin": ("ttt4", "CE only, TTT 4, GRIFFIN top-3", GRIFFIN),
     "no-noise": ("griffin", "CE only, TTT 4, GRIFFIN, no noise", [*GRIFFIN, "--noise", "0"]),
     "long": ("griffin", "CE only, TTT 4, GRIFFIN, 3x, best kept", [*GRIFFIN, "--keep-best"]),
+    "ft-base": ("", "the shipped head fine-tuned, today's recipe", FINE),
+    "ft-ttt": ("ft-base", "the shipped head fine-tuned, CE only, TTT 4", [*FINE, *CE, "--unroll", "4", *TTT]),
 }
 DEFAULT_ARMS = "base,ce-only,ttt3,ttt4,griffin,no-noise"
 CLOSE = 0.015  # under 1.5 points of the mean top-1 of depths 1-3: run a second seed
@@ -123,6 +130,18 @@ def run_one(a: argparse.Namespace, data: str, arm: str, seed: int, runner: Runne
     write_record(a.record, done)
 
 
+def saved_runs(work: Path) -> dict:
+    """Every run already saved under `work` (an earlier invocation's arms too), so the record keeps them all and an
+    arm is read against its parent whichever invocation trained it."""
+    done = {}
+    for arm in ARMS:
+        for manifest in sorted(work.glob(f"{arm}-s*/head/manifest.json")):
+            seed = manifest.parent.parent.name.removeprefix(f"{arm}-s")
+            if seed.isdigit():
+                done[(arm, int(seed))] = json.loads(manifest.read_text())
+    return dict(sorted(done.items(), key=lambda kv: (list(ARMS).index(kv[0][0]), kv[0][1])))
+
+
 def write_record(path: Path, done: dict) -> None:
     """The table and every run's manifest (the curves What data buys draws), rewritten after each run."""
     table = []
@@ -143,12 +162,12 @@ def main(argv: list[str] | None = None, runner: Runner = subprocess_runner) -> i
         for arm in arms:
             print("$ python -m specviz train eagle " + shlex.join(train_args(a, data, arm, 0)))
         return 0
-    data, done = features(a, dry=False), {}
+    data, done = features(a, dry=False), saved_runs(a.work)
     for arm in arms:
         run_one(a, data, arm, 0, runner, done)
     for arm in arms:
         parent = ARMS[arm][0]
-        if parent in arms and abs(score(done[(arm, 0)]) - score(done[(parent, 0)])) < CLOSE:
+        if (parent, 0) in done and abs(score(done[(arm, 0)]) - score(done[(parent, 0)])) < CLOSE:
             for name in (parent, arm):
                 if (name, 1) not in done:
                     run_one(a, data, name, 1, runner, done)

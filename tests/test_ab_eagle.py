@@ -63,3 +63,6 @@ def test_the_ab_runs_every_arm_and_records_every_curve(tokenizer, tmp_path, caps
     drawn = curves(tmp_path / "models", record.parent)  # as the What data buys page reads them
     assert len(drawn) == len(rows) and len({c.label for c in drawn}) == len(rows)
     assert ab.main(argv, lambda args: pytest.fail("a finished run trained again")) == 0
+    # a later invocation of one arm keeps every earlier run in the record (it once kept only its own arms)
+    assert ab.main([*argv, "--arms", "griffin"], lambda args: pytest.fail("a finished run trained again")) == 0
+    assert len(json.loads(record.read_text())["table"]) == len(rows)
