@@ -154,6 +154,29 @@ def _unseen_prompts(n: int) -> list[str]:
     return training_prompts(8000)[-n:]
 
 
+def _measured_unseen(measure: Callable[..., dict], n_prompts: int, **kw: Any) -> dict:
+    """A sweep measured by the built-in model in fp32 on n unseen ShareGPT prompts, saying where they came from."""
+    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
+    out = measure(lm, _unseen_prompts(n_prompts), **kw)
+    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
+    return out
+
+
+def _with_rows(top: dict[str, Any], rows: list[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any]:
+    """A sweep record: its header, its rows, the fastest of them and the setting the method's Config chose."""
+    return {**top, "rows": rows, "best": max(rows, key=lambda r: r["speedup"]), "chosen": chosen}
+
+
+def _wng_label(c: lookahead.Config) -> str:
+    """A lookahead setting as W=… N=… G=…"""
+    return f"W={c.window} N={c.ngram} G={c.guesses}"
+
+
+def _eagle_label(c: eagle.Config) -> str:
+    """An EAGLE tree shape as depth/top_k/total_tokens."""
+    return f"{c.depth}/{c.top_k}/{c.total_tokens}"
+
+
 def _lookahead_row(c: lookahead.Config, m: Measured, prompts: int) -> dict[str, Any]:
     """One lookahead setting's row of the sweep file."""
     return {
@@ -179,32 +202,16 @@ def measure_lookahead(
 ) -> dict:
     """Greedy speedup over `ar` and A for every lookahead W × (N, G), each setting interleaved with ar."""
     cfgs = [lookahead.Config(window=w, ngram=n, guesses=g) for n, g in shapes for w in windows]
-    measured, _ = interleaved(
-        lm,
-        prompts,
-        cfgs,
-        lookahead.generate,
-        max_new_tokens,
-        repeats,
-        progress,
-        lambda c: f"W={c.window} N={c.ngram} G={c.guesses}",
-    )
+    measured, _ = interleaved(lm, prompts, cfgs, lookahead.generate, max_new_tokens, repeats, progress, _wng_label)
     rows = [_lookahead_row(c, m, len(prompts)) for c, m in zip(cfgs, measured, strict=True)]
     d = lookahead.Config()
-    return {
-        **header(lm, LOOKAHEAD_COMMAND, "specviz.tuning.sweep.measure_lookahead", max_new_tokens, repeats, prompts),
-        "rows": rows,
-        "best": max(rows, key=lambda r: r["speedup"]),
-        "chosen": {"window": d.window, "ngram": d.ngram, "guesses": d.guesses},
-    }
+    head = header(lm, LOOKAHEAD_COMMAND, "specviz.tuning.sweep.measure_lookahead", max_new_tokens, repeats, prompts)
+    return _with_rows(head, rows, {"window": d.window, "ngram": d.ngram, "guesses": d.guesses})
 
 
 def write_lookahead(path: Path | str = LOOKAHEAD_PATH, n_prompts: int = 7, **kw: Any) -> dict:
     """Re-measure the lookahead sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
-    prompts = _unseen_prompts(n_prompts)
-    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
-    out = measure_lookahead(lm, prompts, **kw)
-    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
+    out = _measured_unseen(measure_lookahead, n_prompts, **kw)
     out["call"] = {
         "n_prompts": n_prompts,
         "threads": torch.get_num_threads(),
@@ -245,35 +252,19 @@ def measure_eagle(
 ) -> dict:
     """Greedy speedup over `ar`, A, and draft / verify ms per step for each EAGLE depth/top_k/total_tokens."""
     cfgs = [eagle.Config(depth=d, top_k=k, total_tokens=n, head=head) for d, k, n in shapes]
-    measured, plain = interleaved(
-        lm,
-        prompts,
-        cfgs,
-        eagle.generate,
-        max_new_tokens,
-        repeats,
-        progress,
-        lambda c: f"{c.depth}/{c.top_k}/{c.total_tokens}",
-    )
+    measured, plain = interleaved(lm, prompts, cfgs, eagle.generate, max_new_tokens, repeats, progress, _eagle_label)
     rows = [_eagle_row(c, m, len(prompts)) for c, m in zip(cfgs, measured, strict=True)]
     d = eagle.Config()
-    return {
-        **header(lm, EAGLE_COMMAND, "specviz.tuning.sweep.measure_eagle", max_new_tokens, repeats, prompts),
-        "ar_ms_per_token": _median([1000 * t.s_per_token for t in plain]),
-        "rows": rows,
-        "best": max(rows, key=lambda r: r["speedup"]),
-        "chosen": {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens},
-    }
+    top = header(lm, EAGLE_COMMAND, "specviz.tuning.sweep.measure_eagle", max_new_tokens, repeats, prompts)
+    top["ar_ms_per_token"] = _median([1000 * t.s_per_token for t in plain])
+    return _with_rows(top, rows, {"depth": d.depth, "top_k": d.top_k, "total_tokens": d.total_tokens})
 
 
 def write_eagle(
     path: Path | str = EAGLE_PATH, n_prompts: int = 8, progress: Callable[[str], None] = print, **kw: Any
 ) -> dict:
     """Re-measure the EAGLE sweep on unseen ShareGPT prompts (never the Spec-Bench questions) and write it."""
-    prompts = _unseen_prompts(n_prompts)
-    lm = load_model("default", device="cpu", dtype="fp32", progress=lambda _m: None)
-    out = measure_eagle(lm, prompts, progress=progress, **kw)
-    out["source"] = f"the last {n_prompts} of 8000 shuffled ShareGPT first turns (never used in training)"
+    out = _measured_unseen(measure_eagle, n_prompts, progress=progress, **kw)
     out["note"] = (
         f"Measured on {n_prompts} unseen ShareGPT prompts × {out['max_new_tokens']} tokens at T = 0 "
         f"on {out['device']}; each shape interleaved with plain decoding, {out['repeats']} repeats, "
