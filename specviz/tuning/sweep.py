@@ -177,18 +177,15 @@ def _eagle_label(c: eagle.Config) -> str:
     return f"{c.depth}/{c.top_k}/{c.total_tokens}"
 
 
+def _row(setting: dict[str, Any], m: Measured, prompts: int, **phases: float) -> dict[str, Any]:
+    """One setting's row of a sweep file: the setting, its speedup and A (and phase timings), identity, prompts."""
+    return {**setting, "speedup": m.speedup, "A": m.A, **phases, "identical": m.identical, "prompts": prompts}
+
+
 def _lookahead_row(c: lookahead.Config, m: Measured, prompts: int) -> dict[str, Any]:
     """One lookahead setting's row of the sweep file."""
-    return {
-        "window": c.window,
-        "ngram": c.ngram,
-        "guesses": c.guesses,
-        "forward_tokens": c.forward_tokens,
-        "speedup": m.speedup,
-        "A": m.A,
-        "identical": m.identical,
-        "prompts": prompts,
-    }
+    setting = {"window": c.window, "ngram": c.ngram, "guesses": c.guesses, "forward_tokens": c.forward_tokens}
+    return _row(setting, m, prompts)
 
 
 def measure_lookahead(
@@ -227,18 +224,10 @@ def _per_step_ms(m: Measured, key: str) -> float:
 
 
 def _eagle_row(c: eagle.Config, m: Measured, prompts: int) -> dict[str, Any]:
-    """One EAGLE tree shape's row of the sweep file."""
-    return {
-        "depth": c.depth,
-        "top_k": c.top_k,
-        "total_tokens": c.total_tokens,
-        "speedup": m.speedup,
-        "A": m.A,
-        "draft_ms": _per_step_ms(m, "propose_s"),
-        "verify_ms": _per_step_ms(m, "verify_s"),
-        "identical": m.identical,
-        "prompts": prompts,
-    }
+    """One EAGLE tree shape's row of the sweep file, with its draft and verify ms per drafting step."""
+    setting = {"depth": c.depth, "top_k": c.top_k, "total_tokens": c.total_tokens}
+    ms = {"draft_ms": _per_step_ms(m, "propose_s"), "verify_ms": _per_step_ms(m, "verify_s")}
+    return _row(setting, m, prompts, **ms)
 
 
 def measure_eagle(
