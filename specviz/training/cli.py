@@ -3,7 +3,7 @@
 Every kind takes the same options: the data (a folder of self-distilled or of feature shards), the held-out set
 its learning curve is measured on, where the head and the checkpoint go, and the loop's settings (TrainConfig,
 with the kind's own defaults); then its trainer's own settings. Each option's help is its field's comment.
-`calibrate medusa|hydra` (through specviz.tuning.calibrate) remeasures a saved head's held-out table.
+`train heldout --KIND DIR …` measures saved heads' held-out top-1 on the shared held-out set.
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from tqdm import tqdm
 
 from specviz.core.cli_args import Parser, fail, guard
 from specviz.core.kernels import can_pack
-from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import cache_root
 from specviz.corpus.data import held_out, open_folders
 from specviz.corpus.features import corpus_features
 from specviz.corpus.heldout import heldout_set
-from specviz.corpus.shards import Sequence, load_dataset
-from specviz.heads import store
+from specviz.corpus.shards import Sequence
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
@@ -166,28 +164,6 @@ def variant(cls: type[Trainer], trainer: Trainer, cfg: TrainConfig) -> str:
     notes += ["keep best"] if cfg.keep_best else []
     notes += [f"seed {cfg.seed}"] if cfg.seed != cls.recipe.seed else []
     return ", ".join(notes)
-
-
-def calibrate_heads(kind: str, argv: list[str]) -> int:
-    """`calibrate medusa|hydra`: measure a saved head's a_k^(i) on held-out shards into calibration.json."""
-    ap = Parser(prog=f"python -m specviz calibrate {kind}")
-    ap.add_argument("--data", type=Path, default=None, help="self-distilled shards (default: the cache's)")
-    ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/KIND)")
-    ap.add_argument("--ranks", type=int, default=10, help="ranks per head in the calibration table")
-    a = ap.parse_args(argv)
-    if not 1 <= a.ranks <= 64:
-        raise ValueError(f"--ranks must be between 1 and 64, got {a.ranks}.")
-    trainer = TRAINERS[kind]()
-    lm = load_model("default", device="cpu", dtype="fp32")
-    folder = a.heads_dir or trainer.models  # type: ignore[attr-defined]
-    head = trainer.load(lm, folder)
-    acc, n = rank_accuracy(trainer.ranks(lm, head, load_dataset(a.data, "heldout")), a.ranks)
-    note = f"held-out self-distilled continuations in {a.data or 'the cache'}"
-    path = store.write_calibration(folder, acc, n, note, provenance(lm.describe()).to_dict())
-    print(f"wrote {path} from {n} held-out positions")
-    for k, row in enumerate(acc, start=1):
-        print(f"head {k}: " + "  ".join(f"r{i + 1} {v:.3f}" for i, v in enumerate(row[:5])))
-    return 0
 
 
 def measure_heldout(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""`python -m specviz calibrate <head> …`: the held-out tables (specviz.training.cli), EAGLE's offline
+"""`python -m specviz calibrate <head> …`: the held-out tables (tuning.heldout_table), EAGLE's offline
 replay (eagle_replay), and the live sweeps `calibrate medusa --sweep` and `calibrate eagle --live`: tree sizes
 and shapes measured live against plain decoding on unseen ShareGPT prompts, written beside the heads."""
 
@@ -21,9 +21,9 @@ from specviz.corpus.sharegpt import training_prompts
 from specviz.heads import medusa
 from specviz.methods import autoregressive, eagle
 from specviz.methods import medusa as method
-from specviz.training.cli import HEADS, calibrate_heads
 from specviz.trees.head_tree import build_tree
 from specviz.tuning import draft_sweep, eagle_replay, sweep
+from specviz.tuning.heldout_table import HEADS, calibrate_heads
 
 SWEEP_TOTAL_TOKENS = [1, 3, 5, 7, 9, 11, 13, 17, 25, 33, 49, 65]  # tree sizes, root included
 
