@@ -13,6 +13,7 @@ from specviz.core.sampling import ConfigError
 def no_model(monkeypatch) -> None:
     """Fail the test if anything loads a model: the check must come before any work."""
     import specviz.core.model as model
+    import specviz.corpus.cli as corpus_cli
     import specviz.training.cli as cli
 
     def refuse(*_a, **_k):
@@ -20,6 +21,7 @@ def no_model(monkeypatch) -> None:
 
     monkeypatch.setattr(model, "load_model", refuse)
     monkeypatch.setattr(cli, "load_model", refuse)
+    monkeypatch.setattr(corpus_cli, "load_model", refuse)
 
 
 def one_error_line(capsys) -> str:
@@ -38,6 +40,10 @@ def one_error_line(capsys) -> str:
         (["generate", "--prompt", "hi", "--temperature", "nan"], "temperature"),
         (["bench", "--prompts", "x.jsonl", "--repeats", "0"], "--repeats"),
         (["export", "--out", "o", "--max-new-tokens", "-3"], "max_new_tokens"),
+        (["corpus", "distill", "--prompts", "0"], "--prompts"),
+        (["corpus", "features", "--source", "corpus", "--split", "heldout"], "held-out"),
+        (["corpus", "features", "--answers", "greedy"], "--answers"),
+        (["corpus", "features", "--max-len", "nan"], "--max-len"),
     ],
 )
 def test_a_bad_number_is_one_line_before_any_work(argv, says, monkeypatch, capsys):
