@@ -178,5 +178,9 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     assert "Measured (speculative sampling): propose" in said and "drafts accepted" in said
     at.button(key="lesson_next").click().run()
     assert head().startswith("**Stop 5 of 22** · **Why it is exact")
+    at.button(key="lesson.index.cost_model").click().run()
+    assert head().startswith("**Stop 16 of 22** · **The cost model")
+    at.slider(key="lesson.alpha").set_value(0.9).run()
+    assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()
     assert head().startswith("**Stop 21 of 22** · **GPUs") and not loads, "replayed: no model"

@@ -257,8 +257,10 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     if replay:
         wide = stop.figure in WIDE
         lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
+        lesson_index.alpha_control(side, stop)
         return
     found = _noted(stop.figure) or _drawn_here(stop)
+    lesson_index.alpha_control(side, stop)
     if found is None:
         place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
         return

@@ -76,3 +76,30 @@ def answers_of(lesson: Lesson, stop: Stop, pack: Any) -> list[tuple[str, str]]:
         return answers(stop, pack.group(stop))
     except (KeyError, ValueError, IndexError):
         return [(ASKED[q], a) for q, a in stop.questions]
+
+
+def alpha_control(side: Any, stop: Stop) -> None:
+    """On the cost model's stop: a slider for α, and what the trained draft's measured c would make of it."""
+    if stop.figure != "sps_cost_model":
+        return
+    from specviz.output import lesson_math
+
+    try:
+        trained = next(d for d in lesson_math.drafts()[0] if d.name == "trained")
+    except (OSError, ValueError, KeyError, StopIteration):
+        return
+    alpha = side.slider(
+        "α: an acceptance rate to try",
+        0.0,
+        0.95,
+        round(trained.alpha, 2),
+        0.01,
+        key="lesson.alpha",
+        help="The cost model at the trained draft's measured c and verify cost: where speculation starts to pay.",
+    )
+    gamma, speedup = lesson_math.best(alpha, trained.c, trained.v)
+    pays = "pays" if speedup > 1.0 else "does not pay"
+    side.markdown(
+        f"At α = {alpha:.2f}, with the trained draft's c = {trained.c:.2f}: best γ = {gamma}, "
+        f"{speedup:.2f}× in the model; speculation {pays}."
+    )

@@ -166,10 +166,24 @@ def lesson_slides(lm: LoadedModel, lesson: Lesson, progress: Callable[[str], Non
         drawn = draw(lm, lesson, stop)
         text = plain_math(stop.narration)
         for b in range(stop.frames):  # a build is its own slide, drawn from the same runs
-            fig = drawn.figure if b == 0 else figs.from_traces(stop.at(b), drawn.traces)
+            fig = drawn.figure if b == 0 else _build(lm, stop, b, drawn.traces)
             sub = split_title(fig, "")[1]
             out.append(Slide(stop.at(b).title, fig, notes(lm, lesson, stop, drawn, where), sub, text))
     return out
+
+
+def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any:
+    """A build's figure from the stop's runs; EAGLE's static-against-dynamic trees re-grown on the step shown."""
+    from specviz.output.lesson_step import focus_step, telling
+    from specviz.output.lesson_stored import REGROWN, regrown
+
+    at = stop.at(b)
+    if at.figure not in REGROWN:
+        return figs.from_traces(at, traces)
+    step = focus_step(telling([s for s in traces["eagle"].steps if s.detail is not None]), stop.step)
+    if step is None:
+        raise LessonError(f"Stop {stop.id!r}: EAGLE-2 drafted no step to re-grow.")
+    return regrown(lm, at, traces["eagle"], step.index, configs(stop)[0]["eagle"])
 
 
 def write_lesson_deck(

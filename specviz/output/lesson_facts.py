@@ -164,6 +164,8 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     if stop.figure in COMPUTED:
         fig, _fns, measured = lesson_math.computed(stop.figure, pack.stops)
         return fig, measured
+    if stored := pack.stops.get(stop.id, {}).get("stored", {}).get(stop.figure):  # a build re-grown when recorded
+        return pio.from_json(stored), ""
     group = pack.group(stop)
     if group is None:
         entry = pack.stops[stop.id]

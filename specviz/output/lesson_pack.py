@@ -120,8 +120,13 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
         key = group_key(stop, lesson)
         if stop.figure in COMPUTED:  # drawn when read, from the pack's other stops and the stored sweeps
             stops[stop.id] = {"computed": True}
+        elif key is None:
+            stops[stop.id] = _figure_only(lm, lesson, stop)
         else:
-            stops[stop.id] = {"group": key} if key is not None else _figure_only(lm, lesson, stop)
+            from specviz.output.lesson_stored import stored_builds
+
+            built = stored_builds(lm, stop, groups[key])  # a build that re-runs the model once on the step shown
+            stops[stop.id] = {"group": key} | ({"stored": built} if built else {})
     raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
     return {
         "format": PACK_FORMAT,

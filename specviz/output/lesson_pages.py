@@ -30,7 +30,15 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "home": ("latency_curve", "gpu_whatif"),
     "timeline": ("timeline_race", "timeline_at", "tokens_over_time"),
     "medusa": ("medusa_tree", "medusa_mask", "medusa_steps", "medusa_tokens", "hydra_depths"),
-    "eagle": ("eagle_growth", "eagle_features", "eagle_verify", "eagle_steps", "hybrid_origins", "eagle3_fusion"),
+    "eagle": (
+        "eagle_growth",
+        "eagle_features",
+        "eagle_verify",
+        "eagle_steps",
+        "hybrid_origins",
+        "eagle3_fusion",
+        "eagle_static_vs_dynamic",
+    ),
     "lookahead": ("lookahead_window", "lookahead_verify", "lookahead_mask", "lookahead_steps", "jacobi_grid"),
     "acceptance": (
         "acceptance_decisions",

@@ -56,7 +56,7 @@ def draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
     on others."""
     drawn, data = _draw(lm, lesson, stop)
     machine = provenance(lm.describe()).machine
-    title = drawn.figure.layout.title.text
+    title = drawn.figure.to_dict()["layout"].get("title", {}).get("text")
     if title and "this machine" in title:
         drawn.figure.update_layout(title_text=title.replace("this machine", machine))
     return Drawn(drawn.figure, drawn.traces, drawn.measured.replace("this machine", machine)), data
@@ -84,3 +84,29 @@ def _lab(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
     keys = ("accept_rate", "tv", "tv_exact", "p_value")
     rules = {r["rule"]: {k: r[k] for k in keys} for r in result["rules"]}
     return Drawn(lab_figure(result), {}), {"rules": rules, "draft": result["draft"], "n": result["n"]}
+
+
+REGROWN = ("eagle_static_vs_dynamic",)  # builds drawn once at record time: they re-run the model on a run's step
+
+
+def regrown(lm: Any, stop: Stop, trace: Any, step_index: int, config: Any) -> Any:
+    """EAGLE-1's static tree against EAGLE-2's dynamic one, re-grown on the step the stop shows."""
+    from specviz.output.viz.eagle_growth import compare_figure
+    from specviz.tuning.eagle_replay import replay_trees
+
+    return compare_figure(replay_trees(lm, trace, step_index, config))
+
+
+def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
+    """The stop's builds that need the model once (REGROWN), as plotly JSON by figure name."""
+    from specviz.output.lesson_facts import shown_step
+
+    out = {}
+    for b in range(1, stop.frames):
+        at = stop.at(b)
+        if at.figure in REGROWN and group is not None and "eagle" in group.runs:
+            step = shown_step(stop, group)
+            if step is not None:
+                fig = regrown(lm, at, group.median("eagle"), step.index, group.configs["eagle"])
+                out[at.figure] = fig.to_json()
+    return out
