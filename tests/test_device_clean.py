@@ -56,7 +56,7 @@ ALLOWED |= {
 
 def files() -> list[Path]:
     """The code that runs on the model's device: methods (batched ones too), trees, heads and their drafters, the
-    core's model, sampling, acceptance and drafting, and the tuning code that runs the model (the losslessness lab,
+    core's model, sampling, acceptance, drafting, the slot cache and the decode loops' rules, and the tuning code that runs the model (the losslessness lab,
     the latency probe and surface, the offline tree replay); training (specviz/training) runs on the CPU over
     stored features, never inside a decode step."""
     return [
@@ -66,6 +66,8 @@ def files() -> list[Path]:
         ROOT / "core" / "drafting.py",
         ROOT / "core" / "acceptance.py",
         ROOT / "core" / "sampling.py",
+        ROOT / "core" / "slot_cache.py",
+        ROOT / "core" / "decoding.py",
         *ROOT.glob("trees/*.py"),
         *ROOT.glob("heads/*.py"),
         ROOT / "tuning" / "eagle_replay.py",

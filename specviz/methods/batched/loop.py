@@ -107,7 +107,9 @@ class BatchRun:
         """
         dev = self.lm.device
         mask = self.cache.open(see.to(dev), live.to(dev), self.lm.dtype)
-        hidden = forward_rows(self.lm, torch.tensor(ids, dtype=torch.long), positions, mask, self.cache.cache)
+        hidden = forward_rows(
+            self.lm, torch.tensor(ids, dtype=torch.long, device=dev), positions, mask, self.cache.cache
+        )
         return greedy_picks(self.lm, hidden[:, -1:] if last else hidden), hidden  # [B, q or 1], [B, q, H]
 
     def prefill(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
