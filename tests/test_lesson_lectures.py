@@ -141,7 +141,7 @@ def test_the_deck_writes_both_lectures_builds_as_consecutive_slides(monkeypatch)
     titles = [t for t, _ in slides]
     for want in ("tree-attention mask", "Medusa's verification", "EAGLE-2's verification", "Lookahead's verification",
                  "residual", "Why it is exact", "cost model", "Hydra", "EAGLE-3", "KV cache", "GPUs", "When they pay",
-                 "How the methods work", "four questions"):  # fmt: skip
+                 "How the methods work", "four questions", "What data buys", "static against dynamic"):  # fmt: skip
         assert any(want in t for t in titles), want
     sps = titles.index("Speculative sampling: draft, then accept with min(1, p/q)")
     assert "residual" in titles[sps + 1] and "KV cache" in titles[sps + 2], "a build is the next slide"
@@ -179,7 +179,7 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     at.button(key="lesson_next").click().run()
     assert head().startswith("**Stop 5 of 22** · **Why it is exact")
     at.button(key="lesson.index.cost_model").click().run()
-    assert head().startswith("**Stop 16 of 22** · **The cost model")
+    assert head().startswith("**Stop 16 of 22** · 1 of 2 · **The cost model")
     at.slider(key="lesson.alpha").set_value(0.9).run()
     assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()

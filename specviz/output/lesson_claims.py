@@ -23,7 +23,7 @@ NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, 
 STEP = "step"  # the one name that is not a function: the step the stop shows
 FUNCTIONS = {"speedup", "A", "r", "tps", "prefill_share", "copy_share", "accepted", "proposed", "best", "kept",
              "tv", "tv_exact", "pvalue", "cost", "quiet", "same", "gap", "rejected", "alpha", "c", "best_gamma",
-             "best_speedup", "alpha_for", "knee", "flat"}  # fmt: skip  # what some stop can read (lesson_facts)
+             "best_speedup", "alpha_for", "knee", "flat", "top1"}  # fmt: skip  # what some stop can read (lesson_facts)
 
 
 class ClaimError(ValueError):

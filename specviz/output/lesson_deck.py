@@ -178,6 +178,10 @@ def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any
     from specviz.output.lesson_stored import REGROWN, regrown
 
     at = stop.at(b)
+    if at.figure in COMPUTED:  # arithmetic or stored data (a computed stop's builds)
+        from specviz.output import lesson_math
+
+        return lesson_math.computed(at.figure, {})[0]
     if at.figure not in REGROWN:
         return figs.from_traces(at, traces)
     step = focus_step(telling([s for s in traces["eagle"].steps if s.detail is not None]), stop.step)

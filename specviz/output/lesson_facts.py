@@ -143,8 +143,11 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
 
 def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None]:
     """The functions a stop's checks may call, and the step it shows."""
-    if stop.figure in COMPUTED:
-        return lesson_math.computed(stop.figure, pack.stops)[1], None
+    if stop.figure in COMPUTED:  # every figure the stop walks: its builds' functions too
+        fns: dict[str, Callable[..., Any]] = {}
+        for b in range(stop.frames):
+            fns |= lesson_math.computed(stop.at(b).figure, pack.stops)[1]
+        return fns, None
     group = pack.group(stop)
     if group is None:
         return _stored_functions(stop, pack.stops[stop.id].get("data", {})), None

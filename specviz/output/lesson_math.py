@@ -235,4 +235,19 @@ def computed(name: str, stored: dict[str, Any]) -> tuple[Any, dict[str, Callable
         labels = {"this CPU": "this CPU, 135M fp32"} | {k: f"7B on {c[0]}, bf16" for k, c in CHIPS.items()}
         fig = whatif_figure(ks, ms, knees, flats, labels)
         return fig, fns, "this machine's recorded cost curve; the GPUs a model from published peaks"
+    if name == "what_data_buys":
+        return _data_buys()
     raise KeyError(f"no computed figure {name!r}")
+
+
+def _data_buys() -> tuple[Any, dict[str, Callable[..., Any]], str]:
+    """The shipped heads' learning curves (models/: at most six lines on a slide), and top1(kind, data): each
+    curve's last held-out top-1 at depth 1."""
+    from specviz.output.viz.learning import learning_figure
+    from specviz.tuning.learning import curves
+
+    shipped = [c for c in curves() if c.folder.startswith("models/")][:6]
+    last = {(c.kind, " + ".join(c.data)): c.points[-1][1][0] for c in shipped if c.points}
+    where = "; ".join(sorted({c.where.describe(None) for c in shipped if c.where is not None}))
+    fns = {"top1": lambda kind, data: round(last[kind, data], 4)}
+    return learning_figure(shipped, [], 1), fns, f"the shipped heads' training, {where}"

@@ -48,13 +48,15 @@ FIGURES: dict[str, tuple[str, ...]] = {
         "kv_cache",
         "sps_exact",
         "sps_cost_model",
+        "what_data_buys",
     ),
     "compare": ("speedup", "a_and_r", "where_methods_win", "speedup_vs_batch", "speedup_vs_context"),
     "lineage": ("lineage",),
 }
 # figures only the lesson draws (output/lesson_math.py, viz/kvcache.py, viz/whatif.py), none of them a page's
-LESSON_ONLY = ("gpu_whatif", "sps_residual", "kv_cache", "sps_exact", "sps_cost_model")
-COMPUTED = ("gpu_whatif", "sps_exact", "sps_cost_model")  # drawn from stored data or arithmetic, no run of the stop
+LESSON_ONLY = ("gpu_whatif", "sps_residual", "kv_cache", "sps_exact", "sps_cost_model", "what_data_buys")
+# drawn from stored data or arithmetic, no run of the stop's methods
+COMPUTED = ("gpu_whatif", "sps_exact", "sps_cost_model", "what_data_buys")
 REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
 # widget keys a lesson may still use from before a rename: old key -> (today's key, what its value gains); Medusa's
 # tree was `budget` (drafted nodes), now total_tokens (the root included, as every tree method counts)
