@@ -56,9 +56,9 @@ ALLOWED |= {
 
 def files() -> list[Path]:
     """The code that runs on the model's device: methods (batched ones too), trees, heads and their drafters, the
-    core's model, sampling, acceptance, drafting, the slot cache and the decode loops' rules, and the tuning code that runs the model (the losslessness lab,
-    the latency probe and surface, the offline tree replay); training (specviz/training) runs on the CPU over
-    stored features, never inside a decode step."""
+    core's model, sampling, acceptance, drafting, the slot cache and the decode loops' rules, and the tuning code
+    that runs the model (the losslessness lab, the latency probe and surface, the offline tree replay); training
+    (specviz/training) runs on the CPU over stored features, never inside a decode step."""
     return [
         *ROOT.glob("methods/*.py"),
         *ROOT.glob("methods/batched/*.py"),
