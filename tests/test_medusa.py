@@ -263,7 +263,8 @@ def test_the_tree_size_keeps_its_old_name_and_meaning() -> None:
     assert replace(medusa.Config(), budget=8).total_tokens == 9  # replace passes total_tokens too: the old name wins
     from specviz.tuning.calibrate import _sweep_medusa_args, sweep_sizes
 
-    assert sweep_sizes(_sweep_medusa_args(["--sweep", "--budgets", "0,4"])) == [1, 5]  # the old option, converted
+    with pytest.raises(ValueError):  # the old option is gone: one name, total_tokens (root included)
+        _sweep_medusa_args(["--sweep", "--budgets", "0,4"])
     assert sweep_sizes(_sweep_medusa_args(["--total-tokens", "1,5"])) == [1, 5]
     for b in (0, 4, 12):  # budget B built B drafted nodes under the root: so does the tree it names now
         assert len(build_tree(ACC, 3, medusa.Config(budget=b).total_tokens)[0]) == b + 1

@@ -179,6 +179,6 @@ if corpus is not None:
         "data/corpus/manifest.json records).",
     )
     st.caption(
-        f"Made with `python -m specviz.training.corpus --shards N-M` in {', '.join(corpus.dtypes)}; the newest "
+        f"Made with `python -m specviz corpus answer --shards N-M` in {', '.join(corpus.dtypes)}; the newest "
         f"shard {where(corpus.last)}. Features are recomputed from the token ids at training time."
     )

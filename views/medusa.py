@@ -206,7 +206,7 @@ if sw is not None:
     st.subheader("Why the best tree is small on the machine that measured it")
     swept = measured_where(sw)
     st.caption(f"The tree-size sweep was {swept}.")
-    sizes = swept_sizes(sw)  # total_tokens, root included, however the sweep was stored
+    sizes = swept_sizes(sw)  # total_tokens, root included
     b1, b2 = st.columns(2)
     with b1:
         show_figure(budget_figure(sizes, sw["predicted"], sw["measured"], total), "medusa_budget", swept)

@@ -54,13 +54,12 @@ def _sweep_medusa_args(argv: list[str]) -> argparse.Namespace:
         default=",".join(map(str, SWEEP_TOTAL_TOKENS)),
         help="tree sizes: tokens verified in one forward, root included, comma-separated",
     )
-    ap.add_argument("--budgets", default=None, help="the old option: drafted nodes without the root (total_tokens - 1)")
     return ap.parse_args(argv)
 
 
 def sweep_sizes(a: argparse.Namespace) -> list[int]:
-    """The tree sizes to sweep, as total_tokens (root included); the old --budgets counted drafted nodes only."""
-    return [int(b) + 1 for b in a.budgets.split(",")] if a.budgets else [int(n) for n in a.total_tokens.split(",")]
+    """The tree sizes to sweep, as total_tokens (root included)."""
+    return [int(n) for n in a.total_tokens.split(",")]
 
 
 def medusa_runs(
@@ -103,7 +102,7 @@ def sweep_medusa(argv: list[str]) -> int:
 
     k = method.Config().heads
     out = {
-        "total_tokens": sizes,  # root included (sweeps before it kept "budgets": drafted nodes, one fewer)
+        "total_tokens": sizes,  # root included
         "predicted": [round(1 + build_tree(acc, k, n)[1], 3) for n in sizes],
         "measured": [med(n, "A") for n in sizes],
         "speedup": [med(n, "speedup") for n in sizes],

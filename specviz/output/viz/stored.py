@@ -28,8 +28,8 @@ def _where(data: dict[str, Any], here: Provenance | None) -> str:
 
 
 def swept_sizes(sweep: dict[str, Any]) -> list[int]:
-    """A Medusa sweep's tree sizes as total_tokens (root included); older sweeps kept `budgets` (without the root)."""
-    return list(sweep["total_tokens"]) if "total_tokens" in sweep else [b + 1 for b in sweep["budgets"]]
+    """A Medusa sweep's tree sizes as total_tokens (root included; the committed sweep was migrated from `budgets`)."""
+    return list(sweep["total_tokens"])
 
 
 def _medusa(sw: dict[str, Any], here: Provenance | None) -> dict[str, go.Figure]:
