@@ -184,3 +184,15 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()
     assert head().startswith("**Stop 21 of 22** · **GPUs") and not loads, "replayed: no model"
+
+
+@pytest.mark.full  # reads the shipped recording (about 1 s)
+def test_every_click_of_the_shipped_lesson_holds_its_checks():
+    """A build reads the stop's own checks: no click of the lesson says 'On this run: … does not hold'."""
+    from specviz.output.lesson_facts import check
+    from specviz.output.lesson_pack import read
+
+    lesson, pack = load_lesson(LESSON_FILE), read()
+    for s in lesson.stops:
+        for b in range(s.frames):
+            assert all(v.holds for v in check(pack, s.at(b))), (s.id, b, [v.line() for v in check(pack, s.at(b))])

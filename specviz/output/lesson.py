@@ -54,6 +54,7 @@ class Stop:
     checks: tuple[str, ...] = ()  # the facts the narration asserts, as checks over the stop's data (lesson_claims)
     builds: tuple[parts.Build, ...] = ()  # figures the clicker walks to after `figure`, before the next stop
     questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson_parts.QUESTIONS)
+    home: str = ""  # at a build (Stop.at): the stop's own figure
 
     @property
     def file(self) -> str:
@@ -74,7 +75,7 @@ class Stop:
         if build <= 0 or not self.builds:
             return self
         b = self.builds[min(build, len(self.builds)) - 1]
-        return replace(self, figure=b.figure, title=b.title)
+        return replace(self, figure=b.figure, title=b.title, home=self.home or self.figure)
 
     def widget_values(self) -> dict[str, Any]:
         """The page's widget values for this stop: a `<page>.preset` becomes the sliders' values it stands for."""

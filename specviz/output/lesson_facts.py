@@ -145,8 +145,8 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
     """The functions a stop's checks may call, and the step it shows."""
     if stop.figure in COMPUTED:  # every figure the stop walks: its builds' functions too
         fns: dict[str, Callable[..., Any]] = {}
-        for b in range(stop.frames):
-            fns |= lesson_math.computed(stop.at(b).figure, pack.stops)[1]
+        for name in dict.fromkeys([stop.home or stop.figure, *(b.figure for b in stop.builds)]):
+            fns |= lesson_math.computed(name, pack.stops)[1] if name in COMPUTED else {}
         return fns, None
     group = pack.group(stop)
     if group is None:
