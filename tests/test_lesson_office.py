@@ -7,6 +7,7 @@ Needs `soffice` (apt-get install libreoffice-impress) and `pdftotext`/`pdfimages
 
 from __future__ import annotations
 
+import html
 import itertools
 import re
 import shutil
@@ -25,13 +26,13 @@ TOOLS = ("soffice", "pdftotext", "pdfimages")
 
 def blocks(pdf: Path) -> list[list[tuple[float, float, float, float, str]]]:
     """Per page, each text block's box (x0, y0, x1, y1) and its words, from pdftotext's layout."""
-    html = subprocess.run(["pdftotext", "-bbox-layout", str(pdf), "-"], capture_output=True, text=True, check=True)
+    layout = subprocess.run(["pdftotext", "-bbox-layout", str(pdf), "-"], capture_output=True, text=True, check=True)
     pages = []
-    for page in html.stdout.split("<page ")[1:]:
+    for page in layout.stdout.split("<page ")[1:]:
         found = []
         for m in re.finditer(r'<block xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</block>',
                              page, re.S):  # fmt: skip
-            words = " ".join(re.findall(r">([^<]+)</word>", m.group(5)))
+            words = html.unescape(" ".join(re.findall(r">([^<]+)</word>", m.group(5))))
             found.append((*(float(m.group(i)) for i in range(1, 5)), words))
         pages.append(found)
     return pages
