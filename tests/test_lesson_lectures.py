@@ -196,3 +196,17 @@ def test_every_click_of_the_shipped_lesson_holds_its_checks():
     for s in lesson.stops:
         for b in range(s.frames):
             assert all(v.holds for v in check(pack, s.at(b))), (s.id, b, [v.line() for v in check(pack, s.at(b))])
+
+
+def test_a_stop_in_no_lecture_still_gets_its_slide(monkeypatch):
+    from specviz.output import lesson_slides
+
+    lesson = parse_lesson(
+        {
+            "lecture": [{"id": "a", "title": "A", "stops": ["s"]}],
+            "stop": [STOP, STOP | {"id": "t", "title": "Outside"}],
+        }
+    )
+    monkeypatch.setattr(lesson_slides, "stop_slides", lambda pack, lesson, stop, k: [stop.title])
+    assert lesson_slides.pack_slides(None, lesson)[1:] == ["T", "Outside"]  # type: ignore[arg-type]
+    assert lesson_slides.pack_slides(None, lesson, "a")[1:] == ["T"]  # type: ignore[arg-type]

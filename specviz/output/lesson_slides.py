@@ -114,8 +114,10 @@ def pack_slides(pack: Pack, lesson: Lesson, lecture: str | None = None) -> list[
     a lesson without lectures is its stops' slides alone."""
     chosen = [lec for lec in lesson.lectures if lecture in (None, "", "all", lec.id)]
     runs: list[tuple[Any, tuple[str, ...]]] = [(lec, lec.stops) for lec in chosen]
-    if not lesson.lectures:
-        runs = [(None, tuple(s.id for s in lesson.stops))]
+    placed = {i for lec in lesson.lectures for i in lec.stops}
+    rest = tuple(s.id for s in lesson.stops if s.id not in placed)  # stops in no lecture: after them all
+    if rest and lecture in (None, "", "all"):
+        runs.append((None, rest))
     by_id, out = {s.id: s for s in lesson.stops}, []
     for lec, ids in runs:
         if lec is not None:
