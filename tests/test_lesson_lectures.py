@@ -25,7 +25,10 @@ def test_two_lectures_in_the_order_of_the_story():
     lesson = load_lesson(LESSON_FILE)
     how, when = lesson.lecture("how"), lesson.lecture("when")
     assert len(how.stops) <= 14 and len(when.stops) <= 8
-    assert sorted(s.id for s in (*how.stops, *when.stops)) == sorted(s.id for s in lesson.stops), "each in one"
+    lectured = [s.id for s in (*how.stops, *when.stops)]
+    assert len(set(lectured)) == len(lectured) and set(lectured) <= {s.id for s in lesson.stops}, "each in one"
+    rest = [s.id for s in lesson.stops if s.id not in lectured]
+    assert rest == ["tree_sampling"], "one stop beyond the lectures: the index's More stops, the deck's last"
     ids = [s.id for s in how.stops]
     assert ids[:3] == ["race", "serial", "flat"], "the race first, then serial decoding and the flat curve"
     flat = lesson.stops[lesson.index("flat")].narration
@@ -34,7 +37,8 @@ def test_two_lectures_in_the_order_of_the_story():
     eagle = lesson.stops[lesson.index("eagle")]
     frames = [eagle.at(b).figure for b in range(eagle.frames)]
     assert frames.index("eagle_features") < frames.index("eagle_growth"), "EAGLE's why before its how"
-    assert [s.id for s in lesson.stops] == ids + [s.id for s in when.stops], "the file's order is the lectures'"
+    in_file = [s.id for s in lesson.stops if s.id in lectured]
+    assert in_file == ids + [s.id for s in when.stops], "the file's order is the lectures'"
     with pytest.raises(LessonError, match="no lecture 'why'"):
         lesson.lecture("why")
 
@@ -141,7 +145,8 @@ def test_the_deck_writes_both_lectures_builds_as_consecutive_slides(monkeypatch)
     titles = [t for t, _ in slides]
     for want in ("tree-attention mask", "Medusa's verification", "EAGLE-2's verification", "Lookahead's verification",
                  "residual", "Why it is exact", "cost model", "Hydra", "EAGLE-3", "KV cache", "GPUs", "When they pay",
-                 "How the methods work", "four questions", "What data buys", "static against dynamic"):  # fmt: skip
+                 "How the methods work", "four questions", "What data buys", "static against dynamic",
+                 "Sampling in a tree"):  # fmt: skip
         assert any(want in t for t in titles), want
     sps = titles.index("Speculative sampling: draft, then accept with min(1, p/q)")
     assert "residual" in titles[sps + 1] and "KV cache" in titles[sps + 2], "a build is the next slide"
@@ -168,7 +173,7 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
         assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
         return next(m.value for m in at.markdown if m.value.startswith("**Stop "))
 
-    assert head().startswith("**Stop 4 of 22** · 1 of 4 · **Speculative sampling")
+    assert head().startswith("**Stop 4 of 23** · 1 of 4 · **Speculative sampling")
     assert any("\n$$\n" in m.value for m in at.markdown), "the formula as display math"
     at.button(key="lesson_next").click().run()
     assert "2 of 4 · **At the rejection" in head()
@@ -177,13 +182,13 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     said = next(m.value for m in at.markdown if m.value.startswith("**Where do the drafts come from?**"))
     assert "Measured (speculative sampling): propose" in said and "drafts accepted" in said
     at.button(key="lesson_next").click().run()
-    assert head().startswith("**Stop 5 of 22** · **Why it is exact")
+    assert head().startswith("**Stop 5 of 23** · **Why it is exact")
     at.button(key="lesson.index.cost_model").click().run()
-    assert head().startswith("**Stop 16 of 22** · 1 of 2 · **The cost model")
+    assert head().startswith("**Stop 17 of 23** · 1 of 2 · **The cost model")
     at.slider(key="lesson.alpha").set_value(0.9).run()
     assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()
-    assert head().startswith("**Stop 21 of 22** · **GPUs") and not loads, "replayed: no model"
+    assert head().startswith("**Stop 22 of 23** · **GPUs") and not loads, "replayed: no model"
 
 
 @pytest.mark.full  # reads the shipped recording (about 1 s)

@@ -28,7 +28,7 @@ MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "
 # method whose step it draws
 STEP_FIGURES = ("medusa_tree", "medusa_mask", "eagle_growth", "eagle_features", "eagle_verify", "lookahead_window",
                 "lookahead_verify", "lookahead_mask", "acceptance_decisions", "sps_residual", "kv_cache",
-                "eagle3_fusion")  # fmt: skip  # figures of one step
+                "eagle3_fusion", "eagle_tree_sampling")  # fmt: skip  # figures of one step
 NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
 
 
@@ -78,10 +78,13 @@ def numbers(stop: Stop, group: Group) -> list[str]:
 
 
 def _label(group: Group, name: str) -> str:
-    """'Prompt lookup'; a method judged by another rule says so: 'Speculative sampling (typical acceptance)'."""
+    """'Prompt lookup'; a method judged by another rule says so: 'Speculative sampling (typical acceptance)', and
+    one sampled where it is usually greedy: 'EAGLE-2 at T = 0.8'."""
     cfg = group.configs.get(name)
     rule = (cfg if isinstance(cfg, dict) else vars(cfg) if cfg is not None else {}).get("rule", "speculative")
     text = display(name)[0].upper() + display(name)[1:]
+    if group.temperature > 0 and name != "sps":  # a method the pages run greedy, here sampled: another number
+        text = f"{text} at T = {group.temperature:g}"
     return {"typical": f"{text} (typical acceptance)", "flawed": f"{text} (the flawed rule)"}.get(rule, text)
 
 

@@ -108,6 +108,10 @@ def _eagle(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
 
     if stop.figure == "hybrid_origins":
         return origins_figure(traces["hybrid"])
+    if stop.figure == "eagle_tree_sampling":
+        from specviz.output.viz.treesampling import sampling_figure
+
+        return sampling_figure(_focus(stop, traces["eagle"]))
     if stop.figure == "eagle3_fusion":
         from specviz.output.viz.eagle3 import fusion_figure
 

@@ -38,6 +38,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
         "hybrid_origins",
         "eagle3_fusion",
         "eagle_static_vs_dynamic",
+        "eagle_tree_sampling",
     ),
     "lookahead": ("lookahead_window", "lookahead_verify", "lookahead_mask", "lookahead_steps", "jacobi_grid"),
     "acceptance": (
@@ -54,7 +55,8 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "lineage": ("lineage",),
 }
 # figures only the lesson draws (output/lesson_math.py, viz/kvcache.py, viz/whatif.py), none of them a page's
-LESSON_ONLY = ("gpu_whatif", "sps_residual", "kv_cache", "sps_exact", "sps_cost_model", "what_data_buys")
+LESSON_ONLY = ("gpu_whatif", "sps_residual", "kv_cache", "sps_exact", "sps_cost_model", "what_data_buys",
+               "eagle_tree_sampling")  # fmt: skip
 # drawn from stored data or arithmetic, no run of the stop's methods
 COMPUTED = ("gpu_whatif", "sps_exact", "sps_cost_model", "what_data_buys")
 REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
