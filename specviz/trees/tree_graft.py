@@ -11,6 +11,7 @@ pool, or both.
 
 from __future__ import annotations
 
+from specviz.core.drafting import suffix_matches
 from specviz.trees.draft_tree import DraftTree
 
 HEAD, POOL, BOTH = "head", "pool", "both"
@@ -19,15 +20,12 @@ HEAD, POOL, BOTH = "head", "pool", "both"
 def lookup_tails(seq: list[int], max_ngram: int, min_ngram: int, length: int, count: int) -> list[list[int]]:
     """Up to `count` distinct continuations (≤ `length` tokens) of the last n-gram of seq's earlier occurrences."""
     tails: list[list[int]] = []
-    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
-        pattern = seq[-n:]
-        for i in range(len(seq) - n - 1, -1, -1):  # most recent first; the continuation must exist
-            if seq[i : i + n] == pattern:
-                tail = seq[i + n : i + n + length]
-                if tail and not any(t[: len(tail)] == tail for t in tails):
-                    tails.append(tail)
-                    if len(tails) == count:
-                        return tails
+    for _, start in suffix_matches(seq, max_ngram, min_ngram):  # longest n first, most recent first
+        tail = seq[start : start + length]
+        if tail and not any(t[: len(tail)] == tail for t in tails):
+            tails.append(tail)
+            if len(tails) == count:
+                return tails
     return tails
 
 
