@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import annotate, judge_chain
+from specviz.core.acceptance import annotate, greedy_match, judge_chain
 from specviz.core.details import PldStep
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import LoadedModel, crop_to
@@ -140,19 +140,21 @@ class Lookup:
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
         with run.phase("accept"):
-            p = target_probs(logits, run.sampling)
-            n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
+            if run.sampling.greedy:  # the argmax decides (as plain decoding's choose); the records wait for the clock
+                n, nxt, records = greedy_match(drafts, logits.argmax(-1).tolist()), None, None
+            else:
+                p = target_probs(logits, run.sampling)
+                n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
             self.ev.update(found["ngram"], len(drafts), n)
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
-        return chain_outcome(
-            drafts,
-            n,
-            logits,
-            hidden,
-            nxt,
-            lambda: PldStep(rule, drafts, n, annotate(records, p, run.lm.token_text), **found),
-        )
+
+        def detail() -> PldStep:  # built after the step's clock stopped
+            p = target_probs(logits, run.sampling)
+            recs = records if records is not None else judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)[2]
+            return PldStep(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
+
+        return chain_outcome(drafts, n, logits, hidden, nxt, detail)
 
 
 def generate(
