@@ -138,7 +138,7 @@ def test_sampling_through_generate_keeps_the_target_distribution(peaked):
 
 
 def test_depth_views_come_from_the_traces(tiny_lm) -> None:
-    from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+    from specviz.output.viz.depth import acceptance_by_depth, depth_figure, starts, step_at
 
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = hydra.generate(tiny_lm, ids, Sampling(max_new_tokens=12), **hydra.tiny_resources(tiny_lm))

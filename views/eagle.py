@@ -19,6 +19,7 @@ from specviz.methods.eagle3 import Config as Eagle3Config
 from specviz.methods.hybrid import Config as HybridConfig
 from specviz.methods.hybrid import HybridStep
 from specviz.output.lesson_step import focus_index
+from specviz.output.viz.depth import depth_figure
 from specviz.output.viz.eagle import (
     compare_figure,
     draft_verify_figure,
@@ -29,7 +30,6 @@ from specviz.output.viz.eagle import (
 )
 from specviz.output.viz.eagle3 import fusion_figure
 from specviz.output.viz.hybrid import origins_figure
-from specviz.output.viz.hydra import depth_figure
 from specviz.output.viz.tree import steps_figure, token_strip
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources

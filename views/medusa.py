@@ -9,7 +9,7 @@ from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_
 from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
 from specviz.output.lesson_step import focus_index
-from specviz.output.viz.hydra import acceptance_by_depth, depth_figure, starts, step_at
+from specviz.output.viz.depth import acceptance_by_depth, depth_figure, starts, step_at
 from specviz.output.viz.stored import swept_sizes
 from specviz.output.viz.tree import (
     budget_figure,

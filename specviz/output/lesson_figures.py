@@ -84,7 +84,7 @@ def _medusa(stop: Stop, traces: dict[str, Trace]) -> go.Figure:
 
     trace = traces["medusa"]
     if stop.figure == "hydra_depths":
-        from specviz.output.viz.hydra import acceptance_by_depth, depth_figure
+        from specviz.output.viz.depth import acceptance_by_depth, depth_figure
 
         k = int(traces["hydra"].config.get("heads", 4))
         series: dict[str, Sequence[float]] = {n: acceptance_by_depth(traces[n], k) for n in ("medusa", "hydra")}

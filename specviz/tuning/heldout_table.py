@@ -1,5 +1,5 @@
-"""`calibrate medusa|hydra`: a saved head's held-out rank accuracies a_k^(i), written beside it as calibration.json
-(the table a Medusa or Hydra tree is chosen from)."""
+"""`calibrate KIND` for a heads tree (Medusa, Hydra): a saved head's held-out rank accuracies a_k^(i), written
+beside it as calibration.json (the table its tree is chosen from)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ HEADS = tuple(TRAINERS)  # the head kinds `train` and `calibrate` name
 
 
 def calibrate_heads(kind: str, argv: list[str]) -> int:
-    """`calibrate medusa|hydra`: measure a saved head's a_k^(i) on held-out shards into calibration.json."""
+    """`calibrate KIND` for a heads tree: measure a saved head's a_k^(i) on held-out shards into calibration.json."""
     ap = Parser(prog=f"python -m specviz calibrate {kind}")
     ap.add_argument("--data", type=Path, default=None, help="self-distilled shards (default: the cache's)")
     ap.add_argument("--heads-dir", type=Path, default=None, help="heads to calibrate (default: models/KIND)")
