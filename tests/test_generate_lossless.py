@@ -14,8 +14,8 @@ tier's 150 draws (the lossy rules below shift a drafted position by 0.27-0.50), 
 Excluded, because they are lossy by design and the app says so: Medusa's and Hydra's typical acceptance
 (acceptance="typical": any token above an entropy threshold is kept, so the output leans toward the heads' picks)
 and sps's rule="typical" and rule="flawed" (the lab's teaching rules). They are the negative controls: the same
-test must reject each of them, from LOSSY_N = 200 draws (90% power from TV 0.18; they shift a drafted position by
-0.27-0.50).
+test must reject each of them, from LOSSY_N = 150 draws (the fast tier's: 90% power from TV 0.208; they shift a
+drafted position by 0.27-0.50).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tests.sampling_check import Position, detectable_tv, exact_marginals, posit
 
 ALPHA = 1e-3  # per position
 FAST_N, SOAK_N = 150, 3000  # draws per method in the fast tier and in the soak command
-LOSSY_N = 200  # draws per lossy rule
+LOSSY_N = FAST_N  # draws per lossy rule
 POWER_TV = {FAST_N: 0.208, SOAK_N: 0.047}  # the δ each detects with probability ≥ 0.9 (the docstring's figures)
 POSITIONS = 4  # new tokens per run; each one tested
 T = 1.0
