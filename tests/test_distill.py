@@ -52,7 +52,7 @@ def test_prompts_exclude_spec_bench(monkeypatch) -> None:
     first = [sharegpt.first_human_turn(r) for r in sharegpt.sharegpt_conversations(limit=400)]
     first = [f for f in first if f]
     banned = {" ".join(first[0].split()), " ".join(first[1].split())}
-    monkeypatch.setattr(distill, "spec_bench_turns", lambda: banned)
+    monkeypatch.setattr(sharegpt, "spec_bench_turns", lambda: banned)
     prompts = sharegpt.training_prompts(10_000)
     keys = {" ".join(p.split()) for p in prompts}
     assert not keys & banned
