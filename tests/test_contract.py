@@ -188,7 +188,7 @@ def test_figures_build_from_the_trace(runs, name):
 
 # the fewest tokens per step each method's shipped drafts reach on the real model (3 prompts x 32 tokens; measured
 # A with its figure in the README's Tests section); methods without trained drafts only need identity
-REAL_MIN_A = {"eagle": 1.3, "eagle3": 1.3, "hybrid": 1.3, "medusa": 1.1, "hydra": 1.1, "pld": 1.0}
+REAL_MIN_A = {"eagle": 1.3, "eagle3": 1.3, "hybrid": 1.3, "medusa": 1.1, "hydra": 1.1, "sps": 1.1, "pld": 1.0}
 
 
 REAL_MATRIX = [(n, {}) for n in DRAFTING] + [("lookahead", {"window": 5, "ngram": 4, "guesses": 2, "init": "pad"})]

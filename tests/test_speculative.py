@@ -26,8 +26,35 @@ def test_parse_layers() -> None:
             sps.parse_layers(bad, 30)
     with pytest.raises(ConfigError):
         sps.Config(rule="magic")
+    for bad in (-1, 17):
+        with pytest.raises(ConfigError):
+            sps.Config(gamma=bad)
+
+
+def test_the_default_draft_falls_back_to_the_first_layers_where_no_trained_one_fits(tiny4) -> None:
+    """auto: where models/draft does not fit the model (a 64-wide one here) the first layers draft, at their γ; a
+    named `layers` always asks for the prefix; draft=trained on such a model is a ConfigError, not a traceback."""
+    small = sps.resolve(tiny4, sps.Config())
+    assert (small.draft, small.layers, small.gamma) == ("layers", sps.PREFIX, sps.PREFIX_GAMMA)
+    asked = sps.resolve(tiny4, sps.Config(layers="0-1", gamma=2))
+    assert (asked.draft, asked.layers, asked.gamma) == ("layers", "0-1", 2)
+    trace = sps.generate(tiny4, tiny4.encode_prompt("Hi"), Sampling(max_new_tokens=6), sps.Config())
+    ran = trace.config["method"]
+    assert (ran["draft"], ran["layers"], ran["gamma"]) == ("layers", "0-3", 3)
     with pytest.raises(ConfigError):
-        sps.Config(gamma=0)
+        sps.generate(tiny4, tiny4.encode_prompt("Hi"), Sampling(max_new_tokens=4), sps.Config(draft="trained"))
+
+
+@pytest.mark.real_model
+def test_the_default_draft_is_the_trained_one_at_its_swept_gamma(real_lm) -> None:
+    best = sps.swept_gamma()
+    assert best is not None  # models/draft/gamma_sweep.json is committed
+    ids = real_lm.encode_prompt("Name three colours.")
+    trace = sps.generate(real_lm, ids, Sampling(max_new_tokens=16), sps.Config())
+    ran = trace.config["method"]
+    assert (ran["draft"], ran["layers"], ran["gamma"]) == ("trained", "", best)
+    prefix = sps.generate(real_lm, ids, Sampling(max_new_tokens=16), sps.Config(layers="0-3"))
+    assert prefix.config["method"]["draft"] == "layers" and prefix.output_ids == trace.output_ids
 
 
 def test_draft_cache_matches_a_fresh_prefill(tiny4) -> None:

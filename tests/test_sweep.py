@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specviz.methods import autoregressive, lookahead
+from specviz.methods import autoregressive, lookahead, speculative
 from specviz.output.viz.lookahead import sweep_figure
 from specviz.tuning import draft_sweep, sweep
 
@@ -76,9 +76,9 @@ def test_sweep_prompts_are_held_out_and_past_the_curves(monkeypatch):
 
 def test_swept_gamma_reads_the_sweeps_best_and_refuses_what_it_cannot_use(tmp_path):
     path = tmp_path / "gamma_sweep.json"
-    assert draft_sweep.swept_gamma(path) is None  # no sweep
+    assert speculative.swept_gamma(path) is None  # no sweep
     path.write_text(json.dumps({"best": {"draft": "trained", "gamma": 2}}))
-    assert draft_sweep.swept_gamma(path) == 2
+    assert speculative.swept_gamma(path) == 2
     for bad in ("{", json.dumps({"best": {"gamma": 99}}), json.dumps({"best": {"gamma": "3"}}), "[]"):
         path.write_text(bad)
-        assert draft_sweep.swept_gamma(path) is None, bad
+        assert speculative.swept_gamma(path) is None, bad

@@ -19,7 +19,7 @@ from specviz.output.viz.acceptance import (
     typical_figure,
     typical_points,
 )
-from specviz.tuning.draft_sweep import SPS_PATH, swept_gamma
+from specviz.tuning.draft_sweep import SPS_PATH
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
@@ -72,12 +72,12 @@ c1, c2, c3, c4 = st.columns(4)
 rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
 temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
 ready = trained_draft_ready()
-best = swept_gamma() if ready else None
+best = speculative.swept_gamma() if ready else None
 gamma = c3.slider(
     "γ: drafted tokens per step",
     1,
     8,
-    min(best or DEF.gamma, 8),
+    min(best or speculative.PREFIX_GAMMA, 8),
     key="acceptance.gamma",
     help=f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
     f"(models/draft/gamma_sweep.json, {measured_where(stored_sweep(SPS_PATH)[0] or {})})."  # a load, flagged

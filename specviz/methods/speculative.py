@@ -1,8 +1,14 @@
-"""Classic speculative decoding with a self-speculative draft: the target's own first layers."""
+"""Classic speculative decoding: a small draft model proposes γ tokens, the target verifies them in one pass.
+
+The draft is, by default, the one trained on the target's own answers (models/draft) at the γ its sweep found
+best; the target's own first layers, untrained, stay as the contrast (`draft=layers`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 
@@ -16,11 +22,12 @@ from specviz.core.trace import Trace
 from specviz.heads.draft import DraftError, cached_draft, parts
 from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
 
-DRAFTS = ("layers", "trained")
+DRAFTS = ("auto", "layers", "trained")
+PREFIX, PREFIX_GAMMA = "0-3", 3  # the untrained contrast: the target's first four layers, drafting 3 tokens
 CARD = Card(
     name="sps",
     label="Speculative sampling",
-    summary="A shallow copy of the model (its first layers) drafts γ tokens; the full model verifies them at once.",
+    summary="A small draft model trained on the target's own answers drafts γ tokens; the target checks them at once.",
     colour="#e69f00",
     order=1,
     figures="specviz.output.viz.acceptance:gallery",
@@ -35,20 +42,21 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 class Config:
     """Draft length, which target layers make the draft, and the acceptance rule used when sampling."""
 
-    gamma: int = 3  # tokens drafted per step
-    draft: str = "layers"  # "layers": the target's own first layers, untrained; "trained": models/draft
-    layers: str = "0-3"  # target layers the draft runs, e.g. "0-3" or "0,1,2,29"; then final norm + LM head
+    gamma: int = 0  # tokens drafted per step (0: the draft's own: its sweep's best when trained, 3 for layers)
+    draft: str = "auto"  # "trained": models/draft; "layers": the target's first layers, untrained; "auto": trained
+    # where a trained draft fits the model and `layers` is not set, else layers
+    layers: str = ""  # target layers the draft runs, e.g. "0-3" or "0,1,2,29" ("": 0-3); then final norm + LM head
     draft_vocab: int = 8192  # the draft's LM head covers token ids below this (0 = the whole vocabulary)
     rule: str = "speculative"  # at T > 0: speculative (lossless), typical or flawed (lossy, for teaching)
     eps: float = 0.09  # typical acceptance: hard threshold ε
     delta: float = 0.3  # typical acceptance: entropy-scaled threshold δ
 
     def __post_init__(self) -> None:
-        if not 1 <= self.gamma <= 16:
-            raise ConfigError(f"gamma must be between 1 and 16, got {self.gamma!r}.")
+        if not 0 <= self.gamma <= 16:
+            raise ConfigError(f"gamma must be between 1 and 16 (0: the draft's own), got {self.gamma!r}.")
         if self.draft not in DRAFTS:
             raise ConfigError(f"draft must be one of {', '.join(DRAFTS)}, got {str(self.draft)[:40]!r}.")
-        parse_layers(self.layers, None)
+        parse_layers(self.layers or PREFIX, None)
         if self.draft_vocab < 0:
             raise ConfigError(f"draft_vocab must be 0 (all) or a positive size, got {self.draft_vocab!r}.")
         if self.rule not in RULES:
@@ -74,6 +82,35 @@ def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[in
             break
         feed = [x]
     return drafts, qs
+
+
+def swept_gamma(path: Path | str = DRAFT_DIR / "gamma_sweep.json") -> int | None:
+    """The γ at which the trained draft was fastest in its sweep (`calibrate draft`); None without a readable one."""
+    try:
+        gamma = json.loads(Path(path).read_text(encoding="utf-8"))["best"]["gamma"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return gamma if isinstance(gamma, int) and 1 <= gamma <= 16 else None
+
+
+def trained_fits(lm: LoadedModel) -> bool:
+    """Whether models/draft holds a draft made for this model."""
+    try:
+        cached_draft(lm)
+    except DraftError:
+        return False
+    return True
+
+
+def resolve(lm: LoadedModel, cfg: Config) -> Config:
+    """The draft and γ a run uses, as its trace records them: `auto` is the trained draft where one fits the model
+    and no `layers` are named, else the first layers; γ 0 is the draft's own (the sweep's best, or 3 for layers)."""
+    kind = cfg.draft
+    if kind == "auto":
+        kind = "layers" if cfg.layers or not trained_fits(lm) else "trained"
+    if kind == "trained":
+        return replace(cfg, draft="trained", layers="", gamma=cfg.gamma or swept_gamma() or 1)
+    return replace(cfg, draft="layers", layers=cfg.layers or PREFIX, gamma=cfg.gamma or PREFIX_GAMMA)
 
 
 class Speculator:
@@ -116,7 +153,7 @@ def generate(
     on_step: OnStep | None = None,
 ) -> Trace:
     """Decode with draft-then-verify steps until EOS or max_new_tokens."""
-    cfg = config or Config()
+    cfg = resolve(lm, config or Config())
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Speculator(run, cfg).step)
 

@@ -21,15 +21,6 @@ SPS_GAMMAS = (1, 2, 3, 4, 5, 6)
 HELDOUT_USED = 64  # the held-out openings the learning curves are measured on (training.heldout): not swept
 
 
-def swept_gamma(path: Path | str = SPS_PATH) -> int | None:
-    """The γ at which the trained draft was fastest in its sweep (None when there is no readable sweep)."""
-    try:
-        gamma = json.loads(Path(path).read_text(encoding="utf-8"))["best"]["gamma"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return gamma if isinstance(gamma, int) and 1 <= gamma <= 16 else None
-
-
 def sweep_prompts(n: int) -> list[str]:
     """n opening turns of held-out conversations past the ones the learning curves use: no corpus, feature or head
     ever read them, and no curve was measured on them."""
@@ -66,7 +57,7 @@ def measure_sps(
     """Greedy speedup over `ar`, A and the share of drafts kept for the trained draft at each γ, and for the
     untrained layer prefix (`untrained` layers, at the page's γ) beside it; every setting interleaved with ar."""
     cfgs = [speculative.Config(gamma=g, draft="trained") for g in gammas]
-    cfgs += [speculative.Config(layers=untrained)] if untrained else []
+    cfgs += [speculative.Config(gamma=speculative.PREFIX_GAMMA, draft="layers", layers=untrained)] if untrained else []
     measured, plain = interleaved(
         lm,
         prompts,
