@@ -129,3 +129,18 @@ def test_layer_states_are_the_inputs_of_the_fused_layers(tiny_lm) -> None:
         want = torch.cat([out.hidden_states[i][0] for i in picks], dim=-1)
         assert s.layers is not None and s.layers.shape == (len(s.ids), 3 * tiny_lm.hf.config.hidden_size)
         torch.testing.assert_close(s.layers.float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.full  # parses the whole ShareGPT file: seconds
+def test_the_held_out_prompts_are_in_no_training_set(pool) -> None:
+    """Until 2026-12-04 training_prompts drew from held-out records too, and 57 of the 64 shared held-out prompts
+    sat in the committed heads' self-distilled sets: now no held-out prompt is a training prompt, and none is
+    among the first LEGACY_DISTILLED of the old order, which the committed heads learned from."""
+    key = sharegpt._key
+    held = sharegpt.heldout_prompts(10**6)
+    assert len(held) >= 72  # the shared set (64) and the draft sweep's 8 after it
+    keys = {key(t) for t in held}
+    assert len(keys) == len(held) and not keys & {key(t) for t in pool}
+    legacy = sharegpt._shuffled(sharegpt._openings(), 0)[: sharegpt.LEGACY_DISTILLED]
+    assert not keys & {key(t) for t in legacy}
+    assert [t for t in legacy if key(t) in {key(p) for p in pool}][:100] == pool[:100]  # the old order, filtered

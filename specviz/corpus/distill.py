@@ -135,6 +135,7 @@ def _manifest(
         "batch_size": batch_size,
         "seed": seed,
         "heldout_every": HELDOUT_EVERY,
+        "prompts": "training records",  # since 2026-12-04: no held-out record's opening (sharegpt.training_prompts)
         "hidden_dtype": str(HIDDEN_DTYPE).removeprefix("torch."),
         "hidden_size": int(lm.hf.config.hidden_size),
         "n_prompts": n_prompts,

@@ -87,20 +87,61 @@ def usable_opening(record: dict, banned: set[str]) -> str | None:
     return text if _mostly_ascii(text) else None
 
 
-def training_prompts(n: int, seed: int = 0) -> list[str]:
-    """n distinct ShareGPT opening prompts, mostly-ASCII and not in Spec-Bench, in a seeded order."""
+# Until 2026-12-04 the self-distilled sets drew their prompts from every record, held-out ones included: the
+# committed heads' sets (the largest, models/eagle's, 6,912 prompts) held 57 of the 64 prompts then used as the
+# shared held-out set. Those first prompts of the old order stay out of the held-out set for good.
+LEGACY_DISTILLED = 6912
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _openings() -> list[tuple[int, str]]:
+    """(record index, opening turn) of every record whose opening a draft may read, in file order."""
     banned = spec_bench_turns()
+    out = []
+    for i, record in enumerate(sharegpt_conversations()):
+        text = usable_opening(record, banned)
+        if text is not None:
+            out.append((i, text))
+    return out
+
+
+def _shuffled(openings: list[tuple[int, str]], seed: int) -> list[str]:
+    """Distinct openings of every record, held-out ones included, in a seeded order (the order before 2026-12-04)."""
     seen: set[str] = set()
     pool: list[str] = []
-    for record in sharegpt_conversations():
-        text = usable_opening(record, banned)
-        key = " ".join((text or "").split())
-        if text is None or key in seen:
-            continue
-        seen.add(key)
-        pool.append(text)
+    for _i, text in openings:
+        if _key(text) not in seen:
+            seen.add(_key(text))
+            pool.append(text)
     random.Random(seed).shuffle(pool)
-    return pool[:n]
+    return pool
+
+
+def training_prompts(n: int, seed: int = 0) -> list[str]:
+    """n distinct ShareGPT opening prompts, mostly-ASCII, not in Spec-Bench and not the opening of any held-out
+    record, in a seeded order (the old order with those left out, so a prefix stays a prefix)."""
+    openings = _openings()
+    held = {_key(t) for i, t in openings if held_out(i)}
+    return [t for t in _shuffled(openings, seed) if _key(t) not in held][:n]
+
+
+def heldout_prompts(n: int) -> list[str]:
+    """The first n usable opening turns of held-out records, in file order, that no training record opens with and
+    that no committed head's self-distilled set held (the first LEGACY_DISTILLED of the old order)."""
+    openings = _openings()
+    trained = {_key(t) for i, t in openings if not held_out(i)}
+    trained |= {_key(t) for t in _shuffled(openings, 0)[:LEGACY_DISTILLED]}
+    out: list[str] = []
+    for i, text in openings:
+        if held_out(i) and _key(text) not in trained:
+            trained.add(_key(text))  # each prompt once
+            out.append(text)
+            if len(out) == n:
+                break
+    return out
 
 
 def evaluation_prompts() -> set[str]:
@@ -148,19 +189,3 @@ def conversation_messages(record: dict, banned: set[str]) -> list[dict] | None:
     if len(msgs) < 2 or msgs[0]["role"] != "user":
         return None
     return msgs if _mostly_ascii("".join(m["content"] for m in msgs)) else None
-
-
-def heldout_prompts(n: int) -> list[str]:
-    """The first n usable opening turns of held-out conversations, in file order."""
-    banned = spec_bench_turns()
-    out: list[str] = []
-    for i, record in enumerate(sharegpt_conversations()):
-        if not held_out(i):
-            continue
-        text = usable_opening(record, banned)
-        if text is None:
-            continue
-        out.append(text)
-        if len(out) == n:
-            break
-    return out
