@@ -43,14 +43,20 @@ def test_inconsistent_trace_is_refused(trace):
         Trace.from_dict(data)
 
 
-def test_a_trace_saved_before_the_propose_phase_reads_its_draft_time_as_propose(trace):
+def test_a_trace_in_an_older_layout_is_refused_with_what_differs(trace):
+    """The committed traces were migrated once; an older file is refused in one sentence, not read through a shim."""
     data = json.loads(trace.to_json())
     for step in data["steps"]:
-        step["draft_s"] = step.pop("propose_s") + 0.5
-        del step["accept_s"]
-    old = Trace.from_dict(data)
-    assert [s.propose_s for s in old.steps] == [s.propose_s + 0.5 for s in trace.steps]
-    assert all(s.accept_s == 0.0 for s in old.steps)
+        step["draft_s"] = step.pop("propose_s")  # before the phases had the papers' names
+    with pytest.raises(TraceError, match=r"older version of specviz \(its steps time the propose phase as draft_s"):
+        Trace.from_dict(data)
+    data = json.loads(trace.to_json())
+    data["config"] = {**data["config"]["sampling"], **data["config"]["method"]}  # before config held "sampling"
+    with pytest.raises(TraceError, match=r"older version of specviz \(its config holds the sampling settings"):
+        Trace.from_dict(data)
+    data["config"] = {}
+    with pytest.raises(TraceError, match="config is missing the field 'sampling'"):
+        Trace.from_dict(data)
 
 
 def test_trace_file_round_trip(trace, tmp_path):

@@ -236,8 +236,7 @@ def trace_schema(vocab: int | None = None) -> dict[str, Any]:
         "root_from?": "str",
         "top?": [{"id": token, "text": "str", "prob": "float"}, 64],
     }
-    # the top-level sampling keys are a file's from before config held "sampling" and "method"
-    config = {"sampling?": SAMPLING, "method?": {}, **SAMPLING}
+    config = {"sampling": SAMPLING, "method": {}}  # methods.base.Run.trace: the sampling settings, the method's
     texts = {k: "str" for k in ("method", "model", "device", "prompt", "text", "stopped")}
     sizes = {"prompt_ids": ids, "config": config, "steps": [step, MAX_TRACE_IDS], "output_ids": ids}
     return {**texts, **sizes, "total_s": seconds, "prefill_s": seconds}

@@ -17,6 +17,7 @@ D = TypeVar("D", bound=Detail)
 
 TRACE_FORMAT = "specviz-trace/2"  # 2: typed step phases and per-method detail dataclasses
 OLDER_FORMATS = ("specviz-trace/1",)
+OLD_CONFIG_KEYS = ("max_new_tokens", "temperature", "top_p", "seed")  # config's top level, before "sampling" held them
 MAX_TRACE_BYTES = 8 << 20  # a file of traces: every method's 512 tokens in one bundle take about 8 MB
 
 
@@ -156,18 +157,16 @@ class Trace:
         if not isinstance(data, dict):
             raise TraceError("This is not a specviz trace: the top level is not a JSON object.")
         fmt = data.get("format")
-        if isinstance(fmt, str) and fmt in OLDER_FORMATS:
-            raise TraceError(
-                f"This trace comes from an older version of specviz (format {fmt!r}, "
-                f"this version reads {TRACE_FORMAT!r}): run it again to replay it."
-            )
-        if fmt != TRACE_FORMAT:
+        if fmt != TRACE_FORMAT and not (isinstance(fmt, str) and fmt in OLDER_FORMATS):
             shown = fmt if isinstance(fmt, str) and len(fmt) < 40 else type(fmt).__name__
             raise TraceError(f"This is not a specviz trace (format {shown!r}, expected {TRACE_FORMAT!r}).")
         try:
             check_size(data, "The trace")
-            if isinstance(data.get("steps"), list):
-                data = {**data, "steps": [_renamed(step) for step in data["steps"]]}
+            if why := _older(data):
+                raise TraceError(
+                    f"This trace comes from an older version of specviz ({why}; this version reads "
+                    f"{TRACE_FORMAT!r} as it is saved today): run it again to replay it."
+                )
             check_object(data, trace_schema(vocab), "The trace")
         except SchemaError as exc:
             raise TraceError(str(exc)) from None
@@ -187,9 +186,17 @@ class Trace:
         return cls.from_json(read_file(path))
 
 
-def _renamed(step: Any) -> Any:
-    """A step saved before its phases had the papers' names (draft_s, now propose_s), with today's names."""
-    return {"propose_s" if k == "draft_s" else k: v for k, v in step.items()} if isinstance(step, dict) else step
+def _older(data: dict) -> str | None:
+    """How a trace saved by an earlier specviz differs from today's layout (read no more: the committed traces were
+    migrated once), or None: the format 1, a step's propose time as draft_s, the sampling keys outside config's."""
+    if data.get("format") in OLDER_FORMATS:
+        return f"format {data['format']!r}"
+    steps, config = data.get("steps"), data.get("config")
+    if isinstance(steps, list) and any(isinstance(s, dict) and "draft_s" in s for s in steps):
+        return "its steps time the propose phase as draft_s"
+    if isinstance(config, dict) and "sampling" not in config and set(config) & set(OLD_CONFIG_KEYS):
+        return "its config holds the sampling settings beside the method's, not under 'sampling'"
+    return None
 
 
 def _step_from_dict(d: dict, detail: type[Detail] | None) -> StepTrace:
