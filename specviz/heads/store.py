@@ -113,32 +113,15 @@ def read_calibration(folder: str | Path, kind: Kind, spec: Any, command: str) ->
 
 
 def read_manifest(folder: str | Path, kind: Kind) -> dict:
-    """What a head folder says about its training: manifest.json, or for a head saved before manifests existed,
-    the record its config.json (and calibration.json) kept, with an empty curve."""
-    folder = Path(folder)
+    """What a head folder says about its training: its manifest.json. A folder saved before manifests existed
+    (its record in config.json) is refused: the committed heads were migrated once."""
+    path = Path(folder) / MANIFEST
+    if not is_file(path):
+        raise kind.error(f"{path} is missing (a head saved before manifests had one, or no head); {kind.hint}.")
     try:
-        if is_file(folder / MANIFEST):
-            data = read_json(folder / MANIFEST, MAX_CONFIG_BYTES, "a head manifest")
-            if not isinstance(data, dict) or not isinstance(data.get("curve", []), list):
-                raise SchemaError(f"{folder / MANIFEST} is not a manifest.")
-            return data
-        return _legacy_manifest(folder)
+        data = read_json(path, MAX_CONFIG_BYTES, "a head manifest")
+        if not isinstance(data, dict) or not isinstance(data.get("curve", []), list):
+            raise SchemaError(f"{path} is not a manifest.")
     except SchemaError as exc:
         raise kind.error(f"{str(exc).rstrip('.')}; {kind.hint}.") from None
-
-
-def _legacy_manifest(folder: Path) -> dict:
-    """The training record a config.json kept before manifest.json: EAGLE's `train`, Medusa's and Hydra's extra
-    keys beside the shape; held-out top-1 from the calibration table when the record has none."""
-    cfg = read_json(folder / CONFIG, MAX_CONFIG_BYTES, "a head config")
-    if not isinstance(cfg, dict):
-        raise SchemaError(f"{folder / CONFIG} is not an object.")
-    shape = {"num_heads", "hidden_size", "layers", "draft_vocab", "model", "format", "calibration"}
-    kept = cfg.get("train")
-    train: dict = kept if isinstance(kept, dict) else {k: v for k, v in cfg.items() if k not in shape}
-    top1 = train.get("heldout_top1_by_depth")
-    if top1 is None and is_file(folder / CALIBRATION):
-        table = read_json(folder / CALIBRATION, MAX_CONFIG_BYTES, "a calibration table")
-        top1 = table.get("top1") if isinstance(table, dict) else None
-    return {"format": cfg.get("format"), "positions": train.get("positions"), "heldout_top1_by_depth": top1,
-            "curve": [], "train": train, "from": CONFIG}  # fmt: skip
+    return data
