@@ -12,7 +12,7 @@ tier's 150 draws (the lossy rules below shift a drafted position by 0.27-0.50), 
 3,000 (so a 5% shift is caught).
 
 Excluded, because they are lossy by design and the app says so: Medusa's and Hydra's typical acceptance
-(acceptance="typical": any token above an entropy threshold is kept, so the output leans toward the heads' picks)
+(rule="typical": any token above an entropy threshold is kept, so the output leans toward the heads' picks)
 and sps's rule="typical" and rule="flawed" (the lab's teaching rules). They are the negative controls: the same
 test must reject each of them, from LOSSY_N = 150 draws (the fast tier's: 90% power from TV 0.208; they shift a
 drafted position by 0.27-0.50).
@@ -45,7 +45,7 @@ T = 1.0
 WORDS = [378, 392, 441, 511]  # " The", " we", " not", " all": inside the model's 512 ids
 LIFT = [5.0, 4.95, 4.9, 4.85]  # each word's extra on dimension 0 of its embedding
 LOSSY = [("sps", {"rule": "typical"}), ("sps", {"rule": "flawed"})] + [
-    (m, {"acceptance": "typical"}) for m in ("medusa", "hydra")
+    (m, {"rule": "typical"}) for m in ("medusa", "hydra")
 ]
 
 

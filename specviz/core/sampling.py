@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import torch
 
 from specviz.core.trace import Alt
-
-C = TypeVar("C")
 
 
 class ConfigError(ValueError):
@@ -27,43 +23,6 @@ def check_between(name: str, value: float, lo: float, hi: float, unit: str = "")
     """ConfigError unless lo ≤ value ≤ hi (a Config's numeric setting; `unit` follows the bounds)."""
     if not lo <= value <= hi:
         raise ConfigError(f"{name} must be between {lo} and {hi}{unit}, got {value}.")
-
-
-Rename = str | tuple[str, Callable[[Any], Any]]  # the new field, or (the new field, old value -> new value)
-
-
-def renamed(**old: Rename) -> Callable[[type[C]], type[C]]:
-    """Class decorator: a Config that still takes its fields' old names (`acceptance="rule"`: acceptance=x
-    builds rule=x; `budget=("total_tokens", from_budget)`: budget=b builds total_tokens=from_budget(b), for a name
-    whose meaning changed too), because saved traces, presets, URLs and CLI options may carry them. The old
-    names are kept on the class as RENAMED (old name -> (new name, conversion)); the library uses the new ones."""
-    moves = {was: (now, _same) if isinstance(now, str) else now for was, now in old.items()}
-
-    def wrap(cls: type[C]) -> type[C]:
-        init = cls.__init__
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            init(self, *args, **new_names(moves, kwargs))
-
-        setattr(cls, "__init__", __init__)  # noqa: B010 (type checkers keep the dataclass's own signature)
-        setattr(cls, "RENAMED", moves)  # noqa: B010
-        return cls
-
-    return wrap
-
-
-def new_names(moves: dict[str, tuple[str, Callable[[Any], Any]]], values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with each old name (a key of moves) as its new one, its value converted. Given both, the old one
-    wins: dataclasses.replace(cfg, budget=B) passes every field by its new name too."""
-    out = dict(values)
-    for was, (now, convert) in moves.items():
-        if was in out:
-            out[now] = convert(out.pop(was))
-    return out
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,13 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling, renamed
+from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
     check_config,
     ensure_last_logits,
-    from_budget,
     rule_of,
     tiny_calibration,
     tree_for,
@@ -41,15 +40,13 @@ CARD = Card(
 NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
-@renamed(acceptance="rule", budget=("total_tokens", from_budget))
 @dataclass(frozen=True)
 class Config:
     """Hydra settings: Medusa's, so the two compare at the same tree size."""
 
     heads: int = 4  # head k guesses the token k+1 places ahead, reading the k tokens above it
-    total_tokens: int = 5  # tokens verified in one target forward, root included (Medusa's default on this CPU);
-    # once `budget` (drafted nodes, root not counted), still taken: budget=B builds total_tokens=B + 1
-    rule: str = "exact"  # lossless; "typical" is Medusa's typical acceptance (once `acceptance`, still taken)
+    total_tokens: int = 5  # tokens verified in one target forward, root included (Medusa's default on this CPU)
+    rule: str = "exact"  # lossless; "typical" is Medusa's typical acceptance
     eps: float = 0.09
     delta: float = 0.3
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra

@@ -10,14 +10,13 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling, renamed
+from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
     check_config,
     ensure_last_logits,
-    from_budget,
     rule_of,
     tiny_calibration,
     tree_for,
@@ -41,16 +40,15 @@ CARD = Card(
 NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
-@renamed(acceptance="rule", budget=("total_tokens", from_budget))
 @dataclass(frozen=True)
 class Config:
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
 
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
     # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's
-    # Config; once `budget` (drafted nodes, root not counted), still taken: budget=B builds total_tokens=B + 1.
-    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32; stored there as budget 4)
-    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`, still taken): "exact" is
+    # Config (once `budget`, drafted nodes, root not counted: budget=B is total_tokens=B + 1)
+    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32)
+    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`): "exact" is
     # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
     rule: str = "exact"
     eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
