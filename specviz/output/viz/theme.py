@@ -21,9 +21,9 @@ SLIDE_SIZE = (1600, 900)
 # defaults for 24 types, and setting or copying it cost ~10-14 ms a figure, half of a recorded lesson stop's
 # drawing time on a 2-core CPU (py-spy, 2026-12-04); this one costs ~4-5 ms and looks the same
 DRAWN = ("bar", "scatter", "heatmap", "table", "histogram")
+_WHITE: Any = pio.templates["plotly_white"]
 TEMPLATE = go.layout.Template(
-    layout=pio.templates["plotly_white"].layout,
-    data={k: v for k, v in pio.templates["plotly_white"].data.to_plotly_json().items() if k in DRAWN},
+    layout=_WHITE.layout, data={k: v for k, v in _WHITE.data.to_plotly_json().items() if k in DRAWN}
 )
 
 
