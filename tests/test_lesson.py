@@ -11,7 +11,7 @@ from pptx import Presentation
 
 from specviz.__main__ import main
 from specviz.output import deck
-from specviz.output.lesson import ENV, FIGURES, LESSON_FILE, PAGES, LessonError, load_lesson, parse_lesson
+from specviz.output.lesson import ENV, LESSON_FILE, PAGES, LessonError, load_lesson, parse_lesson
 from specviz.output.lesson_deck import configs, write_lesson_deck
 from tests.test_deck import fake_png
 
@@ -50,7 +50,7 @@ def test_the_shipped_lesson_walks_every_chapter():
     assert set(pages) == set(PAGES), "every page has at least one stop"
     assert pages[0] == "timeline" and pages[-1] == "lineage"
     for s in lesson.stops:
-        assert s.figure in FIGURES[s.page]
+        assert s.figure in PAGES[s.page].names
         assert 2 <= s.narration.count(". ") + 1 <= 4, (s.id, "two or three sentences")
         assert all(k.startswith(f"{s.page}.") for k in s.widget_values())
         configs(s)  # every stop's runs can be configured without a model
@@ -82,9 +82,9 @@ BAD = [
         lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.total_tokens" = 99 }')),
         "setting 'medusa.total_tokens' must be a whole number from 1 to 65, not 99",
     ),
-    (  # the old key (drafted nodes, root not counted) keeps its own range
-        lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.budget" = 65 }')),
-        "setting 'medusa.budget' must be a whole number from 0 to 64, not 65",
+    (  # the key before total_tokens is gone (no committed lesson used it)
+        lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.budget" = 4 }')),
+        "the medusa page has no setting 'medusa.budget'",
     ),
     (
         lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.preset" = "best" }')),
@@ -172,7 +172,7 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
         assert back["texts"][0].splitlines()[0] == s.title and s.narration in back["texts"], s.id
         notes = back["notes"]
         assert "Model: tiny-random" in notes and "Device: tiny-random · cpu" in notes and "Measured: " in notes
-        assert f"({s.id}), the {PAGES[s.page][1]} page, figure {s.figure}" in notes
+        assert f"({s.id}), the {PAGES[s.page].title} page, figure {s.figure}" in notes
         assert "Prompt: " in notes and ("(shipped, id extract-json)" in notes) == (s.id == "medusa")
     by_id = dict(zip([s.id for s in lesson.stops], slides))
     assert "From a stored measurement, batched-batch-" in by_id["batch"]["notes"]

@@ -11,7 +11,7 @@ from specviz.output.lesson import ENV
 from tests.apptest import APP, chart_specs, chart_title
 from tests.test_lesson import lesson_text, stop, write
 
-MEDUSA = 'settings = { "medusa.budget" = 6, "medusa.hydra" = false, "medusa.repeats" = 1 }'
+MEDUSA = 'settings = { "medusa.total_tokens" = 7, "medusa.hydra" = false, "medusa.repeats" = 1 }'
 LESSON = lesson_text(
     stop("serial", "timeline", "timeline_at", 'methods = ["ar", "pld"]\nsettings = { "timeline.methods" = ["pld"] }'),
     stop("flat", "home", "latency_curve"),

@@ -206,7 +206,7 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
         st.html(KEYS_JS, unsafe_allow_javascript=True)
     replay = lesson_pack.banner(box, lesson, stop)
     if stop.file not in pages or pages[stop.file].url_path != nav.url_path:
-        box.info(f"This stop is on the {PAGES[stop.page][1]} page.")
+        box.info(f"This stop is on the {PAGES[stop.page].title} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
     said = display_math(stop.narration)
@@ -231,12 +231,13 @@ def _noted(name: str) -> tuple[go.Figure, str] | None:
 
 def _drawn_here(stop: Stop) -> tuple[go.Figure, str] | None:
     """A figure only the lesson draws (the residual, the KV cache, the cost model…), from the runs the page made."""
-    from specviz.output.lesson_pages import COMPUTED, LESSON_ONLY
+    from specviz.output.lesson_pages import figure_of
 
-    if stop.figure not in LESSON_ONLY:
+    declared = figure_of(stop.page, stop.figure)
+    if not declared.lesson_only:
         return None
     try:
-        if stop.figure in COMPUTED and stop.figure != "gpu_whatif":
+        if declared.source == "computed" and stop.figure != "gpu_whatif":
             from specviz.output.lesson_math import computed
 
             fig, _fns, measured = computed(stop.figure, {})

@@ -20,14 +20,14 @@ from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
 from specviz.output import lesson_claims as claims
 from specviz.output import lesson_parts as parts
-from specviz.output.lesson_pages import FIGURES, OLD_SETTINGS, PAGES, REPEATS, SETTINGS
+from specviz.output.lesson_pages import PAGES, REPEATS
 from specviz.output.lesson_step import STEP_RULES
 from specviz.tuning import presets
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
 ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
 MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
-__all__ = ["FIGURES", "PAGES", "SETTINGS", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
+__all__ = ["PAGES", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
 STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings", "step", "checks", "builds",
              "questions"}  # fmt: skip
 MAX_CHECKS = 12
@@ -44,8 +44,8 @@ class Stop:
 
     id: str
     title: str
-    page: str  # a key of PAGES
-    figure: str  # one of FIGURES[page]
+    page: str  # a page's id (output/pages/)
+    figure: str  # one of the figures its page declares
     narration: str
     prompt: str  # a shipped prompt's id (specviz/data/prompts.jsonl)
     methods: tuple[str, ...] = ()  # whose live numbers the stop shows (A, speedup against plain decoding)
@@ -58,7 +58,7 @@ class Stop:
 
     @property
     def file(self) -> str:
-        return PAGES[self.page][0]
+        return PAGES[self.page].file
 
     @property
     def frames(self) -> int:
@@ -120,7 +120,7 @@ class Lesson:
     def values(self, stop: Stop) -> dict[str, Any]:
         """Everything a stop sets: its page's widgets (the lesson's repeats on a live page), prompt and length."""
         repeats = {f"{stop.page}.repeats": self.repeats} if self.repeats else {}
-        out = {k: v for k, v in repeats.items() if k in SETTINGS[stop.page]} | stop.widget_values()
+        out = {k: v for k, v in repeats.items() if k in PAGES[stop.page].settings} | stop.widget_values()
         return out | {"sidebar.prompt": self.prompt_text(stop), "sidebar.max_new_tokens": self.max_new_tokens}
 
     def prompt_text(self, stop: Stop) -> str:
@@ -232,8 +232,8 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     if page not in PAGES:
         raise LessonError(f"{where}: 'page' {page!r} is not a page; choose from {', '.join(PAGES)}.")
     figure = raw.get("figure")
-    if figure not in FIGURES[page]:
-        names = ", ".join(FIGURES[page])
+    if figure not in PAGES[page].names:
+        names = ", ".join(PAGES[page].names)
         raise LessonError(f"{where}: 'figure' {figure!r} is not one the {page} page can focus; choose from {names}.")
     prompt = raw.get("prompt", default_prompt)
     if not isinstance(prompt, str) or prompt not in shipped:
@@ -248,7 +248,7 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
     title = _text(raw.get("title"), where, "title", 90)
     try:
-        builds = parts.builds(raw.get("builds"), FIGURES[page], title)
+        builds = parts.builds(raw.get("builds"), PAGES[page].names, title)
         questions = parts.questions(raw.get("questions"))
     except parts.PartError as exc:
         raise LessonError(f"{where}: {exc}.") from None
@@ -273,16 +273,12 @@ def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]
 
 
 def _setting(page: str, key: str, value: Any, where: str) -> tuple[str, Any]:
-    """(widget key, the value as the page's widget holds it): an old key (OLD_SETTINGS) as today's, its value
-    shifted to today's meaning; LessonError naming the key and what it accepts."""
-    now, shift = OLD_SETTINGS.get(key, (key, 0))
-    spec = SETTINGS[page].get(now)
-    if spec is None:
-        known = ", ".join(SETTINGS[page]) or "none"
+    """(widget key, the value as the page's widget holds it); LessonError naming the key and what it accepts."""
+    control = PAGES[page].settings.get(key)
+    if control is None:
+        known = ", ".join(PAGES[page].settings) or "none"
         raise LessonError(f"{where}: the {page} page has no setting {key!r} (settings: {known}).")
-    if not shift:
-        return key, _value(spec, key, value, where)
-    return now, shift + _value((spec[0], spec[1] - shift, spec[2] - shift), key, value, where)
+    return key, _value(control.spec, key, value, where)
 
 
 def _value(spec: tuple, key: str, value: Any, where: str) -> Any:

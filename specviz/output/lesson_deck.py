@@ -17,81 +17,17 @@ from specviz.core.trace import Trace
 from specviz.output import lesson_figures as figs
 from specviz.output.deck import Slide, deck_bytes, notes_text, split_title
 from specviz.output.export import ExportError
-from specviz.output.lesson import PAGES, Lesson, LessonError, Stop
+from specviz.output.lesson import Lesson, LessonError, Stop
 from specviz.output.lesson_figures import Drawn
 from specviz.output.lesson_math import plain_math
-from specviz.output.lesson_pages import COMPUTED
-from specviz.tuning import presets
+from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
 from specviz.tuning.compare import interleaved_runs, pairable
 from specviz.tuning.probe import with_verify_cost
 
-TIMELINE = ("medusa", "eagle", "lookahead", "pld")  # the Timeline page's default lanes besides plain decoding
-COMPARE = ("medusa", "eagle", "lookahead")  # Compare's default toggles
-STORED = ("where_methods_win", "speedup_vs_batch", "speedup_vs_context")  # Compare's figures of stored benches
-
-
-def _method_page(stop: Stop, method: str) -> dict[str, Any]:
-    """A method page's Config fields: the fastest preset's shape unless the stop sets it, then its own settings."""
-    v = stop.widget_values()
-    shape = presets.values(method, presets.presets(method)[0])
-    return {k: v.get(f"{stop.page}.{k}", d) for k, d in shape.items()}
-
 
 def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
-    """{method: Config} the stop's figure needs, as its page builds them, and the temperature its page sets."""
-    v, page, fig = stop.widget_values(), stop.page, stop.figure
-    if page == "timeline":
-        return {n: methods.make_config(n) for n in v.get("timeline.methods", TIMELINE)}, None
-    if page == "compare":
-        on = [n for n in methods.available() if n != "ar" and v.get(f"compare.on.{n}", n in COMPARE)]
-        return {n: methods.make_config(n) for n in on}, None
-    if page == "acceptance":
-        sps = methods.get("sps").Config
-        cfg = sps(
-            gamma=v.get("acceptance.gamma", sps.gamma),
-            draft=v.get("acceptance.draft", "layers"),
-            layers=f"0-{v.get('acceptance.depth', 4) - 1}",
-            rule=v.get("acceptance.rule", "speculative"),
-            eps=v.get("acceptance.eps", sps.eps),
-            delta=v.get("acceptance.delta", sps.delta),
-        )
-        return {"sps": cfg}, v.get("acceptance.temperature", 0.8)
-    if page == "medusa":
-        keys = {"rule": "acceptance", "eps": "eps", "delta": "delta"}  # Config field: the page's widget
-        own = {k: v[f"medusa.{w}"] for k, w in keys.items() if f"medusa.{w}" in v}
-        cfg = methods.get("medusa").Config(**_method_page(stop, "medusa"), **own)
-        return {"medusa": cfg, **_hydra(cfg, v.get("medusa.hydra", False))}, v.get("medusa.temperature")
-    if page == "eagle":
-        shape = _method_page(stop, "eagle")
-        names = ["eagle", *(["hybrid"] if fig == "hybrid_origins" or "hybrid" in stop.methods else [])]
-        names += ["eagle3"] if v.get("eagle.eagle3") else []  # the page runs EAGLE-3 beside EAGLE-2 when asked
-        return {n: methods.get(n).Config(**shape) for n in names}, v.get("eagle.temperature")
-    if page == "lookahead" and fig == "jacobi_grid":
-        jac = methods.get("jacobi").Config
-        guesses, init = v.get("lookahead.jacobi_guesses", jac.guesses), v.get("lookahead.jacobi_init", "pad")
-        return {"jacobi": jac(guesses=guesses, init=init)}, None
-    if page == "lookahead":
-        la = methods.get("lookahead").Config
-        own = {k: v[f"lookahead.{k}"] for k in ("init", "seed_prompt") if f"lookahead.{k}" in v}
-        return {"lookahead": la(**_method_page(stop, "lookahead"), **own)}, None
-    return {}, None
-
-
-def _hydra(medusa: Any, on: bool) -> dict[str, Any]:
-    """Hydra beside Medusa, as the Medusa page runs it: the same tree, at most as many heads as Hydra trained."""
-    if not on:
-        return {}
-    from dataclasses import replace
-
-    from specviz.heads import hydra as hydra_heads
-    from specviz.heads.medusa import HeadsError
-
-    try:
-        k = min(medusa.heads, hydra_heads.read_config(hydra_heads.models_dir()).num_heads)
-    except (HeadsError, OSError, ValueError):  # no Hydra heads here: the stop runs Medusa alone, as the page would
-        return {}
-    fields = {f: getattr(medusa, f) for f in ("total_tokens", "rule", "eps", "delta")}
-    return {"hydra": replace(methods.get("hydra").Config(), heads=k, **fields)}
+    """{method: Config} the stop's figure needs, as its page declares them, and the temperature its page sets."""
+    return PAGES[stop.page].runs(stop.widget_values(), stop.figure, stop.methods)
 
 
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
@@ -106,15 +42,16 @@ def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict
 
 def draw(lm: LoadedModel, lesson: Lesson, stop: Stop) -> Drawn:
     """The stop's figure, drawn as its page draws it, from runs made now or from the stored measurement."""
-    if stop.figure in STORED:
+    source = figure_of(stop.page, stop.figure).source
+    if source == "stored":
         return figs.stored(stop.figure, provenance(lm.describe()))
-    if stop.figure == "latency_curve":
+    if source == "latency":
         return figs.latency(lm)
-    if stop.figure == "lineage":
+    if source == "lineage":
         return figs.lineage(provenance(lm.describe()))
-    if stop.figure == "acceptance_lab":
+    if source == "lab":
         return figs.lab(lm, lesson.prompt_text(stop), stop.widget_values())
-    if stop.figure in COMPUTED:
+    if source == "computed":
         from specviz.output import lesson_math
         from specviz.output.lesson_stored import _latency
 
@@ -143,7 +80,7 @@ def notes(lm: LoadedModel, lesson: Lesson, stop: Stop, drawn: Drawn, where: Prov
     """Speaker notes: where and when it was measured (or that it is stored), the prompt, the settings, the numbers."""
     k = lesson.stops.index(stop) + 1
     settings: dict[str, Any] = {
-        "Stop": f"{k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page][1]} page, figure {stop.figure}",
+        "Stop": f"{k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page].title} page, figure {stop.figure}",
         "Prompt": f"{lesson.prompt_label(stop)} (shipped, id {stop.prompt}), {lesson.max_new_tokens} new tokens",
         "Page settings": json.dumps(stop.widget_values(), sort_keys=True) if stop.settings else "the page's defaults",
     }
@@ -184,10 +121,11 @@ def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any
         return lesson_math.computed(at.figure, {})[0]
     if at.figure not in REGROWN:
         return figs.from_traces(at, traces)
-    step = focus_step(telling([s for s in traces["eagle"].steps if s.detail is not None]), stop.step)
+    name = figure_of(at.page, at.figure).method or ""
+    step = focus_step(telling([s for s in traces[name].steps if s.detail is not None]), stop.step)
     if step is None:
-        raise LessonError(f"Stop {stop.id!r}: EAGLE-2 drafted no step to re-grow.")
-    return regrown(lm, at, traces["eagle"], step.index, configs(stop)[0]["eagle"])
+        raise LessonError(f"Stop {stop.id!r}: {methods.get(name).LABEL} drafted no step to re-grow.")
+    return regrown(lm, at, traces[name], step.index, configs(stop)[0][name])
 
 
 def write_lesson_deck(

@@ -20,15 +20,10 @@ from specviz.core.trace import StepTrace, Trace
 from specviz.output import lesson_claims, lesson_math
 from specviz.output.lesson import Stop
 from specviz.output.lesson_pack import Group, Pack
-from specviz.output.lesson_pages import COMPUTED
+from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson_step import focus_step, telling
 
-MAIN = {"medusa": "medusa", "eagle": "eagle", "hybrid": "hybrid", "lookahead": "lookahead", "jacobi": "jacobi",
-        "acceptance": "sps", "sps": "sps", "kv": "sps", "eagle3": "eagle3"}  # fmt: skip  # figure prefix -> the
-# method whose step it draws
-STEP_FIGURES = ("medusa_tree", "medusa_mask", "eagle_growth", "eagle_features", "eagle_verify", "lookahead_window",
-                "lookahead_verify", "lookahead_mask", "acceptance_decisions", "sps_residual", "kv_cache",
-                "eagle3_fusion", "eagle_tree_sampling")  # fmt: skip  # figures of one step
+STEP_FIGURES = tuple(f.name for p in PAGES.values() for f in p.figures if f.one_step)  # figures of one step
 NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
 
 
@@ -39,7 +34,7 @@ def display(name: str) -> str:
 
 def main_method(stop: Stop) -> str | None:
     """The method whose step the stop's figure draws (None for a figure of no single step)."""
-    return MAIN.get(stop.figure.split("_")[0]) if stop.figure not in ("eagle_steps", "medusa_steps") else None
+    return figure_of(stop.page, stop.figure).method
 
 
 def traces(group: Group) -> dict[str, Trace]:

@@ -76,7 +76,7 @@ def opening(lesson: Lesson, lecture_id: str, title: str, stops: tuple[str, ...])
 
 def _notes(pack: Pack, lesson: Lesson, stop: Stop, k: int, measured: str) -> list[str]:
     group = pack.group(stop) if stop.figure not in facts.COMPUTED else None
-    lines = [f"Stop {k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page][1]} page, figure {stop.figure}"]
+    lines = [f"Stop {k} of {len(lesson.stops)} ({stop.id}), the {PAGES[stop.page].title} page, figure {stop.figure}"]
     lines.append(f"R{pack.where()[1:]}; model {pack.settings.get('model')}")  # 'Recorded on …
     if measured:
         lines.append(f"From a stored measurement, {measured}")

@@ -1,0 +1,41 @@
+"""The app's pages, each declared once (one module a page): its controls, the methods it runs, its figures.
+
+views/ builds its widgets and draws its figures from these; the lesson validates a stop's page, figure and
+settings against them, runs what they run and draws what they draw; the deck and the export gallery too.
+"""
+
+from __future__ import annotations
+
+from specviz.output.pages import acceptance, compare, eagle, home, lineage, lookahead, medusa, timeline
+from specviz.output.pages.page import REPEATS, SOURCES, Control, Figure, Page, Shown
+
+__all__ = ["PAGES", "REPEATS", "SOURCES", "Control", "Figure", "Page", "Shown", "by_source", "figure", "get"]
+
+# in the app's order (app.py's navigation)
+PAGES: dict[str, Page] = {
+    p.id: p
+    for p in (
+        home.PAGE,
+        timeline.PAGE,
+        medusa.PAGE,
+        eagle.PAGE,
+        lookahead.PAGE,
+        acceptance.PAGE,
+        compare.PAGE,
+        lineage.PAGE,
+    )
+}
+
+
+def get(page: str) -> Page:
+    return PAGES[page]
+
+
+def figure(name: str) -> Figure:
+    """A figure by name, on whichever page declares it (names are unique across pages)."""
+    return next(f for p in PAGES.values() for f in p.figures if f.name == name)
+
+
+def by_source(*sources: str) -> tuple[str, ...]:
+    """The names of every figure drawn from one of `sources` (SOURCES)."""
+    return tuple(f.name for p in PAGES.values() for f in p.figures if f.source in sources)

@@ -1,0 +1,83 @@
+"""The Lookahead & Jacobi page: a Jacobi window harvests n-grams, a verification branch checks them, one pass."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz import methods
+from specviz.core.details import LookaheadStep
+from specviz.core.trace import Trace
+from specviz.methods.jacobi import INIT_SOURCES
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, detailed, focus, own, shape, steps_builder
+from specviz.tuning.presets import PRESETS
+
+PASSES = 8  # where the page's Jacobi pass slider starts
+CONTROLS = (
+    Control("lookahead.preset", "choice", options=tuple(p.key for p in PRESETS["lookahead"])),
+    Control("lookahead.window", "int", 1, 12, field="window"),
+    Control("lookahead.ngram", "int", 2, 6, field="ngram"),
+    Control("lookahead.guesses", "int", 0, 8, field="guesses"),
+    Control("lookahead.init", "choice", options=INIT_SOURCES, field="init"),
+    Control("lookahead.seed_prompt", "bool", field="seed_prompt"),
+    Control("lookahead.jacobi_guesses", "int", 1, 16, field="guesses", method="jacobi"),
+    Control("lookahead.jacobi_init", "choice", options=INIT_SOURCES, field="init", method="jacobi"),
+    Control("lookahead.repeats", "int", *REPEATS),
+)
+
+
+def runs(values: dict[str, Any], figure: str, _shows: Sequence[str]) -> tuple[dict[str, Any], float | None]:
+    """Jacobi for its grid (the pad token as its first guesses unless set), else Lookahead at the page's shape."""
+    if figure == "jacobi_grid":
+        return {"jacobi": methods.get("jacobi").Config(**({"init": "pad"} | own(values, CONTROLS, "jacobi")))}, None
+    fields = shape("lookahead", "lookahead", values) | own(values, CONTROLS)
+    return {"lookahead": methods.get("lookahead").Config(**fields)}, None
+
+
+def grid(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.jacobi import jacobi_grid_figure
+
+    jac = traces["jacobi"]
+    rows = [s.index for s in detailed(jac)]
+    upto = rows[min(PASSES, len(rows) - 1)] if rows else None
+    return jacobi_grid_figure(jac, upto=upto, title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass")
+
+
+def window(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import window_figure
+
+    step = focus(traces["lookahead"], shown)
+    title = f"Step {step.index}: the Jacobi window and the n-grams it harvests"
+    return window_figure(step.detail_as(LookaheadStep), title=title)
+
+
+def verify(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import verify_figure
+
+    step = focus(traces["lookahead"], shown)
+    return verify_figure(step.detail_as(LookaheadStep), title=f"Verification branch: root {step.texts[0]!r}")
+
+
+def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import mask_figure
+
+    d = focus(traces["lookahead"], shown).detail_as(LookaheadStep)
+    return mask_figure(d.layout, title="One forward, two branches: the attention mask")
+
+
+PAGE = Page(
+    "lookahead",
+    "views/lookahead.py",
+    "Lookahead & Jacobi",
+    CONTROLS,
+    runs,
+    (
+        Figure("lookahead_window", window, method="lookahead", one_step=True),
+        Figure("lookahead_verify", verify, method="lookahead", one_step=True),
+        Figure("lookahead_mask", mask, method="lookahead", one_step=True),
+        Figure("lookahead_steps", steps_builder("lookahead"), method="lookahead"),
+        Figure("jacobi_grid", grid, method="jacobi"),
+    ),
+)

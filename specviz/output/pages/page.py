@@ -1,0 +1,153 @@
+"""What a page declaration is: its controls (widget key, range or options, the Config field it sets), the methods
+it runs (their Configs from its widget values), and its figures by name, each with the builder that draws it.
+
+The Streamlit page (views/), the lesson (output/lesson*.py), its deck and the export gallery read these records;
+none keeps its own list of a page's settings or figures. Nothing here imports streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.core.trace import StepTrace, Trace
+from specviz.output.lesson_step import focus_step, telling
+
+REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
+KINDS = ("int", "float", "bool", "choice", "methods")
+# where a figure comes from: the runs of the page's methods, arithmetic or a model over stored data
+# (output/lesson_math.py), a stored bench, the device's cost curve, the lineage's works, the losslessness lab
+SOURCES = ("runs", "computed", "stored", "latency", "lineage", "lab")
+
+
+@dataclass(frozen=True)
+class Control:
+    """One widget of a page: its key, what it accepts, and the method Config field it sets ("" when none)."""
+
+    key: str
+    kind: str  # one of KINDS
+    low: float = 0
+    high: float = 0
+    options: tuple[Any, ...] = ()
+    field: str = ""  # the Config field it sets
+    method: str = ""  # whose Config: "" for the page's own method
+
+    @property
+    def spec(self) -> tuple:
+        """("int"|"float", low, high) | ("bool",) | ("choice", options) | ("methods",)."""
+        if self.kind in ("int", "float"):
+            return (self.kind, self.low, self.high)
+        return (self.kind, self.options) if self.kind == "choice" else (self.kind,)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a builder reads besides the runs: the page's widget values, the rule picking the step in focus, and
+    the step a page's slider chose (its index in the run; None: the rule's)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    step: str = "longest"
+    index: int | None = None
+
+
+Builder = Callable[[dict[str, Trace], Shown], go.Figure]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a page draws (or only the lesson draws, from the page's runs), by the name a stop focuses."""
+
+    name: str
+    draw: Builder | None = None  # from the runs (name -> trace); None for a figure of another source
+    source: str = "runs"  # one of SOURCES
+    method: str | None = None  # whose run (and step) it draws: what a stop's checks read
+    one_step: bool = False  # it draws one step (a method stop shows drafts accepted on it)
+    lesson_only: bool = False  # the page does not draw it; the lesson does
+
+
+Runs = Callable[[dict[str, Any], str, Sequence[str]], tuple[dict[str, Any], float | None]]
+
+
+def no_runs(_values: dict[str, Any], _figure: str, _methods: Sequence[str]) -> tuple[dict[str, Any], float | None]:
+    return {}, None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page, declared once: its file and title, its controls, the methods it runs, its figures."""
+
+    id: str
+    file: str
+    title: str
+    controls: tuple[Control, ...] = ()
+    # {method: Config} the page runs for a figure, from its widget values and the methods a stop shows, and the
+    # temperature it sets (None: the sidebar's)
+    runs: Runs = no_runs
+    figures: tuple[Figure, ...] = ()
+
+    @property
+    def settings(self) -> dict[str, Control]:
+        return {c.key: c for c in self.controls}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.figures)
+
+    def figure(self, name: str) -> Figure:
+        """The figure called `name`; KeyError naming the page's figures."""
+        for f in self.figures:
+            if f.name == name:
+                return f
+        raise KeyError(f"the {self.id} page draws no {name!r} (figures: {', '.join(self.names)})")
+
+    def draw(self, name: str, traces: dict[str, Trace], shown: Shown | None = None) -> go.Figure:
+        """Figure `name` from the runs; KeyError when it is drawn from no run, IndexError when no step fits."""
+        builder = self.figure(name).draw
+        if builder is None:
+            raise KeyError(f"{name!r} is drawn from no run of the page's methods")
+        return builder(traces, shown or Shown())
+
+
+def detailed(trace: Trace) -> list[StepTrace]:
+    """The steps that recorded a detail (drafted and verified something)."""
+    return [s for s in trace.steps if s.detail is not None]
+
+
+def focus(trace: Trace, shown: Shown, steps: Sequence[StepTrace] | None = None) -> StepTrace:
+    """The step in focus among `steps` (default: the drafted ones): the page's chosen one, else the rule's
+    (IndexError when there is none: no figure)."""
+    pool = list(steps) if steps is not None else detailed(trace)
+    if shown.index is not None:
+        chosen = next((s for s in pool if s.index == shown.index), None)
+    else:
+        chosen = focus_step(pool if steps is not None else telling(pool), shown.step)
+    if chosen is None:
+        raise IndexError("no step drafted")
+    return chosen
+
+
+def shape(page: str, method: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A method page's Config fields a preset sets: the fastest preset's unless the widget values set them."""
+    from specviz.tuning import presets
+
+    first = presets.values(method, presets.presets(method)[0])
+    return {k: values.get(f"{page}.{k}", d) for k, d in first.items()}
+
+
+def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -> dict[str, Any]:
+    """The fields of `method`'s Config ("" the page's own) that the controls set and the widget values hold."""
+    return {c.field: values[c.key] for c in controls if c.field and c.method == method and c.key in values}
+
+
+def steps_builder(method: str) -> Builder:
+    """The per-step chart of a method's run beside plain decoding's (viz.tree.steps_figure)."""
+
+    def draw(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+        from specviz.output.viz.tree import steps_figure
+
+        return steps_figure(traces[method], traces.get("ar"))
+
+    return draw

@@ -1,0 +1,59 @@
+"""Each page is declared once (specviz/output/pages/): the lesson's stops, its deck and its checks read the
+declarations, and no lesson module keeps a table of a page's figures or settings (issue 38, item 4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import plotly.io as pio
+
+from specviz import methods
+from specviz.output import lesson_facts, lesson_pages
+from specviz.output.lesson import LESSON_FILE, load_lesson
+from specviz.output.lesson_deck import configs
+from specviz.output.lesson_pack import PACK_FILE, read
+from specviz.output.pages import PAGES, SOURCES, Shown
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUTING = ["specviz/output/lesson_deck.py", "specviz/output/lesson_figures.py", "specviz/output/lesson_pages.py",
+           "specviz/output/lesson_facts.py"]  # fmt: skip
+
+
+def test_every_lesson_stop_draws_its_figure_from_its_pages_declaration():
+    lesson, pack = load_lesson(LESSON_FILE), read(PACK_FILE)
+    for stop in lesson.stops:
+        for b in range(stop.frames):
+            at = stop.at(b)
+            declared = PAGES[at.page].figure(at.figure)  # KeyError: a stop's figure its page does not declare
+            assert declared.source in SOURCES
+            assert (declared.draw is not None) == (declared.source == "runs"), at.figure
+            if declared.source != "runs" or pack.stops.get(stop.id, {}).get("stored", {}).get(at.figure):
+                continue
+            group = pack.group(at)
+            assert group is not None, at.id
+            runs = set(configs(at)[0]) | {"ar"}  # what the page declares it runs for this figure
+            traces = {n: t for n, t in lesson_facts.traces(group).items() if n in runs}
+            mine = PAGES[at.page].draw(at.figure, traces, Shown(at.widget_values(), at.step))
+            shown, _measured = lesson_facts.figure(pack, at)
+            assert pio.to_json(mine) == pio.to_json(shown), (stop.id, at.figure)
+
+
+def test_the_declarations_are_the_only_tables():
+    names = {f.name for p in PAGES.values() for f in p.figures}
+    assert len(names) == sum(len(p.figures) for p in PAGES.values()), "a figure name is declared on two pages"
+    for page in PAGES.values():
+        assert (ROOT / page.file).is_file(), page.file
+        assert all(c.key.startswith(f"{page.id}.") for c in page.controls), page.id
+        assert page.title in (ROOT / "app.py").read_text(encoding="utf-8"), page.title
+    for gone in ("FIGURES", "SETTINGS", "LESSON_ONLY", "OLD_SETTINGS"):
+        assert not hasattr(lesson_pages, gone), gone
+
+
+def test_lesson_routing_names_no_method_code_name():
+    """Hydra and EAGLE-3 are named by the pages that run them; the lesson's routing derives them (issue 43)."""
+    for code in ("hydra", "eagle3"):
+        assert code in methods.available()
+        for path in ROUTING:
+            text = (ROOT / path).read_text(encoding="utf-8")
+            assert not re.search(rf"\b{code}\b", text), (path, code)
