@@ -43,7 +43,7 @@ def test_medusa_page_live(real_app) -> None:
     assert any(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric)
     # Hydra beside it, in the same runs: accuracy by head, acceptance by depth, A, speedup, the twin trees
     assert len(titled(specs, "Held-out top-1 accuracy of each head")["data"]) == 2
-    assert len(titled(specs, "Measured on this prompt")["data"]) == 2
+    assert len(titled(specs, "Steps that accepted at least d drafted tokens")["data"]) == 2
     assert titled(specs, "Hydra (hover")
     labels = [m.label for m in at.metric]
     assert "A, Medusa → Hydra" in labels and "Hydra's speedup" in labels

@@ -6,19 +6,17 @@ import streamlit as st
 
 from specviz.core import measure
 from specviz.methods import jacobi, lookahead
+from specviz.methods.jacobi import INIT_SOURCES
 from specviz.output.lesson_step import focus_step, telling
-from specviz.output.viz.jacobi import jacobi_grid_figure
+from specviz.output.pages.lookahead import PAGE
 from specviz.output.viz.lookahead import (
     final_pool,
-    mask_figure,
     pool_figure,
     sweep_figure,
-    verify_figure,
-    window_figure,
 )
-from specviz.output.viz.tree import steps_figure
 from specviz.tuning.sweep import LOOKAHEAD_PATH
 from ui.common import download_traces, page_header, run_method, settings, show_figure
+from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
 from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import pick_step, stored_sweep
@@ -36,13 +34,13 @@ page_header(
 preset_control("lookahead", "lookahead")  # sets W, N and G
 box = controls()
 c1, c2, c3, c4 = box.columns(4)
-w = c1.slider("W: window columns", 1, 12, key="lookahead.window")
-n = c2.slider("N: n-gram length", 2, 6, key="lookahead.ngram")
-g = c3.slider("G: n-grams verified", 0, 8, key="lookahead.guesses")
-init = c4.selectbox("Initial guesses", jacobi.INIT_SOURCES, jacobi.INIT_SOURCES.index(DEF.init), key="lookahead.init")
-seed = box.toggle("Seed the pool with the prompt's n-grams", DEF.seed_prompt, key="lookahead.seed_prompt")
+widget(c1, PAGE, "lookahead.window", "W: window columns")
+widget(c2, PAGE, "lookahead.ngram", "N: n-gram length")
+widget(c3, PAGE, "lookahead.guesses", "G: n-grams verified")
+widget(c4, PAGE, "lookahead.init", "Initial guesses", "selectbox", index=INIT_SOURCES.index(DEF.init))
+widget(box, PAGE, "lookahead.seed_prompt", "Seed the pool with the prompt's n-grams", value=DEF.seed_prompt)
 repeats = repeats_control("lookahead", box)
-cfg = lookahead.Config(window=w, ngram=n, guesses=g, init=init, seed_prompt=seed)
+cfg = configs(PAGE)["lookahead"]
 st.caption(f"One forward feeds 1 + (N−1)·W + G·(N−1) = **{cfg.forward_tokens} tokens** once the window is full.")
 
 s = settings()
@@ -69,18 +67,14 @@ if "ar" in runs and "lookahead" in runs:
     )  # the longest accepted path
     k = pick_step("lookahead", len(work), default=start, run=f"{cfg}{s}{la.total_s}{step_rule()}")
     if work:
-        d = la.steps[work[k]].detail
-        show_figure(steps_figure(la, ar, current=work[k]), "lookahead_steps")
-        show_figure(
-            window_figure(d, title=f"Step {work[k]}: the Jacobi window and the n-grams it harvests"), "lookahead_window"
-        )
+        lanes = {"lookahead": la, "ar": ar}
+        draw(PAGE, "lookahead_steps", lanes, work[k])
+        draw(PAGE, "lookahead_window", lanes, work[k])
         left, right = st.columns(2)
         with left:
-            show_figure(
-                verify_figure(d, title=f"Verification branch: root {la.steps[work[k]].texts[0]!r}"), "lookahead_verify"
-            )
+            draw(PAGE, "lookahead_verify", lanes, work[k])
         with right:
-            show_figure(mask_figure(d.layout, title="One forward, two branches: the attention mask"), "lookahead_mask")
+            draw(PAGE, "lookahead_mask", lanes, work[k])
         pool = final_pool(la)
         if pool:
             show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"), "lookahead_pool")
@@ -89,20 +83,13 @@ preset_costs("lookahead", "lookahead", cfg, s, repeats)
 
 st.subheader("Plain Jacobi iteration")
 j1, j2 = st.columns(2)
-jn = j1.slider("Guesses per pass", 1, 16, jacobi.Config().guesses, key="lookahead.jacobi_guesses")
-jinit = j2.selectbox("Jacobi initial guesses", jacobi.INIT_SOURCES, key="lookahead.jacobi_init")
-jac = run_method("jacobi", jacobi.Config(guesses=jn, init=jinit), s)
+widget(j1, PAGE, "lookahead.jacobi_guesses", "Guesses per pass", value=jacobi.Config().guesses)
+widget(j2, PAGE, "lookahead.jacobi_init", "Jacobi initial guesses", "selectbox")
+jac = run_method("jacobi", configs(PAGE, "jacobi_grid")["jacobi"], s)
 if jac is not None:
     rows = [x.index for x in jac.steps if x.detail is not None]
     upto = pick_step("lookahead", len(rows), "Pass", "jacobi_pass", default=8, run="", arrows=False)
-    show_figure(
-        jacobi_grid_figure(
-            jac,
-            upto=rows[upto] if rows else None,
-            title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass",
-        ),
-        "jacobi_grid",
-    )
+    draw(PAGE, "jacobi_grid", {"jacobi": jac}, upto)
 
 sweep, unreadable = stored_sweep(LOOKAHEAD_PATH)
 if unreadable:

@@ -6,21 +6,19 @@ import streamlit as st
 
 from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
-from specviz.methods.hydra import Config as HydraConfig
 from specviz.methods.medusa import Config
 from specviz.output.lesson_step import focus_index
-from specviz.output.viz.depth import acceptance_by_depth, depth_figure, starts, step_at
+from specviz.output.pages.medusa import PAGE
+from specviz.output.viz.depth import depth_figure, starts, step_at
 from specviz.output.viz.stored import swept_sizes
 from specviz.output.viz.tree import (
     budget_figure,
     cost_figure,
-    mask_figure,
     step_tree_data,
-    steps_figure,
-    token_strip,
     tree_figure,
 )
 from ui.common import page_header, settings, show_figure
+from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import (
@@ -38,6 +36,13 @@ from ui.method_page import (
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 
+TOTAL_HELP = "Tokens verified in one target forward, the root included: total_tokens − 1 drafted nodes"
+TEMPERATURE_HELP = "0 = greedy; typical acceptance needs T > 0 to differ"
+ACCEPTANCE_HELP = (
+    "exact: lossless (argmax match at T = 0, tree rejection sampling at T > 0); "
+    "typical: p(x) > min(ε, δ·e^(−H)), lossy by design"
+)
+
 page_header(
     "Medusa: a tree of guesses, checked in one pass",
     "Where do drafts come from (heads on the last hidden state), how are they organised (a sparse "
@@ -49,50 +54,25 @@ trained, acc = need(lambda: (read_config(models_dir()), load_calibration()), Hea
 s = settings()
 preset_control("medusa", "medusa", clamp={"heads": (1, trained.num_heads)})  # sets the two sliders' values
 c1, c2, c3 = controls().columns(3)
-total = c1.slider(
-    "Tree size (total_tokens)",
-    1,
-    65,
-    key="medusa.total_tokens",
-    help="Tokens verified in one target forward, the root included: total_tokens − 1 drafted nodes",
-)
+total = widget(c1, PAGE, "medusa.total_tokens", "Tree size (total_tokens)", help=TOTAL_HELP)
 heads = c1.slider("Heads", 1, trained.num_heads, key="medusa.heads")
-acceptance = c2.radio(
-    "Acceptance",
-    ["exact", "typical"],
-    key="medusa.acceptance",
-    horizontal=True,
-    help="exact: lossless (argmax match at T = 0, tree rejection sampling at T > 0); "
-    "typical: p(x) > min(ε, δ·e^(−H)), lossy by design",
-)
-temperature = c2.slider(
-    "Temperature",
-    0.0,
-    1.5,
-    min(1.5, s.sampling.temperature) if s else 0.0,
-    0.05,
-    key="medusa.temperature",
-    help="0 = greedy; typical acceptance needs T > 0 to differ",
-)
-eps = c3.slider("ε (typical)", 0.01, 0.5, Config.eps, 0.01, key="medusa.eps")
-delta = c3.slider("δ (typical)", 0.05, 1.0, Config.delta, 0.05, key="medusa.delta")
+widget(c2, PAGE, "medusa.acceptance", "Acceptance", help=ACCEPTANCE_HELP)
+t0 = min(1.5, s.sampling.temperature) if s else 0.0
+temperature = widget(c2, PAGE, "medusa.temperature", "Temperature", value=t0, step=0.05, help=TEMPERATURE_HELP)
+widget(c3, PAGE, "medusa.eps", "ε (typical)", value=Config.eps, step=0.01)
+widget(c3, PAGE, "medusa.delta", "δ (typical)", value=Config.delta, step=0.05)
 repeats = repeats_control("medusa", c3)
 hydra, hydra_missing = optional(
     lambda: (hydra_heads.load_calibration(), hydra_heads.read_config(hydra_heads.models_dir())), HeadsError
 )
 hydra_acc, hydra_trained = hydra or (None, None)
-with_hydra = hydra_trained is not None and c2.toggle(
-    "Run Hydra beside it",
-    True,
-    key="medusa.hydra",
-    help="Hydra's heads at the same tree size, interleaved in the same runs",
-)
-
-cfg = Config(heads=heads, total_tokens=total, rule=acceptance, eps=eps, delta=delta)
-hydra_k = min(heads, hydra_trained.num_heads) if hydra_trained else heads
-hcfg = HydraConfig(heads=hydra_k, total_tokens=total, rule=acceptance, eps=eps, delta=delta)
+HYDRA_HELP = "Hydra's heads at the same tree size, interleaved in the same runs"
+with_hydra = hydra_trained is not None and widget(c2, PAGE, "medusa.hydra", "Run Hydra beside it", value=True,
+                                                  help=HYDRA_HELP)  # fmt: skip
+cfgs = configs(PAGE, hydra=with_hydra)  # Medusa, and Hydra beside it: as the lesson runs them
+cfg, hydra_k = cfgs["medusa"], cfgs["hydra"].heads if "hydra" in cfgs else heads
 s = at_temperature(s, temperature)
-runs = run_paired({"medusa": cfg, **({"hydra": hcfg} if with_hydra else {})}, s, repeats)
+runs = run_paired(cfgs, s, repeats)
 ar, trace = main_run(runs, "medusa")
 steps = drafted_steps(trace)
 m1, m2, m3, m4 = st.columns(4)
@@ -121,7 +101,6 @@ if ar is not None:
 if steps:
     i = pick_step("medusa", len(steps), default=focus_index(steps, step_rule()), run=f"{trace.total_s}{step_rule()}")
     step = steps[i]
-    parents, labels, status, hover = step_tree_data(step)
     d = step.detail
     st.caption(
         f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
@@ -130,10 +109,10 @@ if steps:
     )
     left, right = st.columns([3, 2])
     with left:
-        show_figure(tree_figure(parents, labels, status, hover, "Candidate tree (hover a node)"), "medusa_tree")
+        draw(PAGE, "medusa_tree", {"medusa": trace}, step.index)
     with right:
-        show_figure(mask_figure(parents, labels, d.path, "Tree-attention mask"), "medusa_mask")
-    show_figure(token_strip(trace, upto=step.index), "medusa_tokens")
+        draw(PAGE, "medusa_mask", {"medusa": trace}, step.index)
+    draw(PAGE, "medusa_tokens", {"medusa": trace}, step.index)
     with st.expander("Every node of this step"):
         st.dataframe(
             [
@@ -145,7 +124,7 @@ if steps:
             ],
             hide_index=True,
         )
-show_figure(steps_figure(trace, ar), "medusa_steps")
+draw(PAGE, "medusa_steps", {"medusa": trace, "ar": ar})
 preset_costs("medusa", "medusa", cfg, s, repeats)
 
 st.subheader("Medusa against Hydra: what independent heads give away")
@@ -175,14 +154,7 @@ if "hydra" in runs:
         "Same tokens as plain decoding",
     )
     htrace = beside(runs, ar, trace, "hydra", names)
-    show_figure(
-        depth_figure(
-            {"medusa": acceptance_by_depth(trace, hydra_k), "hydra": acceptance_by_depth(htrace, hydra_k)},
-            "Measured on this prompt: steps that accepted at least d drafted tokens",
-            "share of steps",
-        ),
-        "hydra_depths",
-    )
+    draw(PAGE, "hydra_depths", {"medusa": trace, "hydra": htrace})
     if steps:
         offset = starts(trace)[i]
         twin = step_at(htrace, offset)
@@ -192,7 +164,7 @@ if "hydra" in runs:
             st.caption(f"Both methods' trees for the step that starts at output token {offset} (same context).")
             t1, t2 = st.columns(2)
             with t1:
-                show_figure(tree_figure(parents, labels, status, hover, "Medusa"), "medusa_twin")
+                show_figure(tree_figure(*step_tree_data(step), "Medusa"), "medusa_twin")
             with t2:
                 show_figure(tree_figure(*step_tree_data(twin), "Hydra (hover: what each head read)"), "hydra_twin")
 

@@ -36,12 +36,13 @@ def runs(values: dict[str, Any], figure: str, _shows: Sequence[str]) -> tuple[di
     return {"lookahead": methods.get("lookahead").Config(**fields)}, None
 
 
-def grid(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+def grid(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    """The Jacobi iteration's passes up to the page's pass slider (`shown.index`: its position; else PASSES)."""
     from specviz.output.viz.jacobi import jacobi_grid_figure
 
     jac = traces["jacobi"]
     rows = [s.index for s in detailed(jac)]
-    upto = rows[min(PASSES, len(rows) - 1)] if rows else None
+    upto = rows[min(PASSES if shown.index is None else shown.index, len(rows) - 1)] if rows else None
     return jacobi_grid_figure(jac, upto=upto, title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass")
 
 

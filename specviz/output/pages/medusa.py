@@ -63,7 +63,7 @@ def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
 
 
 def tokens(traces: dict[str, Trace], shown: Shown) -> go.Figure:
-    from specviz.output.viz.tree import token_strip
+    from specviz.output.viz.steps import token_strip
 
     return token_strip(traces["medusa"], upto=focus(traces["medusa"], shown).index)
 

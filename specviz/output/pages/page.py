@@ -145,9 +145,9 @@ def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -
 def steps_builder(method: str) -> Builder:
     """The per-step chart of a method's run beside plain decoding's (viz.tree.steps_figure)."""
 
-    def draw(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
-        from specviz.output.viz.tree import steps_figure
+    def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+        from specviz.output.viz.steps import steps_figure
 
-        return steps_figure(traces[method], traces.get("ar"))
+        return steps_figure(traces[method], traces.get("ar"), current=shown.index)
 
     return draw

@@ -1,0 +1,44 @@
+"""A page as declared (specviz/output/pages/): its controls as widgets, its runs' Configs from their values, and
+its figures drawn by their declared builders, so the page draws what the lesson and the deck draw."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from specviz.core.trace import Trace
+from specviz.output.pages import Page, Shown
+from ui.common import show_figure
+
+
+def widget(where: Any, page: Page, key: str, label: str, choose: str = "radio", **kw: Any) -> Any:
+    """The control `key` as its page declares it (range, options, kind), with its label and the widget's
+    own extras (value, step, help…); `choose`: "radio" or "selectbox" for a choice."""
+    c = page.settings[key]
+    if c.kind in ("int", "float"):
+        return where.slider(label, c.low, c.high, key=key, **kw)
+    if c.kind == "bool":
+        return where.toggle(label, key=key, **kw)
+    if choose == "selectbox":
+        return where.selectbox(label, list(c.options), key=key, **kw)
+    return where.radio(label, list(c.options), key=key, horizontal=True, **kw)
+
+
+def values(page: Page, **now: Any) -> dict[str, Any]:
+    """The page's widget values this run (`now`: values the page decided itself, by the key's last part)."""
+    prefix = f"{page.id}."
+    out = {k: v for k, v in st.session_state.items() if isinstance(k, str) and k.startswith(prefix)}
+    return out | {prefix + k: v for k, v in now.items()}
+
+
+def configs(page: Page, figure: str = "", shows: Sequence[str] = (), **now: Any) -> dict[str, Any]:
+    """{method: Config} the page runs for `figure`, from its widget values, as the lesson runs it."""
+    return page.runs(values(page, **now), figure, shows)[0]
+
+
+def draw(page: Page, name: str, traces: dict[str, Trace | None], index: int | None = None) -> None:
+    """Figure `name` by its declared builder, at step `index` of the run (None: the stop's rule's)."""
+    runs = {k: t for k, t in traces.items() if t is not None}
+    show_figure(page.draw(name, runs, Shown(values(page), index=index)), name)
