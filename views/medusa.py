@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specviz.core.details import MedusaStep
 from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.medusa import Config
@@ -101,7 +102,7 @@ if ar is not None:
 if steps:
     i = pick_step("medusa", len(steps), default=focus_index(steps, step_rule()), run=f"{trace.total_s}{step_rule()}")
     step = steps[i]
-    d = step.detail
+    d = step.detail_as(MedusaStep)
     st.caption(
         f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
         f"{d.predicted:.2f}, measured {d.measured} · propose {1000 * step.propose_s:.1f} ms, "
@@ -190,7 +191,7 @@ if sw is not None:
         )
     st.caption(sw.get("note", ""))
 costs = sw.get("head_ms", {}) if sw is not None else {}
-where = measured_where(sw) if costs else ""
+where = measured_where(sw) if costs and sw is not None else ""
 measured = (
     (
         f" {where[:1].upper()}{where[1:]}: {costs['draft_vocab']:.1f} ms per drafting call with the slice "
