@@ -9,37 +9,41 @@ from statistics import median
 
 import streamlit as st
 
+from specviz.core.details import EagleStep
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
-from specviz.methods.eagle import Config
-from specviz.methods.eagle3 import Config as Eagle3Config
-from specviz.methods.hybrid import Config as HybridConfig
 from specviz.methods.hybrid import HybridStep
 from specviz.output.lesson_step import focus_index
+from specviz.output.pages.eagle import PAGE
 from specviz.output.viz.depth import depth_figure
 from specviz.output.viz.eagle import (
     compare_figure,
     draft_verify_figure,
-    feature_figure,
     growth_figure,
     sweep_figure,
     verify_figures,
 )
 from specviz.output.viz.eagle3 import fusion_figure
-from specviz.output.viz.hybrid import origins_figure
-from specviz.output.viz.tree import steps_figure, token_strip
+from specviz.output.viz.tree import token_strip
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings, show_figure
+from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import Beside, at_temperature, beside, drafted_steps, main_run, need, pick_step, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 from ui.resources import get_model, replaying
+
+TOTAL_HELP = "The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win."
+TEMPERATURE_HELP = "0 = greedy matching; > 0 = tree speculative sampling"
+TREE_HELP = "dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape"
+E3_HELP = "EAGLE-3's head on the same tree, in the same runs"
+POOL_HELP = "The same head and tree, with the text's own n-gram continuations grafted on, in the same runs"
 
 page_header(
     "EAGLE-2: draft features, grow the tree where the draft is confident",
@@ -53,54 +57,26 @@ head_cfg = need(lambda: read_config(DEFAULT_DIR), HeadError)
 s = settings()
 preset_control("eagle", "eagle")  # sets the shape sliders' and the tree's values
 c1, c2, c3 = controls().columns(3)
-depth = c1.slider("depth (draft rounds)", 1, 8, key="eagle.depth")
-top_k = c1.slider("top_k (expanded per round)", 1, 16, key="eagle.top_k")
-total = c2.slider(
-    "total_tokens (verified nodes, root included)",
-    2,
-    80,
-    key="eagle.total_tokens",
-    help="The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win.",
-)
-temperature = c2.slider(
-    "Temperature",
-    0.0,
-    1.5,
-    s.sampling.temperature if s else 0.0,
-    0.05,
-    key="eagle.temperature",
-    help="0 = greedy matching; > 0 = tree speculative sampling",
-)
-tree_kind = c3.radio(
-    "Tree",
-    ["dynamic", "static"],
-    key="eagle.tree",
-    horizontal=True,
-    help="dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape",
-)
+widget(c1, PAGE, "eagle.depth", "depth (draft rounds)")
+widget(c1, PAGE, "eagle.top_k", "top_k (expanded per round)")
+widget(c2, PAGE, "eagle.total_tokens", "total_tokens (verified nodes, root included)", help=TOTAL_HELP)
+t0 = s.sampling.temperature if s else 0.0
+temperature = widget(c2, PAGE, "eagle.temperature", "Temperature", value=t0, step=0.05, help=TEMPERATURE_HELP)
+tree_kind = widget(c3, PAGE, "eagle.tree", "Tree", help=TREE_HELP)
 repeats = repeats_control("eagle", c3)
 try:
     e3_cfg = read_eagle3(EAGLE3_DIR)
-    if get_model() is not None and not replaying():  # a head for another model must not stop EAGLE-2's run
-        check_fits(e3_cfg, get_model().hf.config, EAGLE3_DIR)
+    if (lm := get_model()) is not None and not replaying():  # a head for another model must not stop EAGLE-2's run
+        check_fits(e3_cfg, lm.hf.config, EAGLE3_DIR)
 except HeadError as exc:
     e3_cfg, e3_missing = None, str(exc)
-with_e3 = e3_cfg is not None and c3.toggle(
-    "Run EAGLE-3 beside it", True, key="eagle.eagle3", help="EAGLE-3's head on the same tree, in the same runs"
-)
-with_pool = c3.toggle(
-    "Run EAGLE-2 + n-gram pool beside it",
-    True,
-    key="eagle.hybrid",
-    help="The same head and tree, with the text's own n-gram continuations grafted on, in the same runs",
-)
-cfg = Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
-cfg3 = Eagle3Config(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
-cfg_pool = HybridConfig(depth=depth, top_k=top_k, total_tokens=total, tree=tree_kind)
+with_e3 = e3_cfg is not None and widget(c3, PAGE, "eagle.eagle3", "Run EAGLE-3 beside it", value=True, help=E3_HELP)
+with_pool = widget(c3, PAGE, "eagle.hybrid", "Run EAGLE-2 + n-gram pool beside it", value=True, help=POOL_HELP)
+cfgs = configs(PAGE, shows=("hybrid",) if with_pool else (), eagle3=with_e3)  # EAGLE-2 and those beside it
+cfg = cfgs["eagle"]
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
 s = at_temperature(s, temperature)
-beside_it = {**({"eagle3": cfg3} if with_e3 else {}), **({"hybrid": cfg_pool} if with_pool else {})}
-runs = run_paired({"eagle": cfg, **beside_it}, s, repeats)
+runs = run_paired(cfgs, s, repeats)
 alt = run_method("eagle", other, s)
 ar, trace = main_run(runs, "eagle")
 m = st.columns(5)
@@ -136,7 +112,7 @@ if drafted:
         "run's drafting steps, so a slow first step (kernels warming up) does not dominate.",
     )
     m[4].caption(f"{propose_ms:.1f} ms proposing, {verify_ms:.0f} ms verifying (medians)")
-show_figure(steps_figure(trace, ar), "eagle_steps")
+draw(PAGE, "eagle_steps", {"eagle": trace, "ar": ar})
 
 
 def show_verified(step: StepTrace, key: str) -> None:
@@ -152,17 +128,17 @@ def show_verified(step: StepTrace, key: str) -> None:
 if drafted:
     i = pick_step("eagle", len(drafted), default=focus_index(drafted, step_rule()), run=f"{trace.total_s}{step_rule()}")
     step = drafted[i]
-    d = step.detail
+    d = step.detail_as(EagleStep)
     st.caption(
         f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
         f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · propose "
         f"{1000 * step.propose_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms, accept {1000 * step.accept_s:.1f} ms"
     )
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
-    stage = st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
-    show_figure(growth_figure(d.tree, stages.index(stage) + 1, d.path), "eagle_growth")
+    st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
+    draw(PAGE, "eagle_growth", {"eagle": trace}, step.index)  # at the stage chosen
     show_verified(step, "eagle")
-    show_figure(feature_figure(step), "eagle_features")
+    draw(PAGE, "eagle_features", {"eagle": trace}, step.index)
     st.caption(
         "A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
         "picked (right: the alternatives). EAGLE's head also gets the embedding of the token that was "
@@ -237,7 +213,7 @@ if "hybrid" not in runs:
     st.info("Turn on *Run EAGLE-2 + n-gram pool beside it* above to run it on this prompt, in the same runs.")
 else:
     th = beside_eagle("hybrid", "with the pool", "Its")
-    show_figure(origins_figure(th), "hybrid_origins")
+    draw(PAGE, "hybrid_origins", {"hybrid": th})
     pooled = drafted_steps(th)
     if pooled:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))

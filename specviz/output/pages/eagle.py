@@ -36,11 +36,14 @@ def runs(values: dict[str, Any], figure: str, shows: Sequence[str]) -> tuple[dic
 
 
 def growth(traces: dict[str, Trace], shown: Shown) -> go.Figure:
-    """The last stage of the step's tree: reranked and verified."""
+    """The step's tree at the page's stage ("round k"), by default the last: reranked and verified."""
     from specviz.output.viz.eagle import growth_figure
 
     d = focus(traces["eagle"], shown).detail_as(EagleStep)
-    return growth_figure(d.tree, max(d.tree["depth"]) + 1, d.path)
+    last = max(d.tree["depth"]) + 1
+    stage = str(shown.values.get("eagle.stage", ""))
+    rounds = int(stage.split()[-1]) if stage.startswith("round ") and stage.split()[-1].isdigit() else last
+    return growth_figure(d.tree, min(rounds, last), d.path)
 
 
 def features(traces: dict[str, Trace], shown: Shown) -> go.Figure:
