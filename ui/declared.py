@@ -38,7 +38,7 @@ def configs(page: Page, figure: str = "", shows: Sequence[str] = (), **now: Any)
     return page.runs(values(page, **now), figure, shows)[0]
 
 
-def draw(page: Page, name: str, traces: Mapping[str, Trace | None], index: int | None = None) -> None:
+def draw(page: Page, name: str, traces: Mapping[str, Trace | list[Trace] | None], index: int | None = None) -> None:
     """Figure `name` by its declared builder, at step `index` of the run (None: the stop's rule's)."""
     runs = {k: t for k, t in traces.items() if t is not None}
     show_figure(page.draw(name, runs, Shown(values(page), index=index)), name)

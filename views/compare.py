@@ -11,6 +11,7 @@ from specviz import methods
 from specviz.core.measure import provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines, prepare, prompt_kinds, select
+from specviz.output.pages.compare import ON, PAGE
 from specviz.output.viz import compare as figs
 from specviz.output.viz import scaling
 from specviz.output.viz.categories import winners, wins_figure
@@ -18,13 +19,11 @@ from specviz.output.viz.stored import category_bench, category_labels, kind_of, 
 from specviz.tuning import bench, compare, hardware
 from specviz.tuning.probe import cached_curve, with_verify_cost
 from ui.common import config_controls, download_traces, page_header, settings, show_figure
+from ui.declared import draw, widget
 from ui.live import measured_where, repeats_control, run_paired
 from ui.resources import get_model, replayed, replaying
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
-# on by default: the fastest measured on a 2-core CPU (docs/bench: prompt lookup, EAGLE-2, and the hybrid of the
-# two), and Medusa; speculative sampling's untrained draft and Jacobi lose, and a first visit would read only that
-DEFAULT_ON = ("pld", "medusa", "eagle", "hybrid")
 
 
 def method_toggles() -> dict[str, object]:
@@ -35,10 +34,10 @@ def method_toggles() -> dict[str, object]:
     per_row = 5  # ten labels in one row cut "EAGLE-2", "EAGLE-3" and the hybrid to the same "EAG…"
     cols = [c for start in range(0, len(names), per_row) for c in st.columns(per_row)][: len(names)]
     chosen = {}
-    on = [n for n in names if n in DEFAULT_ON] or names[:1]  # replaying other methods: the first of them
+    on = [n for n in names if n in ON] or names[:1]  # replaying other methods: the first of them
     for col, name in zip(cols, names):
         mod = methods.get(name)
-        if col.toggle(mod.LABEL, name in on, key=f"compare.on.{name}", help=mod.SUMMARY):
+        if widget(col, PAGE, f"compare.on.{name}", mod.LABEL, value=name in on, help=mod.SUMMARY):
             with col.expander("settings"):
                 chosen[name] = config_controls(name)
     return {n: c for n, c in chosen.items() if c is not None}
@@ -58,13 +57,13 @@ def live_section(configs: dict[str, object]) -> dict:
         "plain decoding ran in turn after a warm-up, "
         + ("once: one run each." if repeats == 1 else f"{repeats} times each: the median ratio and its range.")
     )
-    show_figure(figs.speedup_figure(rows), "speedup")
-    show_figure(figs.a_r_figure(rows), "a_and_r")
+    draw(PAGE, "speedup", runs)  # the median of the repeats, with their range
+    draw(PAGE, "a_and_r", runs)
     left, right = st.columns(2)
     with left:
-        show_figure(figs.accepted_histogram(traces), "accepted_histogram")
+        draw(PAGE, "accepted_histogram", traces)
     with right:
-        show_figure(figs.acceptance_rate_figure(traces), "acceptance_rate")
+        draw(PAGE, "acceptance_rate", traces)
     show_figure(figs.throughput_figure(rows), "throughput")
     st.dataframe(
         [

@@ -6,8 +6,10 @@ import streamlit as st
 
 from specviz import methods
 from specviz.core import measure
-from specviz.output.viz.timeline import timeline_animation, timeline_figure, tokens_over_time_figure
+from specviz.output.pages.timeline import LANES, PAGE
+from specviz.output.viz.timeline import timeline_animation
 from ui.common import download_traces, page_header, settings, show_figure
+from ui.declared import draw
 from ui.live import run_race, same_tokens
 from ui.resources import replayed, replaying
 
@@ -24,7 +26,7 @@ if replaying():
 chosen = st.multiselect(
     "Methods (plain decoding is always the first lane)",
     names,
-    default=[n for n in ("medusa", "eagle", "lookahead", "pld") if n in names] or names[:2],
+    default=[n for n in LANES if n in names] or names[:2],
     key="timeline.methods",
 )
 s = settings()
@@ -33,8 +35,9 @@ if traces:
     show_figure(timeline_animation(traces, title="The race on one clock: press ▶ to replay it"), "timeline_race")
     end_ms = int(1000 * max(measure.generation_s(t) for t in traces)) + 1
     upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
-    show_figure(timeline_figure(traces, upto_s=upto / 1000, title=f"All lanes at t = {upto} ms"), "timeline_at")
-    show_figure(tokens_over_time_figure(traces), "tokens_over_time")
+    lanes = {t.method: t for t in traces}
+    draw(PAGE, "timeline_at", lanes)  # frozen at the slider's time
+    draw(PAGE, "tokens_over_time", lanes)
     st.dataframe(
         [
             {

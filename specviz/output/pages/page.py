@@ -7,7 +7,7 @@ none keeps its own list of a page's settings or figures. Nothing here imports st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,8 @@ class Shown:
     index: int | None = None
 
 
-Builder = Callable[[dict[str, Trace], Shown], go.Figure]
+# (name -> its run, Shown) -> the figure; Compare's builders also take a list of interleaved repeats for a run
+Builder = Callable[[dict[str, Any], Shown], go.Figure]
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,12 @@ class Page:
                 return f
         raise KeyError(f"the {self.id} page draws no {name!r} (figures: {', '.join(self.names)})")
 
-    def draw(self, name: str, traces: dict[str, Trace], shown: Shown | None = None) -> go.Figure:
+    def draw(self, name: str, traces: Mapping[str, Any], shown: Shown | None = None) -> go.Figure:
         """Figure `name` from the runs; KeyError when it is drawn from no run, IndexError when no step fits."""
         builder = self.figure(name).draw
         if builder is None:
             raise KeyError(f"{name!r} is drawn from no run of the page's methods")
-        return builder(traces, shown or Shown())
+        return builder(dict(traces), shown or Shown())
 
 
 def detailed(trace: Trace) -> list[StepTrace]:

@@ -26,12 +26,14 @@ def lanes(traces: dict[str, Trace]) -> list[Trace]:
     return [traces["ar"], *(t for n, t in traces.items() if n != "ar")]
 
 
-def race(traces: dict[str, Trace], _shown: Shown, title: str = "") -> go.Figure:
-    """The finished race (a slide cannot play it)."""
+def race(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    """The race on one clock: finished (a slide cannot play it), or frozen at the page's `timeline.upto` ms."""
     from specviz.output.viz.timeline import timeline_figure
 
-    ordered = [traces["ar"], *(t for n, t in traces.items() if n != "ar")]  # KeyError without plain decoding
-    return timeline_figure(ordered, title=title or "Every method's forward passes on one clock")
+    upto = shown.values.get("timeline.upto")
+    if upto is None:
+        return timeline_figure(lanes(traces), title="Every method's forward passes on one clock")
+    return timeline_figure(lanes(traces), upto_s=upto / 1000, title=f"All lanes at t = {upto} ms")
 
 
 def tokens(traces: dict[str, Trace], _shown: Shown) -> go.Figure:

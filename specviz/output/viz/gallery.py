@@ -1,4 +1,5 @@
-"""Every figure a set of traces can draw, by name: what `export` writes and the browser test checks."""
+"""Every figure a set of traces can draw, by name: what `export` writes and the browser test checks; the
+cross-method ones as the pages declare them, each method's own from its card."""
 
 from __future__ import annotations
 
@@ -10,9 +11,6 @@ import plotly.graph_objects as go
 from specviz import methods
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
-from specviz.output.viz import compare as cmp
-from specviz.output.viz.timeline import timeline_figure, tokens_over_time_figure
-from specviz.tuning.compare import summarize
 
 
 def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
@@ -53,20 +51,15 @@ def _views(method: str) -> Callable[[Trace], dict[str, go.Figure]] | None:
 
 
 def figures(traces: dict[str, Trace]) -> dict[str, go.Figure]:
-    """The cross-method figures (timeline, speedup, A and r, acceptance) plus each method's own views."""
-    ordered = [traces["ar"], *(t for n, t in traces.items() if n != "ar")] if "ar" in traces else list(traces.values())
-    out = {
-        "timeline": timeline_figure(ordered, title="Forward passes on one clock"),
-        "tokens_over_time": tokens_over_time_figure(ordered),
-    }
+    """The cross-method figures, drawn by the Timeline's and Compare's declared builders (output/pages/), under
+    the names export writes, plus each method's own views (its card's gallery)."""
+    from specviz.output.pages import PAGES
+
+    timeline, compare = PAGES["timeline"], PAGES["compare"]
+    out = {"timeline": timeline.draw("timeline_at", traces)}
+    out["tokens_over_time"] = timeline.draw("tokens_over_time", traces)
     if "ar" in traces and len(traces) > 1:
-        rows = summarize(traces)
-        out |= {
-            "speedup": cmp.speedup_figure(rows),
-            "a_and_r": cmp.a_r_figure(rows),
-            "accepted_histogram": cmp.accepted_histogram(traces),
-            "acceptance_rate": cmp.acceptance_rate_figure(traces),
-        }
+        out |= {n: compare.draw(n, traces) for n in ("speedup", "a_and_r", "accepted_histogram", "acceptance_rate")}
     for name, trace in traces.items():
         views = _views(name)
         if views is not None:
