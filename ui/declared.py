@@ -13,17 +13,21 @@ from specviz.output.pages import Page, Shown
 from ui.common import show_figure
 
 
-def widget(where: Any, page: Page, key: str, label: str, choose: str = "radio", **kw: Any) -> Any:
+def widget(
+    where: Any, page: Page, key: str, label: str, choose: str = "radio", only: Sequence[Any] = (), **kw: Any
+) -> Any:
     """The control `key` as its page declares it (range, options, kind), with its label and the widget's
-    own extras (value, step, help…); `choose`: "radio" or "selectbox" for a choice."""
+    own extras (value, step, help…); `choose`: "radio", "selectbox" or "select_slider" for a choice, `only`:
+    the declared options this machine can offer, in the order shown (a trained draft only where one is)."""
     c = page.settings[key]
     if c.kind in ("int", "float"):
         return where.slider(label, c.low, c.high, key=key, **kw)
     if c.kind == "bool":
         return where.toggle(label, key=key, **kw)
-    if choose == "selectbox":
-        return where.selectbox(label, list(c.options), key=key, **kw)
-    return where.radio(label, list(c.options), key=key, horizontal=True, **kw)
+    options = [o for o in only if o in c.options] if only else list(c.options)
+    if choose == "radio":
+        return where.radio(label, options, key=key, horizontal=True, **kw)
+    return getattr(where, choose)(label, options, key=key, **kw)
 
 
 def values(page: Page, **now: Any) -> dict[str, Any]:

@@ -6,30 +6,28 @@ from dataclasses import replace
 
 import streamlit as st
 
-from specviz.core.acceptance import RULE_LABELS, RULES
+from specviz.core.acceptance import RULE_LABELS
 from specviz.core.prompts import PromptError
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
 from specviz.output.lesson_step import focus_index
+from specviz.output.pages.acceptance import PAGE
 from specviz.output.viz.acceptance import (
-    decisions_figure,
     lab_figure,
     records,
     rejection_figure,
-    typical_figure,
-    typical_points,
 )
 from specviz.tuning.draft_sweep import SPS_PATH
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
+from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
 from ui.live import measured_where
 from ui.method_page import pick_step, stored_sweep
 from ui.resources import get_model, replaying
 
 DEF = speculative.Config()
-SAMPLES = [1000, 5000, 20000, 100000]
 DRAFT_LABELS = {"perturbed": "perturbed p", "layers": "first L layers", "trained": "trained draft"}  # fit a quarter
 RUN_DRAFTS = {"trained": "trained draft model", "layers": "first L layers, untrained"}
 
@@ -69,46 +67,33 @@ page_header(
     "draft q and a uniform draw u; the lab samples each rule many times and compares with p.",
 )
 c1, c2, c3, c4 = st.columns(4)
-rule = c1.selectbox("Rule", RULES, format_func=RULE_LABELS.get, key="acceptance.rule")
-temp = c2.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="acceptance.temperature", help="0 = greedy matching")
+rule = widget(c1, PAGE, "acceptance.rule", "Rule", "selectbox", format_func=RULE_LABELS.get)
+temp = widget(c2, PAGE, "acceptance.temperature", "Temperature", value=0.8, step=0.05, help="0 = greedy matching")
 ready = trained_draft_ready()
 best = speculative.swept_gamma() if ready else None
-gamma = c3.slider(
-    "γ: drafted tokens per step",
-    1,
-    8,
-    min(best or speculative.PREFIX_GAMMA, 8),
-    key="acceptance.gamma",
-    help=f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
-    f"(models/draft/gamma_sweep.json, {measured_where(stored_sweep(SPS_PATH)[0] or {})})."  # a load, flagged
-    if best
-    else None,
-)
-run_draft = c4.selectbox(
-    "Draft",
-    list(RUN_DRAFTS) if ready else ["layers"],
-    format_func=RUN_DRAFTS.get,
-    key="acceptance.draft",
-    help="The trained draft model (models/draft: layers started from the target's, distilled on its own answers) "
-    "or the target's first L layers, untrained."
-    + ("" if ready else " No trained draft for this model: train one with python -m specviz train draft."),
-)
+where = measured_where(stored_sweep(SPS_PATH)[0] or {})  # a load, flagged
+gamma_help = f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
+gamma_help += f"(models/draft/gamma_sweep.json, {where})."
+value = min(best or speculative.PREFIX_GAMMA, 8)
+widget(c3, PAGE, "acceptance.gamma", "γ: drafted tokens per step", value=value, help=gamma_help if best else None)
+draft_help = "The trained draft model (models/draft: layers started from the target's, distilled on its own answers) "
+draft_help += "or the target's first L layers, untrained."
+draft_help += "" if ready else " No trained draft for this model: train one with python -m specviz train draft."
+only = list(RUN_DRAFTS) if ready else ["layers"]
+run_draft = widget(c4, PAGE, "acceptance.draft", "Draft", "selectbox", only, format_func=RUN_DRAFTS.get,
+                   help=draft_help)  # fmt: skip
 depth = 4
 if run_draft == "layers":
-    depth = c4.slider("Draft depth L (first layers)", 1, 16, 4, key="acceptance.depth")
+    depth = widget(c4, PAGE, "acceptance.depth", "Draft depth L (first layers)", value=4)
 c5, c6, c7, c8 = st.columns(4)
-eps = c5.slider("ε (typical)", 0.01, 0.5, DEF.eps, 0.01, key="acceptance.eps")
-delta = c6.slider("δ (typical)", 0.05, 1.0, DEF.delta, 0.01, key="acceptance.delta")
-n = c7.select_slider("N: lab samples per rule", SAMPLES, 20000, key="acceptance.samples")
-lab_drafts = [d for d in DRAFTS if ready or d != "trained"]
-lab_draft = c8.selectbox(
-    "Lab draft q",
-    lab_drafts,
-    format_func=DRAFT_LABELS.get,
-    key="acceptance.lab_draft",
-    help="perturbed p: p flattened and jittered, a plausible weaker model; first L layers: as sps drafts untrained; "
-    "trained draft: models/draft.",
-)
+eps = widget(c5, PAGE, "acceptance.eps", "ε (typical)", value=DEF.eps, step=0.01)
+delta = widget(c6, PAGE, "acceptance.delta", "δ (typical)", value=DEF.delta, step=0.01)
+n = widget(c7, PAGE, "acceptance.samples", "N: lab samples per rule", "select_slider", value=20000)
+lab_help = "perturbed p: p flattened and jittered, a plausible weaker model; first L layers: as sps drafts untrained; "
+lab_help += "trained draft: models/draft."
+only = [d for d in DRAFTS if ready or d != "trained"]
+lab_draft = widget(c8, PAGE, "acceptance.lab_draft", "Lab draft q", "selectbox", only, format_func=DRAFT_LABELS.get,
+                   help=lab_help)  # fmt: skip
 if rule == "flawed":
     st.warning(
         "The flawed rule (threshold p(x)/max p, residual p − p(x)·p) is a rule copied in many tutorials. "
@@ -117,7 +102,7 @@ if rule == "flawed":
 
 SHORT_RULES = {"speculative": "min(1, p/q)", "typical": "typical", "flawed": "flawed rule"}  # fit a third
 s = settings()
-cfg = speculative.Config(gamma=gamma, draft=run_draft, layers=f"0-{depth - 1}", rule=rule, eps=eps, delta=delta)
+cfg = configs(PAGE, depth=depth)["sps"]  # as the lesson runs it
 here = Settings(s.prompt, replace(s.sampling, temperature=temp), s.model_spec) if s else None
 trace = run_method("sps", cfg, here)
 if trace is not None:
@@ -138,7 +123,7 @@ if trace is not None:
         start = focus_index(judged, step_rule())  # the longest accepted path, or the lesson stop's rule
         step = judged[pick_step("acceptance", len(judged), default=start, run=f"{trace.total_s}{step_rule()}")]
         st.dataframe(decision_rows(records(step)), hide_index=True)
-        show_figure(decisions_figure(step), "acceptance_decisions")
+        draw(PAGE, "acceptance_decisions", {"sps": trace}, step.index)
         last = records(step)[-1]
         if "dists" in last:
             show_figure(
@@ -150,7 +135,7 @@ if trace is not None:
             )
         else:
             st.caption("Every draft of this step was accepted; the bonus token is drawn from p.")
-    show_figure(typical_figure(typical_points(trace), eps, delta), "acceptance_typical")
+    draw(PAGE, "acceptance_typical", {"sps": trace})
     download_traces([trace], "acceptance_run")
 
 st.subheader("The losslessness lab")
@@ -161,7 +146,7 @@ st.caption(
 )
 if replaying():
     st.info("The lab runs the model; remove the loaded traces to use it.")
-elif s is not None and get_model() is not None:
+elif s is not None and (lm := get_model()) is not None:
     try:
         with st.spinner(f"Sampling {n:,} times per rule…"):
             cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
@@ -186,4 +171,4 @@ elif s is not None and get_model() is not None:
         st.warning(str(exc))
     except (ValueError, RuntimeError) as exc:  # a bad draft setting, or the device (out of memory, a kernel error)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        st.warning(f"The lab could not run on {get_model().describe()}: {first[:200]}")
+        st.warning(f"The lab could not run on {lm.describe()}: {first[:200]}")
