@@ -12,6 +12,7 @@ from specviz.core.measure import provenance
 from specviz.output import lesson_figures as figs
 from specviz.output.lesson import Lesson, Stop
 from specviz.output.lesson_figures import Drawn
+from specviz.output.lesson_pages import PAGES, figure_of
 
 
 def _scaling(axis: str) -> dict[str, Any]:
@@ -63,12 +64,13 @@ def draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
 
 
 def _draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
-    if stop.figure == "acceptance_lab":
+    source = figure_of(stop.page, stop.figure).source
+    if source == "lab":
         return _lab(lm, lesson, stop)
     here = provenance(lm.describe())
-    if stop.figure == "latency_curve":
+    if source == "latency":
         return figs.latency(lm), _latency(lm)
-    if stop.figure == "lineage":
+    if source == "lineage":
         return figs.lineage(here), _lineage()
     data = _kinds() if stop.figure == "where_methods_win" else _scaling(stop.figure.rsplit("_", 1)[-1])
     return figs.stored(stop.figure, here), data
@@ -86,7 +88,8 @@ def _lab(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
     return Drawn(lab_figure(result), {}), {"rules": rules, "draft": result["draft"], "n": result["n"]}
 
 
-REGROWN = ("eagle_static_vs_dynamic",)  # builds drawn once at record time: they re-run the model on a run's step
+# builds drawn once at record time: they re-run the model on a run's step
+REGROWN = tuple(f.name for p in PAGES.values() for f in p.figures if f.regrown)
 
 
 def regrown(lm: Any, stop: Stop, trace: Any, step_index: int, config: Any) -> Any:
@@ -104,9 +107,10 @@ def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
     out = {}
     for b in range(1, stop.frames):
         at = stop.at(b)
-        if at.figure in REGROWN and group is not None and "eagle" in group.runs:
+        name = figure_of(at.page, at.figure).method or ""
+        if at.figure in REGROWN and group is not None and name in group.runs:
             step = shown_step(stop, group)
             if step is not None:
-                fig = regrown(lm, at, group.median("eagle"), step.index, group.configs["eagle"])
+                fig = regrown(lm, at, group.median(name), step.index, group.configs[name])
                 out[at.figure] = fig.to_json()
     return out

@@ -90,7 +90,7 @@ PAGE = Page(
         Figure("hybrid_origins", origins, method="hybrid"),
         Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
         # builds re-grown when recorded (output/lesson_stored.regrown): its trees at the step shown, re-run
-        Figure("eagle_static_vs_dynamic", growth, method="eagle"),
+        Figure("eagle_static_vs_dynamic", growth, method="eagle", regrown=True),
         Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
     ),
 )

@@ -67,6 +67,7 @@ class Figure:
     method: str | None = None  # whose run (and step) it draws: what a stop's checks read
     one_step: bool = False  # it draws one step (a method stop shows drafts accepted on it)
     lesson_only: bool = False  # the page does not draw it; the lesson does
+    regrown: bool = False  # a build re-grown with the model on the step shown (output/lesson_stored.regrown)
 
 
 Runs = Callable[[dict[str, Any], str, Sequence[str]], tuple[dict[str, Any], float | None]]
