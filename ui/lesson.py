@@ -27,7 +27,8 @@ from ui import deck, lesson_index, lesson_pack, presentation, resources
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
 NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handler finds them by CSS class
-WIDE = {"eagle_features", "lineage"}  # figures that need the stop's whole width: the narration goes above them
+# figures that need the stop's whole width, as their pages declare them: the narration goes above them
+WIDE = {f.name for p in PAGES.values() for f in p.figures if f.wide}
 FIGURE_HEIGHT = (420, 640)  # px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding: 2rem 2.5rem 4rem 2.5rem; }

@@ -84,7 +84,7 @@ PAGE = Page(
     runs,
     (
         Figure("eagle_growth", growth, method="eagle", one_step=True),
-        Figure("eagle_features", features, method="eagle", one_step=True),
+        Figure("eagle_features", features, method="eagle", one_step=True, wide=True),
         Figure("eagle_verify", verify, method="eagle", one_step=True),
         Figure("eagle_steps", steps_builder("eagle")),
         Figure("hybrid_origins", origins, method="hybrid"),

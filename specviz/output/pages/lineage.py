@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from specviz.output.pages.page import Figure, Page
 
-PAGE = Page("lineage", "views/lineage.py", "Lineage", figures=(Figure("lineage", source="lineage"),))
+PAGE = Page("lineage", "views/lineage.py", "Lineage", figures=(Figure("lineage", source="lineage", wide=True),))

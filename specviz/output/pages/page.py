@@ -68,6 +68,7 @@ class Figure:
     one_step: bool = False  # it draws one step (a method stop shows drafts accepted on it)
     lesson_only: bool = False  # the page does not draw it; the lesson does
     regrown: bool = False  # a build re-grown with the model on the step shown (output/lesson_stored.regrown)
+    wide: bool = False  # it needs a slide's whole width (its panels side by side): a lesson's narration goes above
 
 
 Runs = Callable[[dict[str, Any], str, Sequence[str]], tuple[dict[str, Any], float | None]]
