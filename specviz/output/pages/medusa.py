@@ -72,7 +72,7 @@ def depths(traces: dict[str, Trace], _shown: Shown, title: str = "") -> go.Figur
     """Medusa's and Hydra's steps that accepted at least d drafted tokens, at Hydra's number of heads."""
     from specviz.output.viz.depth import acceptance_by_depth, depth_figure
 
-    k = int(traces["hydra"].config.get("heads", 4))
+    k = int(traces["hydra"].config.get("method", {}).get("heads", 4))  # a trace keeps its method's settings there
     series: dict[str, Sequence[float]] = {n: acceptance_by_depth(traces[n], k) for n in ("medusa", "hydra")}
     title = title or "Steps that accepted at least d drafted tokens, same prompt and tree size"
     return depth_figure(series, title, "share of steps", prefix="depth")
