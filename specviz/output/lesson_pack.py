@@ -21,13 +21,15 @@ from specviz.core.paths import REPO
 from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, LessonError, Stop
 from specviz.output.lesson_pages import COMPUTED
+from specviz.output.pages import PAGES, by_source
 
 PACK_FORMAT = "specviz-lesson-pack/1"
 PACK_FILE = REPO / "docs" / "lesson" / "pack.json"  # the shipped pack: `lesson check` and `?pack` read it
 MAX_PACK_BYTES = 48 << 20
-METHOD_PAGES = ("medusa", "eagle", "lookahead", "acceptance")  # their settings shape a method's Config
-STORED = ("where_methods_win", "speedup_vs_batch", "speedup_vs_context", "lineage", "latency_curve")
-NO_RUNS = (*STORED, "acceptance_lab", *COMPUTED)  # figures drawn from no run of the stop's methods
+# the pages whose settings shape a method's Config (a control names the field it sets), and the figures drawn from
+# no run of the stop's methods: stored benches, the lineage, the cost curve, the lab, arithmetic
+METHOD_PAGES = tuple(p.id for p in PAGES.values() if any(c.field for c in p.controls))
+NO_RUNS = by_source("stored", "lineage", "latency", "lab", "computed")
 
 
 @dataclass(frozen=True)
