@@ -1,10 +1,11 @@
-"""Refresh docs/screenshots/: the lecture tour in a real browser, with presets only, at page and slide size.
+"""Refresh docs/screenshots/: the lecture tour in a real browser, with presets only, each page at full length.
 
 Serves the app on the built-in model, picks a shipped prompt where the methods win (the sidebar's prompt
 preset, default "Code · Add type hints"), and visits every page in the tour order. On Medusa, EAGLE and
 Lookahead it clicks the "as in the paper" preset, where the figures look as they do in the papers. Each page
-is saved twice: the whole page at 1600 px wide (`<page>.png`) and the first screen at the 1600 × 900 slide
-size (`<page>_slide.png`). Run it with `bash scripts/screenshots.sh` (it sets up the venv first).
+is saved at full length, 1600 px wide (`<page>.png`); the slides (`<page>_slide.png`, one figure each) are
+drawn from the recorded lesson pack by scripts/gallery_slides.py. Run both with `bash scripts/screenshots.sh`
+(it sets up the venv first).
 """
 
 from __future__ import annotations
@@ -109,9 +110,8 @@ def tour(url: str, out: Path, prompt: str, tokens: int, pages: list[str] = TOUR)
             if pg.locator('[data-testid="stException"]').count():
                 raise SystemExit(f"{names[i]} shows an exception")
             name = slug(names[i])
-            pg.screenshot(path=str(out / f"{name}_slide.png"))
             full_page(pg, out / f"{name}.png")
-            saved += [f"{name}.png", f"{name}_slide.png"]
+            saved.append(f"{name}.png")
         browser.close()
     return saved
 
