@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specviz.core.details import detail_for
+from specviz.core.model import fused_layers
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.corpus import distill
@@ -16,7 +17,7 @@ from specviz.corpus.shards import DataError
 from specviz.heads.eagle import HeadError
 from specviz.heads.eagle import new_head as new_eagle_head
 from specviz.heads.eagle import save_head as save_eagle_head
-from specviz.heads.eagle3 import EAGLE3_FORMAT, default_layers, load_head, new_head, save_head
+from specviz.heads.eagle3 import EAGLE3_FORMAT, load_head, new_head, save_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
 from specviz.methods.eagle3 import Eagle3Step
@@ -47,8 +48,8 @@ def real_lm_config():
 
 
 def test_fused_layers_are_distills(real_lm_config):
-    assert default_layers(30) == distill.fused_layers(30) == (2, 15, 27)
-    assert default_layers(2) == (0, 1, 1) and default_layers(4) == (0, 2, 3)  # tiny models: inside their depth
+    assert fused_layers(30) == (2, 15, 27)
+    assert fused_layers(2) == (0, 1, 1) and fused_layers(4) == (0, 2, 3)  # tiny models: inside their depth
     assert new_head(real_lm_config).config.layers == [2, 15, 27]
 
 
@@ -64,7 +65,7 @@ def test_head_shapes_and_round_trip(tiny_lm, tmp_path):
     save_head(head, tmp_path, dtype=torch.float32)
     assert {"model.safetensors", "config.json"} <= {p.name for p in tmp_path.iterdir()}
     back = load_head(tmp_path, tiny_lm.hf.config)
-    assert back.config.format == EAGLE3_FORMAT and back.config.layers == list(default_layers(2))
+    assert back.config.format == EAGLE3_FORMAT and back.config.layers == list(fused_layers(2))
     assert torch.equal(back.draft_ids, head.draft_ids)
     x = torch.randn(2, 5, 64)
     torch.testing.assert_close(back(back.fuse_layers(layers), x, pos), head(head.fuse_layers(layers), x, pos))
@@ -149,7 +150,7 @@ def tiny_data(tokenizer):
     prompts = ["Hello there", "What is a cat?", "Tell me a joke", "Write some code"]
     seqs = distill.distill_batch(lm, prompts, 20)
     for s in seqs:
-        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), default_layers(2))[2].half()
+        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), fused_layers(2))[2].half()
     return lm, prompts, seqs
 
 
@@ -220,7 +221,7 @@ def test_warm_start_copies_the_eagle2_layer_and_keeps_its_own_fusion(tiny_lm, tm
 
     old = new_eagle_head(tiny_lm.hf.config, tiny_lm.name, seed=5)
     save_eagle_head(old, tmp_path / "e2", dtype=torch.float32)
-    head = new_head(tiny_lm.hf.config, tiny_lm.name, None, default_layers(2), 0)
+    head = new_head(tiny_lm.hf.config, tiny_lm.name, None, fused_layers(2), 0)
     fuse_before = {k: v.clone() for k, v in head.state_dict().items() if not k.startswith(("fc.", "layer."))}
     copied = warm_start(head, tmp_path / "e2")
     assert "fc.weight" in copied and any(k.startswith("layer.self_attn") for k in copied)

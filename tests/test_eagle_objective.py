@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.core.model import fused_layers
 from specviz.corpus import distill
 from specviz.corpus.data import in_memory
 from specviz.heads import eagle as eagle_head
 from specviz.heads import store
-from specviz.heads.eagle3 import default_layers
 from specviz.heads.eagle3 import new_head as new_eagle3_head
 from specviz.training import checkpoint, cli
 from specviz.training.eagle3_train import Eagle3Trainer, collate3
@@ -35,7 +35,7 @@ def tiny(tokenizer):
     lm.dtype = torch.float32
     seqs = distill.distill_batch(lm, ["Hello there", "What is a cat?"], 12)
     for s in seqs:
-        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), default_layers(2))[2].half()
+        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), fused_layers(2))[2].half()
     ids = torch.unique(torch.cat([s.ids for s in seqs]))  # a draft vocabulary of their tokens: top-64 holds it all
     assert len(ids) <= 64
     weight = lm.lm_head.weight.detach().float()[ids]
@@ -91,7 +91,7 @@ def test_griffin_mask_in_both_losses(tiny):
     assert eagle2_loss(tiny, unroll=3, align_top=64)[0] == pytest.approx(plain, rel=1e-6)
     masked, logs = eagle2_loss(tiny, unroll=3, align_top=1)
     assert masked != pytest.approx(plain) and logs["kept3"] <= logs["kept2"] < 1
-    head = new_eagle3_head(lm.hf.config, lm.name, ids, default_layers(2), seed=1).eval()
+    head = new_eagle3_head(lm.hf.config, lm.name, ids, fused_layers(2), seed=1).eval()
     b3 = collate3(seqs, [0, 1], 512, draft_index(head, lm.hf.config.vocab_size)) | {"weight": b["weight"]}
     losses = {k: Eagle3Trainer(unroll=3, align_top=k).loss(lm, head, b3)[1] for k in (0, 1, 64)}
     assert losses[64]["loss"] == pytest.approx(losses[0]["loss"], rel=1e-6)
@@ -105,7 +105,7 @@ def test_noise_is_bounded_seeded_and_per_layer(tiny):
     a, b = noised(x, 0.2, 2.0, seed=7), noised(x, 0.2, 2.0, seed=7)
     assert torch.equal(a, b) and a.abs().max() <= 0.2 and a.abs().max() > 0.1 and noised(x, 0.0, 2.0, 7) is x
     lm, seqs, _, _ = tiny
-    head = new_eagle3_head(lm.hf.config, lm.name, None, default_layers(2), seed=1)
+    head = new_eagle3_head(lm.hf.config, lm.name, None, fused_layers(2), seed=1)
     spread = Eagle3Trainer(noise=0.2).context(lm, head, seqs)["spread"]  # one std per fused layer
     h = lm.hf.config.hidden_size
     assert spread.shape == (3 * h,) and torch.equal(spread[:h], spread[:h].flip(0))

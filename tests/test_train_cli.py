@@ -11,11 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from specviz.core.model import fused_layers
 from specviz.corpus import distill
 from specviz.corpus.data import in_memory
 from specviz.corpus.shards import Sequence, pack, shard_file, write_shard
 from specviz.heads import eagle, eagle3, hydra, medusa, store
-from specviz.heads.eagle3 import default_layers
 from specviz.training import cli
 from specviz.training.kinds import TRAINERS
 
@@ -31,7 +31,7 @@ def tiny(tokenizer):
     prompts = ["Hello there", "What is a cat?", "Tell me a joke", "Write some code", "Name a colour", "Count"]
     seqs = distill.distill_batch(lm, prompts, 16)
     for s in seqs:
-        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), default_layers(2))[2].half()
+        s.layers = lm.forward_layers(s.ids.tolist(), lm.new_cache(), fused_layers(2))[2].half()
     return lm, seqs
 
 

@@ -64,6 +64,14 @@ def pick_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
     return torch.float32
 
 
+def fused_layers(n_layers: int) -> tuple[int, ...]:
+    """The layers whose inputs a fused-feature draft reads (forward_layers): low, middle, high = (2, n/2, n-3), as
+    EAGLE-3's authors chose ((2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
+    if n_layers >= 6:
+        return (2, n_layers // 2, n_layers - 3)
+    return (0, n_layers // 2, max(0, n_layers - 1))
+
+
 class Resources:
     """Objects derived from one loaded model (trained heads, packed copies), built once per key.
 

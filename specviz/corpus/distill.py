@@ -15,10 +15,9 @@ from pathlib import Path
 
 import torch
 
-from specviz.core.model import LoadedModel
+from specviz.core.model import LoadedModel, fused_layers  # the layers a fused-feature head reads
 from specviz.corpus.shards import HELDOUT_EVERY, HIDDEN_DTYPE, DataError, Sequence, default_dir, shard_file, write_shard
 from specviz.corpus.sharegpt import training_prompts
-from specviz.heads.eagle3 import default_layers as fused_layers  # the layers an EAGLE-3 head reads
 
 BLOCK = 8  # batches per length-sorted block (see shard_prompts)
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.core.model import LoadedModel
+from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.paths import MODELS
 from specviz.core.schema import Between
 from specviz.heads import store
@@ -47,14 +47,6 @@ TRAIN_HINT = "python -m specviz train eagle3"
 KIND = Kind(EAGLE3_FORMAT, "an EAGLE-3 head", HeadError, f"retrain with: {TRAIN_HINT}")
 
 
-def default_layers(n_layers: int) -> tuple[int, ...]:
-    """The fused layers of an n-layer target: low, middle, high = (2, n/2, n-3) as EAGLE-3's authors chose
-    (specviz.corpus.distill.fused_layers; (2, 15, 27) on SmolLM2's 30); a model under 6 layers: (0, n/2, n-1)."""
-    if n_layers >= 6:
-        return (2, n_layers // 2, n_layers - 3)
-    return (0, n_layers // 2, max(0, n_layers - 1))
-
-
 @dataclass(frozen=True)
 class Eagle3Config(HeadConfig):
     """An EAGLE head's shape and training record, plus which target layers' inputs it fuses."""
@@ -66,9 +58,9 @@ class Eagle3Config(HeadConfig):
     def for_target(
         cls, hf_config: Any, target: str = "", draft_vocab: int = 0, layers: tuple[int, ...] | None = None
     ) -> Eagle3Config:
-        """The head's shape read off the target's transformers config; layers default to default_layers."""
+        """The head's shape read off the target's transformers config; layers default to fused_layers."""
         base = HeadConfig.from_target(hf_config, target, draft_vocab)
-        fused = default_layers(int(hf_config.num_hidden_layers)) if layers is None else layers
+        fused = fused_layers(int(hf_config.num_hidden_layers)) if layers is None else layers
         return cls(**{**asdict(base), "format": EAGLE3_FORMAT, "layers": [int(i) for i in fused]})
 
 

@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.details import EagleStep
-from specviz.core.model import LoadedModel
+from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, pass_through
-from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, default_layers, new_head
+from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, new_head
 from specviz.heads.eagle_drafter import head_dtype
 from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
 from specviz.trees.draft_tree import feature_view
@@ -193,7 +193,7 @@ def generate(
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
     """An untrained head in the model's own dtype, its fused layers fitted to the model's depth (any model)."""
-    layers = default_layers(len(lm.hf.model.layers))
+    layers = fused_layers(len(lm.hf.model.layers))
     head = new_head(lm.hf.config, lm.name, layers=layers, seed=seed).to(lm.device, lm.dtype)
     return {
         "config": Config(depth=3, top_k=3, total_tokens=8, head_dtype="model"),

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.model import LoadedModel
+from specviz.core.model import LoadedModel, fused_layers
 from specviz.corpus.data import Data
 from specviz.corpus.shards import DataError, Sequence
-from specviz.heads.eagle3 import DEFAULT_DIR, default_layers, load_head, new_head, warm_start
+from specviz.heads.eagle3 import DEFAULT_DIR, load_head, new_head, warm_start
 from specviz.training.eagle_loss import EVAL_DEPTHS as EVAL_DEPTHS  # the depths measured, as tests reach them
 from specviz.training.eagle_loss import (
     EagleFamily,
@@ -41,7 +41,7 @@ from specviz.training.trainer import TrainConfig
 
 
 def data_layers(folder: Path | None, seqs: abc.Sequence[Sequence], lm: LoadedModel) -> tuple[int, ...]:
-    """The fused layers the shards hold (their manifest; default_layers when it does not say); DataError when
+    """The fused layers the shards hold (their manifest; fused_layers when it does not say); DataError when
     the shards carry no layer inputs or ones of another width."""
     h = int(lm.hf.config.hidden_size)
     if not seqs or any(s.layers is None or s.layers.shape[-1] != 3 * h for s in seqs):
@@ -51,7 +51,7 @@ def data_layers(folder: Path | None, seqs: abc.Sequence[Sequence], lm: LoadedMod
         )
     manifest = None if folder is None else folder / "manifest.json"
     listed = json.loads(manifest.read_text()).get("fused_layers") if manifest and manifest.is_file() else None
-    return tuple(int(i) for i in listed) if listed else default_layers(len(lm.hf.model.layers))
+    return tuple(int(i) for i in listed) if listed else fused_layers(len(lm.hf.model.layers))
 
 
 def collate3(seqs: abc.Sequence[Sequence], idx: list[int], max_len: int, tok2draft: torch.Tensor) -> dict:
