@@ -22,7 +22,7 @@ def best_width(rates: list[float], available: list[int], max_draft: int, cost: C
     """The draft width w maximising the rows' expected tokens per step over the step's cost(B·(w+1)) / cost(B).
 
     A row drafts min(w, what it can copy) and one with nothing to copy (0) still commits its root; w = 0 is a
-    plain step. One row (B = 1) with cost = curve.relative is prompt_lookup.best_length's choice.
+    plain step. One row (B = 1) with cost = curve.relative is prompt_lookup's length rule (best_length reads this).
     """
     b = len(rates)
     best_w, best_gain = 0, 1.0  # w = 0: a plain step, one token per row

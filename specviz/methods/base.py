@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from specviz.core.decoding import clip, is_final, synced_now
 from specviz.core.details import Detail
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
@@ -191,10 +192,8 @@ class Run:
         return self.prompt_ids + self.output
 
     def now(self) -> float:
-        """perf_counter after the device has finished its queued work (a GPU runs asynchronously)."""
-        if self.lm.device.type == "cuda":
-            torch.cuda.synchronize(self.lm.device)
-        return time.perf_counter()
+        """The clock every decode loop keeps (core.decoding.synced_now)."""
+        return synced_now(self.lm.device)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -242,19 +241,13 @@ class Run:
         self._record([root, *out.accepted], out, self.now() - started, dist, root_from)
 
     def is_final(self, token: int) -> bool:
-        """Whether committing `token` ends the run (EOS, or the length budget reached)."""
-        return token in self.lm.eos_ids or self.remaining <= 1
+        """Whether committing `token` ends the run (core.decoding.is_final)."""
+        return is_final(token, self.remaining, self.lm.eos_ids)
 
     def clip(self, tokens: list[int]) -> list[int]:
-        """Cut a proposed commit at the first EOS and at the token budget, and set `stopped`."""
-        out: list[int] = []
-        for tok in tokens[: self.remaining]:
-            out.append(tok)
-            if tok in self.lm.eos_ids:
-                self.stopped = "eos"
-                return out
-        if len(self.output) + len(out) >= self.sampling.max_new_tokens:
-            self.stopped = "length"
+        """Cut a proposed commit at the first EOS and at the token budget (core.decoding.clip); set `stopped`."""
+        out, why = clip(tokens, self.remaining, self.lm.eos_ids)
+        self.stopped = why or self.stopped
         return out
 
     def _record(

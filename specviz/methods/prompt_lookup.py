@@ -10,6 +10,7 @@ import torch
 
 from specviz.core.acceptance import annotate, greedy_match, judge_chain
 from specviz.core.details import PldStep
+from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling, target_probs
@@ -66,15 +67,10 @@ def find_match(seq: list[int], max_ngram: int, min_ngram: int) -> tuple[int, int
 def best_length(a: float, available: int, max_draft: int, cost: Callable[[int], float]) -> int:
     """Draft length k maximising (1 + a + … + a^k) / cost(k+1); 0 means a plain step pays best.
 
-    cost(m) is a forward over m new tokens relative to m = 1, from this device's measured latency curve.
+    cost(m) is a forward over m new tokens relative to m = 1, from this device's measured latency curve; the rule
+    is core.draft_length.best_width's for one row, the batched twin's.
     """
-    best_k, best_gain, expect = 0, 1.0, 1.0
-    for k in range(1, min(available, max_draft) + 1):
-        expect += a**k
-        gain = expect / cost(k + 1)
-        if gain > best_gain:
-            best_k, best_gain = k, gain
-    return best_k
+    return best_width([a], [available], max_draft, cost)
 
 
 def draft_length(rate: float, available: int, cfg: Config) -> int:
