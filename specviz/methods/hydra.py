@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -15,11 +14,11 @@ from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
-    check_config,
+    HeadTreeConfig,
     ensure_last_logits,
+    plan,
     rule_of,
     tiny_calibration,
-    tree_for,
     verify,
 )
 from specviz.trees.tree import TreeSpec, commit_path
@@ -41,18 +40,8 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(HeadTreeConfig):
     """Hydra settings: Medusa's, so the two compare at the same tree size."""
-
-    heads: int = 4  # head k guesses the token k+1 places ahead, reading the k tokens above it
-    total_tokens: int = 5  # tokens verified in one target forward, root included (Medusa's default on this CPU)
-    rule: str = "exact"  # lossless; "typical" is Medusa's typical acceptance
-    eps: float = 0.09
-    delta: float = 0.3
-    heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/hydra
-
-    def __post_init__(self) -> None:
-        check_config(self)  # also takes the exact rule's old name, "greedy"
 
 
 @dataclass(frozen=True)
@@ -133,9 +122,7 @@ def generate(
     """Decode with Hydra until EOS or max_new_tokens (heads/calibration default to models/hydra)."""
     cfg = config or Config()
     heads = heads if heads is not None else cached_heads(lm, cfg.heads_dir or None, cfg.heads)
-    folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
-    acc = calibration if calibration is not None else load_calibration(folder)
-    spec, expected = tree_for(cfg, len(heads.heads), acc)
+    spec, expected = plan(cfg, len(heads.heads), calibration, load_calibration)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Hydra(cfg, heads, spec, expected).step)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,11 +14,11 @@ from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
 from specviz.trees.head_tree import (
-    check_config,
+    HeadTreeConfig,
     ensure_last_logits,
+    plan,
     rule_of,
     tiny_calibration,
-    tree_for,
     verify,
 )
 from specviz.trees.tree import TreeSpec, commit_path
@@ -41,22 +40,8 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(HeadTreeConfig):
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
-
-    heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
-    # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's
-    # Config (once `budget`, drafted nodes, root not counted: budget=B is total_tokens=B + 1)
-    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32)
-    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`): "exact" is
-    # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
-    rule: str = "exact"
-    eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
-    delta: float = 0.3
-    heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = models/medusa
-
-    def __post_init__(self) -> None:
-        check_config(self)  # also takes the exact rule's old name, "greedy"
 
 
 def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
@@ -128,9 +113,7 @@ def generate(
     """Decode with Medusa until EOS or max_new_tokens (heads/calibration default to models/medusa)."""
     cfg = config or Config()
     heads = heads if heads is not None else get_heads(lm, cfg)
-    folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
-    acc = calibration if calibration is not None else load_calibration(folder)
-    spec, expected = tree_for(cfg, len(heads.blocks), acc)
+    spec, expected = plan(cfg, len(heads.blocks), calibration, load_calibration)
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
     return run.decode(Medusa(cfg, heads, spec, expected).step)
 

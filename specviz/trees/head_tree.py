@@ -9,6 +9,9 @@ rows only for nodes with children) and which rule walks it (specviz.trees.walk: 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -71,6 +74,39 @@ def check_config(cfg: Any) -> None:
         raise ConfigError(f"heads_dir {why}.")
     if cfg.heads_dir.strip() == "random":  # EAGLE's head="random" is an untrained head; here it would read ./random
         raise ConfigError("heads_dir 'random' names no folder: Medusa and Hydra have no untrained heads to draw.")
+
+
+@dataclass(frozen=True)
+class HeadTreeConfig:
+    """The settings a heads method (Medusa, Hydra) shares, so the two compare at the same tree size; each method's
+    Config subclasses it with its own docstring."""
+
+    heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
+    # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's
+    # Config (once `budget`, drafted nodes, root not counted: budget=B is total_tokens=B + 1)
+    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32)
+    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`): "exact" is
+    # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
+    rule: str = "exact"
+    eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
+    delta: float = 0.3
+    heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = the method's models folder
+
+    def __post_init__(self) -> None:
+        check_config(self)  # also takes the exact rule's old name, "greedy"
+
+
+def plan(
+    cfg: HeadTreeConfig,
+    n_heads: int,
+    calibration: list[list[float]] | None,
+    load_calibration: Callable[[Path | None], list[list[float]]],
+) -> tuple[TreeSpec, float]:
+    """A generation's tree and its E[L]: the given calibration, else the one in cfg.heads_dir (or the method's
+    default folder, as its head module's load_calibration reads it)."""
+    folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
+    acc = calibration if calibration is not None else load_calibration(folder)
+    return tree_for(cfg, n_heads, acc)
 
 
 def rule_of(cfg: Any) -> Rule:
