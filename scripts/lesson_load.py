@@ -80,7 +80,7 @@ async def walk(browser, url: str, v: Visitor, presses: int, delay: float, think:
     pg = await ctx.new_page()
     try:
         began = time.monotonic()
-        await pg.goto(url)
+        await pg.goto(url, timeout=WAIT_MS)  # ten pages open at once on 2 cores: 30 s is not enough
         await pg.wait_for_selector(FIGURE, timeout=WAIT_MS)
         await pg.wait_for_selector(IDLE, timeout=WAIT_MS)
         v.seconds.append(time.monotonic() - began)
