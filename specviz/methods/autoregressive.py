@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling
-from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run
+from specviz.methods.base import Card, Outcome, Run, generator
 
 CARD = Card(
     name="ar",
@@ -38,13 +35,4 @@ def step(run: Run, root: int) -> Outcome:
     return Outcome(accepted=accepted, proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode until EOS or max_new_tokens."""
-    return Run(lm, prompt_ids, sampling, NAME, config or Config(), prompt, on_step).decode(step)
+generate = generator(NAME, Config, lambda run, cfg: step, "Decode until EOS or max_new_tokens.")

@@ -295,3 +295,33 @@ class Run:
             prefill_s=self.prefill_s,
             stopped=self.stopped or "length",
         )
+
+
+Generate = Callable[..., Trace]  # (lm, prompt_ids, sampling, config=None, prompt="", on_step=None) → Trace
+
+
+def generator(
+    name: str,
+    default: Callable[[], Any],
+    begin: Callable[[Run, Any], Step],
+    doc: str,
+    settle: Callable[[LoadedModel, Any], Any] | None = None,
+) -> Generate:
+    """A method's generate, written once: its Config (default() when none; settle(lm, cfg) when it reads the
+    model), one Run, and Run.decode over the step `begin(run, cfg)` returns."""
+
+    def generate(
+        lm: LoadedModel,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        config: Any = None,
+        prompt: str = "",
+        on_step: OnStep | None = None,
+    ) -> Trace:
+        cfg = config if config is not None else default()
+        cfg = settle(lm, cfg) if settle is not None else cfg
+        run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
+        return run.decode(begin(run, cfg))
+
+    generate.__doc__ = doc
+    return generate

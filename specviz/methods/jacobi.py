@@ -10,8 +10,7 @@ from specviz.core.details import JacobiStep
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run
+from specviz.methods.base import Card, OnStep, Outcome, Run, generator
 from specviz.trees.ngram_pool import accept_candidates
 
 __all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id", "start"]
@@ -130,18 +129,14 @@ def start(
 ) -> tuple[Run, JacobiState]:
     """A run and its first guesses (drawn before the prefill, from the run's generator)."""
     run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    first = initial_guesses(cfg.init, cfg.guesses, prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
-    return run, JacobiState(cfg, first, fresh=set(range(1, cfg.guesses + 1)))
+    return run, begin(run, cfg)
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode until EOS or max_new_tokens, one Jacobi iteration per step."""
-    run, state = start(lm, prompt_ids, sampling, config or Config(), prompt, on_step)
-    return run.decode(state.step)
+def begin(run: Run, cfg: Config) -> JacobiState:
+    """The run's first guesses, drawn before its prefill from its generator."""
+    lm = run.lm
+    first = initial_guesses(cfg.init, cfg.guesses, run.prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
+    return JacobiState(cfg, first, fresh=set(range(1, cfg.guesses + 1)))
+
+
+generate = generator(NAME, Config, lambda run, cfg: begin(run, cfg).step, "Decode, one Jacobi iteration per step.")

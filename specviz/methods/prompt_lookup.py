@@ -12,10 +12,9 @@ from specviz.core.acceptance import annotate, greedy_match, judge_chain
 from specviz.core.details import PldStep
 from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
-from specviz.core.model import LoadedModel, crop_to
-from specviz.core.sampling import ConfigError, Sampling, target_probs
-from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
+from specviz.core.model import crop_to
+from specviz.core.sampling import ConfigError, target_probs
+from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
 
 CARD = Card(
     name="pld",
@@ -153,14 +152,6 @@ class Lookup:
         return chain_outcome(drafts, n, logits, hidden, nxt, detail)
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode with copied drafts until EOS or max_new_tokens."""
-    cfg = config or Config()
-    return Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step).decode(Lookup(cfg).step)
+generate = generator(
+    NAME, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
+)

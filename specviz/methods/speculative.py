@@ -17,10 +17,9 @@ from specviz.core.details import SpsStep
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import DRAFT_DIR
-from specviz.core.sampling import ConfigError, Sampling, target_probs
-from specviz.core.trace import Trace
+from specviz.core.sampling import ConfigError, target_probs
 from specviz.heads.draft import DraftError, cached_draft, parts
-from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
+from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
 
 DRAFTS = ("auto", "layers", "trained")
 PREFIX, PREFIX_GAMMA = "0-3", 3  # the untrained contrast: the target's first four layers, drafting 3 tokens
@@ -144,18 +143,9 @@ class Speculator:
         )
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode with draft-then-verify steps until EOS or max_new_tokens."""
-    cfg = resolve(lm, config or Config())
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(Speculator(run, cfg).step)
+# the draft is resolved against the loaded model (resolve) before the run records its Config
+DOC = "Decode with draft-then-verify steps until EOS or max_new_tokens."
+generate = generator(NAME, Config, lambda run, cfg: Speculator(run, cfg).step, DOC, settle=resolve)
 
 
 def tiny_resources(lm: LoadedModel) -> dict:
