@@ -297,18 +297,19 @@ class Run:
         )
 
 
-Generate = Callable[..., Trace]  # (lm, prompt_ids, sampling, config=None, prompt="", on_step=None) → Trace
+Generate = Callable[..., Trace]  # (lm, prompt_ids, sampling, config=None, prompt="", on_step=None, **resources)
 
 
 def generator(
     name: str,
     default: Callable[[], Any],
-    begin: Callable[[Run, Any], Step],
+    begin: Callable[..., Step],
     doc: str,
     settle: Callable[[LoadedModel, Any], Any] | None = None,
 ) -> Generate:
     """A method's generate, written once: its Config (default() when none; settle(lm, cfg) when it reads the
-    model), one Run, and Run.decode over the step `begin(run, cfg)` returns."""
+    model), one Run, and Run.decode over the step `begin(run, cfg, **resources)` returns (resources: a method's
+    trained parts passed in, such as heads, else begin loads them)."""
 
     def generate(
         lm: LoadedModel,
@@ -317,11 +318,12 @@ def generator(
         config: Any = None,
         prompt: str = "",
         on_step: OnStep | None = None,
+        **resources: Any,
     ) -> Trace:
         cfg = config if config is not None else default()
         cfg = settle(lm, cfg) if settle is not None else cfg
         run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
-        return run.decode(begin(run, cfg))
+        return run.decode(begin(run, cfg, **resources))
 
     generate.__doc__ = doc
     return generate

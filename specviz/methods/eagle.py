@@ -6,11 +6,9 @@ from dataclasses import dataclass
 
 from specviz.core.details import EagleStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling
-from specviz.core.trace import Trace
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import head_for, load_head, start, tiny_head
-from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
 from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
 from specviz.trees.walk import walk
 
@@ -79,20 +77,12 @@ class State:
         return tree_outcome(res, lambda: EagleStep(**stepper.record(res, run.lm.token_text)))
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-    head: EagleHead | None = None,
-) -> Trace:
-    """Decode with an EAGLE head until EOS or max_new_tokens; raise ConfigError when no head is found."""
-    cfg = config or Config()
-    head = head_for(lm, cfg, head)
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(State(start(run, head, cfg)).step)
+def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
+    """The head (given, else found; ConfigError when none is) drafting from the run's state."""
+    return State(start(run, head_for(run.lm, cfg, head), cfg)).step
+
+
+generate = generator(NAME, Config, begin, "Decode with an EAGLE head until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

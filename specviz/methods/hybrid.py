@@ -21,12 +21,11 @@ import torch
 
 from specviz.core.details import EAGLE_NESTED, MAX_DRAFTED, EagleStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, Sampling
+from specviz.core.sampling import ConfigError
 from specviz.core.schema import OneOf, bad_lengths
-from specviz.core.trace import Trace
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import head_for, start, tiny_head
-from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
 from specviz.trees.draft_tree import DraftTree
 from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
@@ -162,20 +161,12 @@ class State:
         )
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-    head: EagleHead | None = None,
-) -> Trace:
-    """Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens."""
-    cfg = config or Config()
-    head = head_for(lm, cfg, head)
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(State(start(run, head, cfg), cfg).step)
+def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
+    """EAGLE's head (given, else found) and the n-gram pool, drafting from the run's state."""
+    return State(start(run, head_for(run.lm, cfg, head), cfg), cfg).step
+
+
+generate = generator(NAME, Config, begin, "Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

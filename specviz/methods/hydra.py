@@ -9,10 +9,8 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling
-from specviz.core.trace import Trace
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
 from specviz.trees.head_tree import (
     HeadTreeConfig,
     ensure_last_logits,
@@ -109,22 +107,14 @@ class Hydra:
         return path_outcome(tokens, w, logits, hidden, detail)
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-    heads: HydraHeads | None = None,
-    calibration: list[list[float]] | None = None,
-) -> Trace:
-    """Decode with Hydra until EOS or max_new_tokens (heads/calibration default to models/hydra)."""
-    cfg = config or Config()
-    heads = heads if heads is not None else cached_heads(lm, cfg.heads_dir or None, cfg.heads)
+def begin(run: Run, cfg: Config, heads: HydraHeads | None = None, calibration: list[list[float]] | None = None) -> Step:
+    """The heads (given, else loaded once per folder) and the tree their calibration plans (models/hydra's)."""
+    heads = heads if heads is not None else cached_heads(run.lm, cfg.heads_dir or None, cfg.heads)
     spec, expected = plan(cfg, len(heads.heads), calibration, load_calibration)
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(Hydra(cfg, heads, spec, expected).step)
+    return Hydra(cfg, heads, spec, expected).step
+
+
+generate = generator(NAME, Config, begin, "Decode with Hydra until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:

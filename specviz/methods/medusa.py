@@ -9,10 +9,8 @@ import torch
 
 from specviz.core.details import MedusaStep
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import Sampling
-from specviz.core.trace import Trace
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, OnStep, Outcome, Run, path_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
 from specviz.trees.head_tree import (
     HeadTreeConfig,
     ensure_last_logits,
@@ -100,22 +98,16 @@ class Medusa:
         )
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-    heads: MedusaHeads | None = None,
-    calibration: list[list[float]] | None = None,
-) -> Trace:
-    """Decode with Medusa until EOS or max_new_tokens (heads/calibration default to models/medusa)."""
-    cfg = config or Config()
-    heads = heads if heads is not None else get_heads(lm, cfg)
+def begin(
+    run: Run, cfg: Config, heads: MedusaHeads | None = None, calibration: list[list[float]] | None = None
+) -> Step:
+    """The heads (given, else loaded once per folder) and the tree their calibration plans (models/medusa's)."""
+    heads = heads if heads is not None else get_heads(run.lm, cfg)
     spec, expected = plan(cfg, len(heads.blocks), calibration, load_calibration)
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run.decode(Medusa(cfg, heads, spec, expected).step)
+    return Medusa(cfg, heads, spec, expected).step
+
+
+generate = generator(NAME, Config, begin, "Decode with Medusa until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:
