@@ -9,11 +9,11 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.core.acceptance import (
-    decide_chain,
     flawed_accept,
     flawed_chain,
     flawed_residual,
     greedy_match,
+    judge_chain,
     residual,
     speculative_accept,
     speculative_chain,
@@ -125,6 +125,6 @@ def test_typical_chain_stops_at_improbable_token() -> None:
     assert recs[1]["threshold"] == pytest.approx(0.09)
 
 
-def test_decide_chain_rejects_unknown_rule() -> None:
+def test_judge_chain_rejects_unknown_rule() -> None:
     with pytest.raises(ValueError, match="Unknown rule"):
-        decide_chain("nope", P[None], Q[None], [0], torch.Generator())
+        judge_chain("nope", P[None], Q[None], [0], torch.Generator())

@@ -219,25 +219,6 @@ def flawed_chain(
     return len(drafts), draw(p[len(drafts)], gen), records
 
 
-def decide_chain(
-    rule: str,
-    p: torch.Tensor,
-    q: torch.Tensor,
-    drafts: list[int],
-    gen: torch.Generator,
-    eps: float = 0.09,
-    delta: float = 0.3,
-) -> tuple[int, int, list[dict[str, Any]]]:
-    """Judge a drafted chain with the named rule (one of RULES)."""
-    if rule == "speculative":
-        return speculative_chain(p, q, drafts, gen)
-    if rule == "typical":
-        return typical_chain(p, q, drafts, gen, eps, delta)
-    if rule == "flawed":
-        return flawed_chain(p, q, drafts, gen)
-    raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")
-
-
 def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
     """Temperature 0: accept while the draft equals the target's argmax; p [γ+1, V], q [γ, V]; records as above."""
     target = p.argmax(-1).tolist()
@@ -267,7 +248,13 @@ def judge_chain(
     if rule == "greedy":
         n, records = greedy_chain(p, q, drafts)
         return n, None, records
-    return decide_chain(rule, p, q, drafts, gen, eps, delta)
+    if rule == "speculative":
+        return speculative_chain(p, q, drafts, gen)
+    if rule == "typical":
+        return typical_chain(p, q, drafts, gen, eps, delta)
+    if rule == "flawed":
+        return flawed_chain(p, q, drafts, gen)
+    raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")
 
 
 def annotate(records: list[dict[str, Any]], p: torch.Tensor, text) -> list[dict[str, Any]]:

@@ -33,15 +33,13 @@ def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(title="position after the root (root = 0)", dtick=1)
     if not detail.harvested:
-        fig.add_annotation(
-            text="the window is still filling: no n-grams yet",
-            showarrow=False,
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=-0.25,
-        )
+        _note(fig, "the window is still filling: no n-grams yet", y=-0.25)
     return apply(fig, title, slide, height=110 + 70 * len(levels))
+
+
+def _note(fig: go.Figure, text: str, y: float) -> None:
+    """A centred line of text on the figure's paper (a state with nothing to draw yet)."""
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=y)
 
 
 def _add_harvest(fig: go.Figure, harvest_status: list[str], names: list[str]) -> None:
@@ -149,14 +147,7 @@ def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool =
             )
         )
     if not cands:
-        fig.add_annotation(
-            text="no pooled n-gram starts with this root: only the window ran",
-            showarrow=False,
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=0.5,
-        )
+        _note(fig, "no pooled n-gram starts with this root: only the window ran", y=0.5)
     fig.update_yaxes(autorange="reversed")
     depth = max((len(c) for c in cands), default=1)
     fig.update_xaxes(title="position after the root", dtick=1, range=[0.4, depth + 0.6])

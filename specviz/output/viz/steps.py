@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import VERIFY, apply, method_color, token_text
+from specviz.output.viz.theme import VERIFY, add_speedup, apply, method_color, token_text
 from specviz.tuning.compare import running_speedup
 
 STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
@@ -71,17 +71,7 @@ def steps_figure(
         )
     if baseline is not None:
         speed = [round(x, 3) for x in running_speedup(baseline, trace, upto)]
-        fig.add_trace(
-            go.Scatter(
-                x=idx,
-                y=speed,
-                name="running speedup vs AR",
-                yaxis="y2",
-                mode="lines",
-                line={"color": VERIFY, "width": 3},
-            )
-        )
-        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
+        add_speedup(fig, idx, speed, "running speedup vs AR", VERIFY)
     # at least ten steps' room, so the first few steps are bars, not one bar stretched across the axis
     lo = idx[0] if idx else 0
     fig.update_xaxes(title="step (one target forward pass)", range=[lo - 0.5, max(idx[-1] if idx else 0, lo + 9) + 0.5])

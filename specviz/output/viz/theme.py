@@ -76,6 +76,12 @@ def _title_room(text: str, size: int) -> int:
     return int(30 + lines)
 
 
+def add_speedup(fig: go.Figure, x: list, y: list, name: str, color: str, mode: str = "lines") -> None:
+    """A speedup curve on a second y axis, on the right (×, from zero), over the figure's own bars."""
+    fig.add_trace(go.Scatter(x=x, y=y, name=name, yaxis="y2", mode=mode, line={"color": color, "width": 3}))
+    fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
+
+
 def apply(fig: go.Figure, title: str | None = None, slide: bool = False, height: int | None = None) -> go.Figure:
     """Style a figure in place and return it; `slide` gives a 16:9 white figure with large type.
 

@@ -12,7 +12,18 @@ import plotly.graph_objects as go
 from specviz.core.details import MedusaStep
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.steps import steps_figure, token_strip
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, SLIDE_SIZE, VERIFY, apply, method_color, token_text
+from specviz.output.viz.theme import (
+    ACCEPT,
+    DRAFT,
+    NEUTRAL,
+    REJECT,
+    SLIDE_SIZE,
+    VERIFY,
+    add_speedup,
+    apply,
+    method_color,
+    token_text,
+)
 
 __all__ = [
     "budget_figure",
@@ -271,17 +282,7 @@ def cost_figure(
         annotation_text=f"plain decoding step {ar_ms:.0f} ms",
     )
     if speedup:
-        fig.add_trace(
-            go.Scatter(
-                x=sizes,
-                y=speedup,
-                name="speedup A/r",
-                yaxis="y2",
-                mode="lines+markers",
-                line={"color": ACCEPT, "width": 3},
-            )
-        )
-        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "speedup ×", "rangemode": "tozero"})
+        add_speedup(fig, sizes, speedup, "speedup A/r", ACCEPT, mode="lines+markers")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="tree size: total_tokens (root included)")
     fig.update_layout(yaxis={"title": "ms per step"})  # y2 keeps its own title
