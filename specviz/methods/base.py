@@ -306,10 +306,12 @@ def generator(
     begin: Callable[..., Step],
     doc: str,
     settle: Callable[[LoadedModel, Any], Any] | None = None,
+    run_type: type[Run] | None = None,
 ) -> Generate:
     """A method's generate, written once: its Config (default() when none; settle(lm, cfg) when it reads the
-    model), one Run, and Run.decode over the step `begin(run, cfg, **resources)` returns (resources: a method's
-    trained parts passed in, such as heads, else begin loads them)."""
+    model), one Run (of run_type when its prefill keeps more), and Run.decode over the step that
+    `begin(run, cfg, **resources)` returns (resources: trained parts passed in, such as heads; else begin loads
+    them)."""
 
     def generate(
         lm: LoadedModel,
@@ -322,7 +324,7 @@ def generator(
     ) -> Trace:
         cfg = config if config is not None else default()
         cfg = settle(lm, cfg) if settle is not None else cfg
-        run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
+        run = (run_type or Run)(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
         return run.decode(begin(run, cfg, **resources))
 
     generate.__doc__ = doc

@@ -18,12 +18,12 @@ import torch
 
 from specviz.core.details import EagleStep
 from specviz.core.model import LoadedModel, fused_layers
-from specviz.core.sampling import ConfigError, Sampling
-from specviz.core.trace import Trace
+from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import HeadError, pass_through
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, new_head
 from specviz.heads.eagle_drafter import head_dtype
-from specviz.methods.base import Card, OnStep, Outcome, Run, tree_outcome
+from specviz.methods.base import Card, Outcome, Run, generator, tree_outcome
+from specviz.methods.base import Step as RunStep  # a decode step function (trees.eagle_tree.Step: a tree step)
 from specviz.trees.draft_tree import feature_view
 from specviz.trees.eagle_tree import Shape, Step, TreeResult, TreeStepper, check_shape
 from specviz.trees.tree import TreeSpec, verify_tree_layers
@@ -81,9 +81,9 @@ def get_head(lm: LoadedModel, cfg: Config) -> Eagle3Head:
 class LayersRun(Run):
     """A Run whose prefill also keeps the prompt's layer inputs, the first features the head reads."""
 
-    def __init__(self, *args, layers: tuple[int, ...], **kwargs) -> None:
+    def __init__(self, *args, layers: tuple[int, ...] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.layers = layers
+        self.layers = layers  # set by begin, from the head, before the prefill
         self.prompt_layers: torch.Tensor | None = None  # [n, 3H]
 
     def forward_prompt(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,23 +172,20 @@ class State:
         return tree_outcome(res, lambda: Eagle3Step(**stepper.record(res, run.lm.token_text)))
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-    head: Eagle3Head | None = None,
-) -> Trace:
-    """Decode with an EAGLE-3 head until EOS or max_new_tokens; raise ConfigError when no head is found."""
-    cfg = config or Config()
-    head = head or get_head(lm, cfg)
-    layers = tuple(head.config.layers)
-    if max(layers) >= len(lm.hf.model.layers):
-        raise ConfigError(f"The EAGLE-3 head fuses layers {list(layers)}; this model has {len(lm.hf.model.layers)}.")
-    run = LayersRun(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step, layers=layers)
-    return run.decode(State(start(run, head, cfg)).step)
+def begin(run: LayersRun, cfg: Config, head: Eagle3Head | None = None) -> RunStep:
+    """The head (given, else found; ConfigError when none is, or when it fuses layers this model lacks), the
+    layers the run's prefill keeps, and the stepper drafting from the run's state."""
+    head = head or get_head(run.lm, cfg)
+    layers, depth = tuple(head.config.layers), len(run.lm.hf.model.layers)
+    if max(layers) >= depth:
+        raise ConfigError(f"The EAGLE-3 head fuses layers {list(layers)}; this model has {depth}.")
+    run.layers = layers
+    return State(start(run, head, cfg)).step
+
+
+generate = generator(
+    NAME, Config, begin, "Decode with an EAGLE-3 head until EOS or max_new_tokens.", run_type=LayersRun
+)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:
