@@ -27,7 +27,9 @@ def test_the_lesson_by_key_presses(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    assert [name.split("_", 1)[1] for name, _ in shots] == [f"{s.id}.png" for s in lesson.stops]
+    frames = {s.id: s.frames + (1 if s.questions else 0) for s in lesson.stops}  # builds, then the four questions
+    wanted = [f"{i}{'' if k == 1 else f'_b{k}'}.png" for i, n in frames.items() for k in range(1, n + 1)]
+    assert [name.split("_", 1)[1] for name, _ in shots] == wanted
     for name, _seconds in shots:
         with Image.open(out / name) as im:
             assert im.size == (1600, 900), name
