@@ -106,14 +106,12 @@ def make_config(name: str, overrides: dict[str, str] | None = None):
     cls = get(name).Config
     known = {f.name: f for f in settings(cls)}
     values = {}
-    old_names: dict[str, tuple] = getattr(cls, "RENAMED", {})  # core.sampling.renamed: old option names still work
     for given, raw in (overrides or {}).items():
-        key = old_names[given][0] if given in old_names else given
-        if key not in known:
+        if given not in known:
             choices = ", ".join(known) or "none"
             raise ConfigError(f"Method {name!r} has no option {given!r} (options: {choices}).")
-        default = known[key].default if known[key].default is not MISSING else None
-        values[given] = _coerce(given, raw, type(default))  # an old name is converted by the Config itself
+        default = known[given].default if known[given].default is not MISSING else None
+        values[given] = _coerce(given, raw, type(default))
     try:
         return cls(**values)
     except TypeError as exc:

@@ -51,19 +51,9 @@ def verify(
     return logits, probs, hidden
 
 
-def from_budget(budget: Any) -> Any:
-    """A Config's old `budget` (drafted nodes, root not counted) as total_tokens (verified, root included)."""
-    return budget + 1 if isinstance(budget, (int, float)) and not isinstance(budget, bool) else budget
-
-
-OLD_RULES = {"greedy": "exact"}  # the exact rule's first name, which saved settings may still carry
-
-
 def check_config(cfg: Any) -> None:
-    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule; an
-    old rule name (OLD_RULES) is taken as its new one. Called from a frozen Config's __post_init__."""
-    if cfg.rule in OLD_RULES:
-        object.__setattr__(cfg, "rule", OLD_RULES[cfg.rule])
+    """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule.
+    Called from a frozen Config's __post_init__."""
     check_between("heads", cfg.heads, 1, 8)
     check_between("total_tokens", cfg.total_tokens, 1, 129, " tokens verified, root included")
     if cfg.rule not in RULES:
@@ -82,10 +72,9 @@ class HeadTreeConfig:
     Config subclasses it with its own docstring."""
 
     heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
-    # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's
-    # Config (once `budget`, drafted nodes, root not counted: budget=B is total_tokens=B + 1)
+    # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's Config
     total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32)
-    # the acceptance rule at T > 0 (`rule`, as in every Config; once `acceptance`): "exact" is
+    # the acceptance rule at T > 0 (`rule`, as in every Config): "exact" is
     # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
     rule: str = "exact"
     eps: float = 0.09  # typical acceptance: p(x) > min(eps, delta·exp(-H(p)))
@@ -93,7 +82,7 @@ class HeadTreeConfig:
     heads_dir: str = ""  # folder with heads.safetensors + calibration.json; "" = the method's models folder
 
     def __post_init__(self) -> None:
-        check_config(self)  # also takes the exact rule's old name, "greedy"
+        check_config(self)
 
 
 def plan(
