@@ -143,4 +143,5 @@ def test_the_held_out_prompts_are_in_no_training_set(pool) -> None:
     assert len(keys) == len(held) and not keys & {key(t) for t in pool}
     legacy = sharegpt._shuffled(sharegpt._openings(), 0)[: sharegpt.LEGACY_DISTILLED]
     assert not keys & {key(t) for t in legacy}
-    assert [t for t in legacy if key(t) in {key(p) for p in pool}][:100] == pool[:100]  # the old order, filtered
+    kept = {key(p) for p in pool}
+    assert [t for t in legacy if key(t) in kept][:100] == pool[:100]  # the old order, filtered

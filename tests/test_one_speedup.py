@@ -3,10 +3,13 @@ the figures and the export use (specviz.core.measure), and a single live run is 
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.core import measure
+from specviz.core.sampling import Sampling
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.gallery import figures
 from specviz.output.viz.tree import steps_figure
@@ -37,7 +40,7 @@ def trace(method: str, chunks: list[list[int]], wall: float, prefill: float, wid
         device="cpu",
         prompt="p",
         prompt_ids=[1],
-        config={},
+        config={"sampling": asdict(Sampling(max_new_tokens=8)), "method": {}},  # what a trace file must carry
         steps=steps,
         output_ids=out,
         text="",
