@@ -51,6 +51,10 @@ CONFIG_MATRIX = [
     ("eagle3", {"tree": "static", "depth": 3, "top_k": 2, "total_tokens": 5}, 2),
     ("eagle3", {"depth": 5, "top_k": 6, "total_tokens": 24}, 2),
     ("hybrid", {"depth": 5, "top_k": 4, "total_tokens": 16}, 2),
+    # the confidence budget: a floor of nodes, more where the draft is sure, deeper only while it is
+    ("eagle", {"depth": 4, "top_k": 4, "total_tokens": 10, "min_tokens": 4, "node_floor": 0.2, "depth_floor": 0.3}, 2),
+    ("eagle3", {"depth": 4, "top_k": 4, "total_tokens": 10, "min_tokens": 4, "node_floor": 0.2, "depth_floor": 0.3}, 2),
+    ("hybrid", {"depth": 4, "top_k": 4, "total_tokens": 10, "min_tokens": 4, "node_floor": 0.2, "depth_floor": 0.3}, 2),
     ("jacobi", {"guesses": 1, "init": "pad"}, 0),
     ("jacobi", {"guesses": 4, "init": "random"}, 0),
     ("lookahead", {"window": 2, "ngram": 2, "guesses": 1, "init": "pad"}, 1),
@@ -111,8 +115,12 @@ def test_every_important_configuration_equals_plain_decoding(runs, sticky, stick
     assert trace.output_ids == runs["ar"].output_ids
     if least:
         assert_drafts_accepted(trace, least)
-    if name.startswith("eagle"):  # EAGLE verifies exactly its budget of nodes, whatever the tree's shape
+    if name.startswith("eagle") and not options.get("min_tokens"):  # a fixed budget: exactly total_tokens nodes
         assert all(s.forward_tokens in (0, options["total_tokens"]) for s in trace.steps)
+    elif options.get("min_tokens"):  # the confidence budget: between its floor and total_tokens, and not always full
+        sizes = [s.forward_tokens for s in trace.steps if s.forward_tokens]
+        assert all(options["min_tokens"] <= n <= options["total_tokens"] for n in sizes), sizes
+        assert min(sizes) < options["total_tokens"], sizes
 
 
 def _differs(lm: LoadedModel, ids: list[int], name: str, want: list[int]) -> bool:

@@ -49,6 +49,7 @@ SPECS = {  # the bounds of a head's config.json (then check_shape)
     "vocab_size": Between("int", 1, MAX_VOCAB),
     "draft_vocab": Between("int", 0, MAX_VOCAB),
     "calibration": [[Between("float", 0, 1), 256], 64],
+    "confidence": [Between("float", 0, 1), 64],
 }
 
 
@@ -68,6 +69,9 @@ class HeadConfig:
     draft_vocab: int = 0  # 0 = the full vocabulary
     # calibration[d][i]: P(the target's token is rank i of the draft at depth d+1), drafting from own features
     calibration: list[list[float]] = field(default_factory=list)
+    # confidence[b]: P(a drafted node is the target's token | its parent was, its draft probability in tenth b),
+    # measured live on unseen prompts (specviz.tuning.confidence); the confidence budget reads it
+    confidence: list[float] = field(default_factory=list)
     train: dict = field(default_factory=dict)  # how it was trained and what it scored
     format: str = HEAD_FORMAT
 

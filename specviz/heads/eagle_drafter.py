@@ -171,6 +171,8 @@ def head_dtype(lm: LoadedModel, cfg: Shape) -> torch.dtype:
 def start(run: Step, head: EagleHead, cfg: Shape) -> TreeStepper:
     """Prefill the target, then the head over the prompt's pairs (timed as prefill): EAGLE's tree stepper."""
     _, hidden = run.prefill()
-    stepper = TreeStepper(Drafter(head, run.lm, head_dtype(run.lm, cfg)), cfg, head.config.calibration)
+    stepper = TreeStepper(
+        Drafter(head, run.lm, head_dtype(run.lm, cfg)), cfg, head.config.calibration, head.config.confidence
+    )
     stepper.begin(run, hidden)
     return stepper

@@ -9,7 +9,7 @@ from specviz.core.model import LoadedModel
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import head_for, load_head, start, tiny_head
 from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
-from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
+from specviz.trees.eagle_tree import BudgetFields, TreeResult, TreeStepper, check_shape
 from specviz.trees.walk import walk
 
 CARD = Card(
@@ -27,7 +27,7 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(BudgetFields):
     """Tree shape and the head; defaults tuned on this 2-core CPU (GPU reference: 5 / 10 / 60)."""
 
     # CPU defaults from `python -m specviz calibrate eagle --live` (models/eagle/live_sweep.json: 8 unseen

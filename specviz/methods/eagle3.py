@@ -25,7 +25,7 @@ from specviz.heads.eagle_drafter import head_dtype
 from specviz.methods.base import Card, Outcome, Run, generator, tree_outcome
 from specviz.methods.base import Step as RunStep  # a decode step function (trees.eagle_tree.Step: a tree step)
 from specviz.trees.draft_tree import feature_view
-from specviz.trees.eagle_tree import Shape, Step, TreeResult, TreeStepper, check_shape
+from specviz.trees.eagle_tree import BudgetFields, Shape, Step, TreeResult, TreeStepper, check_shape
 from specviz.trees.tree import TreeSpec, verify_tree_layers
 from specviz.trees.walk import walk
 
@@ -44,7 +44,7 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(BudgetFields):
     """Tree shape and the head, as EAGLE-2's (defaults: its CPU-tuned 2 / 4 / 6; GPU reference 5 / 10 / 60)."""
 
     depth: int = 2  # draft rounds = deepest drafted token
@@ -100,7 +100,7 @@ class Eagle3Stepper(TreeStepper):
     drafter: Eagle3Drafter
 
     def __init__(self, drafter: Eagle3Drafter, cfg: Shape, head: Eagle3Head) -> None:
-        super().__init__(drafter, cfg, head.config.calibration)
+        super().__init__(drafter, cfg, head.config.calibration, head.config.confidence)
         self.layers = tuple(head.config.layers)
         self.last_layers: torch.Tensor | None = None  # the last committed token's layer inputs [3H]
 

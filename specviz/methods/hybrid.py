@@ -27,7 +27,7 @@ from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import head_for, start, tiny_head
 from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
 from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import TreeResult, TreeStepper, check_shape
+from specviz.trees.eagle_tree import BudgetFields, TreeResult, TreeStepper, check_shape
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 from specviz.trees.walk import walk
 
@@ -43,7 +43,7 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(BudgetFields):
     """EAGLE-2's tree and head, plus how many n-gram candidates may join it and how long each may be."""
 
     # Defaults from 8 unseen ShareGPT prompts x 64 tokens, each interleaved with plain decoding (fp32,

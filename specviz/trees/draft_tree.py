@@ -40,6 +40,39 @@ class Shape(Protocol):
     def total_tokens(self) -> int: ...
 
 
+CONFIDENCE_BINS = 10  # a head's confidence table: acceptance per tenth of draft probability
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A per-step node budget from calibrated confidence (EAGLE-2's dynamic tree, trimmed or cut short).
+
+    `table[b]` is the measured probability that a drafted node is the target's token given that its parent was,
+    for draft probabilities in [b/10, (b+1)/10) (specviz.tuning.confidence fits it on unseen prompts; empty: the
+    draft probability itself). A node's calibrated path acceptance is the product along its path. The tree keeps
+    min_tokens nodes (root included) always, a further node only while its path acceptance is at least
+    node_floor, and drafts another depth only while the frontier's best is at least depth_floor.
+    """
+
+    min_tokens: int
+    node_floor: float
+    depth_floor: float
+    table: tuple[float, ...] = ()
+
+    def accept(self, conf: float) -> float:
+        """The calibrated acceptance of a node drafted with probability conf."""
+        if not self.table:
+            return conf
+        return self.table[min(int(conf * len(self.table)), len(self.table) - 1)]
+
+    def path_values(self, tree: DraftTree) -> list[float]:
+        """Every node's calibrated path acceptance (the root's is 1); parents precede children in a tree."""
+        value = [1.0] * len(tree.tokens)
+        for i in range(1, len(tree.tokens)):
+            value[i] = value[tree.parents[i]] * self.accept(tree.conf[i])
+        return value
+
+
 @dataclass
 class DraftTree:
     """Every drafted node (node 0 = the root), how it was drafted, and which nodes survive the rerank."""
@@ -68,6 +101,16 @@ class DraftTree:
         """EAGLE-2's rerank: keep the root plus the total-1 nodes of highest cumulative score."""
         order = sorted(range(1, len(self.tokens)), key=lambda i: (-self.score[i], i))
         for i in order[: total - 1]:  # a child never outscores its parent, so the kept set is a tree
+            self.kept[i] = True
+
+    def keep_budget(self, total: int, budget: Budget) -> None:
+        """The confidence budget's rerank: the root, the first min_tokens - 1 nodes by calibrated path acceptance,
+        then each further node while its own is at least node_floor, up to total - 1 drafted nodes."""
+        value = budget.path_values(self)
+        order = sorted(range(1, len(self.tokens)), key=lambda i: (-value[i], i))
+        for rank, i in enumerate(order[: total - 1]):  # a child's value never exceeds its parent's: a tree
+            if rank + 1 >= budget.min_tokens and value[i] < budget.node_floor:
+                break
             self.kept[i] = True
 
     def verified(self) -> tuple[list[int], TreeSpec]:
@@ -111,16 +154,25 @@ def add_children(dr: TreeDrafter, tree: DraftTree, node: int, k: int) -> list[in
     return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
 
 
-def grow_dynamic(dr: TreeDrafter, tree: DraftTree, cfg: Shape, base: int | None = None) -> None:
-    """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all."""
+def grow_dynamic(
+    dr: TreeDrafter, tree: DraftTree, cfg: Shape, base: int | None = None, budget: Budget | None = None
+) -> None:
+    """EAGLE-2: each round expands the top_k newest nodes by cumulative log-prob; then rerank all. With a
+    confidence budget, a round runs only while the frontier's best calibrated path acceptance reaches
+    depth_floor, and the rerank keeps what the budget says (DraftTree.keep_budget)."""
     base = dr.length if base is None else base
     fed: list[int] = []
     layer = add_children(dr, tree, 0, cfg.top_k)
     for rnd in range(2, cfg.depth + 1):
         frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
+        if budget is not None and max(budget.path_values(tree)[i] for i in frontier) < budget.depth_floor:
+            break
         expand(dr, tree, sorted(frontier), base, fed, rnd)
         layer = [c for n in sorted(frontier) for c in add_children(dr, tree, n, cfg.top_k)]
-    tree.keep_best(cfg.total_tokens)
+    if budget is None:
+        tree.keep_best(cfg.total_tokens)
+    else:
+        tree.keep_budget(cfg.total_tokens, budget)
 
 
 def grow_static(dr: TreeDrafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
@@ -208,10 +260,17 @@ def tree_detail(tree: DraftTree, text: Callable[[int], str], kind: str) -> dict:
 
 
 def grow(
-    dr: TreeDrafter, tree: DraftTree, cfg: Shape, kind: str, paths: list[tuple[int, ...]], base: int | None = None
+    dr: TreeDrafter,
+    tree: DraftTree,
+    cfg: Shape,
+    kind: str,
+    paths: list[tuple[int, ...]],
+    base: int | None = None,
+    budget: Budget | None = None,
 ) -> None:
-    """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`)."""
+    """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`, under the
+    confidence budget when one is given)."""
     if kind == "static":
         grow_static(dr, tree, paths, base)
     else:
-        grow_dynamic(dr, tree, cfg, base)
+        grow_dynamic(dr, tree, cfg, base, budget)

@@ -6,7 +6,7 @@ builds one) and offers the pieces each method's own step puts in order: draft, v
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,7 +16,7 @@ import torch
 from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, Sampling, check_between
-from specviz.trees.draft_tree import DraftTree, TreeDrafter, feature_view, grow, static_paths, tree_detail
+from specviz.trees.draft_tree import Budget, DraftTree, TreeDrafter, feature_view, grow, static_paths, tree_detail
 from specviz.trees.draft_tree import Shape as TreeShape
 from specviz.trees.tree import TreeSpec, commit_path, verify_tree
 from specviz.trees.walk import Walk
@@ -31,6 +31,23 @@ class Shape(TreeShape, Protocol):
     def head(self) -> str: ...
     @property
     def head_dtype(self) -> str: ...
+    @property
+    def min_tokens(self) -> int: ...
+    @property
+    def node_floor(self) -> float: ...
+    @property
+    def depth_floor(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class BudgetFields:
+    """The confidence budget's settings, shared by every EAGLE-family Config (draft_tree.Budget says the rule):
+    min_tokens 0 keeps the fixed budget (total_tokens nodes every step); above 0 the tree keeps at least that
+    many nodes (root included) and at most total_tokens."""
+
+    min_tokens: int = 0
+    node_floor: float = 0.0  # a node beyond min_tokens joins while its calibrated path acceptance reaches this
+    depth_floor: float = 0.0  # another draft round runs while the frontier's best path acceptance reaches this
 
 
 class Step(Protocol):
@@ -67,6 +84,12 @@ def check_shape(cfg: Any) -> None:
         raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {str(cfg.head_dtype)[:40]!r}.")
     if why := folder_problem(cfg.head):
         raise ConfigError(f"head {why}.")
+    if cfg.min_tokens:
+        check_between("min_tokens", cfg.min_tokens, 2, cfg.total_tokens)
+        if cfg.tree != "dynamic":
+            raise ConfigError("The confidence budget (min_tokens above 0) trims a dynamic tree; set tree='dynamic'.")
+    check_between("node_floor", cfg.node_floor, 0.0, 1.0)
+    check_between("depth_floor", cfg.depth_floor, 0.0, 1.0)
 
 
 @dataclass
@@ -87,6 +110,13 @@ class TreeResult:
         return self.walk.path
 
 
+def budget_of(cfg: Shape, confidence: Sequence[float] = ()) -> Budget | None:
+    """The Config's confidence budget over a head's confidence table; None for the fixed budget."""
+    if not cfg.min_tokens:
+        return None
+    return Budget(cfg.min_tokens, cfg.node_floor, cfg.depth_floor, tuple(confidence))
+
+
 class StepDrafter(TreeDrafter, Protocol):
     """What the stepper asks of a head's drafter beyond growing a tree (specviz.heads.eagle_drafter.Drafter is one)."""
 
@@ -105,9 +135,14 @@ class TreeStepper:
     (EAGLE-3's fused layers, in its method file) overrides `root_feature`, `verify` and `commit`.
     """
 
-    def __init__(self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]]) -> None:
+    def __init__(
+        self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]], confidence: list[float] = ()
+    ) -> None:
+        """calibration: the head's rank accuracies (EAGLE-1's static tree); confidence: its confidence table
+        (the budget's, when cfg.min_tokens is above 0)."""
         self.cfg, self.drafter = cfg, drafter
         self.paths = static_paths(calibration, cfg) if cfg.tree == "static" else []
+        self.budget = budget_of(cfg, confidence)
 
     def begin(self, run: Step, prompt_feats: torch.Tensor) -> None:
         """The head's own prefill over the prompt's pairs (prompt_feats [n, …]), timed as prefill."""
@@ -119,7 +154,7 @@ class TreeStepper:
         """Catch the head up with the verified features, then grow this step's tree from the root."""
         tree = DraftTree(tokens=[root])
         tree.feats[0], tree.logps[0] = self.drafter.catch_up(feature, root)
-        grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths)
+        grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths, budget=self.budget)
         return tree
 
     def root_feature(self, run: Step) -> torch.Tensor:

@@ -45,6 +45,8 @@ class BatchEagle:
     def __init__(self, lm: LoadedModel, head: EagleHead, cfg: Config) -> None:
         if cfg.tree != "dynamic":
             raise ConfigError("Batched EAGLE grows the dynamic (EAGLE-2) tree only.")
+        if cfg.min_tokens:
+            raise ConfigError("Batched EAGLE keeps the fixed node budget; set min_tokens=0.")
         self.cfg = cfg
         self.dr = Drafter(head, lm, head_dtype(lm, cfg))  # the head in its draft dtype, its projection, embedding
         self.slots = SlotCache(head.new_cache(), 0, lm.device)
