@@ -34,7 +34,7 @@ from specviz.tuning import sweep
 
 METHODS = {"eagle": eagle, "eagle3": eagle3}
 FIT_SHAPE = {"depth": 4, "top_k": 4, "total_tokens": 16}  # a wide tree: many judged nodes per step
-FLOORS = ((0.0, 0.0), (0.05, 0.1), (0.1, 0.1), (0.1, 0.3), (0.2, 0.2), (0.2, 0.4), (0.3, 0.3), (0.3, 0.5))
+FLOORS = ((0.1, 0.2), (0.2, 0.3), (0.3, 0.5))  # (node_floor, depth_floor) pairs swept at each min_tokens
 
 
 def fit_prompts(n: int = 32) -> list[str]:
@@ -133,12 +133,13 @@ def measure_budget(
     head: str,
     prompts: list[str],
     shape: dict,
-    floors: Iterable[tuple[float, float]] = FLOORS,
+    settings: tuple[Iterable[tuple[float, float]], Iterable[int]] = (FLOORS, (3, 5)),
     max_new_tokens: int = 64,
     repeats: int = 2,
 ) -> dict:
-    """Speedup over plain decoding, A, mean nodes verified and rounds drafted per step, for each budget setting."""
-    cfgs = budget_configs(kind, head, floors, shape)
+    """Speedup over plain decoding, A, mean nodes verified and rounds drafted per step, for the fixed default
+    and each budget setting (settings: the (node_floor, depth_floor) pairs and the min_tokens values)."""
+    cfgs = budget_configs(kind, head, settings[0], shape, settings[1])
     measured, _plain = sweep.interleaved(
         lm, prompts, cfgs, METHODS[kind].generate, max_new_tokens, repeats, print, _label
     )
@@ -175,7 +176,7 @@ def _args(kind: str, argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--prompts", type=int, default=0, help="unseen ShareGPT prompts (default: 32 fit, 16 sweep)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--min-tokens", type=int, default=4, help="the budget's floor of nodes, root included")
+    ap.add_argument("--min-tokens", default="3,5", help="the budget's floors of nodes, root included, comma-separated")
     ap.add_argument("--shape", default="4/4/10", help="the budget's ceiling: depth/top_k/total_tokens")
     ap.add_argument("--floors", default="", help="node_floor/depth_floor pairs, comma-separated")
     a = ap.parse_args(argv)
@@ -209,10 +210,14 @@ def calibrate_budget(kind: str, argv: list[str]) -> int:
         path = write_table(folder, fitted, where)
         print(f"{fitted['nodes']} judged nodes; table {fitted['table']}; wrote {path} and the head's config.json")
         return 0
-    d, k, n = (int(x) for x in a.shape.split("/"))
-    shape = {"depth": d, "top_k": k, "total_tokens": n, "min_tokens": a.min_tokens}
+    try:
+        d, k, n = (int(x) for x in a.shape.split("/"))
+    except ValueError:
+        raise ValueError(f"--shape must look like 4/4/10, got {a.shape[:40]!r}.") from None
+    shape = {"depth": d, "top_k": k, "total_tokens": n}
+    minima = tuple(int(x) for x in a.min_tokens.split(","))
     prompts = sweep_prompts(a.prompts or 16)
-    out = measure_budget(lm, kind, a.head, prompts, shape, _floors(a.floors), a.max_new_tokens, a.repeats)
+    out = measure_budget(lm, kind, a.head, prompts, shape, (_floors(a.floors), minima), a.max_new_tokens, a.repeats)
     out["source"] = f"the last {len(prompts)} of 8000 shuffled ShareGPT first turns (never used in training)"
     path = store.write_json(folder / "budget_sweep.json", out)
     for r in sorted(out["rows"], key=lambda r: -r["speedup"]):
