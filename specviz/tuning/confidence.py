@@ -115,10 +115,16 @@ def write_table(folder: Path, fitted: dict, where: dict) -> Path:
     return store.write_json(folder / "confidence.json", {**fitted, "provenance": where})
 
 
-def budget_configs(kind: str, head: str, floors: Iterable[tuple[float, float]], shape: dict) -> list[Any]:
-    """The fixed default first, then the budget over `shape` at each (node_floor, depth_floor)."""
+def budget_configs(
+    kind: str, head: str, floors: Iterable[tuple[float, float]], shape: dict, min_tokens: Iterable[int]
+) -> list[Any]:
+    """The fixed default first, then the budget over `shape` at each min_tokens × (node_floor, depth_floor)."""
     fixed = _config(kind, head=head)
-    return [fixed] + [_config(kind, head=head, node_floor=nf, depth_floor=df, **shape) for nf, df in floors]
+    return [fixed] + [
+        _config(kind, head=head, min_tokens=m, node_floor=nf, depth_floor=df, **shape)
+        for m in min_tokens
+        for nf, df in floors
+    ]
 
 
 def _label(c: Any) -> str:
