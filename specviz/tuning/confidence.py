@@ -185,6 +185,7 @@ def _args(kind: str, argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--min-tokens", default="3,5", help="the budget's floors of nodes, root included, comma-separated")
     ap.add_argument("--shape", default="4/4/10", help="the budget's ceiling: depth/top_k/total_tokens")
     ap.add_argument("--floors", default="", help="node_floor/depth_floor pairs, comma-separated")
+    ap.add_argument("--out", type=Path, default=None, help="the sweep's file (default: budget_sweep.json by the head)")
     a = ap.parse_args(argv)
     if a.confidence == a.budget:
         raise ValueError("Say --confidence (fit the table) or --budget (sweep the floors).")
@@ -225,7 +226,7 @@ def calibrate_budget(kind: str, argv: list[str]) -> int:
     prompts = sweep_prompts(a.prompts or 16)
     out = measure_budget(lm, kind, a.head, prompts, shape, (_floors(a.floors), minima), a.max_new_tokens, a.repeats)
     out["source"] = f"the last {len(prompts)} of 8000 shuffled ShareGPT first turns (never used in training)"
-    path = store.write_json(folder / "budget_sweep.json", out)
+    path = store.write_json(a.out or folder / "budget_sweep.json", out)
     for r in sorted(out["rows"], key=lambda r: -r["speedup"]):
         print(
             f"{r['setting']:48s} {r['speedup']:.3f}x  A {r['A']:.2f}  nodes {r['nodes']:.2f}  "
