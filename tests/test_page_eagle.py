@@ -120,6 +120,9 @@ def test_eagle_page_live(real_app):
     assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6
     at.select_slider(key="eagle.stage").set_value("round 1").run()
     assert not at.exception and titled(chart_specs(at), "Round 1")
-    at.radio(key="eagle.tree").set_value("static").run()
+    at.slider(key="eagle.min_tokens").set_value(4).run()  # the confidence budget: 4 to 6 nodes a step
+    assert not at.exception and not at.error
+    assert 4 <= len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) <= 6
+    at.radio(key="eagle.tree").set_value("static").run()  # a static tree keeps its fixed shape under the budget
     at.slider(key="eagle.temperature").set_value(0.8).run()
     assert not at.exception and not at.error

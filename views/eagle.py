@@ -43,6 +43,11 @@ TOTAL_HELP = "The GPU reference verifies 60; on 2 CPU cores verify cost grows fa
 TEMPERATURE_HELP = "0 = greedy matching; > 0 = tree speculative sampling"
 TREE_HELP = "dynamic = EAGLE-2 (expand by confidence, rerank); static = EAGLE-1's fixed shape"
 E3_HELP = "EAGLE-3's head on the same tree, in the same runs"
+BUDGET_HELP = (
+    "Above 0, each step keeps this many nodes, more only where the head's calibrated path acceptance reaches the "
+    "node floor (up to total_tokens), and drafts another round only while its best frontier node reaches the depth "
+    "floor (up to depth); the head's confidence table is measured on unseen prompts."
+)
 POOL_HELP = "The same head and tree, with the text's own n-gram continuations grafted on, in the same runs"
 
 page_header(
@@ -64,6 +69,16 @@ t0 = s.sampling.temperature if s else 0.0
 temperature = widget(c2, PAGE, "eagle.temperature", "Temperature", value=t0, step=0.05, help=TEMPERATURE_HELP)
 tree_kind = widget(c3, PAGE, "eagle.tree", "Tree", help=TREE_HELP)
 repeats = repeats_control("eagle", c3)
+b1, b2, b3 = controls().columns(3)
+widget(
+    b1,
+    PAGE,
+    "eagle.min_tokens",
+    "Confidence budget: at least this many nodes (0 = always total_tokens)",
+    help=BUDGET_HELP,
+)
+widget(b2, PAGE, "eagle.node_floor", "a further node joins at path acceptance ≥", value=0.2, step=0.05)
+widget(b3, PAGE, "eagle.depth_floor", "another round runs while the best path acceptance ≥", value=0.3, step=0.05)
 try:
     e3_cfg = read_eagle3(EAGLE3_DIR)
     if (lm := get_model()) is not None and not replaying():  # a head for another model must not stop EAGLE-2's run
@@ -74,7 +89,7 @@ with_e3 = e3_cfg is not None and widget(c3, PAGE, "eagle.eagle3", "Run EAGLE-3 b
 with_pool = widget(c3, PAGE, "eagle.hybrid", "Run EAGLE-2 + n-gram pool beside it", value=True, help=POOL_HELP)
 cfgs = configs(PAGE, shows=("hybrid",) if with_pool else (), eagle3=with_e3)  # EAGLE-2 and those beside it
 cfg = cfgs["eagle"]
-other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic")
+other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic", min_tokens=0)
 s = at_temperature(s, temperature)
 runs = run_paired(cfgs, s, repeats)
 alt = run_method("eagle", other, s)

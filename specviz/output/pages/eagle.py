@@ -20,6 +20,9 @@ CONTROLS = (
     Control("eagle.top_k", "int", 1, 16, field="top_k"),
     Control("eagle.total_tokens", "int", 2, 80, field="total_tokens"),
     Control("eagle.tree", "choice", options=("dynamic", "static"), field="tree"),
+    Control("eagle.min_tokens", "int", 0, 16, field="min_tokens"),  # the confidence budget (0: fixed)
+    Control("eagle.node_floor", "float", 0.0, 1.0, field="node_floor"),
+    Control("eagle.depth_floor", "float", 0.0, 1.0, field="depth_floor"),
     Control("eagle.temperature", "float", 0.0, 1.5),
     Control("eagle.eagle3", "bool"),  # EAGLE-3 beside EAGLE-2
     Control("eagle.hybrid", "bool"),  # the hybrid beside EAGLE-2
@@ -29,10 +32,19 @@ CONTROLS = (
 
 def runs(values: dict[str, Any], figure: str, shows: Sequence[str]) -> tuple[dict[str, Any], float | None]:
     """EAGLE-2 at the page's tree shape; the hybrid when a stop shows it, EAGLE-3 when its toggle is on."""
-    fields = shape("eagle", "eagle", values) | own(values, CONTROLS)
+    fields = budgeted(shape("eagle", "eagle", values) | own(values, CONTROLS))
     names = ["eagle", *(["hybrid"] if figure == "hybrid_origins" or "hybrid" in shows else [])]
     names += ["eagle3"] if values.get("eagle.eagle3") else []
     return {n: methods.get(n).Config(**fields) for n in names}, values.get("eagle.temperature")
+
+
+def budgeted(fields: dict[str, Any]) -> dict[str, Any]:
+    """The confidence budget's floor of nodes kept within what the Config accepts: 0 (fixed) stays 0, else
+    between 2 and total_tokens; a static tree keeps its fixed shape."""
+    least = int(fields.get("min_tokens", 0))
+    if least and fields.get("tree", "dynamic") == "dynamic":
+        return fields | {"min_tokens": max(2, min(least, int(fields.get("total_tokens", least))))}
+    return fields | ({"min_tokens": 0} if least else {})
 
 
 def growth(traces: dict[str, Trace], shown: Shown) -> go.Figure:
