@@ -136,7 +136,7 @@ class TreeStepper:
     """
 
     def __init__(
-        self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]], confidence: list[float] = ()
+        self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]], confidence: Sequence[float] = ()
     ) -> None:
         """calibration: the head's rank accuracies (EAGLE-1's static tree); confidence: its confidence table
         (the budget's, when cfg.min_tokens is above 0)."""
