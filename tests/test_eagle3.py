@@ -243,3 +243,22 @@ def test_fusion_diagram_marks_the_read_layers_with_the_steps_numbers(tiny_lm):
     texts = [a.text for a in fig.layout.annotations if a.text]
     assert sum("input of layer" in t and "RMS" in t for t in texts) == len(set(detail.layers))
     assert "EAGLE-3 reads layers" in fig.layout.title.text
+
+
+def test_batches_without_a_labelled_row_move_nothing(tiny_data, tmp_path):
+    """A batch whose answers all lie past max_len (long prompts sorted together) has no loss to follow: the run
+    steps past it instead of failing on a loss without a gradient (it stopped a real run at step 204)."""
+    from specviz.training.loop import fit
+    from tests.train_check import in_memory
+
+    lm, _, seqs = tiny_data
+    trainer = e3t.Eagle3Trainer(batch_tokens=256, draft_vocab=512, unroll=2, layers="0,1,1", max_len=4)
+    start = min(int(s.mask.float().argmax()) for s in seqs)
+    assert start >= 4  # every answer begins past the cut: no batch holds a labelled row
+    cfg = replace(e3t.Eagle3Trainer.recipe, epochs=2, eval_every=0)
+    run = fit(lm, trainer, in_memory(seqs), cfg, tmp_path / "ckpt")
+    assert run.record["steps"] == run.record["planned_steps"] > 0
+    assert all("ce1" not in h for h in run.record["history"])  # no depth was scored
+    fresh = trainer.new_head(lm, in_memory(seqs), cfg.seed)  # the weights the run started from
+    for (name, a), (_, b) in zip(fresh.named_parameters(), run.head.named_parameters(), strict=True):
+        torch.testing.assert_close(a.float(), b.float(), atol=0, rtol=0, msg=name)

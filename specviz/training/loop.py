@@ -166,11 +166,12 @@ class Fitting:
             group["lr"] = lr_at(st["step"], st["planned"], cfg.lr, cfg.warmup * st["planned"], cfg.floor)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, self.logs = self.trainer.loss(self.lm, self.head, batch.make())
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.head.parameters(), cfg.clip)
-        self.opt.step()
+        if loss.requires_grad:  # a batch with no labelled row (every answer cut off by max_len) moves nothing
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.head.parameters(), cfg.clip)
+            self.opt.step()
         before = st["seen"]
         st["step"], st["index"], st["seen"] = st["step"] + 1, st["index"] + 1, before + batch.positions
         if (st["step"] - 1) % HISTORY_EVERY == 0:
