@@ -165,8 +165,10 @@ def grow_dynamic(
     layer = add_children(dr, tree, 0, cfg.top_k)
     for rnd in range(2, cfg.depth + 1):
         frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
-        if budget is not None and max(budget.path_values(tree)[i] for i in frontier) < budget.depth_floor:
-            break
+        if budget is not None:
+            value = budget.path_values(tree)  # once per round, not once per frontier node
+            if max(value[i] for i in frontier) < budget.depth_floor:
+                break
         expand(dr, tree, sorted(frontier), base, fed, rnd)
         layer = [c for n in sorted(frontier) for c in add_children(dr, tree, n, cfg.top_k)]
     if budget is None:
