@@ -74,7 +74,7 @@ widget(
     b1,
     PAGE,
     "eagle.min_tokens",
-    "Confidence budget: at least this many nodes (0 = always total_tokens)",
+    "Confidence budget: least nodes (0 = fixed)",
     help=BUDGET_HELP,
 )
 widget(b2, PAGE, "eagle.node_floor", "a further node joins at path acceptance ≥", value=0.2, step=0.05)
