@@ -10,6 +10,7 @@ from dataclasses import replace
 import torch
 
 from specviz.core.kernels import can_pack, pack_linears
+from specviz.core.lean import LeanLlama
 from specviz.core.model import LoadedModel, Resources, pick_dtype
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
@@ -22,7 +23,16 @@ def production(lm: LoadedModel, device: str) -> LoadedModel:
     dtype = pick_dtype(dev)
     hf = copy.deepcopy(lm.hf).to(device=dev, dtype=dtype)
     kernels = "aten"
+    lean = LeanLlama(hf, pack=can_pack(dev, dtype))  # as load_model: built before the prepacking drops the weights
     if can_pack(dev, dtype):
         pack_linears(hf)
         kernels = "onednn"
-    return replace(lm, hf=hf, device=dev, dtype=dtype, kernels=kernels, lock=threading.Lock(), resources=Resources())
+    out = replace(
+        lm, hf=hf, device=dev, dtype=dtype, kernels=kernels, lock=threading.Lock(), resources=Resources(), lean=lean,
+        graphs=None,
+    )
+    if dev.type == "cuda":  # the captured forwards load_model gives a GPU
+        from specviz.core.graphs import Graphs
+
+        out.graphs = Graphs(out)
+    return out

@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import methods
+from specviz.core.lean import KV
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace, load_traces
@@ -135,6 +136,15 @@ def test_the_contract_catches_a_cache_that_keeps_rejected_drafts(runs, sticky, s
     """Mutation: rolling back the KV cache does nothing, so rejected drafts stay in the context. The identity
     check must fail for every drafting method."""
     monkeypatch.setattr(DynamicCache, "crop", lambda self, n: None)
+    monkeypatch.setattr(KV, "crop", lambda self, n: None)
+    keep_path = KV.keep_path
+
+    def keeps_everything(self, prefix, path):
+        held = self.length
+        keep_path(self, prefix, path)  # the path's slots packed, but nothing after them dropped
+        self.length = max(held, self.length)
+
+    monkeypatch.setattr(KV, "keep_path", keeps_everything)
     kept = [n for n in DRAFTING if not _differs(sticky, sticky_prompt, n, runs["ar"].output_ids)]
     assert not kept, f"a cache keeping rejected drafts went unnoticed for {kept}"
 
@@ -151,7 +161,17 @@ def test_the_contract_catches_drafts_verified_one_position_off(runs, sticky, sti
             out["position_ids"] = torch.cat([pos[:, :1], pos[:, 1:] + 1], dim=1)
         return out
 
+    lean = LoadedModel._lean
+
+    def shifted_lean(self, ids, cache, layers, positions, mask, logits_for):
+        q, past = len(ids), cache.get_seq_length()
+        if q > 1 and past > 0:
+            pos = torch.arange(past, past + q) if positions is None else positions.cpu()
+            positions = torch.cat([pos[:1], pos[1:] + 1])
+        return lean(self, ids, cache, layers, positions, mask, logits_for)
+
     monkeypatch.setattr(LoadedModel, "_model_inputs", shifted)
+    monkeypatch.setattr(LoadedModel, "_lean", shifted_lean)
     committing = [n for n in DRAFTING if n not in NEVER_CONVERGES]
     kept = [n for n in committing if not _differs(sticky, sticky_prompt, n, runs["ar"].output_ids)]
     assert not kept, f"drafts one position off went unnoticed for {kept}"

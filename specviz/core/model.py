@@ -15,6 +15,7 @@ from torch import nn
 
 from specviz.core.kernels import can_pack, gqa_attention, pack_linears
 from specviz.core.kv_cache import crop_to, growing_cache
+from specviz.core.lean import KV, LeanLlama, supports
 from specviz.core.model_files import DEFAULT_MODEL, ModelError, Progress, converted_dir, resolve
 
 if TYPE_CHECKING:
@@ -112,6 +113,9 @@ class LoadedModel:
     kernels: str = "aten"  # "onednn" once pack_linears ran
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     resources: Resources = field(default_factory=Resources, repr=False)  # heads loaded for this model
+    lean: LeanLlama | None = field(default=None, repr=False)  # the written-out forward (None: build it on first use)
+    engine: str = "auto"  # "lean": core.lean's forward on a KV cache; "hf": transformers' own; "auto": lean if it can
+    graphs: Any = field(default=None, repr=False)  # core.graphs.Graphs on a GPU once captured (None: eager)
 
     @property
     def eos_ids(self) -> set[int]:
@@ -170,9 +174,31 @@ class LoadedModel:
         """The text of generated ids, special tokens left out."""
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def new_cache(self) -> DynamicCache:
-        """An empty KV cache for this model (appends in place, see kv_cache.GrowingLayer)."""
+    def uses_lean(self) -> bool:
+        """Whether this model decodes through core.lean's forward (a Llama decoder; not switched off)."""
+        if self.engine == "auto":
+            self.engine = "lean" if supports(self.hf) else "hf"
+        return self.engine == "lean"
+
+    def lean_forward(self) -> LeanLlama:
+        """The written-out forward, built on first use (load_model builds it before the CPU's prepacking)."""
+        if self.lean is None or self.lean.source is not self.hf:  # a copy with other weights builds its own
+            self.lean = LeanLlama(self.hf)
+        return self.lean
+
+    def new_cache(self) -> KV | DynamicCache:
+        """An empty KV cache for this model: core.lean's KV when it decodes through that forward, else a transformers
+        cache that appends in place (kv_cache.GrowingLayer)."""
+        if self.uses_lean():
+            return self.lean_forward().new_cache()
         return growing_cache(self.hf.config)
+
+    def run_cache(self) -> KV | DynamicCache:
+        """The cache a generation decodes on: on a GPU with captured forwards (core.graphs), the captured cache,
+        taken over from whichever run held it (runs on one model take its lock, one at a time); else a new one."""
+        if self.graphs is not None and self.graphs.lean is self.lean_forward():
+            return self.graphs.claim()
+        return self.new_cache()
 
     @torch.inference_mode()
     def forward(
@@ -227,6 +253,8 @@ class LoadedModel:
         each i in `layers` (the input of decoder layer i, before its norm), side by side in that order. With no
         layers the decoder keeps no hidden states (as `forward`) and fused is [k, 0].
         """
+        if isinstance(cache, KV):
+            return self._lean(ids, cache, layers, positions, mask, logits_for)
         inputs = self._model_inputs(ids, cache, positions, mask)
         out = self.hf.model(**inputs, use_cache=True, output_hidden_states=bool(layers))
         hidden = out.last_hidden_state[0]  # [k, H], post final norm
@@ -234,9 +262,45 @@ class LoadedModel:
         rows = hidden if logits_for is None else hidden[logits_for]
         return self.lm_head(rows).float(), hidden, fused
 
+    def _lean(
+        self,
+        ids: list[int] | torch.Tensor,
+        cache: KV,
+        layers: tuple[int, ...],
+        positions: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        logits_for: slice | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """forward_layers through core.lean on a KV cache: lengths are Python integers, nothing is read back."""
+        if any(not 0 <= i < self.hf.config.num_hidden_layers for i in layers):
+            raise ValueError(f"layers {layers} are not all decoder layers of this model.")
+        x = to_device(ids, self.device, torch.long)
+        past, q = cache.length, x.shape[0]
+        if self.graphs is not None and self.graphs.fits(cache, q, layers):  # a captured forward on a GPU
+            hidden, fused = self.graphs.forward(x, past, positions, mask, layers)
+        else:
+            cache.reserve(past + q)
+            pos = torch.arange(past, past + q, device=self.device) if positions is None else to_device(positions, self.device, torch.long)
+            full = None
+            if mask is not None:  # over the new tokens only: the prefix is visible to every one
+                full = torch.nn.functional.pad(to_device(mask, self.device, self.dtype), (past, 0))
+            hidden, fused = self.lean_forward()(x, cache, past, pos, full, layers)
+        cache.length = past + q
+        rows = hidden if logits_for is None else hidden[logits_for]
+        return self.lm_head(rows).float(), hidden, fused
+
     def neg_inf(self) -> float:
         """The most negative number of the model's dtype: an additive mask's 'may not attend'."""
         return torch.finfo(self.dtype).min
+
+
+def to_device(x: list[int] | torch.Tensor, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """x as a tensor of `dtype` on `device`. A list or a CPU tensor bound for a GPU travels from pinned memory
+    without blocking: a plain copy from pageable memory would wait for every kernel already queued."""
+    t = x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype)
+    if t.device == device or t.device.type != "cpu" or device.type != "cuda":
+        return t.to(device=device, dtype=dtype)
+    return t.to(dtype=dtype).pin_memory().to(device, non_blocking=True)
 
 
 @contextlib.contextmanager
@@ -285,11 +349,10 @@ def load_model(
         raise ModelError(f"Could not load model {spec!r} ({first[:160]}); {hint}.") from exc
     hf.to(dev).eval()
     hf.requires_grad_(False)
+    # the written-out forward reads the dense weights, so it is built before the CPU's prepacking drops them
+    lean = LeanLlama(hf, pack=kernels_wanted(kernels) != "aten" and dt == torch.float32) if supports(hf) else None
     name = DEFAULT_MODEL if where == converted_dir() else str(spec)
-    if kernels == "auto":  # an explicit argument (the CLI's --kernels) wins over the environment
-        kernels = os.environ.get("SPECVIZ_KERNELS", "auto")
-    if kernels not in ("auto", "aten", "onednn"):
-        raise ModelError(f"Unknown kernels {kernels!r}; choose auto, aten or onednn.")
+    kernels = kernels_wanted(kernels)
     used = "aten"
     # The target packs in fp32 only (the CPU default, for bit-stable greedy): a bf16 target ran no
     # faster packed on these 2 cores (40 ms per token against 39 ms for fp32 packed).
@@ -298,4 +361,18 @@ def load_model(
         used = "onednn"
     elif kernels == "onednn":
         raise ModelError("oneDNN kernels need fp32 on a CPU build of torch with mkldnn.")
-    return LoadedModel(hf=hf, tokenizer=tok, name=name, device=dev, dtype=dt, kernels=used)
+    lm = LoadedModel(hf=hf, tokenizer=tok, name=name, device=dev, dtype=dt, kernels=used, lean=lean)
+    if dev.type == "cuda" and lean is not None and os.environ.get("SPECVIZ_GRAPHS", "1") != "0":
+        from specviz.core.graphs import Graphs
+
+        lm.graphs = Graphs(lm)
+    return lm
+
+
+def kernels_wanted(kernels: str) -> str:
+    """auto, aten or onednn: an explicit argument (the CLI's --kernels) wins over SPECVIZ_KERNELS."""
+    if kernels == "auto":
+        kernels = os.environ.get("SPECVIZ_KERNELS", "auto")
+    if kernels not in ("auto", "aten", "onednn"):
+        raise ModelError(f"Unknown kernels {kernels!r}; choose auto, aten or onednn.")
+    return kernels

@@ -146,7 +146,7 @@ class Run:
         self.prompt, self.prompt_ids = prompt, list(prompt_ids)
         self.config = plain_config(config)
         self.gen = torch.Generator().manual_seed(sampling.seed)
-        self.cache = lm.new_cache()
+        self.cache = lm.run_cache()
         self.output: list[int] = []
         self.steps: list[StepTrace] = []
         self.stopped = ""

@@ -143,6 +143,9 @@ def commit_path(cache, prefix_len: int, path: list[int]) -> None:
     slots from the first one out of place are moved, and their index is built once, not once per layer.
     """
     path = list(path)
+    if hasattr(cache, "keep_path"):  # core.lean's KV: one gather over every layer
+        cache.keep_path(prefix_len, path)
+        return
     first = next((i for i, p in enumerate(path) if p != i), len(path))  # path[:first] already sits in place
     if first < len(path):
         src = torch.as_tensor(path[first:], dtype=torch.long, device=cache.layers[0].keys.device) + prefix_len

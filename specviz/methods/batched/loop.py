@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from specviz.core.decoding import clip, forward_rows, greedy_picks, is_final, synced_now
+from specviz.core.kv_cache import growing_cache
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
 from specviz.core.sampling import ConfigError, Sampling
@@ -89,7 +90,7 @@ class BatchRun:
         self.eos = lm.eos_ids  # read once: the property rebuilds the set on every call
         self.rows = [Row(i, list(p), sampling.max_new_tokens) for i, p in enumerate(prompts)]
         self.active = list(self.rows)  # batch order, which is the caches' row order
-        self.cache = SlotCache(lm.new_cache(), len(prompts), lm.device)
+        self.cache = SlotCache(growing_cache(lm.hf.config), len(prompts), lm.device)
         self.steps: list[BatchStep] = []
         self.prefill_s = 0.0
 
