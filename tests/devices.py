@@ -28,7 +28,14 @@ def production(lm: LoadedModel, device: str) -> LoadedModel:
         pack_linears(hf)
         kernels = "onednn"
     out = replace(
-        lm, hf=hf, device=dev, dtype=dtype, kernels=kernels, lock=threading.Lock(), resources=Resources(), lean=lean,
+        lm,
+        hf=hf,
+        device=dev,
+        dtype=dtype,
+        kernels=kernels,
+        lock=threading.Lock(),
+        resources=Resources(),
+        lean=lean,
         graphs=None,
     )
     if dev.type == "cuda":  # the captured forwards load_model gives a GPU

@@ -14,6 +14,7 @@ from specviz.core.details import EagleStep
 from specviz.core.draft_length import best_width as shared_width
 from specviz.core.draft_length import forward_cost
 from specviz.core.drafting import VerifyLatency
+from specviz.core.kv_cache import growing_cache
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle, prompt_lookup
@@ -133,7 +134,7 @@ def test_the_batch_draft_width_is_the_one_row_length_at_one_row_and_shrinks_with
 
 
 def test_the_slot_cache_packs_accepted_paths_and_compacts(tiny_lm):
-    cache = tiny_lm.new_cache()
+    cache = growing_cache(tiny_lm.hf.config)  # batched decoding runs transformers' forward on in-place layers
     held = slots.SlotCache(cache, 2, tiny_lm.device)
     hd = tiny_lm.hf.config.hidden_size // tiny_lm.hf.config.num_attention_heads
     kv = tiny_lm.hf.config.num_key_value_heads

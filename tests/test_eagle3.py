@@ -102,14 +102,15 @@ def test_forward_layers_are_transformers_hidden_states(tiny_lm):
         ref = tiny_lm.hf(torch.tensor([ids]), output_hidden_states=True).hidden_states
     want = torch.cat([ref[i][0] for i in layers], dim=-1)
     logits, hidden, fused = tiny_lm.forward_layers(ids, tiny_lm.new_cache(), layers)
-    torch.testing.assert_close(fused, want)
+    # close, not equal: transformers' RMSNorm rounds through fp32 in this float64 model, core.lean's does not
+    torch.testing.assert_close(fused, want, atol=1e-4, rtol=1e-4)
     plain_logits, plain_hidden = tiny_lm.forward(ids, tiny_lm.new_cache())
     torch.testing.assert_close(hidden, plain_hidden)
     torch.testing.assert_close(logits, plain_logits)
     cache = tiny_lm.new_cache()  # on top of a cache, as the verify pass runs it
     tiny_lm.forward_layers(ids[:4], cache, layers)
     _, _, tail = tiny_lm.forward_layers(ids[4:], cache, layers)
-    torch.testing.assert_close(tail, want[4:])
+    torch.testing.assert_close(tail, want[4:], atol=1e-4, rtol=1e-4)
 
 
 def test_training_time_test_never_sees_the_future(tiny_lm):

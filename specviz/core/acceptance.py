@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from specviz.core.sampling import entropy
+from specviz.core.host import fetch
+from specviz.core.sampling import entropies
 
 RULES = ("speculative", "typical", "flawed")  # the sampling-time rules a chain can be judged with
 RULE_LABELS = {
@@ -138,13 +139,21 @@ def top_union(dists: list[torch.Tensor], k: int = 8) -> list[int]:
 
 
 def rejection_view(p: torch.Tensor, q: torch.Tensor, res: torch.Tensor, k: int = 8) -> dict[str, Any]:
-    """p, q and the resampling distribution over the union of their top-k tokens, as plain data."""
-    ids = top_union([p, q, res], k)
+    """p, q and the resampling distribution over the union of their top-k tokens (most likely under p first), as
+    plain data, in one host read."""
+    dists = torch.stack([p.to(res.dtype), q.to(res.dtype), res])  # [3, V]
+    top = dists.topk(min(k, p.numel()), dim=-1).indices.reshape(-1)  # [3k], with repeats
+    ids, vals = fetch(top, dists[:, top])
+    seen: dict[int, int] = {}
+    for col, t in enumerate(ids):
+        seen.setdefault(int(t), col)
+    order = sorted(seen, key=lambda t: (-vals[seen[t]], list(seen).index(t)))
+    n = len(ids)
     return {
-        "tokens": ids,
-        "p": [round(float(p[i]), 6) for i in ids],
-        "q": [round(float(q[i]), 6) for i in ids],
-        "residual": [round(float(res[i]), 6) for i in ids],
+        "tokens": order,
+        "p": [round(vals[seen[t]], 6) for t in order],
+        "q": [round(vals[n + seen[t]], 6) for t in order],
+        "residual": [round(vals[2 * n + seen[t]], 6) for t in order],
     }
 
 
@@ -221,9 +230,11 @@ def flawed_chain(
 
 def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
     """Temperature 0: accept while the draft equals the target's argmax; p [γ+1, V], q [γ, V]; records as above."""
-    target = p.argmax(-1).tolist()
+    rows, xs = torch.arange(len(drafts), device=p.device), torch.tensor(drafts, dtype=torch.long, device=p.device)
+    picks, p_x, q_x = fetch(p.argmax(-1), p[rows, xs], q[rows, xs])  # the chain's one host read
+    target = [int(t) for t in picks]
     n = greedy_match(drafts, target)
-    records = [_record(i, x, float(p[i, x]), float(q[i, x]), None, i < n) for i, x in enumerate(drafts[: n + 1])]
+    records = [_record(i, x, p_x[i], q_x[i], None, i < n) for i, x in enumerate(drafts[: n + 1])]
     if n < len(drafts):
         onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]], device=p.device), 1.0)
         records[-1]["dists"] = rejection_view(p[n], q[n], onehot)
@@ -259,9 +270,12 @@ def judge_chain(
 
 def annotate(records: list[dict[str, Any]], p: torch.Tensor, text) -> list[dict[str, Any]]:
     """Attach token texts and the target entropy H(p) at each position to chain decision records."""
-    for rec in records:
+    if not records:
+        return records
+    h = fetch(entropies(p[[rec["pos"] for rec in records]]))[0]  # every position's entropy in one read
+    for rec, h_i in zip(records, h, strict=True):
         rec["text"] = text(rec["token"])
-        rec["entropy"] = round(entropy(p[rec["pos"]]), 4)
+        rec["entropy"] = round(h_i, 4)
         if "dists" in rec:
             rec["dists"]["texts"] = [text(t) for t in rec["dists"]["tokens"]]
     return records

@@ -67,10 +67,11 @@ class LayerDraft:
         self.length = 0  # tokens held in the draft cache
 
     @torch.inference_mode()
-    def forward(self, ids: list[int]) -> torch.Tensor:
-        """Feed new tokens; return the draft logits [Vd] for the position after the last one."""
+    def forward(self, ids: list[int] | torch.Tensor) -> torch.Tensor:
+        """Feed new tokens (a list, or a tensor [k] already on the device); return the draft logits [Vd] for the
+        position after the last one."""
         k, past, dev = len(ids), self.length, self.lm.device
-        x = self.model.embed_tokens(torch.tensor([ids], device=dev))  # [1, k, H]
+        x = self.model.embed_tokens(torch.as_tensor(ids, device=dev).view(1, -1))  # [1, k, H]
         pos = torch.arange(past, past + k, device=dev).view(1, -1)
         rope = self.model.rotary_emb(x, position_ids=pos)
         mask = None

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812 (the usual name)
+from torch.nn import functional as F
 
 from specviz.core.kernels import can_pack
 
@@ -37,7 +37,13 @@ class KV:
     """
 
     def __init__(
-        self, layers: int, kv_heads: int, head_dim: int, device: torch.device, dtype: torch.dtype, capacity: int = 256,
+        self,
+        layers: int,
+        kv_heads: int,
+        head_dim: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        capacity: int = 256,
         fixed: bool = False,
     ) -> None:
         shape = (layers, 1, kv_heads, capacity, head_dim)
@@ -98,21 +104,18 @@ class LeanLlama:
         self.scale = self.head_dim**-0.5
         self.embed = hf.model.embed_tokens
         self.rotary = hf.model.rotary_emb
-        self.norm = _Norm(hf.model.norm)
+        self.norm = Norm(hf.model.norm)
         dev, dtype = self.embed.weight.device, self.embed.weight.dtype
         pack = pack and can_pack(dev, dtype)
-        self.layers = [_Layer(layer, pack) for layer in hf.model.layers]
+        self.layers = [DecoderLayer(layer, pack) for layer in hf.model.layers]
         self.device, self.dtype = dev, dtype
 
     def new_cache(self, capacity: int = 256, fixed: bool = False) -> KV:
         return KV(self.n_layers, self.kv_heads, self.head_dim, self.device, self.dtype, capacity, fixed)
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and a signed sin [q, d] for position ids [q], from transformers' own rotary module (so the angles are
-        its): x·cos + roll(x, d/2)·sin_signed is transformers' x·cos + rotate_half(x)·sin, with the sign folded in."""
-        cos, sin = self.rotary(self.embed.weight, positions[None])
-        half = self.head_dim // 2
-        return cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
+        """RoPE's angles for position ids [q] (see rope_angles)."""
+        return rope_angles(self.rotary, self.embed.weight, positions, self.head_dim)
 
     def __call__(
         self,
@@ -138,7 +141,7 @@ class LeanLlama:
         if mask is None and q > 1:
             mask = torch.full((q, q), torch.finfo(self.dtype).min, device=ids.device, dtype=self.dtype).triu_(1)
             mask = F.pad(mask, (past, 0))
-        step = _Step(kv, past, q, width, slots, cos, sin, mask)
+        step = Pass(kv, past, q, width, slots, cos, sin, mask)
         x = F.embedding(ids, self.embed.weight)  # [q, H]
         kept: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.layers):
@@ -150,7 +153,18 @@ class LeanLlama:
         return hidden, fused
 
 
-class _Step:
+def rope_angles(
+    rotary: Any, like: torch.Tensor, positions: torch.Tensor, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and a signed sin [q, d] for position ids [q], from transformers' own rotary module (so the angles are its,
+    in `like`'s dtype): x·cos + roll(x, d/2)·sin_signed is transformers' x·cos + rotate_half(x)·sin, the sign folded
+    in once a forward instead of negating half of every query and key."""
+    cos, sin = rotary(like, positions[None])
+    half = head_dim // 2
+    return cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
+
+
+class Pass:
     """What every layer of one forward shares: the cache, where the new tokens go, RoPE's angles, the mask."""
 
     __slots__ = ("cache", "cos", "mask", "past", "q", "sin", "slots", "width")
@@ -170,7 +184,7 @@ class _Step:
         self.cos, self.sin, self.mask = cos, sin, mask
 
 
-class _Norm:
+class Norm:
     """RMSNorm in one call (torch's fused rms_norm over transformers' weight and epsilon)."""
 
     def __init__(self, norm: Any) -> None:
@@ -181,32 +195,39 @@ class _Norm:
         return F.rms_norm(x, self.shape, self.weight, self.eps)
 
 
-class _Linear:
+class Linear:
     """x [q, in] → [q, out] in one call: oneDNN's prepacked kernel on the CPU, else F.linear."""
 
-    def __init__(self, weight: torch.Tensor, pack: bool) -> None:
+    def __init__(self, weight: torch.Tensor, pack: bool, bias: torch.Tensor | None = None) -> None:
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None) if pack else None
         self.weight = None if pack else weight.detach()  # packed: the dense copy is not kept
+        self.bias = None if bias is None else bias.detach()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return F.linear(x, self.weight)  # type: ignore[arg-type]
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return F.linear(x, self.weight, self.bias)  # type: ignore[arg-type]
 
 
-class _Layer:
-    """One decoder layer's weights: the norms as they are, q/k/v as one matrix, gate/up as one matrix."""
+class DecoderLayer:
+    """One decoder layer's weights: the norms as they are, q/k/v as one matrix, gate/up as one matrix.
+
+    A layer whose input norm is an identity (EAGLE's head: its fused input is not normalised again) skips it."""
 
     def __init__(self, layer: Any, pack: bool) -> None:
         att, mlp = layer.self_attn, layer.mlp
-        self.norm1, self.norm2 = _Norm(layer.input_layernorm), _Norm(layer.post_attention_layernorm)
-        self.qkv = _fused([att.q_proj, att.k_proj, att.v_proj], pack)
-        self.o = _fused([att.o_proj], pack)
-        self.gate_up = _fused([mlp.gate_proj, mlp.up_proj], pack)
-        self.down = _fused([mlp.down_proj], pack)
+        first = layer.input_layernorm
+        self.norm1 = Norm(first) if hasattr(first, "weight") else (lambda x: x)
+        self.norm2 = Norm(layer.post_attention_layernorm)
+        self.qkv = fused_linear([att.q_proj, att.k_proj, att.v_proj], pack)
+        self.o = fused_linear([att.o_proj], pack)
+        self.gate_up = fused_linear([mlp.gate_proj, mlp.up_proj], pack)
+        self.down = fused_linear([mlp.down_proj], pack)
         self.ffn = mlp.gate_proj.weight.shape[0]
 
-    def __call__(self, x: torch.Tensor, i: int, s: _Step, m: LeanLlama) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, i: int, s: Pass, m: Any) -> torch.Tensor:
+        """x [q, H] through layer i (its cache slot i); m: the model's attention shape (heads, kv_heads, head_dim,
+        scale), as LeanLlama and the EAGLE heads' forwards carry it."""
         heads, kvh = m.heads, m.kv_heads
         qkv = self.qkv(self.norm1(x)).view(s.q, heads + 2 * kvh, m.head_dim).transpose(0, 1)  # [heads, q, d]
         qk = qkv[: heads + kvh]
@@ -227,13 +248,13 @@ class _Layer:
         return x + self.down(F.silu(gate) * up)
 
 
-def _fused(linears: list[nn.Module], pack: bool) -> _Linear:
+def fused_linear(linears: list[nn.Module], pack: bool) -> Linear:
     """One linear layer computing `linears` side by side (their weights stacked; bias-free, as Llama's are)."""
     weights = [lin.weight for lin in linears]
     if any(w is None for w in weights):
         raise ValueError("The model's linear layers were prepacked before the forward read them.")
     w = torch.cat([wt.detach() for wt in weights], dim=0) if len(weights) > 1 else weights[0].detach()
-    return _Linear(w, pack)
+    return Linear(w, pack)
 
 
 def supports(hf: Any) -> bool:

@@ -274,17 +274,20 @@ class LoadedModel:
         """forward_layers through core.lean on a KV cache: lengths are Python integers, nothing is read back."""
         if any(not 0 <= i < self.hf.config.num_hidden_layers for i in layers):
             raise ValueError(f"layers {layers} are not all decoder layers of this model.")
-        x = to_device(ids, self.device, torch.long)
-        past, q = cache.length, x.shape[0]
+        past, q = cache.length, len(ids)
         if self.graphs is not None and self.graphs.fits(cache, q, layers):  # a captured forward on a GPU
-            hidden, fused = self.graphs.forward(x, past, positions, mask, layers)
-        else:
-            cache.reserve(past + q)
-            pos = torch.arange(past, past + q, device=self.device) if positions is None else to_device(positions, self.device, torch.long)
-            full = None
-            if mask is not None:  # over the new tokens only: the prefix is visible to every one
-                full = torch.nn.functional.pad(to_device(mask, self.device, self.dtype), (past, 0))
-            hidden, fused = self.lean_forward()(x, cache, past, pos, full, layers)
+            logits, hidden, fused = self.graphs.forward(ids, past, positions, mask, layers)
+            cache.length = past + q
+            return (logits if logits_for is None else logits[logits_for]), hidden, fused
+        cache.reserve(past + q)
+        x = to_device(ids, self.device, torch.long)
+        pos = torch.arange(past, past + q, device=self.device)
+        if positions is not None:
+            pos = to_device(positions, self.device, torch.long)
+        full = None
+        if mask is not None:  # over the new tokens only: the prefix is visible to every one
+            full = torch.nn.functional.pad(to_device(mask, self.device, self.dtype), (past, 0))
+        hidden, fused = self.lean_forward()(x, cache, past, pos, full, layers)
         cache.length = past + q
         rows = hidden if logits_for is None else hidden[logits_for]
         return self.lm_head(rows).float(), hidden, fused

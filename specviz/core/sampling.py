@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specviz.core.host import fetch
 from specviz.core.trace import Alt
 
 
@@ -75,13 +76,27 @@ def choose(logits: torch.Tensor, s: Sampling, gen: torch.Generator) -> int:
     return int(torch.multinomial(probs.cpu(), 1, generator=gen))
 
 
+def entropies(probs: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy in nats of each row of probs [..., V], as a tensor (read it with core.host.fetch)."""
+    p = probs.float().clamp_min(1e-30)
+    return -(p * p.log()).sum(-1)
+
+
 def entropy(probs: torch.Tensor) -> float:
     """Shannon entropy in nats of probs [V]."""
-    p = probs.float().clamp_min(1e-30)
-    return float(-(p * p.log()).sum())
+    return fetch(entropies(probs))[0][0]
+
+
+def summary(probs: torch.Tensor, token: int, decode, k: int = 5) -> tuple[float, float, list[Alt]]:
+    """A step record's view of probs [V], in one host read: the chosen token's probability, the entropy, and the
+    k most likely tokens as plain data."""
+    vals, ids = probs.float().topk(k)
+    p, h, v, i = fetch(probs[token], entropies(probs), vals, ids)
+    return p[0], h[0], [Alt(int(t), decode(int(t)), round(x, 6)) for x, t in zip(v, i, strict=True)]
 
 
 def top_alts(probs: torch.Tensor, decode, k: int = 5) -> list[Alt]:
     """The k most likely tokens of probs [V] as plain data."""
     vals, ids = probs.float().topk(k)
-    return [Alt(int(i), decode(int(i)), round(float(v), 6)) for v, i in zip(vals, ids)]
+    v, i = fetch(vals, ids)
+    return [Alt(int(t), decode(int(t)), round(x, 6)) for x, t in zip(v, i, strict=True)]

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from specviz.core.kernels import PackedLinear, can_pack, pack_module
-from specviz.core.model import LoadedModel
+from specviz.core.lean import KV, DecoderLayer, Linear, Pass, rope_angles
+from specviz.core.model import LoadedModel, to_device
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head, pass_through
 from specviz.trees.eagle_tree import Shape, Step, TreeStepper
@@ -52,6 +53,55 @@ def fast_head(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> tuple[
     return per_dtype[dtype]
 
 
+class LeanHead:
+    """The head's forward written out (core.lean's layer): fc over (embedding, feature), one decoder layer on a KV
+    cache, a few dozen torch calls a round and no host read. EAGLE-3's input norms go first when the head has them.
+    Built from a copy of the head in the draft dtype (the shared head is never cast)."""
+
+    def __init__(self, head: EagleHead, device: torch.device, dtype: torch.dtype) -> None:
+        src = copy.deepcopy(head).to(device=device, dtype=dtype).eval().requires_grad_(False)
+        pack = can_pack(device, dtype)
+        self.source = src
+        cfg = head.config
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.scale = self.head_dim**-0.5
+        self.pre = (getattr(src, "feat_norm", None), getattr(src, "embed_norm", None))
+        self.fc = Linear(src.fc.weight, pack, src.fc.bias)
+        self.layer = DecoderLayer(src.layer, pack)
+        self.rotary, self.device, self.dtype = src.rotary, device, dtype
+
+    def new_cache(self) -> KV:
+        return KV(1, self.kv_heads, self.head_dim, self.device, self.dtype)
+
+    def __call__(
+        self, feats: torch.Tensor, emb: torch.Tensor, positions: torch.Tensor, kv: KV, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """feats, emb [q, h] at positions [q] on top of the cache; mask additive [q, held + q] → the head's out."""
+        past, q = kv.length, feats.shape[0]
+        kv.reserve(past + q)
+        feat_norm, embed_norm = self.pre
+        if feat_norm is not None and embed_norm is not None:
+            feats, emb = feat_norm(feats), embed_norm(emb)
+        x = self.fc(torch.cat([emb, feats], dim=-1))
+        cos, sin = rope_angles(self.rotary, x, positions, self.head_dim)
+        out = self.layer(x, 0, Pass(kv, past, q, past + q, None, cos, sin, mask), self)
+        kv.length = past + q
+        return out
+
+
+# head → {device → {dtype: LeanHead}}: built once per draft dtype, alive as long as the head
+_LEAN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def lean_head(head: EagleHead, device: torch.device, dtype: torch.dtype) -> LeanHead:
+    """The written-out forward of `head` in `dtype` on `device`, built once."""
+    per = _LEAN.setdefault(head, {})
+    key = (str(device), dtype)
+    if key not in per:
+        per[key] = LeanHead(head, device, dtype)
+    return per[key]
+
+
 class Drafter:
     """The head at inference: its own KV cache over (f_j, x_{j+1}) pairs, plus a queue of pairs not yet run.
 
@@ -62,8 +112,9 @@ class Drafter:
         self.lm, self.device = lm, lm.device
         self.dtype = dtype or next(head.parameters()).dtype
         self.head, self.project = fast_head(head, lm.lm_head, self.dtype)
+        self.lean = lean_head(head, lm.device, self.dtype)
         self.embed = lm.hf.get_input_embeddings()
-        self.cache = head.new_cache()
+        self.cache: KV = self.lean.new_cache()
         self.queue_feats: list[torch.Tensor] = []  # true features not yet run through the head, each [m, h]
         self.queue_tokens: list[int] = []
 
@@ -74,7 +125,7 @@ class Drafter:
 
     def reset(self, prompt_ids: list[int], prompt_hidden: torch.Tensor) -> None:
         """Start a generation: run the prompt's pairs (f_j, x_{j+1}); prompt_hidden [n, h]."""
-        self.cache = self.head.new_cache()
+        self.cache = self.lean.new_cache()
         self.queue_feats, self.queue_tokens = [prompt_hidden[:-1]], list(prompt_ids[1:])
         if self.queue_tokens:
             self.flush()
@@ -94,13 +145,11 @@ class Drafter:
         Returns (predicted features [q, h], draft log-probs [q, Vd]).
         """
         dev = self.device
-        ids = torch.as_tensor(tokens, dtype=torch.long, device=dev)
+        ids = to_device(tokens, dev, torch.long)
         emb = self.embed(ids).to(self.dtype)
-        see = see.to(dev)
+        see = to_device(see, dev, torch.bool)
         mask = torch.zeros(see.shape, dtype=self.dtype, device=dev).masked_fill_(~see, torch.finfo(self.dtype).min)
-        out = self.head(
-            feats.to(dev, self.dtype)[None], emb[None], positions.to(dev)[None], self.cache, mask[None, None]
-        )[0]
+        out = self.lean(feats.to(dev, self.dtype), emb, to_device(positions, dev, torch.long), self.cache, mask)
         logp = torch.log_softmax(self.project(self.readout(out)).float(), dim=-1)
         return out, logp
 
@@ -125,9 +174,9 @@ class Drafter:
         self.push(root_feat[None], [root])
         return self.flush()
 
-    def to_token(self, draft_index: torch.Tensor) -> list[int]:
-        """Draft-vocabulary indices → token ids."""
-        return self.head.draft_ids[draft_index].tolist()
+    def token_ids(self, draft_index: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary indices → token ids, on the device (read them back with the values they go with)."""
+        return self.head.draft_ids[draft_index]
 
     def rollback(self, length: int) -> None:
         """Forget drafted tree nodes: keep the first `length` pairs."""

@@ -23,7 +23,7 @@ from specviz.core.decoding import clip, is_final, synced_now
 from specviz.core.details import Detail
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
-from specviz.core.sampling import Sampling, choose, entropy, target_probs, top_alts
+from specviz.core.sampling import Sampling, choose, summary, target_probs
 from specviz.core.trace import StepTrace, Trace
 
 if TYPE_CHECKING:  # only the tree methods build one; the others need not import the head machinery
@@ -256,6 +256,7 @@ class Run:
         """Commit tokens and record the step; everything here runs after the step's clock stopped."""
         tokens = self.clip(tokens)
         dist = target_probs(dist_logits, self.sampling)
+        prob, ent, top = summary(dist, tokens[0], self.lm.token_text)  # the record's one host read
         step = StepTrace(
             index=len(self.steps),
             committed=tokens,
@@ -267,10 +268,10 @@ class Run:
             accept_s=self.times["accept"],
             commit_s=self.times["commit"],
             wall_s=wall_s,
-            prob=round(float(dist[tokens[0]]), 6),
-            entropy=round(entropy(dist), 6),
+            prob=round(prob, 6),
+            entropy=round(ent, 6),
             root_from=root_from,
-            top=top_alts(dist, self.lm.token_text),
+            top=top,
             detail=out.detail() if out and out.detail else None,
         )
         self.output.extend(tokens)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.details import EagleStep
+from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import HeadError, pass_through
@@ -131,8 +132,8 @@ class Eagle3Stepper(TreeStepper):
             g = dr.fused(res.f_t[None])[0]
             pred = dr.readout(res.tree.feats[0].to(dr.dtype))
             parts = res.f_t.double().view(len(self.layers), -1)  # the raw inputs of the fused layers
-        rms = [round(float(p.pow(2).mean().sqrt()), 2) for p in parts]
-        peak = [round(float(p.abs().max()), 1) for p in parts]
+        rms, peak = fetch(parts.pow(2).mean(-1).sqrt(), parts.abs().amax(-1))  # one read for every layer
+        rms, peak = [round(x, 2) for x in rms], [round(x, 1) for x in peak]
         return {**feature_view(g, root_embed, pred, res.hidden[0]), "layer_rms": rms, "layer_peak": peak}
 
 

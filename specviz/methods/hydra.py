@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import torch
 
 from specviz.core.details import MedusaStep
+from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
@@ -63,15 +64,19 @@ def propose(
         for depth in range(1, max(spec.depths) + 1):
             kids = [j for j in range(1, len(spec)) if spec.depths[j] == depth]
             parents = sorted({spec.parents[j] for j in kids})
-            branch = torch.tensor([[tokens[a] for a in spec.path_to(p)] for p in parents], device=hidden.device)
+            paths = [[tokens[a] for a in spec.path_to(p)] for p in parents]
+            branch = torch.tensor(paths, device=hidden.device)
             logits = heads.head_logits(depth, hidden.expand(len(parents), -1), branch)
             probs = torch.softmax(logits.float(), dim=-1)
-            top_p, top_i = probs.topk(1 + max(spec.ranks[j][-1] for j in kids), dim=-1)
+            width = 1 + max(spec.ranks[j][-1] for j in kids)
+            top_p, top_i = probs.topk(width, dim=-1)
+            # one host read a depth: the next depth's heads read these tokens on their branches
+            ids, ps = fetch(heads.vocab[top_i], top_p)
             for j in kids:
                 row, rank = parents.index(spec.parents[j]), spec.ranks[j][-1]
-                tokens[j] = int(heads.vocab[top_i[row, rank]])
-                head_p[j - 1] = round(float(top_p[row, rank]), 6)
-                reads[j - 1] = branch[row].tolist()
+                tokens[j] = int(ids[row * width + rank])
+                head_p[j - 1] = round(ps[row * width + rank], 6)
+                reads[j - 1] = paths[row]
     return tokens, head_p, reads
 
 
@@ -93,7 +98,7 @@ class Hydra:
             w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
         path = w.path
         with run.phase("verify"):  # the next root's logits, when the path ended on a leaf
-            ensure_last_logits(run.lm, logits, hidden, path[-1])
+            ensure_last_logits(run.lm, logits, hidden, path[-1], spec)
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.rule

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from specviz.core.details import MedusaStep
+from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
@@ -51,12 +52,10 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
     """Each non-root node's token and head probability: node (i1..ik) is rank ik of head k."""
     ranks = 1 + max((r[-1] for r in spec.ranks[1:]), default=0)
     ids, probs = heads.topk(hidden, ranks)  # [K, ranks] each
-    tokens, head_p = [], []
-    for path in spec.ranks[1:]:
-        k, i = len(path) - 1, path[-1]
-        tokens.append(int(ids[k, i]))
-        head_p.append(round(float(probs[k, i]), 6))
-    return tokens, head_p
+    head = torch.tensor([len(path) - 1 for path in spec.ranks[1:]], dtype=torch.long, device=ids.device)
+    rank = torch.tensor([path[-1] for path in spec.ranks[1:]], dtype=torch.long, device=ids.device)
+    tokens, head_p = fetch(ids[head, rank], probs[head, rank])  # the tree's one host read
+    return [int(t) for t in tokens], [round(p, 6) for p in head_p]
 
 
 class Medusa:
@@ -78,7 +77,7 @@ class Medusa:
             w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
         path = w.path
         with run.phase("verify"):  # the next root's logits, when the path ended on a leaf
-            ensure_last_logits(run.lm, logits, hidden, path[-1])
+            ensure_last_logits(run.lm, logits, hidden, path[-1], spec)
         with run.phase("commit"):
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.rule

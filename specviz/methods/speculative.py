@@ -15,6 +15,7 @@ import torch
 from specviz.core.acceptance import RULES, annotate, judge_chain
 from specviz.core.details import SpsStep
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
+from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import DRAFT_DIR
 from specviz.core.sampling import ConfigError, target_probs
@@ -70,11 +71,20 @@ def propose(run: Run, draft: LayerDraft, root: int, gamma: int) -> tuple[list[in
     vocab = run.lm.lm_head.get_parameter("weight").shape[0]
     drafts: list[int] = []
     qs: list[torch.Tensor] = []
+    if run.sampling.greedy:  # the chain stays on the device: each argmax feeds the next draft step unread
+        picks: list[torch.Tensor] = []
+        for _ in range(gamma):
+            q = as_full(target_probs(draft.forward(feed), run.sampling), vocab, draft.ids)  # softmax, for display
+            picks.append(q.argmax().view(1))
+            qs.append(q)
+            feed = picks[-1]
+        drafts = [int(x) for x in fetch(torch.cat(picks))[0]]  # the chain's one host read
+        ends = next((i for i, x in enumerate(drafts) if x in run.lm.eos_ids), len(drafts))
+        return drafts[: ends + 1], qs[: ends + 1]  # drafted past an EOS: cut there (the draft cache rolls back)
     for _ in range(gamma):
-        logits = draft.forward(feed)
-        q = as_full(target_probs(logits, run.sampling), vocab, draft.ids)  # softmax when greedy (for display)
-        # run.gen is a CPU generator: the draw happens on the CPU, whatever device q lives on
-        x = int(q.argmax()) if run.sampling.greedy else int(torch.multinomial(q.cpu(), 1, generator=run.gen))
+        q = as_full(target_probs(draft.forward(feed), run.sampling), vocab, draft.ids)
+        # run.gen is a CPU generator: the draw happens on the CPU, whatever device q lives on (a read per draw)
+        x = int(torch.multinomial(q.cpu(), 1, generator=run.gen))
         drafts.append(x)
         qs.append(q)
         if x in run.lm.eos_ids:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import torch
 
+from specviz.core.host import fetch
 from specviz.trees.tree import TreeSpec, sparse_tree
 
 
@@ -26,7 +27,7 @@ class TreeDrafter(Protocol):
     def run(
         self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
-    def to_token(self, draft_index: torch.Tensor) -> list[int]: ...
+    def token_ids(self, draft_index: torch.Tensor) -> torch.Tensor: ...
 
 
 class Shape(Protocol):
@@ -148,10 +149,12 @@ def expand(dr: TreeDrafter, tree: DraftTree, nodes: list[int], base: int, fed: l
     fed.extend(nodes)
 
 
-def add_children(dr: TreeDrafter, tree: DraftTree, node: int, k: int) -> list[int]:
-    """Attach the draft's top-k tokens under an expanded node."""
-    vals, idx = tree.logps[node].topk(k)
-    return [tree.add(node, t, float(v)) for v, t in zip(vals, dr.to_token(idx), strict=True)]
+def add_children(dr: TreeDrafter, tree: DraftTree, nodes: list[int], k: int) -> list[int]:
+    """Attach the draft's top-k tokens under each expanded node of `nodes` (in that order), in one host read: the
+    tokens and scores a round must know to choose the next round's frontier."""
+    vals, idx = torch.stack([tree.logps[n] for n in nodes]).topk(k, dim=-1)  # [m, k]
+    v, t = fetch(vals, dr.token_ids(idx))
+    return [tree.add(n, int(t[r * k + j]), v[r * k + j]) for r, n in enumerate(nodes) for j in range(k)]
 
 
 def grow_dynamic(
@@ -162,7 +165,7 @@ def grow_dynamic(
     depth_floor, and the rerank keeps what the budget says (DraftTree.keep_budget)."""
     base = dr.length if base is None else base
     fed: list[int] = []
-    layer = add_children(dr, tree, 0, cfg.top_k)
+    layer = add_children(dr, tree, [0], cfg.top_k)
     for rnd in range(2, cfg.depth + 1):
         frontier = sorted(layer, key=lambda i: (-tree.score[i], i))[: cfg.top_k]
         if budget is not None:
@@ -170,7 +173,7 @@ def grow_dynamic(
             if max(value[i] for i in frontier) < budget.depth_floor:
                 break
         expand(dr, tree, sorted(frontier), base, fed, rnd)
-        layer = [c for n in sorted(frontier) for c in add_children(dr, tree, n, cfg.top_k)]
+        layer = add_children(dr, tree, sorted(frontier), cfg.top_k)
     if budget is None:
         tree.keep_best(cfg.total_tokens)
     else:
@@ -186,13 +189,14 @@ def grow_static(dr: TreeDrafter, tree: DraftTree, paths: list[tuple[int, ...]], 
         parents = sorted({index[p[:-1]] for p in paths if len(p) == d})
         if d > 1:
             expand(dr, tree, parents, base, fed, d)
-        for n in parents:
-            key = next(k for k, v in index.items() if v == n)
-            ranks = sorted(p[-1] for p in paths if len(p) == d and p[:-1] == key)
-            top = tree.logps[n].topk(ranks[-1] + 1)
-            tokens = dr.to_token(top.indices)
-            for r in ranks:
-                index[(*key, r)] = tree.add(n, tokens[r], float(top.values[r]))
+        keys = {v: k for k, v in index.items()}
+        ranks = {n: sorted(p[-1] for p in paths if len(p) == d and p[:-1] == keys[n]) for n in parents}
+        width = max(r[-1] for r in ranks.values()) + 1
+        vals, idx = torch.stack([tree.logps[n] for n in parents]).topk(width, dim=-1)
+        v, t = fetch(vals, dr.token_ids(idx))  # the round's one host read
+        for row, n in enumerate(parents):
+            for r in ranks[n]:
+                index[(*keys[n], r)] = tree.add(n, int(t[row * width + r]), v[row * width + r])
                 tree.kept[-1] = True
 
 
@@ -222,27 +226,24 @@ def feature_view(
     """What the head consumed and produced this step, as small plain numbers for the diagram."""
     f_t, emb, f_pred, f_true = (v.double().flatten() for v in (f_t, emb, f_pred, f_true))
     idx = f_true.abs().topk(min(dims, f_true.numel())).indices.sort().values
+    cos = torch.nn.functional.cosine_similarity
+    scaled = emb * (f_t.norm() / emb.norm())
+    norms = torch.stack([f_t.norm(), emb.norm(), f_pred.norm(), f_true.norm()])
+    sims = torch.stack([cos(f_pred, f_true, dim=0), cos(f_t, f_true, dim=0)])
+    dim, a, b, c, d, n, s = fetch(idx, f_t[idx], scaled[idx], f_pred[idx], f_true[idx], norms, sims)  # one read
 
-    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
-        return round(float(torch.nn.functional.cosine_similarity(a, b, dim=0)), 4)
-
-    def pick(v: torch.Tensor) -> list[float]:
-        return [round(float(x), 3) for x in v[idx]]
+    def pick(v: list[float]) -> list[float]:
+        return [round(x, 3) for x in v]
 
     return {
-        "dims": idx.tolist(),
-        "f_t": pick(f_t),
-        "embed": pick(emb * (f_t.norm() / emb.norm())),
-        "f_pred": pick(f_pred),
-        "f_true": pick(f_true),
-        "norm": {
-            "f_t": round(float(f_t.norm()), 3),
-            "embed": round(float(emb.norm()), 4),
-            "f_pred": round(float(f_pred.norm()), 3),
-            "f_true": round(float(f_true.norm()), 3),
-        },
-        "cos_pred_true": cos(f_pred, f_true),
-        "cos_prev_true": cos(f_t, f_true),
+        "dims": [int(i) for i in dim],
+        "f_t": pick(a),
+        "embed": pick(b),
+        "f_pred": pick(c),
+        "f_true": pick(d),
+        "norm": {"f_t": round(n[0], 3), "embed": round(n[1], 4), "f_pred": round(n[2], 3), "f_true": round(n[3], 3)},
+        "cos_pred_true": round(s[0], 4),
+        "cos_prev_true": round(s[1], 4),
     }
 
 

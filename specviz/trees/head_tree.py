@@ -38,17 +38,24 @@ def verify(
     nodes only.
     """
     _, hidden = verify_tree(lm, cache, tokens, spec, logits_for=slice(0, 0))
-    inner = [j for j in range(len(spec)) if spec.children(j)]
-    if len(spec) <= ALL_ROWS:
-        inner = list(range(len(spec)))
-    elif 1 < len(inner) < 4:  # fp32 products of 2-3 rows are slower here than of 4: add leaves
-        inner = sorted(inner + spec.leaves()[: 4 - len(inner)])
+    inner = projected_rows(spec)
     rows = lm.lm_head(hidden[inner]).float()  # [len(inner), V]
     logits = rows.new_zeros(len(spec), rows.shape[-1])
     probs = rows.new_zeros(len(spec), rows.shape[-1])  # the distribution each node's children face
     logits[inner] = rows
     probs[inner] = target_probs(rows, sampling)
     return logits, probs, hidden
+
+
+def projected_rows(spec: TreeSpec) -> list[int]:
+    """The nodes whose LM-head rows `verify` projects: every node of a small tree, else those with children (and a
+    few leaves, so that at least 4 rows go through the LM head)."""
+    inner = [j for j in range(len(spec)) if spec.children(j)]
+    if len(spec) <= ALL_ROWS:
+        return list(range(len(spec)))
+    if 1 < len(inner) < 4:  # fp32 products of 2-3 rows are slower here than of 4: add leaves
+        return sorted(inner + spec.leaves()[: 4 - len(inner)])
+    return inner
 
 
 def check_config(cfg: Any) -> None:
@@ -103,9 +110,10 @@ def rule_of(cfg: Any) -> Rule:
     return Rule(cfg.rule, cfg.eps, cfg.delta)
 
 
-def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int) -> None:
-    """A walk that ended on a leaf (whose logits, the next root's, were skipped): project that row now."""
-    if not logits[last].any():
+def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int, spec: TreeSpec) -> None:
+    """A walk that ended on a leaf whose row `verify` skipped (projected_rows says which, without reading the
+    logits back): project that row now, for the next root."""
+    if last not in projected_rows(spec):
         logits[last] = lm.lm_head(hidden[last : last + 1]).float()[0]
 
 

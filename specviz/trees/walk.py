@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from specviz.core.acceptance import draw, point_mass_siblings, typical_threshold
+from specviz.core.host import fetch
 from specviz.core.sampling import Sampling, target_probs
 from specviz.trees.tree import TreeSpec, longest_path
 
@@ -77,11 +78,11 @@ def _greedy(tokens: list[int], spec: TreeSpec, logits: torch.Tensor, text: Calla
     The argmax of a row is taken only where a child is judged against it (the path's nodes with children), not
     over every row of logits [n, V]: what greedy_accept_path finds over all of them, at a fraction of the cost.
     """
-    choice: dict[int, int] = {}
+    inner = [j for j in range(len(spec)) if spec.children(j)]
+    picks = fetch(logits[inner].argmax(-1)) if inner else [[]]  # the walk's one host read: the target's choices
+    choice = dict(zip(inner, (int(t) for t in picks[0]), strict=True))
 
     def chose(j: int) -> int:
-        if j not in choice:
-            choice[j] = int(logits[j].argmax())
         return choice[j]
 
     path = longest_path(spec, lambda c: int(tokens[c]) == chose(spec.parents[c]))
@@ -162,6 +163,10 @@ def node_records(
 ) -> list[dict[str, Any]]:
     """Plain data per node: token, head, rank, probabilities, status and the reason for a rejection."""
     on_path = set(path)
+    parents = torch.tensor([max(q, 0) for q in spec.parents], device=probs.device)
+    target = fetch(probs[parents, torch.tensor(tokens, dtype=torch.long, device=probs.device)])[
+        0
+    ]  # one read for every node
     out = []
     for j, tok in enumerate(tokens):
         parent = spec.parents[j]
@@ -173,7 +178,7 @@ def node_records(
                 "head": spec.depths[j],
                 "rank": spec.ranks[j][-1] if j else None,
                 "head_prob": head_p[j - 1] if j else None,
-                "target_prob": round(float(probs[parent, tok]), 6) if j else None,
+                "target_prob": round(target[j], 6) if j else None,
                 "status": status,
                 "reason": reason,
             }

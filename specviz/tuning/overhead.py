@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch.overrides import TorchFunctionMode
 
 from specviz import methods
@@ -125,9 +124,7 @@ def _snapshot(mode: Counting) -> tuple[int, int, Counter, int, Counter]:
     return mode.all.calls, mode.forwards, Counter(mode.all.reads), mode.forward.calls, Counter(mode.forward.reads)
 
 
-def measure(
-    lm: LoadedModel, name: str, prompt_ids: list[int], max_new_tokens: int = 24, **resources: Any
-) -> Overhead:
+def measure(lm: LoadedModel, name: str, prompt_ids: list[int], max_new_tokens: int = 24, **resources: Any) -> Overhead:
     """Count one greedy generation of `name` (its default Config, or resources' `config`), after a warm-up run. The
     figures run from the end of the first step to the end of the last: whole decode steps, with the prefill, the
     head's setup and the first step's one-off work left out."""

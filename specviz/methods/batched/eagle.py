@@ -140,11 +140,11 @@ class BatchEagle:
         cfg, start = self.cfg, self.slots.slots
         base = self.slots.lengths().tolist()  # pairs each row's head holds, the root's included
         slot: list[dict[int, int]] = [{} for _ in trees]
-        layers = [add_children(self.dr, t, 0, cfg.top_k) for t in trees]
+        layers = [add_children(self.dr, t, [0], cfg.top_k) for t in trees]
         for rnd in range(2, cfg.depth + 1):
             fronts = [frontier(t, layer, cfg.top_k) for t, layer in zip(trees, layers, strict=True)]
             self.expand(trees, fronts, base, start, slot, rnd)
-            layers = [[c for n in f for c in add_children(self.dr, t, n, cfg.top_k)] for t, f in zip(trees, fronts)]
+            layers = [add_children(self.dr, t, list(f), cfg.top_k) for t, f in zip(trees, fronts)]
         for t in trees:
             t.keep_best(cfg.total_tokens)
 
