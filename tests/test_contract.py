@@ -132,9 +132,9 @@ def _differs(lm: LoadedModel, ids: list[int], name: str, want: list[int]) -> boo
         return True
 
 
-def test_the_contract_catches_a_cache_that_keeps_rejected_drafts(runs, sticky, sticky_prompt, monkeypatch):
-    """Mutation: rolling back the KV cache does nothing, so rejected drafts stay in the context. The identity
-    check must fail for every drafting method."""
+def keep_rejected_drafts(monkeypatch) -> None:
+    """Mutation: rolling back either KV cache does nothing (transformers' and core.lean's), so rejected drafts stay
+    in the context."""
     monkeypatch.setattr(DynamicCache, "crop", lambda self, n: None)
     monkeypatch.setattr(KV, "crop", lambda self, n: None)
     keep_path = KV.keep_path
@@ -145,14 +145,12 @@ def test_the_contract_catches_a_cache_that_keeps_rejected_drafts(runs, sticky, s
         self.length = max(held, self.length)
 
     monkeypatch.setattr(KV, "keep_path", keeps_everything)
-    kept = [n for n in DRAFTING if not _differs(sticky, sticky_prompt, n, runs["ar"].output_ids)]
-    assert not kept, f"a cache keeping rejected drafts went unnoticed for {kept}"
 
 
-def test_the_contract_catches_drafts_verified_one_position_off(runs, sticky, sticky_prompt, monkeypatch):
+def shift_drafts_one_position(monkeypatch) -> None:
     """Mutation: in every verify pass (several new tokens on a cache), the tokens after the root sit one position
-    too far (RoPE). The identity check must fail for every method that commits drafts."""
-    inputs = LoadedModel._model_inputs
+    too far (RoPE), in transformers' forward and in core.lean's."""
+    inputs, lean = LoadedModel._model_inputs, LoadedModel._lean
 
     def shifted(self, ids, cache, positions, mask):
         out = inputs(self, ids, cache, positions, mask)
@@ -160,8 +158,6 @@ def test_the_contract_catches_drafts_verified_one_position_off(runs, sticky, sti
         if pos.shape[1] > 1 and cache.get_seq_length() > 0:
             out["position_ids"] = torch.cat([pos[:, :1], pos[:, 1:] + 1], dim=1)
         return out
-
-    lean = LoadedModel._lean
 
     def shifted_lean(self, ids, cache, layers, positions, mask, logits_for):
         q, past = len(ids), cache.get_seq_length()
@@ -172,6 +168,20 @@ def test_the_contract_catches_drafts_verified_one_position_off(runs, sticky, sti
 
     monkeypatch.setattr(LoadedModel, "_model_inputs", shifted)
     monkeypatch.setattr(LoadedModel, "_lean", shifted_lean)
+
+
+def test_the_contract_catches_a_cache_that_keeps_rejected_drafts(runs, sticky, sticky_prompt, monkeypatch):
+    """Mutation: rolling back the KV cache does nothing, so rejected drafts stay in the context. The identity
+    check must fail for every drafting method."""
+    keep_rejected_drafts(monkeypatch)
+    kept = [n for n in DRAFTING if not _differs(sticky, sticky_prompt, n, runs["ar"].output_ids)]
+    assert not kept, f"a cache keeping rejected drafts went unnoticed for {kept}"
+
+
+def test_the_contract_catches_drafts_verified_one_position_off(runs, sticky, sticky_prompt, monkeypatch):
+    """Mutation: in every verify pass (several new tokens on a cache), the tokens after the root sit one position
+    too far (RoPE). The identity check must fail for every method that commits drafts."""
+    shift_drafts_one_position(monkeypatch)
     committing = [n for n in DRAFTING if n not in NEVER_CONVERGES]
     kept = [n for n in committing if not _differs(sticky, sticky_prompt, n, runs["ar"].output_ids)]
     assert not kept, f"drafts one position off went unnoticed for {kept}"

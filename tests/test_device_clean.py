@@ -36,6 +36,11 @@ ALLOWED = {
     ("methods/hydra.py", "tiny_resources", "arange"): "the vocabulary map of CPU-built heads, moved with them",
     ("tuning/probe.py", "probe_latency", "randint"): "CPU generator; the prompt becomes a Python list",
     ("tuning/hardware.py", "probe_surface", "randint"): "CPU generator (the same ids anywhere), then .to(lm.device)",
+    (
+        "core/model.py",
+        "to_device",
+        "tensor",
+    ): "a list staged on the host (pinned on a GPU), then copied",
 }
 # Batched decoding keeps each row's bookkeeping (sizes, liveness, positions, ancestry) on the CPU as plain data;
 # BatchRun.verify and BatchEagle.run_head move all of it to the model's device in one place, per forward.

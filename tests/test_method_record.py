@@ -10,12 +10,9 @@ import inspect
 from types import ModuleType
 
 import pytest
-import torch
-from transformers import DynamicCache
 
 from specviz import methods
 from specviz.core.details import FINDERS, detail_for
-from specviz.core.model import LoadedModel
 from specviz.methods.base import PHASES
 from tests import fixture_method
 from tests import test_contract as contract
@@ -122,16 +119,7 @@ def test_the_contract_bites_on_the_fixture_method_too(runon, sticky, sticky_prom
     contract.test_seeded_sampling_repeats_exactly(sticky, sticky_prompt, runon)
     want = contract._ar(sticky, sticky_prompt, contract.GREEDY).output_ids
     with monkeypatch.context() as m:  # mutation: a cache that keeps rejected drafts
-        m.setattr(DynamicCache, "crop", lambda self, n: None)
+        contract.keep_rejected_drafts(m)
         assert contract._differs(sticky, sticky_prompt, runon, want)
-    inputs = LoadedModel._model_inputs
-
-    def shifted(self, ids, cache, positions, mask):  # mutation: drafts verified one position too far
-        out = inputs(self, ids, cache, positions, mask)
-        pos = out["position_ids"]
-        if pos.shape[1] > 1 and cache.get_seq_length() > 0:
-            out["position_ids"] = torch.cat([pos[:, :1], pos[:, 1:] + 1], dim=1)
-        return out
-
-    monkeypatch.setattr(LoadedModel, "_model_inputs", shifted)
+    contract.shift_drafts_one_position(monkeypatch)  # mutation: drafts verified one position too far
     assert contract._differs(sticky, sticky_prompt, runon, want)

@@ -16,14 +16,11 @@ writes aimed at the cache's last slots, so a capture in the middle of a run dist
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from specviz.core.lean import KV
-
-if TYPE_CHECKING:
-    from specviz.core.model import LoadedModel
 
 WIDTHS = (1, 2, 4, 8, 16, 32, 64)  # new tokens a captured forward takes; a call pads up to the next one
 COLUMNS = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # cache columns a captured forward attends
@@ -49,7 +46,8 @@ def bucket(n: int, sizes: tuple[int, ...]) -> int:
 class Graphs:
     """A model's captured forwards and the static cache they run on."""
 
-    def __init__(self, lm: LoadedModel) -> None:
+    def __init__(self, lm: Any) -> None:
+        """lm: the core.model.LoadedModel these forwards are its (on a GPU; core.model builds them)."""
         self.lm = lm
         self.lean = lm.lean_forward()
         self.capacity = int(lm.hf.config.max_position_embeddings)

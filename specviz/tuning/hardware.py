@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from specviz.core.kv_cache import growing_cache
 from specviz.core.measure import Provenance, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
@@ -55,7 +56,7 @@ def probe_surface(
         for b in batches:
             prefix = torch.randint(100, vocab, (b, prefix_len), generator=gen).to(lm.device)
             extra = torch.randint(100, vocab, (b, max(ks)), generator=gen).to(lm.device)
-            cache = lm.new_cache()
+            cache = growing_cache(lm.hf.config)  # batched rows: transformers' own forward
             lm.hf(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
             samples: dict[int, list[float]] = {k: [] for k in ks}
             for _ in range(repeats):
