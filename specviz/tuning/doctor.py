@@ -99,6 +99,24 @@ def run(device: str, names: list[str], max_new_tokens: int = 64, repeats: int = 
     return report
 
 
+def overhead(device: str, dtype: str, names: list[str], max_new_tokens: int, out: Path | None) -> int:
+    """Print (and write, with `out`) the overhead table; 1 when a method breaks the host budget."""
+    from specviz.tuning.overhead import over_budget, report, table
+
+    lm = load_model("default", device=device, dtype=dtype, progress=lambda _m: None)
+    rows = table(lm, names, IDENTITY_PROMPTS[0], max_new_tokens)
+    where = provenance(lm.describe()).to_dict()
+    print(report(rows, f"{lm.describe()}, {max_new_tokens} tokens, greedy"))
+    problems = over_budget(rows, lm.hf.config.num_hidden_layers)
+    for p in problems:
+        print(f"over budget: {p}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        body = {"provenance": where, "prompt": IDENTITY_PROMPTS[0], "max_new_tokens": max_new_tokens}
+        out.write_text(json.dumps({**body, "rows": [asdict(r) for r in rows], "problems": problems}, indent=1) + "\n")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Check greedy identity, the latency curve and a short bench on one device; write a JSON report."""
     ap = Parser(prog="python -m specviz.tuning.doctor", description=main.__doc__)
@@ -108,11 +126,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=count(1, 4096), default=64)
     ap.add_argument("--repeats", type=count(1, 100), default=1)
     ap.add_argument("--out", type=Path, default=None, help="report path (default: print only)")
+    ap.add_argument(
+        "--overhead",
+        action="store_true",
+        help="instead: count torch calls and host reads per step and per target forward for every method",
+    )
     try:  # every option checked before any run: a bad one is one line
         a = ap.parse_args(argv)
         names = ["ar", *[n for n in a.methods.split(",") if n and n != "ar"]]
         for n in names:
             methods.get(n)
+        if a.overhead:
+            return overhead(a.device, a.dtype, names, min(a.max_new_tokens, 64), a.out)
         report = run(a.device, names, a.max_new_tokens, a.repeats, a.dtype)
     except (ModelError, ValueError, OSError) as exc:
         print(f"specviz doctor: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)

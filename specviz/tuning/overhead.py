@@ -164,3 +164,27 @@ def report(rows: list[Overhead], where: str) -> str:
     lines = [f"torch calls and host reads per decode step and per target forward ({where})", HEADER]
     lines += [r.row() for r in rows]
     return "\n".join(lines)
+
+
+# What a step may ask of the host (issue 49's budget): nothing inside a target forward; plain decoding reads the next
+# token and its record's numbers (2); a method at most 4 more, each a decision its algorithm must make on the host
+# (which drafts the target accepted, which nodes a round expands, where a chain ends) and named where it is made.
+FORWARD_READS = 0
+PLAIN_READS = 2
+EXTRA_READS = 4
+CALLS_PER_LAYER = 32  # the written-out forward makes about 28 torch calls a decoder layer, and ~20 more a forward
+
+
+def over_budget(rows: list[Overhead], layers: int) -> list[str]:
+    """Every way the counted rows break the budget, one line each ([] when they keep it)."""
+    plain = next((r.reads_per_step for r in rows if r.method == "ar"), PLAIN_READS)
+    out = []
+    for r in rows:
+        if r.reads_per_forward > FORWARD_READS:
+            out.append(f"{r.method}: {r.reads_per_forward:g} host reads inside a target forward")
+        limit = PLAIN_READS if r.method == "ar" else plain + EXTRA_READS
+        if r.reads_per_step > limit:
+            out.append(f"{r.method}: {r.reads_per_step:.1f} host reads a step, over {limit:g} ({r.reads_by_kind})")
+        if r.calls_per_forward > CALLS_PER_LAYER * layers + 40:
+            out.append(f"{r.method}: {r.calls_per_forward:.0f} torch calls a forward for {layers} layers")
+    return out
