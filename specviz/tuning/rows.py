@@ -1,0 +1,190 @@
+"""A bench that keeps what it measured: each finished (method, prompt, repeat) row is appended to a JSON-lines file
+as it ends, and the summary is rebuilt from whatever rows exist. A run stopped at a time limit (a short GPU lease,
+CI's clock) leaves every row it finished, and `summary` reads them as a complete run would.
+
+Plain decoding runs first on each (prompt, repeat), then each method on the same prompt, so every method's row is
+paired with a plain-decoding row measured just before it (core.measure's speedup, A and r on the pair).
+
+`python -m specviz.tuning.rows --out rows.jsonl [--methods …] [--prompts file] [--max-new-tokens 64]
+[--repeats 2] [--set eagle:depth=5,top_k=10,total_tokens=60 …]`; `--summary rows.jsonl` prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specviz import methods
+from specviz.core.cli_args import Parser, count
+from specviz.core.measure import decode_s, forward_steps, generation_s, mean_accepted, provenance
+from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.sampling import Sampling
+
+
+def variant(spec: str) -> tuple[str, str, dict[str, str]]:
+    """'eagle:depth=5,top_k=10' → ('eagle@depth=5,top_k=10', 'eagle', {'depth': 5, 'top_k': 10}); 'medusa' → plain."""
+    name, _, opts = spec.partition(":")
+    options: dict[str, str] = {}
+    for part in filter(None, opts.split(",")):
+        key, _, value = part.partition("=")
+        options[key.strip()] = value.strip()
+    methods.make_config(name, options)  # an unknown method or option: ConfigError (a ValueError) now
+    return (f"{name}@{opts}" if opts else name), name, options
+
+
+def run_rows(
+    lm: LoadedModel,
+    specs: list[str],
+    prompts: list[str],
+    sampling: Sampling,
+    repeats: int,
+    out: Path,
+    deadline: float = float("inf"),
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Append one JSON line per finished run to `out`; stop before a run would start past `deadline` (a `clock()`
+    value). Returns the rows written."""
+    parsed = [variant(s) for s in specs if s != "ar"]
+    configs = {key: methods.make_config(name, opts) for key, name, opts in parsed}
+    written = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", encoding="utf-8") as f:
+        f.write(
+            json.dumps({"provenance": provenance(lm.describe()).to_dict(), "max_new_tokens": sampling.max_new_tokens})
+            + "\n"
+        )
+        for rep in range(repeats):
+            for i, prompt in enumerate(prompts):
+                ids = lm.encode_prompt(prompt)
+                plain = None
+                for key, name in [("ar", "ar"), *((k, n) for k, n, _ in parsed)]:
+                    if clock() > deadline:
+                        return written
+                    with lm.lock:
+                        trace = methods.get(name).generate(lm, ids, sampling, configs.get(key))
+                    plain = trace if key == "ar" else plain
+                    row = {
+                        "method": key,
+                        "prompt": i,
+                        "repeat": rep,
+                        "tokens": len(trace.output_ids),
+                        "generation_s": round(generation_s(trace), 6),
+                        "decode_s": round(decode_s(trace), 6),
+                        "forwards": forward_steps(trace),
+                        "A": round(mean_accepted(trace), 4),
+                        "identical": plain is not None and trace.output_ids == plain.output_ids,
+                    }
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    written += 1
+    return written
+
+
+def read_rows(path: Path) -> tuple[dict, list[dict]]:
+    """(the first provenance header, every run row) of a rows file; a torn last line (a killed run) is skipped."""
+    head: dict = {}
+    rows: list[dict] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "provenance" in item:
+            head = head or item
+        elif isinstance(item, dict) and "method" in item:
+            rows.append(item)
+    return head, rows
+
+
+def summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per method: the median paired speedup (plain's generation time over the method's, same prompt and repeat)
+    with its range, tokens/s, A, r (the method's time a forward over plain's) and how many rows were identical."""
+    plain = {(r["prompt"], r["repeat"]): r for r in rows if r["method"] == "ar"}
+    out: dict[str, dict[str, Any]] = {}
+    for key in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == key and (r["prompt"], r["repeat"]) in plain]
+        if not mine:
+            continue
+        ups = [plain[(r["prompt"], r["repeat"])]["generation_s"] / max(r["generation_s"], 1e-9) for r in mine]
+        cost = [
+            (r["decode_s"] / max(r["forwards"], 1))
+            / max(
+                plain[(r["prompt"], r["repeat"])]["decode_s"] / max(plain[(r["prompt"], r["repeat"])]["forwards"], 1),
+                1e-9,
+            )
+            for r in mine
+        ]
+        out[key] = {
+            "speedup": round(statistics.median(ups), 3),
+            "range": [round(min(ups), 3), round(max(ups), 3)],
+            "tokens_per_s": round(sum(r["tokens"] for r in mine) / max(sum(r["generation_s"] for r in mine), 1e-9), 1),
+            "A": round(statistics.mean(r["A"] for r in mine), 3),
+            "r": round(statistics.median(cost), 3),
+            "identical": f"{sum(r['identical'] for r in mine)}/{len(mine)}" if key != "ar" else "",
+            "runs": len(mine),
+        }
+    return out
+
+
+def _per_forward(row: dict) -> float:
+    """A row's decode seconds per target forward."""
+    return row["decode_s"] / max(row["forwards"], 1)
+
+
+def table(summ: dict[str, dict[str, Any]]) -> str:
+    """The summary as a markdown table."""
+    lines = ["| method | speedup | range | tokens/s | A | r | identical |", "|---|---|---|---|---|---|---|"]
+    for key, v in summ.items():
+        lo, hi = v["range"]
+        cells = [key, f"{v['speedup']:.2f}x", f"{lo:.2f}-{hi:.2f}", f"{v['tokens_per_s']:.1f}", f"{v['A']:.2f}"]
+        lines.append("| " + " | ".join([*cells, f"{v['r']:.2f}", v["identical"]]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the row bench (or summarise a rows file); one line and exit 2 on a bad option."""
+    ap = Parser(prog="python -m specviz.tuning.rows", description=main.__doc__)
+    ap.add_argument("--out", type=Path, help="rows file (JSON lines), appended to")
+    ap.add_argument("--summary", type=Path, help="instead: print the table of an existing rows file")
+    ap.add_argument("--methods", default=",".join(methods.available()))
+    ap.add_argument("--set", action="append", default=[], help="an extra variant, e.g. eagle:depth=5,top_k=10")
+    ap.add_argument("--prompts", type=Path, help="a text file, one prompt a line (default: the doctor's six)")
+    ap.add_argument("--max-new-tokens", type=count(1, 4096), default=64)
+    ap.add_argument("--repeats", type=count(1, 100), default=2)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--budget-s", type=float, default=float("inf"), help="start no run after this many seconds")
+    try:
+        a = ap.parse_args(argv)
+        if a.summary:
+            _head, rows = read_rows(a.summary)
+            print(table(summary(rows)))
+            return 0
+        if a.out is None:
+            raise ValueError("--out or --summary is needed.")
+        specs = [*a.methods.split(","), *a.set]
+        for s in specs:
+            variant(s)
+        if a.prompts:
+            prompts = [p for p in a.prompts.read_text(encoding="utf-8").splitlines() if p.strip()]
+        else:
+            from specviz.tuning.doctor import BENCH_PROMPTS
+
+            prompts = [p for _c, p in BENCH_PROMPTS]
+        deadline = time.monotonic() + a.budget_s
+        lm = load_model("default", device=a.device, progress=lambda _m: None)
+        run_rows(lm, specs, prompts, Sampling(max_new_tokens=a.max_new_tokens), a.repeats, a.out, deadline)
+    except (ModelError, ValueError, OSError) as exc:
+        print(f"specviz rows: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    _head, rows = read_rows(a.out)
+    print(table(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
