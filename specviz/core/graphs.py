@@ -55,6 +55,7 @@ class Graphs:
         self.pool = torch.cuda.graph_pool_handle()
         self.captured: dict[tuple[int, int, tuple[int, ...]], Captured] = {}
         self.neg = torch.finfo(lm.dtype).min
+        self.failed = ""  # why capturing failed, if it did: every forward then runs eagerly, and says so here
 
     def claim(self) -> KV:
         """The static cache, emptied, for a new run (the run before it on this model has finished: runs take the
@@ -64,7 +65,12 @@ class Graphs:
 
     def fits(self, cache: KV, q: int, layers: tuple[int, ...]) -> bool:
         """Whether a forward of q new tokens on `cache` can replay a captured graph."""
-        return cache is self.kv and q <= WIDTHS[-1] and cache.length + bucket(q, WIDTHS) <= self.capacity - WIDTHS[-1]
+        return (
+            not self.failed
+            and cache is self.kv
+            and q <= WIDTHS[-1]
+            and cache.length + bucket(q, WIDTHS) <= self.capacity - WIDTHS[-1]
+        )
 
     def forward(
         self,
@@ -73,12 +79,19 @@ class Graphs:
         positions: torch.Tensor | None,
         mask: torch.Tensor | None,
         layers: tuple[int, ...],
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(logits [q, V], hidden [q, H], fused [q, ·]) of q new tokens after `past` cached ones, replayed."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """(logits [q, V], hidden [q, H], fused [q, ·]) of q new tokens after `past` cached ones, replayed; None when
+        the graph could not be captured (`failed` says why; the caller runs the forward eagerly)."""
         q = len(ids)
         b = bucket(q, WIDTHS)
         cols = bucket(min(past + b, self.capacity), (*[c for c in COLUMNS if c < self.capacity], self.capacity))
-        g = self.captured.get((b, cols, layers)) or self._capture(b, cols, layers)
+        g = self.captured.get((b, cols, layers))
+        if g is None:
+            try:
+                g = self._capture(b, cols, layers)
+            except RuntimeError as exc:  # a driver or build that cannot capture: decode eagerly, say why once
+                self.failed = f"capture failed ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
+                return None
         tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)  # ids come from the host here
         pos = list(range(past, past + q)) if positions is None else positions.tolist()
         ints = torch.tensor([*tokens, *[0] * (b - q), *pos, *[pos[-1]] * (b - q), past], dtype=torch.long)

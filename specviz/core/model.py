@@ -276,9 +276,11 @@ class LoadedModel:
             raise ValueError(f"layers {layers} are not all decoder layers of this model.")
         past, q = cache.length, len(ids)
         if self.graphs is not None and self.graphs.fits(cache, q, layers):  # a captured forward on a GPU
-            logits, hidden, fused = self.graphs.forward(ids, past, positions, mask, layers)
-            cache.length = past + q
-            return (logits if logits_for is None else logits[logits_for]), hidden, fused
+            got = self.graphs.forward(ids, past, positions, mask, layers)
+            if got is not None:
+                logits, hidden, fused = got
+                cache.length = past + q
+                return (logits if logits_for is None else logits[logits_for]), hidden, fused
         cache.reserve(past + q)
         x = to_device(ids, self.device, torch.long)
         pos = torch.arange(past, past + q, device=self.device)
