@@ -3,11 +3,15 @@ core.lean's KV under the written-out forward (same logits, crops, regrowth, tree
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
+
 import torch
 from transformers import DynamicCache
 
 from specviz.core.lean import KV
-from specviz.core.model import crop_to, growing_cache
+from specviz.core.model import Resources, crop_to, growing_cache
+from specviz.core.sampling import Sampling
 from specviz.trees.tree import TreeSpec, commit_path, verify_tree
 
 
@@ -96,3 +100,29 @@ def test_lean_forward_on_its_kv_matches_transformers(tiny_lm) -> None:
     n = cache.length
     torch.testing.assert_close(cache.k[0, :, :, :n], ref.layers[0].keys, **CLOSE)
     torch.testing.assert_close(cache.v[-1, :, :, :n], ref.layers[-1].values, **CLOSE)
+
+
+def test_the_captured_forwards_arithmetic_equals_the_eager_forward(sticky, sticky_prompt):
+    """core.graphs' padded forward (ids, positions and length as tensors, the mask built inside, keys written by
+    slot, a block padded to its width bucket), run eagerly here since capturing needs a GPU: every method's greedy
+    output through it equals plain decoding's through the eager forward, and so do the logits of a padded tree."""
+    from specviz import methods
+    from specviz.core.graphs import Graphs
+    from tests.conftest import method_kwargs
+
+    lm = replace(sticky, lock=threading.Lock(), resources=Resources(), graphs=None)
+    want = methods.get("ar").generate(lm, sticky_prompt, Sampling(max_new_tokens=24)).output_ids
+    lm.graphs = Graphs(lm, capture=False)
+    for name in methods.available():
+        got = methods.get(name).generate(lm, sticky_prompt, Sampling(max_new_tokens=24), **method_kwargs(name, lm))
+        assert got.output_ids == want, name
+    assert {b for b, _cols, _layers in lm.graphs.captured} >= {1, 2, 4, 8}  # one token, chains and trees, padded
+    spec, tree = TreeSpec(parents=[-1, 0, 0, 1, 1, 2]), [30, 31, 32, 33, 34, 35]
+    cache, ref = lm.run_cache(), lm.new_cache()
+    assert cache is lm.graphs.kv
+    for c in (cache, ref):
+        lm.forward(sticky_prompt, c)
+    a, _ = verify_tree(lm, cache, tree, spec)  # padded to 8 rows
+    b, _ = verify_tree(lm, ref, tree, spec)
+    torch.testing.assert_close(a, b, **CLOSE)
+    assert not lm.graphs.failed

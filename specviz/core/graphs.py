@@ -15,6 +15,7 @@ writes aimed at the cache's last slots, so a capture in the middle of a run dist
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,9 @@ COLUMNS = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # cache columns a capture
 
 @dataclass
 class Captured:
-    """One captured forward and its static inputs and outputs."""
+    """One captured forward and its static inputs and outputs (`replay` runs it again on whatever the inputs hold)."""
 
-    graph: torch.cuda.CUDAGraph
+    replay: Callable[[], None]
     ints: torch.Tensor  # [2b + 1] long: token ids, position ids, the cache length
     tree: torch.Tensor  # [b, b] additive mask among the new tokens
     logits: torch.Tensor  # [b, V]
@@ -46,13 +47,14 @@ def bucket(n: int, sizes: tuple[int, ...]) -> int:
 class Graphs:
     """A model's captured forwards and the static cache they run on."""
 
-    def __init__(self, lm: Any) -> None:
-        """lm: the core.model.LoadedModel these forwards are its (on a GPU; core.model builds them)."""
-        self.lm = lm
+    def __init__(self, lm: Any, capture: bool = True) -> None:
+        """lm: the core.model.LoadedModel these forwards are its (on a GPU; core.model builds them). capture=False
+        runs the same padded forwards eagerly on any device (a test holds their arithmetic on the CPU)."""
+        self.lm, self.capture = lm, capture
         self.lean = lm.lean_forward()
         self.capacity = int(lm.hf.config.max_position_embeddings)
         self.kv = self.lean.new_cache(self.capacity, fixed=True)
-        self.pool = torch.cuda.graph_pool_handle()
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.captured: dict[tuple[int, int, tuple[int, ...]], Captured] = {}
         self.neg = torch.finfo(lm.dtype).min
         self.failed = ""  # why capturing failed, if it did: every forward then runs eagerly, and says so here
@@ -96,12 +98,16 @@ class Graphs:
         pos = list(range(past, past + q)) if positions is None else positions.tolist()
         ints = torch.tensor([*tokens, *[0] * (b - q), *pos, *[pos[-1]] * (b - q), past], dtype=torch.long)
         tree = torch.full((b, b), self.neg, dtype=self.lm.dtype)
-        tree[:q, :q] = torch.full((q, q), self.neg).triu_(1) if mask is None else mask
+        tree[:q, :q] = torch.full((q, q), self.neg, dtype=tree.dtype).triu_(1) if mask is None else mask
         tree.diagonal().zero_()  # every row sees itself (a pad row sees nothing else of the block)
-        g.ints.copy_(ints.pin_memory(), non_blocking=True)
-        g.tree.copy_(tree.pin_memory(), non_blocking=True)
-        g.graph.replay()
+        g.ints.copy_(self._staged(ints), non_blocking=True)
+        g.tree.copy_(self._staged(tree), non_blocking=True)
+        g.replay()
         return g.logits[:q].clone(), g.hidden[:q].clone(), g.fused[:q].clone()
+
+    def _staged(self, t: torch.Tensor) -> torch.Tensor:
+        """A host tensor in pinned memory on a GPU, so the copy to the device does not wait for the queue."""
+        return t.pin_memory() if self.lm.device.type == "cuda" else t
 
     def _capture(self, b: int, cols: int, layers: tuple[int, ...]) -> Captured:
         """Capture the forward of b new tokens attending `cols` columns (scratch writes go to the cache's end)."""
@@ -123,6 +129,15 @@ class Graphs:
             )
             return self.lm.lm_head(hidden).float(), hidden, fused
 
+        if not self.capture:  # the same forward, run at each call (no graph): its outputs rebound each time
+            g = Captured(lambda: None, ints, tree, *run())
+
+            def again() -> None:
+                g.logits, g.hidden, g.fused = run()
+
+            g.replay = again
+            self.captured[(b, cols, layers)] = g
+            return g
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -132,6 +147,6 @@ class Graphs:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             logits, hidden, fused = run()
-        g = Captured(graph, ints, tree, logits, hidden, fused)
+        g = Captured(graph.replay, ints, tree, logits, hidden, fused)
         self.captured[(b, cols, layers)] = g
         return g
