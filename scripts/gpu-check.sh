@@ -32,7 +32,7 @@ fi
 log "device: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", torch.__version__)')"
 "$PY" -c "from specviz.core.model_files import convert_default; convert_default()" >>"$DIR/log.txt" 2>&1
 log "model converted"
-timeout "${TESTS_S:-200}" "$PY" -m pytest -q -x -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
+timeout "${TESTS_S:-200}" "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
   tests/test_overhead.py tests/test_lossless.py tests/test_device_clean.py tests/test_precision.py 2>&1 |
   tail -n 15 >"$DIR/tests.txt"
 log "tests: $(tail -n 1 "$DIR/tests.txt")"
@@ -49,7 +49,7 @@ curve = probe_latency(lm, ks=(1, 2, 4, 8, 16, 32, 64), prefix_len=128, repeats=5
 print(json.dumps(asdict(curve)))
 PYEOF
 log "probe: $(tail -c 300 "$DIR/probe.txt")"
-SPECVIZ_GRAPHS=0 timeout 90 "$PY" - "$DEV" >"$DIR/probe-eager.txt" 2>&1 <<'PYEOF'
+SPECVIZ_GRAPHS=0 timeout 90 "$PY" - "$DEV" >>"$DIR/probe.txt" 2>&1 <<'PYEOF'
 import json, sys
 from dataclasses import asdict
 from specviz.core.model import load_model
@@ -57,13 +57,13 @@ from specviz.tuning.probe import probe_latency
 lm = load_model(device=sys.argv[1], progress=lambda m: None)  # SPECVIZ_GRAPHS=0: the same forward, not captured
 print(json.dumps(asdict(probe_latency(lm, ks=(1, 8, 64), prefix_len=128, repeats=5))))
 PYEOF
-log "probe, eager: $(tail -c 200 "$DIR/probe-eager.txt")"
+log "probe, eager: $(tail -c 200 "$DIR/probe.txt")"
 timeout "$(( ${BUDGET_S:-240} + 60 ))" "$PY" -m specviz.tuning.rows --out "$DIR/rows.jsonl" --device "$DEV" \
   --methods ar,pld,medusa,hydra,eagle,eagle3,hybrid,lookahead,jacobi,sps \
   --set medusa:total_tokens=64 --set eagle:depth=5,top_k=10,total_tokens=60 \
   --set eagle3:depth=5,top_k=10,total_tokens=60 --set lookahead:window=7,ngram=5,guesses=7 \
   --prompts scripts/gpu-prompts.txt --max-new-tokens 64 --repeats 2 --budget-s "${BUDGET_S:-240}" \
-  >"$DIR/bench.txt" 2>&1
+  >>"$DIR/log.txt" 2>&1
 "$PY" -m specviz.tuning.rows --summary "$DIR/rows.jsonl" >"$DIR/bench.md" 2>&1
 log "bench: $(wc -l <"$DIR/rows.jsonl") rows"
 cat "$DIR/bench.md" | tee -a "$DIR/log.txt"
