@@ -32,6 +32,39 @@ fi
 log "device: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", torch.__version__)')"
 "$PY" -c "from specviz.core.model_files import convert_default; convert_default()" >>"$DIR/log.txt" 2>&1
 log "model converted"
+# the captured forward against the eager one on the real model, every launch checked (CUDA_LAUNCH_BLOCKING): if it
+# fails, the rest of the check runs eagerly (SPECVIZ_GRAPHS=0) and the log says why
+CUDA_LAUNCH_BLOCKING=1 timeout 120 "$PY" - "$DEV" >"$DIR/graphs.txt" 2>&1 <<'PYEOF'
+import sys, traceback, torch
+from specviz import methods
+from specviz.core.model import load_model
+from specviz.core.sampling import Sampling
+lm = load_model(device=sys.argv[1], progress=lambda m: None)
+ids = lm.encode_prompt("Explain why the sky is blue in three sentences.")
+try:
+    g = lm.graphs
+    print("graphs:", g is not None, "capacity", g.capacity if g else None)
+    cache = lm.run_cache()
+    a, _ = lm.forward(ids, cache)
+    print("prefill ok", cache.length, "captured", list(g.captured) if g else None)
+    ref = lm.new_cache()
+    b, _ = lm.forward(ids, ref)
+    print("prefill max diff", float((a - b).abs().max()))
+    for t in (5, 6):
+        a, _ = lm.forward([t], cache)
+        b, _ = lm.forward([t], ref)
+        print("step", t, "max diff", float((a - b).abs().max()), "length", cache.length, "failed", g.failed if g else "")
+    s = Sampling(max_new_tokens=32)
+    want = methods.get("ar").generate(lm, ids, s).output_ids
+    for name in ("pld", "eagle", "medusa"):
+        got = methods.get(name).generate(lm, ids, s).output_ids
+        print(name, "identical", got == want)
+    print("GRAPHS OK")
+except Exception:
+    traceback.print_exc()
+PYEOF
+if ! grep -q "GRAPHS OK" "$DIR/graphs.txt"; then export SPECVIZ_GRAPHS=0; fi
+log "graphs: $(grep -c 'GRAPHS OK' "$DIR/graphs.txt") ok; SPECVIZ_GRAPHS=${SPECVIZ_GRAPHS:-1}"
 timeout "${TESTS_S:-200}" "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
   tests/test_overhead.py tests/test_lossless.py tests/test_device_clean.py tests/test_precision.py 2>&1 |
   tail -n 15 >"$DIR/tests.txt"

@@ -81,12 +81,13 @@ def probe_latency(
         gen = torch.Generator().manual_seed(0)
         vocab = lm.hf.config.vocab_size
         prefix = torch.randint(100, vocab, (prefix_len,), generator=gen).tolist()
-        cache = lm.new_cache()
+        cache = lm.run_cache()  # the cache a generation decodes on (on a GPU, the captured forwards')
         lm.forward(prefix, cache, logits_for=slice(-1, None))
         samples: dict[int, list[float]] = {k: [] for k in ks}
         extra = torch.randint(100, vocab, (max(ks),), generator=gen).tolist()
-        lm.forward(extra[:4], cache)  # warm-up
-        crop_to(cache, prefix_len)
+        for k in ks:  # warm-up: every width once (on a GPU, captured here, not in the timings)
+            lm.forward(extra[:k], cache)
+            crop_to(cache, prefix_len)
         for _ in range(repeats):
             for k in ks:
                 t = time.perf_counter()

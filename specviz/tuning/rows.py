@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=count(1, 4096), default=64)
     ap.add_argument("--repeats", type=count(1, 100), default=2)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--budget-s", type=float, default=float("inf"), help="start no run after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="start no run after this many seconds")
     try:
         a = ap.parse_args(argv)
         if a.summary:
