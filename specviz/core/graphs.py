@@ -32,6 +32,9 @@ class Captured:
     """One captured forward and its static inputs and outputs (`replay` runs it again on whatever the inputs hold)."""
 
     replay: Callable[[], None]
+    host_ints: torch.Tensor  # the same on the host (pinned on a GPU): filled in place, then copied without blocking
+    host_tree: torch.Tensor
+    copied: Any  # a CUDA event after the last copy from the host buffers (None on the CPU)
     ints: torch.Tensor  # [2b + 1] long: token ids, position ids, the cache length
     tree: torch.Tensor  # [b, b] additive mask among the new tokens
     logits: torch.Tensor  # [b, V]
@@ -96,18 +99,25 @@ class Graphs:
                 return None
         tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)  # ids come from the host here
         pos = list(range(past, past + q)) if positions is None else positions.tolist()
-        ints = torch.tensor([*tokens, *[0] * (b - q), *pos, *[pos[-1]] * (b - q), past], dtype=torch.long)
-        tree = torch.full((b, b), self.neg, dtype=self.lm.dtype)
+        if g.copied is not None:  # the last copy out of these host buffers has finished (long ago: a step read since)
+            g.copied.synchronize()
+        ints, tree = g.host_ints, g.host_tree
+        ints.copy_(torch.tensor([*tokens, *[0] * (b - q), *pos, *[pos[-1]] * (b - q), past], dtype=torch.long))
+        tree.fill_(self.neg)
         tree[:q, :q] = torch.full((q, q), self.neg, dtype=tree.dtype).triu_(1) if mask is None else mask
         tree.diagonal().zero_()  # every row sees itself (a pad row sees nothing else of the block)
-        g.ints.copy_(self._staged(ints), non_blocking=True)
-        g.tree.copy_(self._staged(tree), non_blocking=True)
+        g.ints.copy_(ints, non_blocking=True)
+        g.tree.copy_(tree, non_blocking=True)
+        if g.copied is not None:
+            g.copied.record()
         g.replay()
         return g.logits[:q].clone(), g.hidden[:q].clone(), g.fused[:q].clone()
 
-    def _staged(self, t: torch.Tensor) -> torch.Tensor:
-        """A host tensor in pinned memory on a GPU, so the copy to the device does not wait for the queue."""
-        return t.pin_memory() if self.lm.device.type == "cuda" else t
+    def _host(self, like: torch.Tensor) -> torch.Tensor:
+        """A host buffer shaped like a static input (pinned on a GPU, so its copy does not wait for the queue; kept
+        for the graph's life, so no copy still in flight can read a buffer reused for something else)."""
+        cuda = self.lm.device.type == "cuda"
+        return torch.empty(like.shape, dtype=like.dtype, pin_memory=cuda)
 
     def _capture(self, b: int, cols: int, layers: tuple[int, ...]) -> Captured:
         """Capture the forward of b new tokens attending `cols` columns (scratch writes go to the cache's end)."""
@@ -130,7 +140,7 @@ class Graphs:
             return self.lm.lm_head(hidden).float(), hidden, fused
 
         if not self.capture:  # the same forward, run at each call (no graph): its outputs rebound each time
-            g = Captured(lambda: None, ints, tree, *run())
+            g = Captured(lambda: None, self._host(ints), self._host(tree), None, ints, tree, *run())
 
             def again() -> None:
                 g.logits, g.hidden, g.fused = run()
@@ -147,6 +157,8 @@ class Graphs:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             logits, hidden, fused = run()
-        g = Captured(graph.replay, ints, tree, logits, hidden, fused)
+        g = Captured(
+            graph.replay, self._host(ints), self._host(tree), torch.cuda.Event(), ints, tree, logits, hidden, fused
+        )
         self.captured[(b, cols, layers)] = g
         return g

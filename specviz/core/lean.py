@@ -83,8 +83,7 @@ class KV:
         the slots already in place are not moved."""
         first = next((i for i, p in enumerate(path) if p != i), len(path))
         if first < len(path):
-            src = torch.tensor([prefix + p for p in path[first:]], dtype=torch.long)
-            src = src.to(self.k.device, non_blocking=True)
+            src = torch.tensor([prefix + p for p in path[first:]], dtype=torch.long, device=self.k.device)
             lo, hi = prefix + first, prefix + len(path)
             self.k[:, :, :, lo:hi] = self.k.index_select(3, src)
             self.v[:, :, :, lo:hi] = self.v.index_select(3, src)

@@ -300,12 +300,12 @@ class LoadedModel:
 
 
 def to_device(x: list[int] | torch.Tensor, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """x as a tensor of `dtype` on `device`. A list or a CPU tensor bound for a GPU travels from pinned memory
-    without blocking: a plain copy from pageable memory would wait for every kernel already queued."""
-    t = x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype)
-    if t.device == device or t.device.type != "cpu" or device.type != "cuda":
-        return t.to(device=device, dtype=dtype)
-    return t.to(dtype=dtype).pin_memory().to(device, non_blocking=True)
+    """x as a tensor of `dtype` on `device` (a tensor already there as it is). The eager path's copies from the host
+    are plain ones: a pinned buffer freed while its copy is still queued can be handed out again and overwritten
+    (seen on an H200); the captured forward stages its inputs in buffers it keeps (core.graphs)."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device=device, dtype=dtype)
+    return torch.tensor(x, dtype=dtype, device=device)
 
 
 @contextlib.contextmanager
