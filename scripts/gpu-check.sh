@@ -32,9 +32,9 @@ fi
 log "device: $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", torch.__version__)')"
 "$PY" -c "from specviz.core.model_files import convert_default; convert_default()" >>"$DIR/log.txt" 2>&1
 log "model converted"
-# the captured forward against the eager one on the real model, every launch checked (CUDA_LAUNCH_BLOCKING): if it
-# fails, the rest of the check runs eagerly (SPECVIZ_GRAPHS=0) and the log says why
-CUDA_LAUNCH_BLOCKING=1 timeout 120 "$PY" - "$DEV" >"$DIR/graphs.txt" 2>&1 <<'PYEOF'
+# the captured forward (SPECVIZ_GRAPHS=1) against the eager one on the real model, every launch checked
+# (CUDA_LAUNCH_BLOCKING): if it holds, the rest of the check runs captured; else eagerly, and the log says why
+SPECVIZ_GRAPHS=1 CUDA_LAUNCH_BLOCKING=1 timeout 120 "$PY" - "$DEV" >"$DIR/graphs.txt" 2>&1 <<'PYEOF'
 import sys, traceback, torch
 from specviz import methods
 from specviz.core.model import load_model
@@ -63,8 +63,8 @@ try:
 except Exception:
     traceback.print_exc()
 PYEOF
-if ! grep -q "GRAPHS OK" "$DIR/graphs.txt"; then export SPECVIZ_GRAPHS=0; fi
-log "graphs: $(grep -c 'GRAPHS OK' "$DIR/graphs.txt") ok; SPECVIZ_GRAPHS=${SPECVIZ_GRAPHS:-1}"
+if grep -q "GRAPHS OK" "$DIR/graphs.txt"; then export SPECVIZ_GRAPHS=1; else export SPECVIZ_GRAPHS=0; fi
+log "graphs: $(grep -c 'GRAPHS OK' "$DIR/graphs.txt") ok; SPECVIZ_GRAPHS=$SPECVIZ_GRAPHS"
 timeout "${TESTS_S:-200}" "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
   tests/test_overhead.py tests/test_lossless.py tests/test_device_clean.py tests/test_precision.py 2>&1 |
   tail -n 15 >"$DIR/tests.txt"

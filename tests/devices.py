@@ -4,6 +4,7 @@ and kernels production gives it there."""
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from dataclasses import replace
 
@@ -38,7 +39,7 @@ def production(lm: LoadedModel, device: str) -> LoadedModel:
         lean=lean,
         graphs=None,
     )
-    if dev.type == "cuda":  # the captured forwards load_model gives a GPU
+    if dev.type == "cuda" and os.environ.get("SPECVIZ_GRAPHS", "0") == "1":  # as load_model: captured when asked
         from specviz.core.graphs import Graphs
 
         out.graphs = Graphs(out)

@@ -35,6 +35,7 @@ class Captured:
     host_ints: torch.Tensor  # the same on the host (pinned on a GPU): filled in place, then copied without blocking
     host_tree: torch.Tensor
     copied: Any  # a CUDA event after the last copy from the host buffers (None on the CPU)
+    constants: tuple[torch.Tensor, ...]  # tensors made before capture that the graph reads: kept alive with it
     ints: torch.Tensor  # [2b + 1] long: token ids, position ids, the cache length
     tree: torch.Tensor  # [b, b] additive mask among the new tokens
     logits: torch.Tensor  # [b, V]
@@ -140,7 +141,7 @@ class Graphs:
             return self.lm.lm_head(hidden).float(), hidden, fused
 
         if not self.capture:  # the same forward, run at each call (no graph): its outputs rebound each time
-            g = Captured(lambda: None, self._host(ints), self._host(tree), None, ints, tree, *run())
+            g = Captured(lambda: None, self._host(ints), self._host(tree), None, (), ints, tree, *run())
 
             def again() -> None:
                 g.logits, g.hidden, g.fused = run()
@@ -156,9 +157,10 @@ class Graphs:
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            logits, hidden, fused = run()
-        g = Captured(
-            graph.replay, self._host(ints), self._host(tree), torch.cuda.Event(), ints, tree, logits, hidden, fused
-        )
+            out = run()
+        # columns, steps and pad live outside the graph's pool: freed with this frame, their memory would be handed
+        # to the next eager tensor and the graph would read that (the H200 run's out-of-bounds slots on replay 2)
+        constants = (columns, steps, pad)
+        g = Captured(graph.replay, self._host(ints), self._host(tree), torch.cuda.Event(), constants, ints, tree, *out)
         self.captured[(b, cols, layers)] = g
         return g

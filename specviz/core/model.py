@@ -367,7 +367,8 @@ def load_model(
     elif kernels == "onednn":
         raise ModelError("oneDNN kernels need fp32 on a CPU build of torch with mkldnn.")
     lm = LoadedModel(hf=hf, tokenizer=tok, name=name, device=dev, dtype=dt, kernels=used, lean=lean)
-    if dev.type == "cuda" and lean is not None and os.environ.get("SPECVIZ_GRAPHS", "1") != "0":
+    # captured forwards are asked for (SPECVIZ_GRAPHS=1) until a GPU run has held them (docs/gpu/2026-12-04-h200.md)
+    if dev.type == "cuda" and lean is not None and os.environ.get("SPECVIZ_GRAPHS", "0") == "1":
         from specviz.core.graphs import Graphs
 
         lm.graphs = Graphs(lm)
