@@ -130,19 +130,6 @@ def length_figure(points: list[LengthPoint], slide: bool = False) -> go.Figure:
     return apply(fig, "Speedup against output length", slide=slide, height=340)
 
 
-def category_figure(by_category: dict[str, dict[str, float]], slide: bool = False) -> go.Figure:
-    """Median speedup per Spec-Bench category, one bar group per category."""
-    cats = list(by_category)
-    names = [n for n in dict.fromkeys(n for v in by_category.values() for n in v) if n != "ar"]
-    fig = go.Figure(
-        [go.Bar(x=cats, y=[by_category[c].get(n) for c in cats], name=n, marker_color=method_color(n)) for n in names]
-    )
-    fig.add_hline(y=1, line_dash="dot", line_color="#6b7280")
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title="median speedup (×)")
-    return apply(fig, "Speedup by category", slide=slide, height=380)
-
-
 def batch_figure(surface: Surface, modeled: dict[str, list[float]], slide: bool = False) -> go.Figure:
     """Left: the measured latency surface. Right: MODELED speedup against batch size."""
     fig = make_subplots(1, 2, subplot_titles=("measured: forward latency (ms)", "MODEL: speedup against batch"))
