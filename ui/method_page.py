@@ -53,11 +53,6 @@ def main_run(runs: dict[str, list[Trace]], name: str) -> tuple[Trace | None, Tra
     return median_pair(runs, name) if "ar" in runs else (None, runs[name][0])
 
 
-def drafted_steps(trace: Trace) -> list[StepTrace]:
-    """The steps that recorded a detail (drafted and verified something): the ones a step figure can draw."""
-    return [s for s in trace.steps if s.detail is not None]
-
-
 def recorded_predicted(steps: list[StepTrace]) -> float | None:
     """The predicted A a run recorded with its tree (1 + E[L] from the heads' calibration), or None."""
     return next((float(p) for s in steps if (p := getattr(s.detail, "predicted", None)) is not None), None)

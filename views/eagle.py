@@ -34,7 +34,7 @@ from ui.common import page_header, run_method, settings, show_figure
 from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.method_page import Beside, at_temperature, beside, drafted_steps, main_run, need, pick_step, stored_sweep
+from ui.method_page import Beside, at_temperature, beside, main_run, need, pick_step, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 from ui.resources import get_model, replaying
@@ -117,7 +117,7 @@ if ar is not None:
         help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
         "not the exact tokens.",
     )
-drafted = drafted_steps(trace)
+drafted = trace.drafted_steps
 if drafted:
     propose_ms, verify_ms = (1000 * median(getattr(x, f) for x in drafted) for f in ("propose_s", "verify_s"))
     m[4].metric(  # the share fits a fifth of the page; the two times go beneath
@@ -211,7 +211,7 @@ def beside_eagle(name: str, label: str, whose: str) -> Trace:
 
 if "eagle3" in runs:
     t3 = beside_eagle("eagle3", "EAGLE-3", "EAGLE-3's")
-    drafted3 = drafted_steps(t3)
+    drafted3 = t3.drafted_steps
     if drafted3:
         lm = get_model()  # None while traces are loaded
         n_layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
@@ -229,7 +229,7 @@ if "hybrid" not in runs:
 else:
     th = beside_eagle("hybrid", "with the pool", "Its")
     draw(PAGE, "hybrid_origins", {"hybrid": th})
-    pooled = drafted_steps(th)
+    pooled = th.drafted_steps
     if pooled:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
         j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0

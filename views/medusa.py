@@ -26,7 +26,6 @@ from ui.method_page import (
     Beside,
     at_temperature,
     beside,
-    drafted_steps,
     main_run,
     need,
     optional,
@@ -75,7 +74,7 @@ cfg, hydra_k = cfgs["medusa"], cfgs["hydra"].heads if "hydra" in cfgs else heads
 s = at_temperature(s, temperature)
 runs = run_paired(cfgs, s, repeats)
 ar, trace = main_run(runs, "medusa")
-steps = drafted_steps(trace)
+steps = trace.drafted_steps
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(
     "A (tokens per forward pass)",
