@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from specviz import methods
-from specviz.core.measure import provenance
+from specviz.core.measure import method_shape, provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.output.pages.compare import ON, PAGE
@@ -174,7 +174,7 @@ def length_section(configs: dict[str, object]) -> None:
 
 
 def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
-    return {n: compare.method_shape(t) for n, t in traces.items() if n != "ar"}
+    return {n: method_shape(t) for n, t in traces.items() if n != "ar"}
 
 
 def scaling_section() -> None:

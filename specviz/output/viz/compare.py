@@ -5,10 +5,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.core.measure import acceptance_series
 from specviz.core.trace import Trace
 from specviz.output.viz.labels import annotate
 from specviz.output.viz.theme import apply, method_color
-from specviz.tuning.compare import LengthPoint, Row, acceptance_series
+from specviz.tuning.compare import LengthPoint, Row
 from specviz.tuning.hardware import Surface
 
 
