@@ -16,7 +16,6 @@ from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.methods.hybrid import HybridStep
-from specviz.output.lesson_step import focus_index
 from specviz.output.pages.eagle import PAGE
 from specviz.output.viz.depth import depth_figure
 from specviz.output.viz.eagle import (
@@ -32,9 +31,8 @@ from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings, show_figure
 from ui.declared import configs, draw, widget
-from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.method_page import Beside, at_temperature, beside, main_run, need, pick_step, stored_sweep
+from ui.method_page import Beside, at_temperature, beside, focused_step, main_run, need, step_caption, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 from ui.resources import get_model, replaying
@@ -141,14 +139,10 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 if drafted:
-    i = pick_step("eagle", len(drafted), default=focus_index(drafted, step_rule()), run=f"{trace.total_s}{step_rule()}")
+    i = focused_step("eagle", drafted, trace)
     step = drafted[i]
     d = step.detail_as(EagleStep)
-    st.caption(
-        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
-        f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · propose "
-        f"{1000 * step.propose_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms, accept {1000 * step.accept_s:.1f} ms"
-    )
+    step_caption(step, f"drafted {len(d.tree['tokens']) - 1} nodes")
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
     draw(PAGE, "eagle_growth", {"eagle": trace}, step.index)  # at the stage chosen
