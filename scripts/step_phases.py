@@ -28,7 +28,7 @@ from specviz.core.model import load_model
 from specviz.core.prompts import prepare, read_prompts, select
 from specviz.core.sampling import Sampling
 from specviz.methods import base
-from specviz.tuning.probe import with_verify_cost
+from specviz.tuning import probe
 
 PARTS = ("propose", "verify", "accept", "commit", "between")
 
@@ -104,7 +104,7 @@ def main() -> None:
         base.time = SimpleNamespace(perf_counter=time.thread_time)  # type: ignore[assignment]
     lm = load_model()
     names = ["ar"] + [n for n in args.methods.split(",") if n and n != "ar"]
-    configs = with_verify_cost(lm, {}, names)
+    configs = probe.prepare(lm, {}, names)
     table = {n: (methods.get(n), configs.get(n) or methods.make_config(n)) for n in names}
     items = select(read_prompts(args.prompts), args.limit, args.per_category)
     encoded = [prepare(lm, it.text) for it in items]

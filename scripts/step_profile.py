@@ -19,7 +19,7 @@ from specviz import methods
 from specviz.core.model import load_model
 from specviz.core.prompts import prepare, read_prompts, select
 from specviz.core.sampling import Sampling
-from specviz.tuning.probe import with_verify_cost
+from specviz.tuning import probe
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     lm = load_model()
     mod = methods.get(args.method)
-    cfg = with_verify_cost(lm, {}, [args.method]).get(args.method) or methods.make_config(args.method)
+    cfg = probe.prepare(lm, {}, [args.method])[args.method]
     items = select(read_prompts(args.prompts), args.limit, 1)
     encoded = [prepare(lm, it.text) for it in items]
     sampling = Sampling(max_new_tokens=args.max_new_tokens)

@@ -95,10 +95,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
     sampling = _sampling(a)
     config = methods.make_config(a.method, _options(a.opt))
     lm = _load(a)
-    if a.method == "pld":  # its draft length follows this device's measured latency curve
-        from specviz.tuning.probe import with_verify_cost
+    from specviz.tuning import probe
 
-        config = with_verify_cost(lm, {"pld": config})["pld"]
+    config = probe.prepare(lm, {a.method: config})[a.method]  # prompt lookup's draft length: this device's curve
     ids = prepare(lm, a.prompt)
     mod = methods.get(a.method)
     trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)

@@ -17,7 +17,6 @@ from specviz.core.acceptance import (
     residual,
     speculative_accept,
     speculative_chain,
-    typical_accept,
     typical_chain,
     typical_threshold,
 )
@@ -39,13 +38,6 @@ def test_typical_threshold_is_min_of_eps_and_entropy_term() -> None:
     assert typical_threshold(uniform, eps=0.05, delta=0.3) == pytest.approx(0.05)
     peaked = torch.tensor([1.0, 0.0, 0.0, 0.0])  # H = 0, so delta * e^0 = delta
     assert typical_threshold(peaked, eps=0.9, delta=0.3) == pytest.approx(0.3)
-
-
-def test_typical_accept_is_strictly_above_threshold() -> None:
-    uniform = torch.full((4,), 0.25)
-    assert typical_accept(0.08, uniform, 0.09, 0.3)
-    assert not typical_accept(0.07, uniform, 0.09, 0.3)
-    assert not typical_accept(0.075, uniform, 0.09, 0.3)
 
 
 def test_speculative_accept_uses_min_one_ratio() -> None:

@@ -61,9 +61,7 @@ def test_the_depth_gate_stops_drafting_when_the_head_is_unsure(tiny_lm):
     trace = eagle.generate(
         tiny_lm, tiny_lm.encode_prompt("Hello there"), Sampling(max_new_tokens=6), cfg, head=res["head"]
     )
-    for step in (
-        s for s in trace.steps if s.detail
-    ):  # no node is certain: no round past the first; node_floor 0 keeps every child
+    for step in trace.drafted_steps:  # no node is certain: no round past the first; node_floor 0 keeps every child
         assert max(step.detail.tree["expanded"]) == 1
         assert step.forward_tokens == 1 + cfg.top_k
     free = eagle.generate(
@@ -73,7 +71,7 @@ def test_the_depth_gate_stops_drafting_when_the_head_is_unsure(tiny_lm):
         eagle.Config(depth=4, top_k=3, total_tokens=10, head_dtype="model", min_tokens=3),
         head=res["head"],
     )
-    assert max(max(s.detail.tree["expanded"]) for s in free.steps if s.detail) == 4
+    assert max(max(s.detail.tree["expanded"]) for s in free.drafted_steps) == 4
     assert free.output_ids == trace.output_ids
 
 

@@ -19,6 +19,27 @@ from specviz.corpus.shards import load_dataset
 from tests.conftest import hf_greedy
 
 
+def decode_batch(hf, prompts, greedy, max_new, stop, gen, temperature=0.7, slots=None) -> list[list[int]]:
+    """Answers to prompts through one Stream (all of them at once unless fewer slots are given)."""
+    live = stream.Stream(hf, slots or len(prompts), max_new, stop, gen, temperature)
+    answers: list[list[int]] = [[] for _ in prompts]
+    for i, (p, g) in enumerate(zip(prompts, greedy, strict=True)):
+        live.push(p, g, i)
+    with torch.inference_mode():
+        live.run(lambda i, ans: answers.__setitem__(i, list(ans)))
+    return answers
+
+
+def answer_shard(hf, tokenizer, convs, settings, stop, k, batch=answering.BATCH) -> dict[str, int]:
+    """Answer every turn of one shard's convs in place (an Answerer with that shard alone). Returns counts."""
+    shard = answering.InFlight(k, convs)
+    answerer = answering.Answerer(hf, tokenizer, settings, stop, k, batch, None, lambda _s: None)
+    answerer.add(shard)
+    with torch.inference_mode():
+        answerer.run()
+    return shard.counts
+
+
 def _templated(tokenizer, msgs, gen=True) -> list[int]:
     out = tokenizer.apply_chat_template(msgs, add_generation_prompt=gen, tokenize=True)
     return [int(t) for t in (out["input_ids"] if isinstance(out, dict) or hasattr(out, "input_ids") else out)]
@@ -68,7 +89,7 @@ def test_batched_decoding_equals_one_row_greedy(tiny_lm, attention) -> None:
     stop = {ref[1][3]} - set(ref[0]) - set(ref[2])
     assert stop, "the tiny model's continuations share every token; pick another prompt"
     gen = torch.Generator().manual_seed(0)
-    out = stream.decode_batch(tiny_lm.hf, prompts, [True, True, True], 12, stop, gen)
+    out = decode_batch(tiny_lm.hf, prompts, [True, True, True], 12, stop, gen)
     assert out[0] == ref[0] and out[2] == ref[2]
     assert out[1] == ref[1][:4]  # kept up to and including its stop token
 
@@ -86,7 +107,7 @@ def test_stream_refills_slots_and_stays_exact(tiny_lm, attention, monkeypatch, l
     calls: list[int] = []
     real = SlotCache.shift
     monkeypatch.setattr(SlotCache, "shift", lambda self, left: (calls.append(left), real(self, left))[1])
-    out = stream.decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
+    out = decode_batch(tiny_lm.hf, prompts, [True] * 3, max_new, set(), torch.Generator(), slots=2)
     assert out == ref
     assert any(c < 0 for c in calls) if relayout == "trim" else any(c > 0 for c in calls[1:])
 
@@ -226,7 +247,7 @@ def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
     ]
     settings = answering.Settings(model="tiny", max_answer=6, max_context=200)
     stop = set(range(tiny_lm.hf.config.vocab_size))  # every token ends an answer: one-token answers
-    counts = answering.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, convs, settings, stop, k=0, batch=8)
+    counts = answer_shard(tiny_lm.hf, tiny_lm.tokenizer, convs, settings, stop, k=0, batch=8)
     turns = conversations.Turns(tiny_lm.tokenizer)
     a = convs[0]
     assert a.answered == 2 and counts["answers"] == 3
@@ -237,7 +258,7 @@ def test_answer_shard_continues_with_its_own_answers(tiny_lm) -> None:
     assert a.role.count(corpus_files.ROLE_GREEDY) == 2 and convs[1].role.count(corpus_files.ROLE_SAMPLED) == 1
     # an answer cut at max_answer closes its conversation
     cut = [conversations.Conversation(source=2, human=["Hello", "more"], greedy=True)]
-    answering.answer_shard(tiny_lm.hf, tiny_lm.tokenizer, cut, settings, set(), k=0)
+    answer_shard(tiny_lm.hf, tiny_lm.tokenizer, cut, settings, set(), k=0)
     assert cut[0].answered == 1 and not cut[0].open and cut[0].role.count(corpus_files.ROLE_GREEDY) == 6
 
 

@@ -9,7 +9,7 @@ from specviz.core.details import LookaheadStep
 from specviz.core.sampling import Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
-from specviz.output.viz.lookahead import telling_step
+from specviz.output.lesson_step import telling
 from specviz.output.viz.steps import steps_figure
 from specviz.trees.ngram_pool import NgramPool
 from specviz.tuning import presets
@@ -25,11 +25,11 @@ def test_the_telling_step_has_both_branches_at_work(tiny_lm):
     trace = la.finish(*la.start(tiny_lm, ids, s, cfg, pool=pool))
     first = trace.steps[0].detail
     assert isinstance(first, LookaheadStep) and not first.harvested  # the empty step the page opened on
-    i = telling_step(trace)
-    d = trace.steps[i].detail
-    assert i > 0 and isinstance(d, LookaheadStep) and d.candidates and d.harvested
+    shown = telling(trace.drafted_steps)[0]  # the page's pool of steps to focus on (pages.page.focus)
+    d = shown.detail
+    assert shown.index > 0 and isinstance(d, LookaheadStep) and d.candidates and d.harvested
     unseeded = la.generate(tiny_lm, tiny_lm.encode_prompt("Count to five"), s, cfg)  # no pooled n-gram matches
-    d = unseeded.steps[telling_step(unseeded)].detail
+    d = telling(unseeded.drafted_steps)[0].detail
     assert isinstance(d, LookaheadStep) and d.harvested  # at least the window's harvest
 
 

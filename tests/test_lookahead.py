@@ -160,7 +160,7 @@ def test_trace_detail_and_round_trip(tiny_lm):
     assert len(d.harvested) == 3 and all(len(g) == 3 for g in d.harvested)
     assert len(d.matched) == len(d.candidates) == d.layout["cands"]
     assert trace.steps[2].forward_tokens == Layout(**d.layout).size
-    assert [s.detail for s in trace.steps if s.detail][-1].pool_top
+    assert trace.drafted_steps[-1].detail.pool_top
     assert Trace.from_json(trace.to_json()) == trace
 
 

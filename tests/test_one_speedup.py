@@ -9,11 +9,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.core import measure
+from specviz.core.measure import running_speedup
 from specviz.core.sampling import Sampling
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.gallery import figures
 from specviz.output.viz.tree import steps_figure
-from specviz.tuning.compare import running_speedup, summarize
+from specviz.tuning.compare import summarize
 from tests.apptest import APP
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 # Imported when the app starts rather than on first use: plotly's validators read sys.modules["pandas"]
@@ -161,10 +160,9 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
     if s is None or get_model() is None:
         return None
     cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
-    cfg_json = json.dumps(asdict(cfg), sort_keys=True)
     try:
         with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
-            trace = resources.run(name, cfg_json, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+            trace = resources.run(name, cfg, s.prompt, s.sampling, s.model_spec)
         deck.note_traces([trace])
         return trace
     except (PromptError, ConfigError, ModelError) as exc:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from typing import Any
 
 import streamlit as st
@@ -39,10 +37,6 @@ def repeats_control(page: str, container=None) -> int:
     )
 
 
-def _config_json(name: str, config: Any) -> dict:
-    return asdict(config if config is not None else methods.get(name).Config())
-
-
 def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dict[str, list[Trace]]:
     """name -> interleaved runs (ar first, then each method), cached per (methods, configs, prompt, repeats).
 
@@ -61,10 +55,10 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
         return runs
     if s is None or get_model() is None:
         return {}
-    cfg = json.dumps({n: _config_json(n, c) for n, c in configs.items() if n != "ar"}, sort_keys=True)
+    cfg = {n: c if c is not None else methods.get(n).Config() for n, c in configs.items() if n != "ar"}
     try:
         with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
-            runs = resources.paired(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec, repeats)
+            runs = resources.paired(cfg, s.prompt, s.sampling, s.model_spec, repeats)
         deck.note_traces([ts[0] for ts in runs.values() if ts])
         return runs
     except (PromptError, ConfigError, ModelError) as exc:
@@ -79,10 +73,9 @@ def run_race(names: list[str], s: Settings | None) -> list[Trace]:
         return [t for n in ["ar", *names] if (t := replayed(n)) is not None]
     if s is None or get_model() is None:
         return []
-    cfg = json.dumps({n: _config_json(n, None) for n in names if n != "ar"}, sort_keys=True)
     try:
         with st.spinner(f"Warming up, then racing plain decoding and {', '.join(names) or 'nothing'}…"):
-            lanes = resources.race(cfg, s.prompt, json.dumps(asdict(s.sampling)), s.model_spec)
+            lanes = resources.race(tuple(n for n in names if n != "ar"), s.prompt, s.sampling, s.model_spec)
         deck.note_traces(lanes)
         return lanes
     except (PromptError, ConfigError, ModelError) as exc:

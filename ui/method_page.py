@@ -15,8 +15,10 @@ from typing import TypeVar
 import streamlit as st
 
 from specviz.core.trace import StepTrace, Trace
+from specviz.output.lesson_step import focus_index
 from specviz.tuning.sweep import stored
 from ui.common import Settings
+from ui.lesson_pack import step_rule
 from ui.live import median_pair, same_tokens, speedup_metric
 from ui.presentation import stepper
 
@@ -53,11 +55,6 @@ def main_run(runs: dict[str, list[Trace]], name: str) -> tuple[Trace | None, Tra
     return median_pair(runs, name) if "ar" in runs else (None, runs[name][0])
 
 
-def drafted_steps(trace: Trace) -> list[StepTrace]:
-    """The steps that recorded a detail (drafted and verified something): the ones a step figure can draw."""
-    return [s for s in trace.steps if s.detail is not None]
-
-
 def recorded_predicted(steps: list[StepTrace]) -> float | None:
     """The predicted A a run recorded with its tree (1 + E[L] from the heads' calibration), or None."""
     return next((float(p) for s in steps if (p := getattr(s.detail, "predicted", None)) is not None), None)
@@ -87,6 +84,22 @@ def pick_step(
     if st.session_state.get(full, 0) > count - 1:
         st.session_state[full] = count - 1
     return st.slider(label, 0, count - 1, key=full)
+
+
+def focused_step(page: str, steps: list[StepTrace], trace: Trace) -> int:
+    """The index in `steps` of the step `page`'s slider picks; it opens on the step rule (the lesson stop's, else the
+    longest accepted path), again whenever the run or the rule changes."""
+    rule = step_rule()
+    return pick_step(page, len(steps), default=focus_index(steps, rule), run=f"{trace.total_s}{rule}")
+
+
+def step_caption(step: StepTrace, what: str) -> None:
+    """The picked step in one line: what it committed, `what` the method says of it, and its phases' times."""
+    st.caption(
+        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · {what} · propose "
+        f"{1000 * step.propose_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens, "
+        f"accept {1000 * step.accept_s:.1f} ms"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,17 @@
 """Every Streamlit cached resource, and the replay state: the models (one st.cache_resource, two at most, shared
-by every session), the cached runs (st.cache_data keyed by plain strings: method, config, prompt, settings), the
-lesson file, the acceptance lab, EAGLE's re-grown trees, and the traces a visitor loaded to replay.
+by every session), the cached runs (st.cache_data keyed by method, frozen Config, prompt and Sampling, which it
+hashes by their fields), the lesson file, the acceptance lab, EAGLE's re-grown trees, and the traces a visitor
+loaded to replay.
 
 The library takes the model lock around whatever it runs; nothing here or in the pages takes it.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import streamlit as st
 
-from specviz import methods
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
@@ -20,8 +19,7 @@ from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, load_lesson
 from specviz.output.lesson_pack import Pack, read
 from specviz.output.visitor import visitor_model
-from specviz.tuning import compare, eagle_replay, lossless
-from specviz.tuning.probe import with_verify_cost
+from specviz.tuning import compare, eagle_replay, lossless, probe
 
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
 MODEL_KEY = "sidebar.model"  # the sidebar's Model box
@@ -91,34 +89,29 @@ def replayed(method: str) -> Trace | None:
     return pairs[len(pairs) // 2][1]
 
 
-def _configs(lm: LoadedModel, configs_json: str) -> dict[str, object]:
-    """{method: Config} from their plain form, prompt lookup's with this device's measured verify cost."""
-    return with_verify_cost(lm, {n: methods.get(n).Config(**c) for n, c in json.loads(configs_json).items()})
-
-
 @st.cache_data(max_entries=128, show_spinner=False)
-def run(method: str, config_json: str, prompt: str, sampling_json: str, model_spec: str) -> Trace:
-    """One run of a method (config_json: its Config's fields) on a prompt."""
+def run(method: str, config: Any, prompt: str, sampling: Sampling, model_spec: str) -> Trace:
+    """One run of a method with its frozen Config (hashed by its fields) on a prompt."""
     lm = model(model_spec)
-    config = _configs(lm, json.dumps({method: json.loads(config_json)}))[method]
-    sampling = Sampling(**json.loads(sampling_json))
+    config = probe.prepare(lm, {method: config})[method]  # prompt lookup's with this device's verify cost
     return compare.run_once(lm, method, prepare(lm, prompt), sampling, config, prompt=prompt)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def paired(configs_json: str, prompt: str, sampling_json: str, model_spec: str, repeats: int) -> dict[str, list[Trace]]:
-    """Plain decoding and the methods (configs_json: {method: Config fields}) in turn, `repeats` times."""
+def paired(
+    configs: dict[str, Any], prompt: str, sampling: Sampling, model_spec: str, repeats: int
+) -> dict[str, list[Trace]]:
+    """Plain decoding and the methods ({method: its frozen Config}) in turn, `repeats` times."""
     lm = model(model_spec)
-    configs, ids = _configs(lm, configs_json), prepare(lm, prompt)
-    return compare.interleaved_runs(lm, ids, configs, Sampling(**json.loads(sampling_json)), repeats, prompt=prompt)
+    steered, ids = probe.prepare(lm, configs), prepare(lm, prompt)
+    return compare.interleaved_runs(lm, ids, steered, sampling, repeats, prompt=prompt)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def race(configs_json: str, prompt: str, sampling_json: str, model_spec: str) -> list[Trace]:
-    """Plain decoding and each method once, every lane warmed up first (compare.race)."""
+def race(names: tuple[str, ...], prompt: str, sampling: Sampling, model_spec: str) -> list[Trace]:
+    """Plain decoding and each method once with its default Config, every lane warmed up first (compare.race)."""
     lm = model(model_spec)
-    configs = _configs(lm, configs_json)
-    return compare.race(lm, prepare(lm, prompt), configs, Sampling(**json.loads(sampling_json)), prompt=prompt)
+    return compare.race(lm, prepare(lm, prompt), probe.prepare(lm, {}, names), sampling, prompt=prompt)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

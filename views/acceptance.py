@@ -10,7 +10,6 @@ from specviz.core.acceptance import RULE_LABELS
 from specviz.core.prompts import PromptError
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
-from specviz.output.lesson_step import focus_index
 from specviz.output.pages.acceptance import PAGE
 from specviz.output.viz.acceptance import (
     lab_figure,
@@ -22,9 +21,8 @@ from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
 from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
 from ui.declared import configs, draw, widget
-from ui.lesson_pack import step_rule
 from ui.live import measured_where
-from ui.method_page import pick_step, stored_sweep
+from ui.method_page import focused_step, stored_sweep
 from ui.resources import get_model, replaying
 
 DEF = speculative.Config()
@@ -120,8 +118,7 @@ if trace is not None:
     st.text(trace.text)
     judged = [x for x in trace.steps if records(x)]
     if judged:
-        start = focus_index(judged, step_rule())  # the longest accepted path, or the lesson stop's rule
-        step = judged[pick_step("acceptance", len(judged), default=start, run=f"{trace.total_s}{step_rule()}")]
+        step = judged[focused_step("acceptance", judged, trace)]  # opens on the lesson stop's rule, else the longest
         st.dataframe(decision_rows(records(step)), hide_index=True)
         draw(PAGE, "acceptance_decisions", {"sps": trace}, step.index)
         last = records(step)[-1]

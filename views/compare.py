@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from specviz import methods
-from specviz.core.measure import provenance
+from specviz.core.measure import method_shape, provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.output.pages.compare import ON, PAGE
@@ -16,8 +16,8 @@ from specviz.output.viz import compare as figs
 from specviz.output.viz import scaling
 from specviz.output.viz.categories import winners, wins_figure
 from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
-from specviz.tuning import bench, compare, hardware
-from specviz.tuning.probe import cached_curve, with_verify_cost
+from specviz.tuning import bench, compare, hardware, probe
+from specviz.tuning.probe import cached_curve
 from ui.common import config_controls, download_traces, page_header, settings, show_figure
 from ui.declared import draw, widget
 from ui.live import measured_where, repeats_control, run_paired
@@ -167,14 +167,14 @@ def length_section(configs: dict[str, object]) -> None:
             st.warning(str(exc))
             return
         bar = st.progress(0.0)
-        steered = with_verify_cost(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
+        steered = probe.prepare(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
         st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, steered, s.sampling, progress=bar.progress)
     if pts := st.session_state.get("compare.lengths"):
         show_figure(figs.length_figure(pts), "speedup_vs_length")
 
 
 def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
-    return {n: compare.method_shape(t) for n, t in traces.items() if n != "ar"}
+    return {n: method_shape(t) for n, t in traces.items() if n != "ar"}
 
 
 def scaling_section() -> None:

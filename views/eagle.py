@@ -16,7 +16,6 @@ from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.methods.hybrid import HybridStep
-from specviz.output.lesson_step import focus_index
 from specviz.output.pages.eagle import PAGE
 from specviz.output.viz.depth import depth_figure
 from specviz.output.viz.eagle import (
@@ -32,9 +31,8 @@ from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings, show_figure
 from ui.declared import configs, draw, widget
-from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
-from ui.method_page import Beside, at_temperature, beside, drafted_steps, main_run, need, pick_step, stored_sweep
+from ui.method_page import Beside, at_temperature, beside, focused_step, main_run, need, step_caption, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
 from ui.resources import get_model, replaying
@@ -117,7 +115,7 @@ if ar is not None:
         help="At T = 0 greedy matching must give identical tokens; at T > 0 the distribution is kept, "
         "not the exact tokens.",
     )
-drafted = drafted_steps(trace)
+drafted = trace.drafted_steps
 if drafted:
     propose_ms, verify_ms = (1000 * median(getattr(x, f) for x in drafted) for f in ("propose_s", "verify_s"))
     m[4].metric(  # the share fits a fifth of the page; the two times go beneath
@@ -141,14 +139,10 @@ def show_verified(step: StepTrace, key: str) -> None:
 
 
 if drafted:
-    i = pick_step("eagle", len(drafted), default=focus_index(drafted, step_rule()), run=f"{trace.total_s}{step_rule()}")
+    i = focused_step("eagle", drafted, trace)
     step = drafted[i]
     d = step.detail_as(EagleStep)
-    st.caption(
-        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · drafted "
-        f"{len(d.tree['tokens']) - 1} nodes, verified {step.forward_tokens} · propose "
-        f"{1000 * step.propose_s:.1f} ms, verify {1000 * step.verify_s:.1f} ms, accept {1000 * step.accept_s:.1f} ms"
-    )
+    step_caption(step, f"drafted {len(d.tree['tokens']) - 1} nodes")
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
     draw(PAGE, "eagle_growth", {"eagle": trace}, step.index)  # at the stage chosen
@@ -211,7 +205,7 @@ def beside_eagle(name: str, label: str, whose: str) -> Trace:
 
 if "eagle3" in runs:
     t3 = beside_eagle("eagle3", "EAGLE-3", "EAGLE-3's")
-    drafted3 = drafted_steps(t3)
+    drafted3 = t3.drafted_steps
     if drafted3:
         lm = get_model()  # None while traces are loaded
         n_layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
@@ -229,7 +223,7 @@ if "hybrid" not in runs:
 else:
     th = beside_eagle("hybrid", "with the pool", "Its")
     draw(PAGE, "hybrid_origins", {"hybrid": th})
-    pooled = drafted_steps(th)
+    pooled = th.drafted_steps
     if pooled:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
         j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0

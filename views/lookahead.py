@@ -60,8 +60,8 @@ if "ar" in runs and "lookahead" in runs:
     )
     m3.metric("Step cost r", f"{paired['r'].median:.2f}")
     m4.metric("Same tokens as ar", same_tokens(ar, la))
-    work = [x.index for x in la.steps if x.detail is not None]
-    drawn = [x for x in la.steps if x.detail is not None]
+    drawn = la.drafted_steps
+    work = [x.index for x in drawn]
     start = (
         drawn.index(focus_step(telling(drawn), step_rule()) or drawn[0]) if drawn else 0
     )  # the longest accepted path
@@ -87,7 +87,7 @@ widget(j1, PAGE, "lookahead.jacobi_guesses", "Guesses per pass", value=jacobi.Co
 widget(j2, PAGE, "lookahead.jacobi_init", "Jacobi initial guesses", "selectbox")
 jac = run_method("jacobi", configs(PAGE, "jacobi_grid")["jacobi"], s)
 if jac is not None:
-    rows = [x.index for x in jac.steps if x.detail is not None]
+    rows = [x.index for x in jac.drafted_steps]
     upto = pick_step("lookahead", len(rows), "Pass", "jacobi_pass", default=8, run="", arrows=False)
     draw(PAGE, "jacobi_grid", {"jacobi": jac}, upto)
 

@@ -8,7 +8,6 @@ from specviz.core.details import MedusaStep
 from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.medusa import Config
-from specviz.output.lesson_step import focus_index
 from specviz.output.pages.medusa import PAGE
 from specviz.output.viz.depth import depth_figure, starts, step_at
 from specviz.output.viz.stored import swept_sizes
@@ -20,18 +19,17 @@ from specviz.output.viz.tree import (
 )
 from ui.common import page_header, settings, show_figure
 from ui.declared import configs, draw, widget
-from ui.lesson_pack import step_rule
 from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import (
     Beside,
     at_temperature,
     beside,
-    drafted_steps,
+    focused_step,
     main_run,
     need,
     optional,
-    pick_step,
     recorded_predicted,
+    step_caption,
     stored_sweep,
 )
 from ui.presentation import controls
@@ -75,7 +73,7 @@ cfg, hydra_k = cfgs["medusa"], cfgs["hydra"].heads if "hydra" in cfgs else heads
 s = at_temperature(s, temperature)
 runs = run_paired(cfgs, s, repeats)
 ar, trace = main_run(runs, "medusa")
-steps = drafted_steps(trace)
+steps = trace.drafted_steps
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(
     "A (tokens per forward pass)",
@@ -100,14 +98,10 @@ if ar is not None:
     )
 
 if steps:
-    i = pick_step("medusa", len(steps), default=focus_index(steps, step_rule()), run=f"{trace.total_s}{step_rule()}")
+    i = focused_step("medusa", steps, trace)
     step = steps[i]
     d = step.detail_as(MedusaStep)
-    st.caption(
-        f"Step {step.index}: committed {step.accepted} token(s) {step.texts!r} · predicted "
-        f"{d.predicted:.2f}, measured {d.measured} · propose {1000 * step.propose_s:.1f} ms, "
-        f"verify {1000 * step.verify_s:.1f} ms for {step.forward_tokens} tokens, accept {1000 * step.accept_s:.1f} ms"
-    )
+    step_caption(step, f"predicted {d.predicted:.2f}, measured {d.measured}")
     left, right = st.columns([3, 2])
     with left:
         draw(PAGE, "medusa_tree", {"medusa": trace}, step.index)

@@ -42,11 +42,6 @@ def typical_threshold(probs: torch.Tensor, eps: float, delta: float) -> float:
     return min(eps, delta * math.exp(-h))
 
 
-def typical_accept(p_x: float, probs: torch.Tensor, eps: float, delta: float) -> bool:
-    """Medusa's typical acceptance: p(x) above the entropy-dependent threshold."""
-    return p_x > typical_threshold(probs, eps, delta)
-
-
 def keep_prob(p_x: float, q_x: float) -> float:
     """min(1, p(x)/q(x)): the chance a token x ~ q is kept; 1 where q(x) = 0 but p(x) > 0."""
     if q_x <= 0:  # the draft never proposes such a token; accept only if the target allows it

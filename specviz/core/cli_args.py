@@ -44,21 +44,6 @@ def count(lo: int = 1, hi: int = 1 << 30) -> Callable[[str], int]:
     return parse
 
 
-def number(lo: float, hi: float) -> Callable[[str], float]:
-    """An argparse type: a finite number from lo to hi."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise argparse.ArgumentTypeError(f"must be a number from {lo:g} to {hi:g}, got {text[:40]!r}")
-        return value
-
-    return parse
-
-
 def fail(message: str) -> int:
     """Print one error line; exit code 2."""
     print(f"specviz: error: {message}", file=sys.stderr)

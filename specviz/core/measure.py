@@ -94,6 +94,39 @@ def step_cost(baseline: TraceLike, method: TraceLike) -> float:
     return step_s(method) / max(step_s(baseline), 1e-12)
 
 
+def running_speedup(baseline: TraceLike, trace: TraceLike, upto: int | None = None) -> list[float]:
+    """Per step, plain decoding's time for the same share of the output over the method's time so far.
+
+    The method's elapsed time is its prefill plus its steps; plain decoding's is its prefill plus its decode time
+    pro rata to the share of the method's tokens committed. The last point is exactly `speedup(baseline, trace)`.
+    """
+    total = max(1, len(trace.output_ids))
+    done, spent, out = 0, trace.prefill_s, []
+    for s in trace.steps[: None if upto is None else upto + 1]:
+        done, spent = done + len(s.committed), spent + s.wall_s
+        out.append((baseline.prefill_s + decode_s(baseline) * done / total) / max(spent, 1e-12))
+    return out
+
+
+def acceptance_series(trace: TraceLike) -> tuple[list[float], list[float]]:
+    """Per step, accepted drafts over the drafts in its forward pass (all but the root); and the running rate."""
+    per, cum, acc_sum, draft_sum = [], [], 0, 0
+    for s in trace.steps:
+        acc, d = max(0, len(s.committed) - 1), max(0, s.forward_tokens - 1)
+        acc_sum, draft_sum = acc_sum + acc, draft_sum + d
+        per.append(acc / d if d else 0.0)
+        cum.append(acc_sum / draft_sum if draft_sum else 0.0)
+    return per, cum
+
+
+def method_shape(trace: TraceLike) -> tuple[float, float, float]:
+    """A, mean forward width (tokens per target pass), and propose time as a share of verify time."""
+    fwd = [s for s in trace.steps if s.forward_tokens]
+    width = sum(s.forward_tokens for s in fwd) / max(1, len(fwd))
+    draft = sum(s.propose_s for s in trace.steps) / max(1e-9, sum(s.verify_s for s in trace.steps))
+    return mean_accepted(trace), width, draft
+
+
 @dataclass(frozen=True)
 class Spread:
     """The median of repeated measurements with their range."""

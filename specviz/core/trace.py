@@ -97,6 +97,11 @@ class Trace:
     def new_tokens(self) -> int:
         return len(self.output_ids)
 
+    @property
+    def drafted_steps(self) -> list[StepTrace]:
+        """The steps that recorded a detail (drafted and verified something): the ones a step figure can draw."""
+        return [s for s in self.steps if s.detail is not None]
+
     def detailed(self, kind: type[D]) -> list[tuple[StepTrace, D]]:
         """(step, its detail) for every step whose detail is a `kind`, in order (steps without one skipped)."""
         return [(s, s.detail) for s in self.steps if isinstance(s.detail, kind)]

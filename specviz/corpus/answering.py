@@ -144,22 +144,3 @@ class Answerer:
     def run(self, more: Any = None) -> None:
         """Decode until every queued turn is answered; more() loads the next shard and says whether it did."""
         self.stream.run(self._done, more)
-
-
-@torch.inference_mode()
-def answer_shard(
-    hf: Any,
-    tokenizer: Any,
-    convs: list[Conversation],
-    settings: Settings,
-    stop: set[int],
-    k: int,
-    batch: int = BATCH,
-    log: Any = None,
-) -> dict[str, int]:
-    """Answer every turn of one shard's convs in place (an Answerer with that shard alone). Returns counts."""
-    shard = InFlight(k, convs)
-    answerer = Answerer(hf, tokenizer, settings, stop, k, batch, log, lambda _s: None)
-    answerer.add(shard)
-    answerer.run()
-    return shard.counts

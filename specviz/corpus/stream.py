@@ -164,24 +164,4 @@ class Stream:
                 self._trim()
 
 
-@torch.inference_mode()
-def decode_batch(
-    hf: Any,
-    prompts: list[list[int]],
-    greedy: list[bool],
-    max_new: int,
-    stop: set[int],
-    gen: torch.Generator,
-    temperature: float = 0.7,
-    slots: int | None = None,
-) -> list[list[int]]:
-    """Answers to prompts through one Stream (all of them at once unless fewer slots are given)."""
-    stream = Stream(hf, slots or len(prompts), max_new, stop, gen, temperature)
-    answers: list[list[int]] = [[] for _ in prompts]
-    for i, (p, g) in enumerate(zip(prompts, greedy, strict=True)):
-        stream.push(p, g, i)
-    stream.run(lambda i, ans: answers.__setitem__(i, list(ans)))
-    return answers
-
-
 # --- a shard -----------------------------------------------------------------------------------------

@@ -95,22 +95,6 @@ def replay_runs(traces: dict[str, Trace], names: list[str]) -> tuple[dict[str, l
     return ({"ar": [base], **runs} if base is not None and not unrelated else runs), unrelated
 
 
-def running_speedup(baseline: Trace, trace: Trace, upto: int | None = None) -> list[float]:
-    """Per step, plain decoding's time for the same share of the output over the method's time so far.
-
-    The method's elapsed time is its prefill plus its steps; plain decoding's is its prefill plus its
-    decode time pro rata to the share of the method's tokens committed. The last point is exactly
-    `measure.speedup(baseline, trace)`.
-    """
-    total = max(1, trace.new_tokens)
-    done, spent, out = 0, trace.prefill_s, []
-    for s in trace.steps[: None if upto is None else upto + 1]:
-        done, spent = done + s.accepted, spent + s.wall_s
-        ar_time = baseline.prefill_s + measure.decode_s(baseline) * done / total
-        out.append(ar_time / max(spent, 1e-12))
-    return out
-
-
 def run_once(
     lm: LoadedModel,
     name: str,
@@ -171,22 +155,6 @@ def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sam
     return [runs[n][0] for n in names]
 
 
-def drafted(step) -> int:
-    """Draft tokens a step put in its forward pass (all but the root)."""
-    return max(0, step.forward_tokens - 1)
-
-
-def acceptance_series(trace: Trace) -> tuple[list[float], list[float]]:
-    """Per step, accepted draft tokens / drafted tokens; and the cumulative rate over the run."""
-    per, cum, acc_sum, draft_sum = [], [], 0, 0
-    for s in trace.steps:
-        acc, d = max(0, s.accepted - 1), drafted(s)
-        acc_sum, draft_sum = acc_sum + acc, draft_sum + d
-        per.append(acc / d if d else 0.0)
-        cum.append(acc_sum / draft_sum if draft_sum else 0.0)
-    return per, cum
-
-
 @dataclass(frozen=True)
 class LengthPoint:
     """Speedup of a method at one output length (median of interleaved repeats)."""
@@ -217,11 +185,3 @@ def length_sweep(
             for m, ts in runs.items()
         ]
     return points
-
-
-def method_shape(trace: Trace) -> tuple[float, float, float]:
-    """A, mean forward width (tokens per target pass), and propose time as a share of verify time."""
-    fwd = [s for s in trace.steps if s.forward_tokens]
-    width = sum(s.forward_tokens for s in fwd) / max(1, len(fwd))
-    draft = sum(s.propose_s for s in trace.steps) / max(1e-9, sum(s.verify_s for s in trace.steps))
-    return measure.mean_accepted(trace), width, draft

@@ -56,12 +56,6 @@ def check(lengths: list[int], lm: LoadedModel | None = None, max_new_tokens: int
         )
 
 
-def context_prompt(lm: LoadedModel, length: int, row: int = 0) -> list[int]:
-    """Token ids of `length` tokens (or up to TOLERANCE fewer): the document from row's offset, cut to fit, and
-    row's question."""
-    return _fit(document_ids(lm), lm, length, row)
-
-
 def _fit(doc: list[int], lm: LoadedModel, length: int, row: int) -> list[int]:
     question = QUESTIONS[row % len(QUESTIONS)]
     start = (row * ROW_OFFSET) % len(doc)

@@ -11,7 +11,7 @@ from specviz import methods
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, detailed, focus, own, shape, steps_builder
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
 from specviz.tuning.presets import PRESETS
 
 PASSES = 8  # where the page's Jacobi pass slider starts
@@ -41,7 +41,7 @@ def grid(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.jacobi import jacobi_grid_figure
 
     jac = traces["jacobi"]
-    rows = [s.index for s in detailed(jac)]
+    rows = [s.index for s in jac.drafted_steps]
     upto = rows[min(PASSES if shown.index is None else shown.index, len(rows) - 1)] if rows else None
     return jacobi_grid_figure(jac, upto=upto, title=f"Jacobi convergence: A = {jac.mean_accepted:.2f} tokens per pass")
 

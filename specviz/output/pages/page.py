@@ -114,15 +114,10 @@ class Page:
         return builder(dict(traces), shown or Shown())
 
 
-def detailed(trace: Trace) -> list[StepTrace]:
-    """The steps that recorded a detail (drafted and verified something)."""
-    return [s for s in trace.steps if s.detail is not None]
-
-
 def focus(trace: Trace, shown: Shown, steps: Sequence[StepTrace] | None = None) -> StepTrace:
     """The step in focus among `steps` (default: the drafted ones): the page's chosen one, else the rule's
     (IndexError when there is none: no figure)."""
-    pool = list(steps) if steps is not None else detailed(trace)
+    pool = list(steps) if steps is not None else trace.drafted_steps
     if shown.index is not None:
         chosen = next((s for s in pool if s.index == shown.index), None)
     else:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.core.measure import acceptance_series
 from specviz.core.trace import Trace
 from specviz.output.viz.labels import annotate
 from specviz.output.viz.theme import apply, method_color
-from specviz.tuning.compare import LengthPoint, Row, acceptance_series
+from specviz.tuning.compare import LengthPoint, Row
 from specviz.tuning.hardware import Surface
 
 
@@ -128,19 +129,6 @@ def length_figure(points: list[LengthPoint], slide: bool = False) -> go.Figure:
     fig.update_xaxes(title="max new tokens", type="category")
     fig.update_yaxes(title="speedup (×)", rangemode="tozero")
     return apply(fig, "Speedup against output length", slide=slide, height=340)
-
-
-def category_figure(by_category: dict[str, dict[str, float]], slide: bool = False) -> go.Figure:
-    """Median speedup per Spec-Bench category, one bar group per category."""
-    cats = list(by_category)
-    names = [n for n in dict.fromkeys(n for v in by_category.values() for n in v) if n != "ar"]
-    fig = go.Figure(
-        [go.Bar(x=cats, y=[by_category[c].get(n) for c in cats], name=n, marker_color=method_color(n)) for n in names]
-    )
-    fig.add_hline(y=1, line_dash="dot", line_color="#6b7280")
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title="median speedup (×)")
-    return apply(fig, "Speedup by category", slide=slide, height=380)
 
 
 def batch_figure(surface: Surface, modeled: dict[str, list[float]], slide: bool = False) -> go.Figure:

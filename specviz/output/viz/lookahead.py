@@ -88,18 +88,6 @@ def final_pool(trace: Trace) -> list[dict] | None:
     return done[-1][1].pool_top if done else None
 
 
-def telling_step(trace: Trace) -> int:
-    """The first step whose window harvested n-grams and whose verification branch ran, so the figures show both
-    branches at work (step 0 has a window still filling and, unseeded, an empty pool); else the first that did
-    either, else the first drafting step."""
-    done = trace.detailed(LookaheadStep)
-    for want in (lambda d: d.candidates and d.harvested, lambda d: d.candidates, lambda d: d.harvested, bool):
-        found = next((s.index for s, d in done if want(d)), None)
-        if found is not None:
-            return found
-    return 0
-
-
 def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = False) -> go.Figure:
     """The keys holding most n-grams: one bar per n-gram, its length the times it was accepted."""
     labels, hits, colors = [], [], []

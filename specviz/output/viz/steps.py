@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.core.measure import running_speedup
 from specviz.core.trace import Trace
 from specviz.output.viz.theme import VERIFY, add_speedup, apply, method_color, token_text
-from specviz.tuning.compare import running_speedup
 
 STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
 
@@ -54,7 +54,7 @@ def steps_figure(
     current: int | None = None,
 ) -> go.Figure:
     """Per step: tokens committed (A) as bars in the method's colour, and the running speedup over plain
-    decoding on the same prompt (`compare.running_speedup`, ending at `measure.speedup`); steps 0…upto only.
+    decoding on the same prompt (`measure.running_speedup`, ending at `measure.speedup`); steps 0…upto only.
     `current` marks the step a page is showing: its bar solid and outlined, the others paler."""
     steps = trace.steps[: None if upto is None else upto + 1]
     idx = [st.index for st in steps]
