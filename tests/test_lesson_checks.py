@@ -144,3 +144,20 @@ def test_the_uncertain_rule_picks_the_longest_path_where_the_target_was_unsure()
     unsure = [s for s in steps if s.entropy >= 1.0]
     assert shown in unsure and shown.drafts_accepted == max(s.drafts_accepted for s in unsure)
     assert focus_step([s for s in steps if s.entropy < 1.0], "uncertain") is not None, "none unsure: the longest"
+
+
+def test_lesson_check_exits_1_on_a_marked_sentence_without_its_check(tmp_path, capsys):
+    from specviz.__main__ import main
+    from specviz.output.lesson_pack import PACK_FILE
+
+    text = LESSON_FILE.read_text(encoding="utf-8")
+    assert main(["lesson", "check", str(PACK_FILE)]) == 0
+    shipped = capsys.readouterr().out
+    assert " 2. serial: 2 check(s), 2 measured on this recording" in shipped and "0 problem(s)" in shipped
+    assert "FAILS" not in shipped and "unmarked  " in shipped, "all hold; sentences with numbers and no mark listed"
+    moved = tmp_path / "lesson.toml"
+    moved.write_text(text.replace("takes 40 to 50 ms [#pass]", "takes 40 to 50 ms [#pace]"), encoding="utf-8")
+    assert main(["lesson", "check", str(PACK_FILE), "--lesson-file", str(moved)]) == 1
+    out = capsys.readouterr().out
+    assert "PROBLEM   no check backs the sentence marked [#pace]: 'Here a pass takes 40 to 50 ms, so" in out
+    assert "backs [#pass], which no sentence carries" in out and "2 problem(s) with marks or kinds" in out

@@ -19,7 +19,7 @@ from specviz.output.lesson_pack import Group
 from specviz.trees.ngram_pool import NgramPool
 
 MIN_RUNS = 3  # a range over fewer interleaved runs decides nothing
-STATS = ("speedup", "A", "r", "tps")
+STATS = ("speedup", "A", "r", "tps", "step_ms")
 
 
 def values(group: Group, stat: str, name: str) -> list[float]:
@@ -33,6 +33,7 @@ def values(group: Group, stat: str, name: str) -> list[float]:
         "A": lambda _b, m: measure.mean_accepted(m),
         "r": measure.step_cost,
         "tps": lambda _b, m: m.tokens_per_s,
+        "step_ms": lambda _b, m: 1000 * measure.step_s(m),
     }
     return [read[stat](b, m) for b, m in pairs]
 
