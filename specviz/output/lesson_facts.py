@@ -202,8 +202,24 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
         found = _stored_functions(stop, data)
         here = "measured" if "ks" in data or "rules" in data else "stored"  # the recording's curve and lab
         return found | _pack_functions(pack), None, dict.fromkeys(found, here) | MEASURED_HERE
-    fns = _group_functions(group, pack)
+    fns = _group_functions(group, pack) | _regrown(pack.stops[stop.id].get("stored", {}))
     return fns, shown_step(stop, group), dict.fromkeys(fns, "measured")
+
+
+def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
+    """regrown(kind): the drafts accepted by the static or the dynamic tree of the static-against-dynamic build the
+    recording re-grew on the stop's step (read off its panel's title, 'EAGLE-2 dynamic: 3 accepted of 9')."""
+    if "eagle_static_vs_dynamic" not in stored:
+        return {}
+    notes = [
+        a.get("text", "") for a in pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["annotations"]
+    ]
+
+    def regrown(kind: str) -> int:
+        said = next(t for t in notes if ("dynamic" in t) == (kind == "dynamic") and "accepted of" in t)
+        return int(said.split(":")[1].split()[0])
+
+    return {"regrown": regrown}
 
 
 def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
