@@ -88,6 +88,8 @@ def checks(raw: Any, functions: set[str] | Mapping[str, Any]) -> tuple[Check, ..
             raise ClaimError(f"a check's kind is one of {', '.join(KINDS)}, not {kind!r}")
         if not isinstance(backs, list) or not all(isinstance(b, str) and re.fullmatch(r"[a-z0-9_]+", b) for b in backs):
             raise ClaimError(f"a check's 'backs' names marks of the narration (a-z, 0-9, _), not {backs!r}")
+        if not isinstance(text, str):
+            raise ClaimError(f"a check's 'check' is an expression in quotes, not {text!r}")
         parse(text, functions)
         out.append(Check(" ".join(text.split()), kind, tuple(backs)))
     return tuple(out)
