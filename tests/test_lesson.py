@@ -100,6 +100,13 @@ BAD = [
     (lesson_text(stop(), head='prompt = ["code-hints"]\n'), "'prompt' ['code-hints'] is not a shipped prompt"),
     (lesson_text(stop(extra='prompt = ["a", "b"]')), "'prompt' ['a', 'b'] is not a shipped prompt"),
     ("x = " + "[" * 5000 + "]" * 5000, "nests its values too deeply"),
+    # a check as a table: its kind one of three, the marks it backs plain names, its expression text
+    (lesson_text(stop(extra='checks = [{ check = \'A("pld") > 1\', kind = "guessed" }]')), "kind is one of measured"),
+    (
+        lesson_text(stop(extra='checks = [{ check = \'A("pld") > 1\', backs = ["A B"] }]')),
+        "names marks of the narration",
+    ),
+    (lesson_text(stop(extra="checks = [{ check = 3 }]")), "a check's 'check' is an expression in quotes, not 3"),
 ]
 
 
