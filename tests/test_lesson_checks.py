@@ -161,3 +161,14 @@ def test_lesson_check_exits_1_on_a_marked_sentence_without_its_check(tmp_path, c
     out = capsys.readouterr().out
     assert "PROBLEM   no check backs the sentence marked [#pace]: 'Here a pass takes 40 to 50 ms, so" in out
     assert "backs [#pass], which no sentence carries" in out and "2 problem(s) with marks or kinds" in out
+
+
+def test_a_range_needs_three_interleaved_runs(shipped):
+    lesson, pack = load_lesson(LESSON_FILE), shipped[1]
+    race = lesson.stops[lesson.index("race")]
+    group = pack.group(race)
+    assert group is not None
+    two = replace(group, runs={n: ts[:2] for n, ts in group.runs.items()})
+    verdicts = check(replace(pack, groups=dict(pack.groups) | {group.key: two}), race)
+    ranged = [v for v in verdicts if "low(" in v.claim]
+    assert ranged and all(v.holds is None and "a range needs 3 interleaved runs" in v.error for v in ranged)
