@@ -120,6 +120,7 @@ def _group_functions(group: Group, pack: Pack) -> dict[str, Callable[..., Any]]:
             "reached": lambda name, depth: runs.reached(group.median(name), depth),
             "origin": lambda where: runs.origins(group.median("lookahead"), _config(group, "lookahead"))[where],
             "step_ms": lambda name: runs.step_ms(group, name),
+            "p_below": lambda name, bar: runs.p_below(group.median(name), bar),
             "accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed,
             "entropy": lambda s: round(s.entropy, 4),
             "feature_cos": lambda s, which: round(s.detail.features[f"cos_{which}_true"], 4),

@@ -61,6 +61,17 @@ def reached(trace: Trace, depth: int) -> int:
     return sum(s.drafts_accepted >= int(depth) for s in trace.steps)
 
 
+def p_below(trace: Trace, bar: float) -> float:
+    """The share of the run's drafted tokens (a chain's decision records) to which the target gives p below `bar`;
+    ValueError for a run that records none."""
+    from specviz.output.viz.acceptance import records
+
+    ps = [r["p"] for s in trace.steps for r in records(s)]
+    if not ps:
+        raise ValueError("the run records no drafted token's p")
+    return round(sum(p < float(bar) for p in ps) / len(ps), 4)
+
+
 def step_ms(group: Group, name: str) -> float:
     """The median over the runs of one step's mean wall time, in milliseconds."""
     return round(1000 * statistics.median(measure.step_s(t) for t in group.runs[name]), 2)
