@@ -41,10 +41,10 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_lesson_walks_every_chapter():
-    from specviz.output.lesson_facts import STEP_FIGURES
-    from specviz.output.lesson_pack import group_key, plan
+    from specviz.output.lesson_facts import STEP_FIGURES, shown_step
+    from specviz.output.lesson_pack import group_key, plan, read
 
-    lesson = load_lesson(LESSON_FILE)
+    lesson, pack = load_lesson(LESSON_FILE), read()
     groups = plan(lesson)  # the shipped lesson can be recorded: one setting per method and prompt
     pages = [s.page for s in lesson.stops]
     assert set(pages) == set(PAGES), "every page has at least one stop"
@@ -56,8 +56,10 @@ def test_the_shipped_lesson_walks_every_chapter():
         configs(s)  # every stop's runs can be configured without a model
         key = group_key(s, lesson)
         assert s.checks, (s.id, "every stop states its facts as checks")
-        if s.figure in STEP_FIGURES:  # a method stop shows a step where drafts pass
-            assert "accepted(step) >= 1" in s.checks, s.id
+        assert all(c.kind and c.backs for c in s.checks), (s.id, "each check declares its kind and its sentence")
+        if s.figure in STEP_FIGURES and key is not None:  # a method stop shows a step where drafts pass
+            step = shown_step(s, pack.groups[key])
+            assert step is not None and step.drafts_accepted >= 1, s.id
         assert key is None or set(s.methods) - {"ar"} <= set(groups[key].configs), s.id
 
 
@@ -98,6 +100,13 @@ BAD = [
     (lesson_text(stop(), head='prompt = ["code-hints"]\n'), "'prompt' ['code-hints'] is not a shipped prompt"),
     (lesson_text(stop(extra='prompt = ["a", "b"]')), "'prompt' ['a', 'b'] is not a shipped prompt"),
     ("x = " + "[" * 5000 + "]" * 5000, "nests its values too deeply"),
+    # a check as a table: its kind one of three, the marks it backs plain names, its expression text
+    (lesson_text(stop(extra='checks = [{ check = \'A("pld") > 1\', kind = "guessed" }]')), "kind is one of measured"),
+    (
+        lesson_text(stop(extra='checks = [{ check = \'A("pld") > 1\', backs = ["A B"] }]')),
+        "names marks of the narration",
+    ),
+    (lesson_text(stop(extra="checks = [{ check = 3 }]")), "a check's 'check' is an expression in quotes, not 3"),
 ]
 
 

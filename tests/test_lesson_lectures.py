@@ -145,7 +145,7 @@ def test_the_deck_writes_both_lectures_builds_as_consecutive_slides(monkeypatch)
     titles = [t for t, _ in slides]
     for want in ("tree-attention mask", "Medusa's verification", "EAGLE-2's verification", "Lookahead's verification",
                  "residual", "Why it is exact", "cost model", "Hydra", "EAGLE-3", "KV cache", "GPUs", "When they pay",
-                 "How the methods work", "four questions", "What data buys", "static against dynamic",
+                 "How the methods work", "four questions", "What data buys", "fixed tree against EAGLE-2",
                  "Sampling in a tree"):  # fmt: skip
         assert any(want in t for t in titles), want
     sps = titles.index("Speculative sampling: draft, then accept with min(1, p/q)")

@@ -64,9 +64,10 @@ def test_lesson_check_prints_each_figure_and_fails_on_a_refuted_claim(packed, ca
     lesson, path = packed
     assert main(["lesson", "check", str(path), "--lesson-file", lesson.source]) == 1
     out = capsys.readouterr().out
-    assert 'FAILS     r("pld") < 0  [r("pld") = ' in out
-    assert 'holds     A("medusa") >= 1  [A("medusa") = ' in out
-    assert "6 of 7 checks hold; 0 stop(s) without a check" in out
+    assert 'FAILS     measured    r("pld") < 0  [r("pld") = ' in out
+    assert 'holds     measured    A("medusa") >= 1  [A("medusa") = ' in out
+    assert "2. medusa: 2 check(s), 2 measured on this recording" in out
+    assert "6 of 7 checks hold (6 measured on this recording); 0 stop(s) without a check; 0 problem(s)" in out
     verdicts = {s.id: check(read(path), s) for s in lesson.stops}
     assert all(v.holds for v in verdicts["medusa"]) and verdicts["wrong"][0].sentence().startswith("On this run: ")
 
@@ -165,7 +166,8 @@ def test_the_deck_is_written_from_the_recording(packed, tmp_path, monkeypatch, c
     assert len(slides) == len(lesson.stops) and all(s["pictures"] == 1 for s in slides)
     notes = {s.id: back["notes"] for s, back in zip(lesson.stops, slides)}
     assert notes["serial"].splitlines()[1].startswith("Recorded on ") and "Plain decoding: A 1.00" in notes["serial"]
-    assert 'Check: FAILS     r("pld") < 0' in notes["wrong"] and "From a stored measurement" in notes["lineage"]
+    assert 'Check: FAILS     measured    r("pld") < 0' in notes["wrong"]
+    assert "From a stored measurement" in notes["lineage"]
 
 
 def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
@@ -179,8 +181,9 @@ def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
     for s in lesson.stops:
         verdicts = check(pack, s)
         assert verdicts and all(v.holds for v in verdicts), [v.line() for v in verdicts]
-        if s.figure in STEP_FIGURES:
-            assert any(v.claim == "accepted(step) >= 1" and v.holds for v in verdicts), s.id
+        assert [c.kind for c in s.checks] == [v.kind for v in verdicts], (s.id, "each declares what it reads")
+        if s.figure in STEP_FIGURES:  # a method stop's claims are measured on the recording's runs
+            assert any(v.kind == "measured" for v in verdicts), s.id
         group = pack.group(s)
         for line in numbers(s, group) if group else []:
             said.setdefault(line.split(":")[0], set()).add(line)

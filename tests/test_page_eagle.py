@@ -48,7 +48,7 @@ def test_verify_compare_and_feature_figures(tiny_trace):
     assert sum(1 for t in tree_fig.data if t.mode == "lines" and t.line.width == 5) == step.accepted - 1
     assert len(mask.data[0].z) == step.forward_tokens
     both = viz.compare_figure(replay)
-    assert [a.text.split(":")[0] for a in both.layout.annotations] == ["EAGLE-1 static", "EAGLE-2 dynamic"]
+    assert [a.text.split(":")[0] for a in both.layout.annotations] == ["Static (calibrated)", "EAGLE-2 dynamic"]
     assert set(replay) == {"static", "dynamic"} and all(r["accepted"][0] == 0 for r in replay.values())
     feats = viz.feature_figure(step)
     assert len(feats.data[0].y) == 4 and len(feats.data[0].x) == 16

@@ -51,10 +51,11 @@ class Stop:
     methods: tuple[str, ...] = ()  # whose live numbers the stop shows (A, speedup against plain decoding)
     settings: tuple[tuple[str, Any], ...] = ()  # (widget key, value), as written in the file
     step: str = "longest"  # the rule that picks the step in focus (lesson_step.STEP_RULES)
-    checks: tuple[str, ...] = ()  # the facts the narration asserts, as checks over the stop's data (lesson_claims)
+    checks: tuple[claims.Check, ...] = ()  # the narration's facts, as checks over the stop's data (lesson_claims)
     builds: tuple[parts.Build, ...] = ()  # figures the clicker walks to after `figure`, before the next stop
     questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson_parts.QUESTIONS)
     home: str = ""  # at a build (Stop.at): the stop's own figure
+    sentences: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the narration's sentences, each with its marks
 
     @property
     def file(self) -> str:
@@ -245,7 +246,8 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     if not isinstance(settings, dict):
         raise LessonError(f"{where}: 'settings' must be a table of the page's widget keys and values.")
     checked = tuple(_setting(page, k, v, where) for k, v in settings.items())
-    narration = _text(raw.get("narration"), where, "narration", MAX_NARRATION)
+    shown, sentences = claims.marked(raw.get("narration"))  # its `[#mark]`s stripped: what a stop shows
+    narration = _text(shown, where, "narration", MAX_NARRATION)
     title = _text(raw.get("title"), where, "title", 90)
     try:
         builds = parts.builds(raw.get("builds"), PAGES[page].names, title)
@@ -253,10 +255,11 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     except parts.PartError as exc:
         raise LessonError(f"{where}: {exc}.") from None
     rule, checks = _step_checks(raw, where)
-    return Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, rule, checks, builds, questions)
+    stop = Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, rule, checks, builds, questions)
+    return replace(stop, sentences=sentences)
 
 
-def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[claims.Check, ...]]:
     """The stop's step rule and its checks, each parsed (lesson_claims): LessonError naming a bad one."""
     rule = raw.get("step", "longest")
     if rule not in STEP_RULES:
@@ -264,12 +267,10 @@ def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]
     checks = raw.get("checks", [])
     if not isinstance(checks, list) or len(checks) > MAX_CHECKS:
         raise LessonError(f"{where}: 'checks' must be a list of at most {MAX_CHECKS} expressions.")
-    for text in checks:
-        try:
-            claims.parse(text, claims.FUNCTIONS)
-        except claims.ClaimError as exc:
-            raise LessonError(f"{where}: a check cannot be read: {exc}.") from None
-    return rule, tuple(" ".join(c.split()) for c in checks)
+    try:
+        return rule, claims.checks(checks, claims.FUNCTIONS)
+    except claims.ClaimError as exc:
+        raise LessonError(f"{where}: a check cannot be read: {exc}.") from None
 
 
 def _setting(page: str, key: str, value: Any, where: str) -> tuple[str, Any]:

@@ -50,23 +50,36 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
 
 
 def check(a: argparse.Namespace) -> int:
-    """Print every check of every stop with the figures that decide it; 1 if any fails or cannot be decided."""
+    """Print every check of every stop with its kind and the figures that decide it, how many per stop are measured
+    on the recording, and the narration's sentences no check holds; 1 if a check fails or cannot be decided, a
+    marked sentence has no check, a check's kind is declared wrong, or a stop has no check."""
+    from specviz.output.lesson_claims import audit
     from specviz.output.lesson_facts import check as check_stop
     from specviz.output.lesson_pack import read
 
     lesson, pack = load_lesson(a.lesson_file), read(a.pack)
     print(f"{Path(a.pack).name}: {pack.where()}")
-    failed = bare = 0
+    failed = bare = wrong = measured = listed = 0
     for k, stop in enumerate(lesson.stops, 1):
         verdicts = check_stop(pack, stop)
-        print(f"{k:2}. {stop.id}: {len(verdicts)} check(s)")
+        here = sum(v.kind == "measured" for v in verdicts)
+        print(f"{k:2}. {stop.id}: {len(verdicts)} check(s), {here} measured on this recording")
         for v in verdicts:
             print(f"      {v.line()}")
+        problems, unmarked = audit(stop.sentences, stop.checks, verdicts)
+        for p in problems:
+            print(f"      PROBLEM   {p}")
+        for text in unmarked:
+            print(f"      unmarked  {text}")
         failed += sum(v.holds is not True for v in verdicts)
-        bare += not verdicts
+        bare, wrong = bare + (not verdicts), wrong + len(problems)
+        measured, listed = measured + here, listed + len(unmarked)
     total = sum(len(s.checks) for s in lesson.stops)
-    print(f"{total - failed} of {total} checks hold; {bare} stop(s) without a check")
-    return 1 if failed or bare else 0
+    print(
+        f"{total - failed} of {total} checks hold ({measured} measured on this recording); {bare} stop(s) without a "
+        f"check; {wrong} problem(s) with marks or kinds; {listed} unmarked sentence(s) with numbers or comparisons"
+    )
+    return 1 if failed or bare or wrong else 0
 
 
 def deck(a: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from specviz import methods
 from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
 from specviz.output import lesson_claims, lesson_math
+from specviz.output import lesson_runs as runs
 from specviz.output.lesson import Stop
 from specviz.output.lesson_pack import Group, Pack
 from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
@@ -83,7 +84,7 @@ def _label(group: Group, name: str) -> str:
     return {"typical": f"{text} (typical acceptance)", "flawed": f"{text} (the flawed rule)"}.get(rule, text)
 
 
-def _group_functions(group: Group) -> dict[str, Callable[..., Any]]:
+def _group_functions(group: Group, pack: Pack) -> dict[str, Callable[..., Any]]:
     def stat(key: str) -> Callable[[str], float]:
         def read(name: str) -> float:
             if name == "ar":
@@ -112,13 +113,50 @@ def _group_functions(group: Group) -> dict[str, Callable[..., Any]]:
         return group.median(name).output_ids == group.runs["ar"][0].output_ids
 
     return {"speedup": stat("speedup"), "A": stat("A"), "r": stat("r"), "tps": tps, "prefill_share": prefill_share,
-            "copy_share": copy_share, "same": same}  # fmt: skip
+            "copy_share": copy_share, "same": same,
+            "low": lambda st, name: runs.bound(group, st, name, min),
+            "high": lambda st, name: runs.bound(group, st, name, max),
+            "amdahl": lambda name: runs.amdahl(group, name),
+            "reached": lambda name, depth: runs.reached(group.median(name), depth),
+            "origin": lambda where: runs.origins(group.median("lookahead"), _config(group, "lookahead"))[where],
+            "step_ms": lambda name: runs.step_ms(group, name),
+            "p_below": lambda name, bar: runs.p_below(group.median(name), bar),
+            "accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed,
+            "entropy": lambda s: round(s.entropy, 4),
+            "feature_cos": lambda s, which: round(s.detail.features[f"cos_{which}_true"], 4),
+            } | _pack_functions(pack)  # fmt: skip
+
+
+def _config(group: Group, name: str) -> dict[str, Any]:
+    cfg = group.configs[name]
+    return dict(cfg) if isinstance(cfg, dict) else vars(cfg)
+
+
+def _pack_functions(pack: Pack) -> dict[str, Callable[..., Any]]:
+    """What any stop may read of the recording's groups: group(key, stat, method), a median of another group
+    (e.g. greedy decoding's A beside a sampled stop's), and sps_fit(key, what), speculative sampling's run there
+    as the cost model reads it (alpha, c, v, gamma, model, speedup)."""
+    return {
+        "group": lambda key, st, name: _stat(pack.groups[key], st, name),
+        "sps_fit": lambda key, what: runs.sps_fit(pack.groups[key], _config(pack.groups[key], "sps"))[what],
+    }
+
+
+def _stat(group: Group, st: str, name: str) -> float:
+    return round(statistics.median(runs.values(group, st, name)), 4)
 
 
 def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..., Any]]:
     if "categories" in data:  # the prompt kinds
         cats = data["categories"]
-        return {"speedup": lambda m, kind: cats[kind][m], "best": lambda kind: max(cats[kind], key=cats[kind].get)}
+
+        def margin(kind: str) -> float:
+            """The best method's speedup over the runner-up's on that kind."""
+            first, second = sorted(cats[kind].values(), reverse=True)[:2]
+            return round(first / second, 4)
+
+        best = lambda kind: max(cats[kind], key=cats[kind].get)  # noqa: E731
+        return {"speedup": lambda m, kind: cats[kind][m], "best": best, "margin": margin}
     if "points" in data:  # batch size or context length
         at: dict[tuple[Any, Any], dict[str, Any]] = {
             (p[0], p[1]): dict(zip(("speedup", "A", "r"), p[2:])) for p in data["points"]
@@ -139,23 +177,55 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
     return {k: (lambda m, k=k: bench[m][k]) for k in ("speedup", "A", "r")}
 
 
-def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None]:
-    """The functions a stop's checks may call, and the step it shows."""
+# each function's kind: measured on the recording, stored (a bench of another day, the draft sweep, the heads'
+# training logs) or arithmetic (on an example, or a model of other hardware); a stop's own group is measured
+MEASURED_HERE = {"group": "measured", "sps_fit": "measured"}
+COMPUTED_KINDS: dict[str, lesson_claims.Kinds] = {
+    "sps_exact": {"gap": "arithmetic", "rejected": "arithmetic", "residual_tokens": "arithmetic"},
+    "sps_cost_model": dict.fromkeys(("alpha", "c", "best_gamma", "best_speedup", "alpha_for"), "stored"),
+    "what_data_buys": {"top1": "stored"},
+    "gpu_whatif": {"flat": lambda device: "measured" if device == "this CPU" else "arithmetic", "knee": "arithmetic"},
+}
+
+
+def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None, lesson_claims.Kinds]:
+    """The functions a stop's checks may call, the step it shows, and each function's kind."""
     if stop.figure in COMPUTED:  # every figure the stop walks: its builds' functions too
         fns: dict[str, Callable[..., Any]] = {}
+        kinds: dict[str, Any] = dict(MEASURED_HERE)
         for name in dict.fromkeys([stop.home or stop.figure, *(b.figure for b in stop.builds)]):
             fns |= lesson_math.computed(name, pack.stops)[1] if name in COMPUTED else {}
-        return fns, None
+            kinds |= COMPUTED_KINDS.get(name, {})
+        return fns | _pack_functions(pack), None, kinds
     group = pack.group(stop)
     if group is None:
-        return _stored_functions(stop, pack.stops[stop.id].get("data", {})), None
-    fns = _group_functions(group) | {"accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed}
-    return fns, shown_step(stop, group)
+        data = pack.stops[stop.id].get("data", {})
+        found = _stored_functions(stop, data)
+        here = "measured" if "ks" in data or "rules" in data else "stored"  # the recording's curve and lab
+        return found | _pack_functions(pack), None, dict.fromkeys(found, here) | MEASURED_HERE
+    fns = _group_functions(group, pack) | _regrown(pack.stops[stop.id].get("stored", {}))
+    return fns, shown_step(stop, group), dict.fromkeys(fns, "measured")
+
+
+def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
+    """regrown(kind): the drafts accepted by the static or the dynamic tree of the static-against-dynamic build the
+    recording re-grew on the stop's step (read off its panel's title, 'EAGLE-2 dynamic: 3 accepted of 9')."""
+    if "eagle_static_vs_dynamic" not in stored:
+        return {}
+    notes = [
+        a.get("text", "") for a in pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["annotations"]
+    ]
+
+    def regrown(kind: str) -> int:
+        said = next(t for t in notes if ("dynamic" in t) == (kind == "dynamic") and "accepted of" in t)
+        return int(said.split(":")[1].split()[0])
+
+    return {"regrown": regrown}
 
 
 def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
-    fns, step = facts(pack, stop)
-    return [lesson_claims.evaluate(c, fns, step) for c in stop.checks]
+    fns, step, kinds = facts(pack, stop)
+    return [lesson_claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks]
 
 
 def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:

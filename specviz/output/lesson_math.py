@@ -16,9 +16,10 @@ from typing import Any
 
 from specviz.core.paths import REPO
 
-# the worked example: a target p and a draft q over a three-token vocabulary (any p and q would do)
+# the worked example: a target p and a draft q over a three-token vocabulary whose residual max(0, p − q) falls on
+# two tokens, so the slide shows the rejection's mass shared out in proportion (any such p and q would do)
 TOKENS = ("cat", "dog", "fox")
-P, Q = (0.6, 0.3, 0.1), (0.3, 0.5, 0.2)
+P, Q = (0.5, 0.3, 0.2), (0.2, 0.2, 0.6)
 SWEEP = REPO / "models" / "draft" / "gamma_sweep.json"  # calibrate draft: the trained draft and a layer prefix
 GAMMAS = tuple(range(0, 9))  # drafts per step the cost model considers (0: plain decoding)
 
@@ -43,13 +44,15 @@ def exact_parts(p: tuple[float, ...] = P, q: tuple[float, ...] = Q) -> dict[str,
 
 
 def exact_functions() -> dict[str, Callable[..., Any]]:
-    """gap(rule): the largest |output − p| over the three tokens; rejected(): the rejection's probability."""
+    """gap(rule): the largest |output − p| over the three tokens; rejected(): the rejection's probability;
+    residual_tokens(): how many tokens the residual gives mass to."""
     parts = exact_parts()
     out = {"speculative": [a + r for a, r in zip(parts["accepted"], parts["resampled"], strict=True)]}
     out["flawed"] = parts["flawed"]
     return {
         "gap": lambda rule: round(max(abs(o - t) for o, t in zip(out[rule], P, strict=True)), 12),
         "rejected": lambda: round(1.0 - sum(parts["accepted"]), 6),
+        "residual_tokens": lambda: sum(r > 0 for r in parts["resampled"]),
     }
 
 
@@ -94,7 +97,7 @@ def alpha_for(target: float, c: float, v: float = 1.0) -> float:
     return math.ceil(hi * 1e4) / 1e4  # rounded up: at this α the target is reached
 
 
-def _alpha_from(a: float, gamma: int) -> float:
+def alpha_from(a: float, gamma: int) -> float:
     """The α whose expected tokens per step at `gamma` equal the measured A (bisection)."""
     lo, hi = 0.0, 1.0
     for _ in range(50):
@@ -116,7 +119,7 @@ def drafts(path: Path = SWEEP) -> tuple[list[Draft], dict[str, Any]]:
         name = "trained" if r["draft"] == "trained" else "layers"
         label = "the trained draft" if name == "trained" else f"the untrained prefix (layers {r['layers']})"
         c, v = float(r["draft_ms"]) / g / ar_ms, float(r["verify_ms"]) / ar_ms
-        out.append(Draft(name, label, _alpha_from(float(r["A"]), g), round(c, 4), round(v, 4), r["speedup"], g))
+        out.append(Draft(name, label, alpha_from(float(r["A"]), g), round(c, 4), round(v, 4), r["speedup"], g))
     return out, {"provenance": data.get("provenance", {}), "command": data.get("command", "")}
 
 

@@ -6,17 +6,24 @@ from collections.abc import Sequence
 
 from specviz.core.trace import StepTrace
 
-STEP_RULES = ("longest", "longest_rejected", "first")  # the default first: the step with the longest accepted path
+STEP_RULES = ("longest", "longest_rejected", "uncertain", "first")  # the default first: the longest accepted path
+UNCERTAIN = 1.0  # nats: "uncertain" picks among steps whose target entropy at their first token is at least this
 
 
 def focus_step(steps: Sequence[StepTrace], rule: str = "longest") -> StepTrace | None:
     """The step to show among `steps` (those a figure can draw): `longest`, the most drafts accepted (the earliest
-    of equals); `longest_rejected`, the same among steps where some draft was rejected; `first`, the first one."""
+    of equals); `longest_rejected`, the same among steps where some draft was rejected; `uncertain`, the same among
+    steps where the target was unsure of their first token (entropy at least UNCERTAIN); `first`, the first one.
+    A rule no step meets falls back to `longest`."""
     if not steps:
         return None
     if rule == "first":
         return steps[0]
-    pool = [s for s in steps if s.proposed > s.drafts_accepted] if rule == "longest_rejected" else list(steps)
+    pool = list(steps)
+    if rule == "longest_rejected":
+        pool = [s for s in steps if s.proposed > s.drafts_accepted]
+    elif rule == "uncertain":
+        pool = [s for s in steps if s.entropy >= UNCERTAIN]
     return max(pool or steps, key=lambda s: (s.drafts_accepted, -s.index))
 
 

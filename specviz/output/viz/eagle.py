@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from specviz.core.details import EagleStep
 from specviz.core.trace import StepTrace, Trace
+from specviz.output.lesson_step import UNCERTAIN
 from specviz.output.viz.eagle_growth import compare_figure, growth_figure, label, node_hover
 from specviz.output.viz.steps import token_strip
 from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, REJECT, VERIFY, apply, method_color
@@ -94,7 +95,8 @@ def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
         subplot_titles=[
             f"Feature dims (16 largest of f_t+1) · cos(pred, true) = "
             f"{f['cos_pred_true']:.2f}, cos(f_t, true) = {f['cos_prev_true']:.2f}",
-            "Target's x_t+1: Medusa can't know which",
+            f"Target's x_t+1, entropy {step.entropy:.2f} nats: "
+            + ("Medusa can't know which" if step.entropy >= UNCERTAIN else "sure here, little to hedge"),
         ],
     )
     fig.add_trace(_feature_heatmap(f), row=1, col=1)

@@ -180,10 +180,12 @@ def _sources(fig: go.Figure, pos: dict, nodes: list[int], sources: list[str], sl
 
 
 def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go.Figure:
-    """EAGLE-1's static tree next to EAGLE-2's dynamic tree, grown from the same context and root."""
+    """A static tree next to EAGLE-2's dynamic tree, grown from the same context and root; the static one is
+    Medusa's greedy sparse tree over the head's calibrated rank accuracies (EAGLE-1 ships a fixed shape of its
+    own), so it is labelled by how it was built, not as EAGLE-1's."""
     kinds = [k for k in ("static", "dynamic") if k in replay]
     titles = [
-        f"{'EAGLE-1 static' if k == 'static' else 'EAGLE-2 dynamic'}: "
+        f"{'Static (calibrated)' if k == 'static' else 'EAGLE-2 dynamic'}: "
         f"{len(replay[k]['accepted']) - 1} accepted of {sum(replay[k]['kept']) - 1}"
         for k in kinds
     ]

@@ -1,0 +1,126 @@
+"""What a stop's checks read of its group's runs beyond the medians: each number's range over the interleaved runs,
+Amdahl's prediction of the speedup, how deep the drafts reached, where Lookahead's accepted drafts came from.
+
+A comparison of two methods reads ranges, never medians alone: `low("speedup", "pld") > high("speedup", "eagle")`
+holds only where every run of one beat every run of the other; where the ranges overlap the sentence says
+"about the same". A range needs MIN_RUNS interleaved runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from specviz.core import measure
+from specviz.core.details import LookaheadStep
+from specviz.core.trace import Trace
+from specviz.output.lesson_pack import Group
+from specviz.trees.ngram_pool import NgramPool
+
+MIN_RUNS = 3  # a range over fewer interleaved runs decides nothing
+STATS = ("speedup", "A", "r", "tps", "step_ms")
+
+
+def values(group: Group, stat: str, name: str) -> list[float]:
+    """`stat` of `name` in each interleaved run, paired with plain decoding's run beside it."""
+    if stat not in STATS:
+        raise ValueError(f"a range is of {', '.join(STATS)}, not {stat!r}")
+    runs = group.runs[name]
+    pairs = list(zip(group.runs["ar"][: len(runs)], runs, strict=True))
+    read: dict[str, Callable[[Any, Any], float]] = {
+        "speedup": measure.speedup,
+        "A": lambda _b, m: measure.mean_accepted(m),
+        "r": measure.step_cost,
+        "tps": lambda _b, m: m.tokens_per_s,
+        "step_ms": lambda _b, m: 1000 * measure.step_s(m),
+    }
+    return [read[stat](b, m) for b, m in pairs]
+
+
+def bound(group: Group, stat: str, name: str, pick: Callable[[list[float]], float]) -> float:
+    """The lowest or highest of `stat` over the runs; ValueError below MIN_RUNS runs."""
+    found = values(group, stat, name)
+    if len(found) < MIN_RUNS:
+        raise ValueError(f"{name} has {len(found)} run(s); a range needs {MIN_RUNS} interleaved runs")
+    return round(pick(found), 4)
+
+
+def amdahl(group: Group, name: str) -> float:
+    """The speedup A and r predict once the prefill (share s of plain decoding's time, which no method shortens)
+    is counted: 1 / (s + (1 − s) r / A), per interleaved pair; the median."""
+    out = []
+    for b, m in zip(group.runs["ar"], group.runs[name]):
+        s = b.prefill_s / measure.generation_s(b)
+        out.append(1 / (s + (1 - s) * measure.step_cost(b, m) / measure.mean_accepted(m)))
+    return round(statistics.median(out), 4)
+
+
+def reached(trace: Trace, depth: int) -> int:
+    """Steps of the run that accepted at least `depth` drafted tokens (Medusa's head `depth` hit on them)."""
+    return sum(s.drafts_accepted >= int(depth) for s in trace.steps)
+
+
+def p_below(trace: Trace, bar: float) -> float:
+    """The share of the run's drafted tokens (a chain's decision records) to which the target gives p below `bar`;
+    ValueError for a run that records none."""
+    from specviz.output.viz.acceptance import records
+
+    ps = [r["p"] for s in trace.steps for r in records(s)]
+    if not ps:
+        raise ValueError("the run records no drafted token's p")
+    return round(sum(p < float(bar) for p in ps) / len(ps), 4)
+
+
+def step_ms(group: Group, name: str) -> float:
+    """The median over the runs of one step's mean wall time, in milliseconds."""
+    return round(1000 * statistics.median(measure.step_s(t) for t in group.runs[name]), 2)
+
+
+def origins(trace: Trace, config: dict[str, Any]) -> dict[str, int]:
+    """Lookahead's accepted drafted tokens by where their n-gram entered the pool: "prompt" (seeded from it before
+    decoding) or "window" (harvested from the Jacobi window), the pool replayed from the run's record."""
+    n, guesses = int(config["ngram"]), max(1, int(config["guesses"]))
+    pool, origin = NgramPool(n, guesses), {}
+    ids = trace.prompt_ids if config.get("seed_prompt", True) else []
+    for i in range(len(ids) - n + 1):
+        gram = tuple(ids[i : i + n])
+        if pool.add(gram) != "refreshed":
+            origin[gram] = "prompt"
+    counts = {"prompt": 0, "window": 0}
+    for step in trace.steps:
+        d = step.detail
+        if not isinstance(d, LookaheadStep):
+            continue
+        if d.best >= 0 and d.accepted_tokens:
+            counts[origin[(step.committed[0], *d.candidates[d.best])]] += len(d.accepted_tokens)
+        for gram, said in zip(d.harvested, d.harvest_status):
+            if (status := pool.add(gram)) != said:
+                raise ValueError(f"the pool's replay says {status!r} where the run recorded {said!r}")
+            if status != "refreshed":
+                origin[tuple(gram)] = "window"
+    return counts
+
+
+def sps_fit(group: Group, config: dict[str, Any]) -> dict[str, float]:
+    """Speculative sampling's runs as the cost model reads them: γ, α fitted to the measured A at that γ, c (one
+    draft token's propose time) and v (the verify pass), each against a plain step, the model's speedup with
+    them, and the measured one."""
+    from specviz.output.lesson_math import alpha_from, model_speedup
+
+    gamma = int(config["gamma"])
+    c, v = [], []
+    for b, m in zip(group.runs["ar"], group.runs["sps"]):
+        steps, plain = [s for s in m.steps if s.forward_tokens > 0], measure.step_s(b)
+        c.append(sum(s.propose_s for s in steps) / len(steps) / max(gamma, 1) / plain)
+        v.append(sum(s.verify_s for s in steps) / len(steps) / plain)
+    alpha = alpha_from(statistics.median(values(group, "A", "sps")), gamma)
+    cm, vm = statistics.median(c), statistics.median(v)
+    return {
+        "gamma": gamma,
+        "alpha": alpha,
+        "c": round(cm, 4),
+        "v": round(vm, 4),
+        "model": round(model_speedup(alpha, cm, gamma, vm), 4),
+        "speedup": round(statistics.median(values(group, "speedup", "sps")), 4),
+    }

@@ -1,0 +1,174 @@
+"""The lesson's checks can fail: perturb the shipped recording (one method's steps twice as slow or twice as fast,
+its runs swapped with another method's, its prefill tripled) and some check of every method stop stops holding;
+and `lesson check` fails on a marked sentence without a check, a check backing no sentence, a kind declared
+wrong, and lists unmarked sentences that state numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from specviz.core.trace import Trace
+from specviz.output import lesson_claims as claims
+from specviz.output.lesson import LESSON_FILE, Stop, load_lesson
+from specviz.output.lesson_facts import check, main_method
+from specviz.output.lesson_pack import Pack, read
+
+Perturb = Callable[[Trace], Trace]
+
+
+def _scaled(k: float) -> Perturb:
+    """Every step of the run k times as long (the prefill as it was)."""
+
+    def run(t: Trace) -> Trace:
+        steps = [replace(s, wall_s=s.wall_s * k, propose_s=s.propose_s * k, verify_s=s.verify_s * k) for s in t.steps]
+        return replace(t, steps=steps, total_s=t.prefill_s + k * (t.total_s - t.prefill_s))
+
+    return run
+
+
+def _prefill(k: float) -> Perturb:
+    return lambda t: replace(t, prefill_s=t.prefill_s * k, total_s=t.total_s + (k - 1) * t.prefill_s)
+
+
+def _method(stop: Stop) -> str:
+    """The method a stop is about: its figure's, else the first it shows."""
+    return main_method(stop) or next(m for m in stop.methods if m != "ar")
+
+
+def perturbed(pack: Pack, stop: Stop, how: str) -> Pack:
+    """The pack with the stop's method changed in its group: 'slow', 'fast', 'prefill' or 'swap' (its runs
+    traded with the next method's of the group, plain decoding's where it is alone)."""
+    group = pack.group(stop)
+    assert group is not None
+    name, runs = _method(stop), dict(group.runs)
+    if how == "swap":
+        others = [n for n in runs if n not in (name, "ar")]
+        other = others[0] if others else "ar"
+        runs[name], runs[other] = runs[other], runs[name]
+    else:
+        change = {"slow": _scaled(2.0), "fast": _scaled(0.5), "prefill": _prefill(3.0)}[how]
+        runs[name] = [change(t) for t in runs[name]]
+    groups = dict(pack.groups) | {group.key: replace(group, runs=runs)}
+    return replace(pack, groups=groups)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple[list[Stop], Pack]:
+    """The method stops of the shipped lesson (those that answer the four questions, and the method stops beside
+    them: typical acceptance, tree sampling) and the shipped recording."""
+    lesson, pack = load_lesson(LESSON_FILE), read()
+    stops = [s for s in lesson.stops if pack.group(s) is not None and (s.questions or main_method(s))]
+    return stops, pack
+
+
+def _fails(pack: Pack, stop: Stop) -> list[str]:
+    return [v.line() for v in check(pack, stop) if v.holds is not True]
+
+
+def test_every_method_stop_holds_on_the_recording_and_fails_when_it_is_perturbed(shipped):
+    stops, pack = shipped
+    ids = {s.id for s in stops}
+    assert {"sps", "pld", "medusa", "hydra", "typical", "eagle", "eagle3", "tree_sampling", "jacobi",
+            "lookahead", "hybrid"} <= ids  # fmt: skip
+    for stop in stops:
+        assert not _fails(pack, stop), stop.id
+        failing = {how: _fails(perturbed(pack, stop, how), stop) for how in ("slow", "fast", "swap")}
+        assert failing["swap"], (stop.id, "its runs swapped with another method's: some check must fail")
+        assert failing["slow"] or failing["fast"], (stop.id, "its steps' times changed: some check must fail")
+
+
+def test_the_timing_claims_fail_both_ways_and_amdahl_fails_on_a_changed_prefill(shipped):
+    lesson, pack = load_lesson(LESSON_FILE), shipped[1]
+    for sid in ("sps", "medusa", "hydra", "eagle", "jacobi", "hybrid", "eagle3"):  # a band or "about the same"
+        stop = lesson.stops[lesson.index(sid)]
+        assert _fails(perturbed(pack, stop, "slow"), stop) and _fails(perturbed(pack, stop, "fast"), stop), sid
+    a_r = lesson.stops[lesson.index("a_r")]
+    assert not _fails(pack, a_r)
+    amdahl = [line for line in _fails(perturbed(pack, a_r, "prefill"), a_r) if "amdahl" in line]
+    assert amdahl, "a method whose prefill costs three times plain decoding's is no longer within 10% of Amdahl's"
+
+
+def test_lesson_check_fails_on_a_mark_without_a_check_and_lists_numbers_no_check_holds():
+    sentences = claims.marked("Prompt lookup runs 2.5× faster [#fast]. It has no mark and costs 3 ms. Plain words.")
+    shown, said = sentences
+    assert shown == "Prompt lookup runs 2.5× faster. It has no mark and costs 3 ms. Plain words."
+    assert said[0] == ("Prompt lookup runs 2.5× faster.", ("fast",)) and said[1][1] == ()
+    backed = (claims.Check('speedup("pld") > 2', "measured", ("fast",)),)
+    holds = [claims.Verdict('speedup("pld") > 2', True, (), kind="measured")]
+    problems, unmarked = claims.audit(said, backed, holds)
+    assert not problems and unmarked == ["It has no mark and costs 3 ms."], "listed, not failed"
+    problems, _ = claims.audit(said, (), [])
+    assert problems == ["no check backs the sentence marked [#fast]: 'Prompt lookup runs 2.5× faster.'"]
+    stray = (claims.Check('speedup("pld") > 2', "stored", ("slow",)),)
+    problems, _ = claims.audit(said, stray, holds)
+    assert any("backs [#slow], which no sentence carries" in p for p in problems)
+    assert any("is declared stored but reads measured figures" in p for p in problems)
+
+
+def test_a_check_table_is_read_and_a_bad_one_refused():
+    read = claims.checks([{"check": "A('pld') > 2", "kind": "measured", "backs": "jumps"}, "A('pld') > 1"], {"A"})
+    assert read == (claims.Check("A('pld') > 2", "measured", ("jumps",)), claims.Check("A('pld') > 1"))
+    for bad, says in [({"check": "A('x') > 1", "kind": "guessed"}, "kind is one of"),
+                      ({"check": "A('x') > 1", "backs": ["Bad Mark"]}, "names marks"),
+                      ({"check": "A('x') > 1", "why": "?"}, "not one with 'why'")]:  # fmt: skip
+        with pytest.raises(claims.ClaimError, match=says):
+            claims.checks([bad], {"A"})
+    kinds = {"flat": lambda device: "measured" if device == "this CPU" else "arithmetic"}
+    fns = {"flat": {"this CPU": 20.0, "a100": 230.0}.__getitem__}
+    assert claims.evaluate("flat('a100') > 100", fns, kinds=kinds).kind == "arithmetic"
+    assert claims.evaluate("flat('a100') > 5 * flat('this CPU')", fns, kinds=kinds).kind == "measured"
+
+
+def test_the_shipped_lesson_marks_every_sentence_it_checks():
+    from specviz.output.lesson_claims import audit
+
+    lesson, pack = load_lesson(LESSON_FILE), read()
+    for stop in lesson.stops:
+        problems, _unmarked = audit(stop.sentences, stop.checks, check(pack, stop))
+        assert not problems, (stop.id, problems)
+        assert "[#" not in stop.narration, "the marks are not shown"
+
+
+def test_the_uncertain_rule_picks_the_longest_path_where_the_target_was_unsure():
+    from specviz.output.lesson_step import focus_step
+
+    lesson, pack = load_lesson(LESSON_FILE), read()
+    eagle = lesson.stops[lesson.index("eagle")]
+    group = pack.group(eagle)
+    assert group is not None
+    steps = [s for s in group.median("eagle").steps if s.detail is not None]
+    shown = focus_step(steps, "uncertain")
+    unsure = [s for s in steps if s.entropy >= 1.0]
+    assert shown in unsure and shown.drafts_accepted == max(s.drafts_accepted for s in unsure)
+    assert focus_step([s for s in steps if s.entropy < 1.0], "uncertain") is not None, "none unsure: the longest"
+
+
+def test_lesson_check_exits_1_on_a_marked_sentence_without_its_check(tmp_path, capsys):
+    from specviz.__main__ import main
+    from specviz.output.lesson_pack import PACK_FILE
+
+    text = LESSON_FILE.read_text(encoding="utf-8")
+    assert main(["lesson", "check", str(PACK_FILE)]) == 0
+    shipped = capsys.readouterr().out
+    assert " 2. serial: 2 check(s), 2 measured on this recording" in shipped and "0 problem(s)" in shipped
+    assert "FAILS" not in shipped and "unmarked  " in shipped, "all hold; sentences with numbers and no mark listed"
+    moved = tmp_path / "lesson.toml"
+    moved.write_text(text.replace("takes 40 to 50 ms [#pass]", "takes 40 to 50 ms [#pace]"), encoding="utf-8")
+    assert main(["lesson", "check", str(PACK_FILE), "--lesson-file", str(moved)]) == 1
+    out = capsys.readouterr().out
+    assert "PROBLEM   no check backs the sentence marked [#pace]: 'Here a pass takes 40 to 50 ms, so" in out
+    assert "backs [#pass], which no sentence carries" in out and "2 problem(s) with marks or kinds" in out
+
+
+def test_a_range_needs_three_interleaved_runs(shipped):
+    lesson, pack = load_lesson(LESSON_FILE), shipped[1]
+    race = lesson.stops[lesson.index("race")]
+    group = pack.group(race)
+    assert group is not None
+    two = replace(group, runs={n: ts[:2] for n, ts in group.runs.items()})
+    verdicts = check(replace(pack, groups=dict(pack.groups) | {group.key: two}), race)
+    ranged = [v for v in verdicts if "low(" in v.claim]
+    assert ranged and all(v.holds is None and "a range needs 3 interleaved runs" in v.error for v in ranged)
