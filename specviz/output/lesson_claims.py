@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_CLAIM = 200  # characters of one check
+MAX_TEXT = 10_000  # characters a check's string arithmetic may build ('x' * 999999999 took 1 GB)
 COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}  # fmt: skip
 ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -83,9 +84,19 @@ def evaluate(text: str, functions: Mapping[str, Callable[..., Any]], step: Any =
         value = _walk(tree.body, text.strip(), functions, step, read)
     except (ClaimError, ArithmeticError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         return Verdict(text, None, tuple(read.items()), str(exc) or type(exc).__name__)
+    except (MemoryError, RecursionError) as exc:  # a check, or a function it calls, too large to decide
+        return Verdict(text, None, tuple(read.items()), f"too large to decide ({type(exc).__name__})")
     if not isinstance(value, bool):
         return Verdict(text, None, tuple(read.items()), "a check must compare, not give a number")
     return Verdict(text, value, tuple(read.items()))
+
+
+def _arith(op: ast.operator, left: Any, right: Any) -> Any:
+    """left op right; a string repeated past MAX_TEXT characters is refused before it is built."""
+    text, times = (left, right) if isinstance(left, str) else (right, left)
+    if isinstance(op, ast.Mult) and isinstance(text, str) and isinstance(times, int) and len(text) * times > MAX_TEXT:
+        raise ClaimError(f"a check builds strings of at most {MAX_TEXT} characters")
+    return ARITH[type(op)](left, right)
 
 
 def _walk(node: ast.AST, src: str, fns: Mapping[str, Callable[..., Any]], step: Any, read: dict[str, Any]) -> Any:
@@ -104,7 +115,7 @@ def _walk(node: ast.AST, src: str, fns: Mapping[str, Callable[..., Any]], step: 
         value = walk(node.operand)
         return (not value) if isinstance(node.op, ast.Not) else -value
     if isinstance(node, ast.BinOp):
-        return ARITH[type(node.op)](walk(node.left), walk(node.right))
+        return _arith(node.op, walk(node.left), walk(node.right))
     if isinstance(node, ast.BoolOp):
         values = [bool(walk(v)) for v in node.values]
         return all(values) if isinstance(node.op, ast.And) else any(values)

@@ -18,7 +18,7 @@ from specviz import methods
 from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
 from specviz.output import lesson_claims, lesson_math
-from specviz.output.lesson import Stop
+from specviz.output.lesson import LessonError, Stop
 from specviz.output.lesson_pack import Group, Pack
 from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson_step import focus_step, telling
@@ -155,18 +155,28 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
     return fns, shown_step(stop, group)
 
 
+# what reading a stop's data from a checked pack can still raise: its checks are then undecided, never a traceback
+UNDECIDED = (LessonError, ArithmeticError, AttributeError, KeyError, IndexError, TypeError, ValueError, RecursionError)
+
+
 def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
-    fns, step = facts(pack, stop)
+    """The stop's checks on the pack; each undecided, with the reason, when the pack cannot give their data."""
+    try:
+        fns, step = facts(pack, stop)
+    except UNDECIDED as exc:
+        why = f"the pack cannot give this stop's data ({type(exc).__name__}: {str(exc)[:120]})"
+        return [lesson_claims.Verdict(c, None, (), why) for c in stop.checks]
     return [lesson_claims.evaluate(c, fns, step) for c in stop.checks]
 
 
 def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
-    """The stop's figure from the pack (no model), and where a stored one was measured ('' for the pack's runs)."""
+    """The stop's figure from the pack (no model), relabelled, and where a stored one was measured ('' for the
+    pack's runs)."""
     from specviz.output.lesson_figures import from_traces
 
     if stop.figure in COMPUTED:
         fig, _fns, measured = lesson_math.computed(stop.figure, pack.stops)
-        return fig, measured
+        return relabel(fig), measured
     if (stored := _stored_figure(pack, f"{stop.id}/{stop.figure}")) is not None:  # a build re-grown when recorded
         return stored, ""
     group = pack.group(stop)
@@ -176,7 +186,7 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     from specviz.output.lesson_deck import configs
 
     shown = set(configs(stop)[0]) | {"ar"}  # the stop's page runs these: the race's lanes, Compare's toggles
-    return from_traces(stop, {n: t for n, t in traces(group).items() if n in shown}), ""
+    return relabel(from_traces(stop, {n: t for n, t in traces(group).items() if n in shown})), ""
 
 
 def _stored_figure(pack: Pack, key: str) -> go.Figure | None:

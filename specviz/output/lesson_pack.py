@@ -225,7 +225,7 @@ def read(path: str | Path = PACK_FILE) -> Pack:
     file = Path(path)
     try:
         if not file.is_file():
-            raise LessonError(f"The pack {file.name} is not a file.")
+            raise LessonError(f"The pack {file.name} is not a regular file.")
         if file.stat().st_size > MAX_PACK_BYTES:
             raise LessonError(f"{file.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
         with file.open("rb") as f:
