@@ -15,7 +15,7 @@ from typing import Any
 from specviz.core.schema import Between, MapOf, Row, SchemaError, Text, check, check_size
 
 MAX_PACK_BYTES = 8 << 20  # a pack file or upload (the shipped one: 1.6 MB)
-MAX_PACK_VALUES = 1 << 20  # , : and [ in its bytes, counted before parsing: a bound on its values (shipped: 0.2 M)
+MAX_PACK_VALUES = 1 << 19  # , : and [ in its bytes, counted before parsing: a bound on its values (shipped: 203 K)
 MAX_PACK_DEPTH = 20  # nesting: pack, groups, runs, a trace (12 of its own)
 MAX_GROUPS = 16  # prompts × temperatures (shipped: 3)
 MAX_METHODS = 32  # methods run in one group (shipped: 9)
@@ -27,7 +27,7 @@ MAX_FIGURE_CHARS = 256 << 10  # one stored figure's plotly JSON (shipped: at mos
 MAX_FIGURE_VALUES = 20_000  # values in one stored figure: points, labels, layout (shipped: at most 924)
 MAX_FIGURE_DEPTH = 12  # nesting inside one stored figure (shipped: 6)
 # the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case)
-MAX_PACK_MEMORY = 160 << 20
+MAX_PACK_MEMORY = 96 << 20
 
 NAME, LINE, NOTE = Text(64), Text(200), Text(4000)  # an id or key; a line of provenance; where a figure was measured
 NUMBER = Between("float", -1e9, 1e9)  # finite and in range: a speedup, a rate, a p-value
@@ -125,11 +125,13 @@ def problem(data: dict[str, Any], known: set[str]) -> str | None:
     if traces > MAX_PACK_TRACES:
         return f"it holds {traces} traces; a pack holds at most {MAX_PACK_TRACES}"
     for sid, stop in data["stops"].items():
+        if sum(k in stop for k in ("group", "figure", "computed")) != 1:
+            return f"stop {sid[:40]!r} should hold one of a group, a figure or computed"
         if "group" in stop and stop["group"] not in keys:
-            return f"stop {sid!r} names a group the pack does not hold"
-        data_ = stop.get("data", {})
-        if len(data_.get("ks", ())) != len(data_.get("ms", ())) or (data_.get("ks") == []):
-            return f"stop {sid!r} has a cost curve whose tokens and times differ in number"
+            return f"stop {sid[:40]!r} names a group the pack does not hold"
+        curve = stop.get("data", {})
+        if len(curve.get("ks", ())) != len(curve.get("ms", ())) or curve.get("ks") == []:
+            return f"stop {sid[:40]!r} has a cost curve whose tokens and times differ in number"
     return None
 
 
