@@ -110,15 +110,13 @@ def controls(sb) -> None:
 
 
 def route(lesson: Lesson | None, stop: Stop | None) -> None:
-    """Before the sidebar: the stop's recorded runs replace the model for the page (none when live or off)."""
+    """Before the sidebar: the stop's recorded runs replace the model for the page (none when live or off); what a
+    visitor's pack raises here, ui.lesson.route says in one sentence (PACK_ERRORS)."""
     st.session_state.pop(resources.PACK, None)
     pack = current(lesson) if lesson is not None and stop is not None else None
     if pack is None or stop is None or st.session_state.get(LIVE) == stop.id:
         return
-    try:
-        group = pack.nearest(stop)  # a stored stop's page replays its prompt's runs rather than run the model
-    except PACK_ERRORS:
-        return
+    group = pack.nearest(stop)  # a stored stop's page replays its prompt's runs rather than run the model
     if group is not None:
         st.session_state[resources.PACK] = group.runs
 
