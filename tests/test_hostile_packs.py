@@ -12,6 +12,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specviz.__main__ import main
 from specviz.output import lesson_claims as claims
@@ -222,3 +224,86 @@ def test_the_cli_refuses_a_pack_in_one_line_with_exit_2(tmp_path, capsys):
         assert err.startswith("specviz: error: ") and "\n" not in err, err
     assert main(["lesson", "check", str(PACK_FILE), "--lesson-file", "/dev/zero"]) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+# --- the fuzz: the shipped pack with one hostile change somewhere, at any level, replayed through every stop ---
+
+LINK, HTML = "[Sign in again](https://e.vil/login)", "<b>bold</b><img src=x onerror=alert(1)>"
+VALUES = st.one_of(
+    st.sampled_from([None, True, 0, -1, 1 << 63, 10**30, 1e308, -1e308, float("inf"), float("nan"), 1e-300]),
+    st.sampled_from(["", [], {}, [[]], {"": {}}, {"group": 1}, [None] * 3, LINK, HTML, "**x** $y$ :red[z]"]),
+    st.sampled_from(["[" * 5000, '{"data": ' * 3000, "x" * 300_000, "ar " * 1000, "\x00\x1b[31m"]),
+    st.text(max_size=40),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+OPS = ("replace", "delete", "repeat", "empty")
+
+
+def _at(data: Any, path: list, op: str, value: Any, times: int) -> Any:
+    """`data` with the value at `path` replaced, deleted, its list repeated `times` times or emptied; only the
+    containers along the path are copied."""
+    if not path:
+        if op == "repeat" and isinstance(data, (list, str)):
+            return data * times
+        if op == "empty" and isinstance(data, (list, dict, str)):
+            return type(data)()
+        return value
+    head, rest = path[0], path[1:]
+    out = copy.copy(data)
+    if op == "delete" and not rest and isinstance(out, dict):
+        del out[head]
+        return out
+    out[head] = _at(data[head], rest, op, value, times)
+    return out
+
+
+@st.composite
+def hostile_packs(draw) -> tuple[Any, str]:
+    """The shipped pack with one change at a level drawn as a walk from the top (each step: stop or go into one
+    of the container's keys or items), so every level is as likely to be reached as the one above allows."""
+    node, path = shipped(), []
+    while isinstance(node, (dict, list)) and node and draw(st.booleans()):
+        key = draw(st.sampled_from(list(node) if isinstance(node, dict) else range(len(node))))
+        path.append(key)
+        node = node[key]
+    op = draw(st.sampled_from(OPS))
+    value, times = draw(VALUES), draw(st.sampled_from([2, 20, 2000]))
+    return _at(shipped(), path, op, value, times), f"{op} at {path[:6]}"
+
+
+def _replayed_or_refused(data: Any) -> None:
+    start = time.perf_counter()
+    got = load(data)
+    if isinstance(got, Pack):
+        for reason in replay(got):  # the app shows each in one sentence (ui.lesson_pack.refused)
+            assert reason.split(":")[0].isidentifier(), reason
+    assert time.perf_counter() - start < SECONDS, time.perf_counter() - start
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hostile_packs())
+def test_fuzz_a_hostile_pack_is_drawn_or_refused_in_one_sentence(case):
+    """Wrong types at every level, huge and tiny sizes, non-finite and overflowing numbers, markdown and HTML, deep
+    nesting inside strings: each pack is refused at load in one sentence or drawn at every stop, within SECONDS."""
+    _replayed_or_refused(case[0])
+
+
+@pytest.mark.soak
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hostile_packs())
+def test_fuzz_hundreds_of_hostile_packs(case):
+    _replayed_or_refused(case[0])
+
+
+def test_a_stored_figure_draws_no_link_or_styled_text():
+    """Plotly draws <a href> in a title or an annotation as a link: a visitor's stored figure keeps only line
+    breaks, bold, italics, super- and subscripts."""
+    link = '<a href="https://e.vil/login">Sign in again</a> <span style="font-size:99px">big</span>'
+    fig = {"data": [{"type": "bar", "x": ["ar"], "y": [1], "name": link}], "layout": {"title": {"text": link}}}
+    fig["layout"]["annotations"] = [{"text": f"<b>kept</b><br>{link}", "x": 0, "y": 0}]
+    pack = load(changed(lambda d: d["stops"]["flat"].update(figure=json.dumps(fig))))
+    assert isinstance(pack, Pack), pack
+    drawn = figure(pack, next(s for s in lesson().stops if s.id == "flat"))[0]
+    assert drawn.layout.title.text == drawn.data[0].name == "Sign in again big"
+    assert drawn.layout.annotations[0].text == "<b>kept</b><br>Sign in again big"

@@ -10,6 +10,7 @@ is checked by `problem`. Every refusal is one sentence (SchemaError).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from specviz.core.schema import Between, MapOf, Row, SchemaError, Text, check, check_size
@@ -26,6 +27,8 @@ MAX_STORED = 8  # builds re-grown when recorded, on one stop (shipped: 1)
 MAX_FIGURE_CHARS = 256 << 10  # one stored figure's plotly JSON (shipped: at most 21 KB)
 MAX_FIGURE_VALUES = 20_000  # values in one stored figure: points, labels, layout (shipped: at most 924)
 MAX_FIGURE_DEPTH = 12  # nesting inside one stored figure (shipped: 6)
+# the tags a stored figure's text may keep (plotly draws them): a link (<a href>), a style or any other is dropped
+_TAG = re.compile(r"<(?!/?(?:br|b|i|em|sup|sub|extra)\s*/?>)/?[a-z][^<>]*>", re.IGNORECASE)
 # the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case)
 MAX_PACK_MEMORY = 96 << 20
 
@@ -143,4 +146,18 @@ def figure_data(text: str, where: str) -> dict[str, Any]:
         raise SchemaError(f"{where} is not a figure's JSON ({type(exc).__name__}).") from None
     check(fig, {"data": [{}, 256], "layout?": {}}, where)
     check_size(fig, where, depth=MAX_FIGURE_DEPTH, values=MAX_FIGURE_VALUES)
+    return _untagged(fig)
+
+
+def _untagged(fig: Any) -> Any:
+    """The figure with every tag but a line break, bold, italics, super- and subscripts dropped from its text, so a
+    visitor's stored figure draws no link or styled text in the app's own page (iterative: its size is checked)."""
+    todo = [fig]
+    while todo:
+        node = todo.pop()
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+            if isinstance(value, str) and "<" in value:
+                node[key] = _TAG.sub("", value)
+            elif isinstance(value, (dict, list)):
+                todo.append(value)
     return fig
