@@ -27,6 +27,7 @@ from specviz.output.lesson_pack_schema import (
     MAX_PACK_TRACES,
     MAX_PACK_VALUES,
 )
+from specviz.output.lesson_slides import answers
 
 SECONDS = 10.0  # to read one hostile pack and replay every stop of it (the shipped one: about 3 s here)
 
@@ -71,6 +72,7 @@ def replay(pack: Pack) -> list[str]:
             group = pack.group(stop)
             verdicts = check(pack, stop)
             said += [v.sentence() for v in verdicts] + (numbers(stop, group) if group is not None else [])
+            said += [a for _q, a in answers(stop.at(stop.frames - 1), group)]  # the four questions, answered
         except PACK_ERRORS as exc:
             refused.append(f"{type(exc).__name__}: {exc}")
     assert all(isinstance(s, str) for s in said)

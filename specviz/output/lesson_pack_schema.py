@@ -61,7 +61,7 @@ GROUP = {
     "key": Text(100),
     "prompt": NAME,
     "temperature": Between("float", 0, 10),
-    "configs": MapOf(MapOf("any", 64), MAX_METHODS),  # method -> its Config's fields (the schema bounds the values)
+    "configs": MapOf({"rule?": NAME}, MAX_METHODS),  # method -> its Config's fields (check_size bounds the rest)
     "numbers?": {},  # for a person reading the file: the app recomputes them from the runs
     "runs": MapOf([{}, MAX_RUNS], MAX_METHODS),  # method -> its runs, each read by Trace.from_dict
 }
