@@ -7,6 +7,7 @@ file. While a stop replays, its page below draws the same runs (ui.resources.PAC
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -14,7 +15,7 @@ import streamlit as st
 
 from specviz.output import lesson_facts
 from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_bytes
+from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack
 from specviz.output.lesson_pages import COMPUTED
 from specviz.output.visitor import escaped
 from ui import resources
@@ -80,8 +81,8 @@ def open_named(name: str) -> None:
 
 
 def _uploaded() -> None:
-    """A visitor's pack, read once when it is uploaded (its size first, then lesson_pack_schema's caps): the
-    session keeps the checked Pack, never the raw data."""
+    """A visitor's pack, read once when it is uploaded (its size first, then lesson_pack_schema's caps) and once
+    per content on the server (resources.uploaded_pack): the session keeps the checked Pack, never the raw data."""
     f = st.session_state.get(UPLOAD)
     st.session_state.pop(LOADED, None)
     if f is None:
@@ -89,7 +90,8 @@ def _uploaded() -> None:
     try:
         if f.size > MAX_PACK_BYTES:
             raise LessonError(f"{f.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
-        st.session_state[LOADED] = from_bytes(f.getvalue(), f.name)
+        raw = f.getvalue()
+        st.session_state[LOADED] = resources.uploaded_pack(hashlib.sha256(raw).hexdigest(), f.name, raw)
     except LessonError as exc:
         st.session_state[ERROR] = escaped((str(exc) or type(exc).__name__).splitlines()[0], SHOWN)
 
