@@ -271,7 +271,7 @@ def hostile_packs(draw) -> Case:
         node = node[key]
     op = draw(st.sampled_from(OPS))
     value, times = draw(VALUES), draw(st.sampled_from([2, 20, 2000]))
-    return Case(_at(shipped(), path, op, value, times), f"{op} {_short(value)} at {path[:8]} (x{times})")
+    return Case((_at(shipped(), path, op, value, times), f"{op} {_short(value)} at {path[:8]} (x{times})"))
 
 
 class Case(tuple):
