@@ -154,6 +154,16 @@ def test_a_stored_figure_of_millions_of_points_is_refused_within_a_second(points
     assert f"{MAX_PACK_BYTES >> 20} MB" in got or str(MAX_PACK_VALUES) in got
 
 
+def test_a_stored_figure_of_typed_arrays_is_counted_by_its_values():
+    """Plotly's typed arrays hold many numbers in one base64 string: 95,000 points in 127 KB were one value."""
+    import base64
+
+    packed = {"dtype": "i1", "bdata": base64.b64encode(bytes(95_000)).decode()}
+    fig = json.dumps({"data": [{"type": "scatter", "x": packed, "y": packed}]})
+    got = load(changed(lambda d: d["stops"]["flat"].update(figure=fig)))
+    assert isinstance(got, str) and "typed arrays" in got, got
+
+
 def test_a_stored_figure_at_its_cap_draws_under_a_second_per_rerun():
     """The largest figure a pack may store is validated and relabelled once, when read; each rerun copies it."""
     n = (MAX_FIGURE_VALUES - 40) // 2

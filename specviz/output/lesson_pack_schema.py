@@ -146,18 +146,24 @@ def figure_data(text: str, where: str) -> dict[str, Any]:
         raise SchemaError(f"{where} is not a figure's JSON ({type(exc).__name__}).") from None
     check(fig, {"data": [{}, 256], "layout?": {}}, where)
     check_size(fig, where, depth=MAX_FIGURE_DEPTH, values=MAX_FIGURE_VALUES)
-    return _untagged(fig)
+    if _untagged(fig) > MAX_FIGURE_VALUES:
+        raise SchemaError(f"{where} holds more than {MAX_FIGURE_VALUES} values in its typed arrays.")
+    return fig
 
 
-def _untagged(fig: Any) -> Any:
-    """The figure with every tag but a line break, bold, italics, super- and subscripts dropped from its text, so a
-    visitor's stored figure draws no link or styled text in the app's own page (iterative: its size is checked)."""
-    todo = [fig]
+def _untagged(fig: Any) -> int:
+    """Drop every tag but a line break, bold, italics, super- and subscripts from the figure's text, so a visitor's
+    stored figure draws no link or styled text in the app's own page; the values its typed arrays (plotly's
+    {"dtype", "bdata"}: one string, many numbers) hold. Iterative: the figure's size was checked."""
+    todo, packed = [fig], 0
     while todo:
         node = todo.pop()
+        if isinstance(node, dict) and isinstance(node.get("bdata"), str):
+            size = int(next((c for c in str(node.get("dtype", "")) if c.isdigit()), "1"))
+            packed += len(node["bdata"]) * 3 // 4 // size
         for key, value in node.items() if isinstance(node, dict) else enumerate(node):
             if isinstance(value, str) and "<" in value:
                 node[key] = _TAG.sub("", value)
             elif isinstance(value, (dict, list)):
                 todo.append(value)
-    return fig
+    return packed
