@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from specviz.__main__ import main
@@ -249,13 +249,21 @@ VALUES = st.one_of(
     st.integers(),
     st.floats(allow_nan=True, allow_infinity=True),
 )
-OPS = ("replace", "delete", "repeat", "empty")
+OPS = ("replace", "delete", "repeat", "empty", "like", "like")
+LIKE = {  # a value of the same kind ("like"): past the schema more often, into the drawing with odd values
+    str: st.sampled_from([LINK, HTML, "", "ar", "x" * 199, "0", "nope@0"]),
+    bool: st.booleans(),
+    int: st.sampled_from([0, 1, 2, 64, 8191]),
+    float: st.sampled_from([0.0, 1e-9, 0.5, 1.0, 1e6]),
+}
 
 
 def _at(data: Any, path: list, op: str, value: Any, times: int) -> Any:
     """`data` with the value at `path` replaced, deleted, its list repeated `times` times or emptied; only the
     containers along the path are copied."""
     if not path:
+        if op == "like":
+            return value
         if op == "repeat" and isinstance(data, (list, str)):  # past the byte cap, not into gigabytes of test data
             return data * min(times, max(2, 2 * MAX_PACK_BYTES // max(1, len(json.dumps(data)))))
         if op == "empty" and isinstance(data, (list, dict, str)):
@@ -280,7 +288,7 @@ def hostile_packs(draw) -> Case:
         path.append(key)
         node = node[key]
     op = draw(st.sampled_from(OPS))
-    value, times = draw(VALUES), draw(st.sampled_from([2, 20, 2000]))
+    value, times = draw(LIKE.get(type(node), VALUES) if op == "like" else VALUES), draw(st.sampled_from([2, 20, 2000]))
     return Case((_at(shipped(), path, op, value, times), f"{op} {_short(value)} at {path[:8]} (x{times})"))
 
 
@@ -302,6 +310,7 @@ def _replayed_or_refused(data: Any) -> None:
     raw = json.dumps(data).encode()  # the visitor's file (its writing is not timed)
     start = time.process_time()
     got = load(raw)
+    event("drawn at every stop" if isinstance(got, Pack) else "refused at load")
     if isinstance(got, Pack):
         for reason in replay(got):  # the app shows each in one sentence (ui.lesson_pack.refused)
             assert reason.split(":")[0].isidentifier(), reason
