@@ -237,5 +237,5 @@ def test_a_pack_that_cannot_be_used_is_one_sentence(data, tmp_path):
     assert "upload.json" in str(err.value) and "\n" not in str(err.value)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(LessonError, match="could not be read"):
+    with pytest.raises(LessonError, match=r"deep\.json is not valid JSON"):
         read(deep)

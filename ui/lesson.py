@@ -128,7 +128,10 @@ def route(pages: dict[str, Any], nav: Any) -> None:
         st.set_page_config(initial_sidebar_state="collapsed")
         lesson = current()
         at = lesson.stops[min(int(ss.get(AT, 0)), len(lesson.stops) - 1)] if lesson is not None else None
-        lesson_pack.route(lesson, at)
+        try:  # before the sidebar: whatever a visitor's recording raises must leave its switch drawn
+            lesson_pack.route(lesson, at)
+        except lesson_pack.PACK_ERRORS as exc:
+            lesson_pack.refused(st, exc)
     else:
         ss.pop(resources.PACK, None)
         ss.pop(lesson_pack.RULE, None)
@@ -205,16 +208,22 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
     lesson_index.header(box, lesson, (i, b), _enter, _move)
     with box:
         st.html(KEYS_JS, unsafe_allow_javascript=True)
-    replay = lesson_pack.banner(box, lesson, stop)
+    try:
+        replay = lesson_pack.banner(box, lesson, stop)
+    except lesson_pack.PACK_ERRORS as exc:  # a visitor's recording: one sentence, the sidebar still drawn
+        lesson_pack.refused(box, exc)
+        replay = False
     if stop.file not in pages or pages[stop.file].url_path != nav.url_path:
         box.info(f"This stop is on the {PAGES[stop.page].title} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
     said = display_math(stop.narration)
     if asking:  # the four questions answered, the measured lines from the recording when one is replayed
-        said = lesson_index.asked(
-            lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson) if replay else None)
-        )
+        try:
+            answered = lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson) if replay else None)
+        except lesson_pack.PACK_ERRORS:
+            answered = lesson_index.answers_of(lesson, stop, None)
+        said = lesson_index.asked(answered)
     if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
         box.markdown(said)
         place = box.empty()  # the figure straight under the narration, its numbers beneath it

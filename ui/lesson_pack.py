@@ -7,6 +7,7 @@ file. While a stop replays, its page below draws the same runs (ui.resources.PAC
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -14,13 +15,34 @@ import streamlit as st
 
 from specviz.output import lesson_facts
 from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack, from_dict
+from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack
 from specviz.output.lesson_pages import COMPUTED
+from specviz.output.visitor import escaped
 from ui import resources
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
 NOTE = "lesson.pack_note"  # why the address's recording is not replayed, said once on the stop
 RULE = "lesson.step_rule"  # the stop's rule for the step in focus, while a lesson stop is shown
+ERROR = "lesson.pack_error"  # why the visitor's upload was refused, said once under the uploader
+# what a pack that passed its schema can still raise while it is drawn: caught at the route, banner and focus, said
+# in one sentence, with the sidebar drawn (its switch turns the recording off)
+PACK_ERRORS = (
+    LessonError,
+    ArithmeticError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    RecursionError,
+)
+SHOWN = 300  # characters of a message about a visitor's recording shown back (escaped)
+
+
+def refused(place: Any, exc: BaseException) -> None:
+    """One sentence on `place` for what the recording could not draw, its text escaped."""
+    why = escaped(f"{type(exc).__name__}: {exc}", SHOWN)
+    place.warning(f"This recording cannot draw the stop ({why}); switch the replay off in the sidebar to run it live.")
 
 
 def step_rule() -> str:
@@ -38,7 +60,7 @@ def current(lesson: Lesson) -> Pack | None:
         if pack is None and PACK_FILE.is_file():
             pack = resources.pack(str(PACK_FILE), PACK_FILE.stat().st_mtime)
     except LessonError as exc:
-        st.error(f"The recorded lesson cannot be replayed: {exc}")
+        st.error(f"The recorded lesson cannot be replayed: {escaped(exc, SHOWN)}")
     return pack if pack is not None and all(s.id in pack.stops for s in lesson.stops) else None
 
 
@@ -49,17 +71,18 @@ def open_named(name: str) -> None:
         return
     path = PACK_FILE.parent / f"{name}.json"
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) or not path.is_file():
-        st.session_state[NOTE] = f"No recording {name[:64]!r} here; the shipped one is replayed, if there is one."
+        shown = escaped(repr(name[:64]), SHOWN)  # the address's text, never markdown in the app's own voice
+        st.session_state[NOTE] = f"No recording {shown} here; the shipped one is replayed, if there is one."
         return
     try:
         st.session_state[LOADED] = resources.pack(str(path), path.stat().st_mtime)
     except LessonError as exc:
-        st.session_state[NOTE] = f"The recording {name!r} cannot be replayed: {exc}"
+        st.session_state[NOTE] = f"The recording {name!r} cannot be replayed: {escaped(exc, SHOWN)}"
 
 
 def _uploaded() -> None:
-    import json
-
+    """A visitor's pack, read once when it is uploaded (its size first, then lesson_pack_schema's caps) and once
+    per content on the server (resources.uploaded_pack): the session keeps the checked Pack, never the raw data."""
     f = st.session_state.get(UPLOAD)
     st.session_state.pop(LOADED, None)
     if f is None:
@@ -67,9 +90,10 @@ def _uploaded() -> None:
     try:
         if f.size > MAX_PACK_BYTES:
             raise LessonError(f"{f.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
-        st.session_state[LOADED] = from_dict(json.loads(f.getvalue()), f.name)
-    except (LessonError, ValueError, RecursionError) as exc:
-        st.session_state["lesson.pack_error"] = (str(exc) or type(exc).__name__).splitlines()[0]
+        raw = f.getvalue()
+        st.session_state[LOADED] = resources.uploaded_pack(hashlib.sha256(raw).hexdigest(), f.name, raw)
+    except LessonError as exc:
+        st.session_state[ERROR] = escaped((str(exc) or type(exc).__name__).splitlines()[0], SHOWN)
 
 
 def controls(sb) -> None:
@@ -83,20 +107,18 @@ def controls(sb) -> None:
     )
     if st.session_state.get(ON, PACK_FILE.is_file()):
         sb.file_uploader("Another recording (.json)", type=["json"], key=UPLOAD, on_change=_uploaded)
-        if err := st.session_state.pop("lesson.pack_error", None):
-            sb.error(err)
+        if err := st.session_state.pop(ERROR, None):
+            sb.error(err)  # escaped when it was set
 
 
 def route(lesson: Lesson | None, stop: Stop | None) -> None:
-    """Before the sidebar: the stop's recorded runs replace the model for the page (none when live or off)."""
+    """Before the sidebar: the stop's recorded runs replace the model for the page (none when live or off); what a
+    visitor's pack raises here, ui.lesson.route says in one sentence (PACK_ERRORS)."""
     st.session_state.pop(resources.PACK, None)
     pack = current(lesson) if lesson is not None and stop is not None else None
     if pack is None or stop is None or st.session_state.get(LIVE) == stop.id:
         return
-    try:
-        group = pack.nearest(stop)  # a stored stop's page replays its prompt's runs rather than run the model
-    except LessonError:
-        return
+    group = pack.nearest(stop)  # a stored stop's page replays its prompt's runs rather than run the model
     if group is not None:
         st.session_state[resources.PACK] = group.runs
 
@@ -111,8 +133,8 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     if pack is not None and not live and _stored(pack, stop):
         left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
         right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
-    elif pack is not None and not live:
-        left.caption(f"{pack.brief()}.", help=pack.where())
+    elif pack is not None and not live:  # a visitor's pack says where it was recorded: shown as text
+        left.caption(f"{escaped(pack.brief(), SHOWN)}.", help=escaped(pack.where(), SHOWN))
         right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
     elif pack is not None:
         left.caption("**Live**: measured now on this server, not the recording.")
@@ -148,7 +170,7 @@ def _stored(pack: Pack, stop: Stop) -> bool:
     """A stop whose figure is a stored measurement's (a bench, the cost curve), not one run for the recording."""
     try:
         return pack.group(stop) is None and bool(pack.stops[stop.id].get("measured"))
-    except LessonError:
+    except PACK_ERRORS:
         return False
 
 
@@ -163,29 +185,35 @@ def _go_live(stop_id: str) -> None:
 
 
 def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool = False) -> None:
-    """The stop's figure, numbers and failing checks, all from the recording (no model)."""
+    """The stop's figure, numbers and failing checks, all from the recording (no model); one sentence in the
+    figure's place for whatever a visitor's recording cannot draw."""
     pack = current(lesson)
     if pack is None:
         return
     try:
-        fig, measured = lesson_facts.figure(pack, stop)
-        group = pack.group(stop)
-        verdicts = lesson_facts.check(pack, stop)
-    except (LessonError, ValueError, KeyError, TypeError, IndexError) as exc:  # a visitor's recording, not ours
-        place.warning(f"This recording cannot draw the stop ({type(exc).__name__}: {str(exc)[:160]}).")
-        return
+        _focus(pack, lesson, stop, side, place, height, wide)
+    except PACK_ERRORS as exc:  # a visitor's recording, not ours
+        refused(place, exc)
+
+
+def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool) -> None:
     from ui import presentation
 
+    fig, measured = lesson_facts.figure(pack, stop)  # relabelled: a stored one when the pack was read
+    group = pack.group(stop)
+    verdicts = lesson_facts.check(pack, stop)
+    lines = lesson_facts.numbers(stop, group) if group is not None else []
     big = presentation.presenting() and not wide  # a wide figure (the lineage) is laid out for its own type size
     shown = presentation.figure_font(fig) if big else fig
-    shown = _room(lesson_facts.relabel(shown).update_layout(height=height))
+    shown = _room(shown.update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
-    if group is not None and (lines := lesson_facts.numbers(stop, group)):
+    if lines:
         side.markdown("  \n".join(lines))
     for v in verdicts:
         if v.holds is not True:
-            side.warning(v.sentence())
+            side.warning(escaped(v.sentence(), SHOWN))  # its figures may be a visitor's keys
     if group is None:
+        measured = escaped(measured, 1000)  # where a visitor's pack says it was measured
         said = f"From a stored measurement, {measured}." if measured else "Run once for the recording."
         if stop.figure in COMPUTED:  # arithmetic, or a model over stored measurements: said as such
             said = f"Computed: {measured}." if measured else "Computed: exact arithmetic on the example, no run."

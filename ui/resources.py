@@ -17,7 +17,7 @@ from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.output.lesson import Lesson, load_lesson
-from specviz.output.lesson_pack import Pack, read
+from specviz.output.lesson_pack import Pack, from_bytes, read
 from specviz.output.visitor import visitor_model
 from specviz.tuning import compare, eagle_replay, lossless, probe
 
@@ -137,3 +137,11 @@ def lesson(path: str, _stamp: float) -> Lesson:
 def pack(path: str, _stamp: float) -> Pack:
     """A recorded lesson (read-only, shared by every session), read again when its file changes (`_stamp`)."""
     return read(path)
+
+
+@st.cache_resource(show_spinner="Checking the recording…", max_entries=4, ttl=3600)
+def uploaded_pack(digest: str, name: str, _raw: bytes) -> Pack:
+    """A visitor's pack, read once per content (`digest`: the sha256 of its bytes) and file name: the same file
+    uploaded again, by this visitor or another, is neither parsed nor its figures validated again (at most four
+    kept, for an hour; a refusal is never kept)."""
+    return from_bytes(_raw, name)

@@ -1,9 +1,10 @@
 """A small schema for plain JSON data read from files (traces, head configs): types, ranges, sizes and nesting.
 
 A spec is a kind name ("int", "float", "str", "bool", "any"; a trailing "?" allows None), a `Between`
-(a number within bounds), a `OneOf` (a string among a few), `Nullable(spec)`, `[spec]` or `[spec, n]` (a list
-of such items, at most n) or `{key: spec}` (an object holding those keys; a key ending in "?" may be absent,
-other keys are left alone).
+(a number within bounds), a `OneOf` (a string among a few), a `Text` (a string of at most n characters),
+`Nullable(spec)`, `[spec]` or `[spec, n]` (a list of such items, at most n), a `Row` (a short list whose items
+fit specs in turn), `{key: spec}` (an object holding those keys; a key ending in "?" may be absent, other keys
+are left alone) or a `MapOf` (an object of at most n short keys, every value fitting one spec).
 Every check is iterative or follows the spec, never the data, so deep or huge input fails with one sentence
 instead of a RecursionError.
 """
@@ -46,6 +47,29 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class Text:
+    """A string of at most `most` characters."""
+
+    most: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """A list of exactly len(specs) items, each fitting its spec in turn (a stored point: method, x, values)."""
+
+    specs: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """An object of at most `most` keys of at most `key` characters, every value fitting `spec`."""
+
+    spec: Any
+    most: int = 64
+    key: int = 64
+
+
+@dataclass(frozen=True)
 class Nullable:
     """A spec that also allows None."""
 
@@ -55,17 +79,17 @@ class Nullable:
 KINDS = {"int": "an integer", "float": "a finite number", "str": "a string", "bool": "true or false", "any": "a value"}
 
 
-def check_size(data: Any, where: str = "The data") -> None:
-    """SchemaError unless `data` nests at most MAX_DEPTH deep and holds at most MAX_VALUES values (no recursion)."""
-    todo, seen = [(data, 1)], 0
+def check_size(data: Any, where: str = "The data", depth: int = MAX_DEPTH, values: int = MAX_VALUES) -> None:
+    """SchemaError unless `data` nests at most `depth` deep and holds at most `values` values (no recursion)."""
+    todo, seen, most = [(data, 1)], 0, depth
     while todo:
         value, depth = todo.pop()
         seen += 1
-        if seen > MAX_VALUES:
-            raise SchemaError(f"{where} holds more than {MAX_VALUES} values.")
+        if seen > values:
+            raise SchemaError(f"{where} holds more than {values} values.")
         if isinstance(value, (list, tuple, dict)):
-            if depth > MAX_DEPTH:
-                raise SchemaError(f"{where} nests deeper than {MAX_DEPTH} levels.")
+            if depth > most:
+                raise SchemaError(f"{where} nests deeper than {most} levels.")
             items = value.values() if isinstance(value, dict) else value
             todo.extend((v, depth + 1) for v in items)
 
@@ -102,13 +126,40 @@ def check(value: Any, spec: Any, where: str, path: str = "") -> None:
             check(item, spec[0], where, f"{path}[{i}]")
     elif isinstance(spec, dict):
         check_object(value, spec, where, path)
+    elif isinstance(spec, MapOf):
+        _check_map(value, spec, where, path)
+    elif isinstance(spec, Row):
+        _check_row(value, spec, where, path)
     else:
         _check_one(value, spec, where, path)
 
 
-def _check_one(value: Any, spec: str | Between | OneOf, where: str, path: str) -> None:
-    """SchemaError unless a single value fits a kind name, a Between or a OneOf."""
-    if isinstance(spec, str):
+def _check_row(value: Any, spec: Row, where: str, path: str) -> None:
+    """SchemaError unless value is a list of len(spec.specs) items, each fitting its spec."""
+    if not isinstance(value, (list, tuple)) or len(value) != len(spec.specs):
+        raise SchemaError(f"{_at(where, path)} should be a list of {len(spec.specs)} items, got {_shown(value)}.")
+    for i, (item, sub) in enumerate(zip(value, spec.specs)):
+        check(item, sub, where, f"{path}[{i}]")
+
+
+def _check_map(value: Any, spec: MapOf, where: str, path: str) -> None:
+    """SchemaError unless value is an object of at most spec.most short keys whose values fit spec.spec."""
+    if not isinstance(value, dict) or len(value) > spec.most:
+        raise SchemaError(f"{_at(where, path)} should be an object of at most {spec.most} keys, got {_shown(value)}.")
+    for key, item in value.items():
+        if len(key) > spec.key:
+            raise SchemaError(f"{_at(where, path)} has a key longer than {spec.key} characters.")
+        check(item, spec.spec, where, f"{path}[{key!r}]")
+
+
+def _check_one(value: Any, spec: str | Between | OneOf | Text, where: str, path: str) -> None:
+    """SchemaError unless a single value fits a kind name, a Between, a OneOf or a Text."""
+    if isinstance(spec, Text):
+        if not isinstance(value, str) or len(value) > spec.most:
+            raise SchemaError(
+                f"{_at(where, path)} should be a string of at most {spec.most} characters, got {_shown(value)}."
+            )
+    elif isinstance(spec, str):
         kind, nullable = spec.removesuffix("?"), spec.endswith("?")
         if not (value is None and nullable) and not _scalar_ok(value, kind):
             limit = f" of at most {MAX_STR} characters" if kind == "str" else ""

@@ -161,10 +161,13 @@ def _toml(text: str, name: str) -> dict[str, Any]:
 def load_lesson(path: str | Path | None = None) -> Lesson:
     """Read and check a lesson file (see lesson_path); LessonError with one sentence when it cannot be used."""
     file = lesson_path(path)
+    if not file.is_file():  # a device or a pipe is never read (/dev/zero was read until memory ran out)
+        raise LessonError(f"The lesson file {str(file)!r} could not be read (it is not a regular file).")
     try:
         if file.stat().st_size > MAX_BYTES:
             raise LessonError(f"{file} is larger than a lesson file may be ({MAX_BYTES // 1024} KB).")
-        text = file.read_text(encoding="utf-8")
+        with file.open("rb") as f:
+            text = f.read(MAX_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise LessonError(f"The lesson file {file!r} could not be read ({type(exc).__name__}: {exc}).") from None
     return parse_lesson(_toml(text, str(file)), str(file))

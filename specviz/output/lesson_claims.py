@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_CLAIM = 200  # characters of one check
+MAX_TEXT = 10_000  # characters a check's string arithmetic may build ('x' * 999999999 took 1 GB)
 COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}  # fmt: skip
 ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -145,6 +146,9 @@ def evaluate(
         value = _walk(tree.body, text.strip(), functions, step, (read, seen, kinds or {}))
     except (ClaimError, ArithmeticError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         return Verdict(text, None, tuple(read.items()), str(exc) or type(exc).__name__, _strongest(seen))
+    except (MemoryError, RecursionError) as exc:  # a check, or a function it calls, too large to decide
+        why = f"too large to decide ({type(exc).__name__})"
+        return Verdict(text, None, tuple(read.items()), why, _strongest(seen))
     if not isinstance(value, bool):
         return Verdict(text, None, tuple(read.items()), "a check must compare, not give a number", _strongest(seen))
     return Verdict(text, value, tuple(read.items()), kind=_strongest(seen))
@@ -152,6 +156,14 @@ def evaluate(
 
 def _strongest(seen: set[str]) -> str:
     return next((k for k in KINDS if k in seen), "")
+
+
+def _arith(op: ast.operator, left: Any, right: Any) -> Any:
+    """left op right; a string repeated past MAX_TEXT characters is refused before it is built."""
+    text, times = (left, right) if isinstance(left, str) else (right, left)
+    if isinstance(op, ast.Mult) and isinstance(text, str) and isinstance(times, int) and len(text) * times > MAX_TEXT:
+        raise ClaimError(f"a check builds strings of at most {MAX_TEXT} characters")
+    return ARITH[type(op)](left, right)
 
 
 Read = tuple[dict[str, Any], set[str], Kinds]  # the figures read, the kinds read, each function's kind
@@ -177,7 +189,7 @@ def _walk(node: ast.AST, src: str, fns: Mapping[str, Callable[..., Any]], step: 
         value = walk(node.operand)
         return (not value) if isinstance(node.op, ast.Not) else -value
     if isinstance(node, ast.BinOp):
-        return ARITH[type(node.op)](walk(node.left), walk(node.right))
+        return _arith(node.op, walk(node.left), walk(node.right))
     if isinstance(node, ast.BoolOp):
         values = [bool(walk(v)) for v in node.values]
         return all(values) if isinstance(node.op, ast.And) else any(values)

@@ -52,7 +52,8 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
 def check(a: argparse.Namespace) -> int:
     """Print every check of every stop with its kind and the figures that decide it, how many per stop are measured
     on the recording, and the narration's sentences no check holds; 1 if a check fails or cannot be decided, a
-    marked sentence has no check, a check's kind is declared wrong, or a stop has no check."""
+    marked sentence has no check, a check's kind is declared wrong, or a stop has no check (a pack that cannot be
+    read at all is refused in one line: exit 2, from main)."""
     from specviz.output.lesson_claims import audit
     from specviz.output.lesson_facts import check as check_stop
     from specviz.output.lesson_pack import read
@@ -86,13 +87,18 @@ def deck(a: argparse.Namespace) -> int:
     """Write one lecture (or every one) of the lesson from a pack, builds as consecutive slides."""
     from specviz.output.deck import deck_bytes
     from specviz.output.lesson_deck import pack_slides
+    from specviz.output.lesson_facts import UNDECIDED
     from specviz.output.lesson_pack import read
 
     lesson, path = load_lesson(a.lesson_file), Path(a.out)
     if path.suffix.lower() != ".pptx":
         raise LessonError(f"A slide deck is written as .pptx; {path.name} has another suffix.")
     lesson.lecture(a.lecture)  # an unknown lecture fails before anything is drawn
-    slides = pack_slides(read(a.pack), lesson, a.lecture)
+    pack = read(a.pack)
+    try:
+        slides = pack_slides(pack, lesson, a.lecture)
+    except UNDECIDED as exc:  # a pack that passed its schema and still cannot draw a stop: one line, exit 2
+        raise LessonError(f"{Path(a.pack).name} cannot draw the lesson ({type(exc).__name__}: {exc}).") from None
     path.write_bytes(deck_bytes(slides))
     print(f"wrote {len(slides)} slides (lecture {a.lecture} of {Path(lesson.source).name}, recorded) to {path}")
     return 0

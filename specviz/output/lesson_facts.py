@@ -19,7 +19,7 @@ from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
 from specviz.output import lesson_claims, lesson_math
 from specviz.output import lesson_runs as runs
-from specviz.output.lesson import Stop
+from specviz.output.lesson import LessonError, Stop
 from specviz.output.lesson_pack import Group, Pack
 from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson_step import focus_step, telling
@@ -170,6 +170,8 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
         import numpy as np
 
         def cost(k: float) -> float:
+            if not data["ms"][0] > 0:
+                raise ValueError("the recorded cost curve does not start at a positive time")
             return round(float(np.interp(k, data["ks"], data["ms"]) / data["ms"][0]), 4)
 
         return {"cost": cost, "quiet": lambda: not data.get("contended")}
@@ -223,56 +225,73 @@ def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
     return {"regrown": regrown}
 
 
+# what reading a stop's data from a checked pack can still raise: its checks are then undecided, never a traceback
+UNDECIDED = (LessonError, ArithmeticError, AttributeError, KeyError, IndexError, TypeError, ValueError, RecursionError)
+
+
 def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
-    fns, step, kinds = facts(pack, stop)
+    """The stop's checks on the pack; each undecided, with the reason, when the pack cannot give their data."""
+    try:
+        fns, step, kinds = facts(pack, stop)
+    except UNDECIDED as exc:
+        why = f"the pack cannot give this stop's data ({type(exc).__name__}: {str(exc)[:120]})"
+        return [lesson_claims.Verdict(c.claim, None, (), why) for c in stop.checks]
     return [lesson_claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks]
 
 
 def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
-    """The stop's figure from the pack (no model), and where a stored one was measured ('' for the pack's runs)."""
+    """The stop's figure from the pack (no model), relabelled, and where a stored one was measured ('' for the
+    pack's runs)."""
     from specviz.output.lesson_figures import from_traces
 
     if stop.figure in COMPUTED:
         fig, _fns, measured = lesson_math.computed(stop.figure, pack.stops)
-        return fig, measured
-    if stored := pack.stops.get(stop.id, {}).get("stored", {}).get(stop.figure):  # a build re-grown when recorded
-        return pio.from_json(stored), ""
+        return relabel(fig), measured
+    if (stored := _stored_figure(pack, f"{stop.id}/{stop.figure}")) is not None:  # a build re-grown when recorded
+        return stored, ""
     group = pack.group(stop)
     if group is None:
         entry = pack.stops[stop.id]
-        return pio.from_json(entry["figure"]), str(entry.get("measured", ""))
+        return _stored_figure(pack, stop.id) or pio.from_json(entry["figure"]), str(entry.get("measured", ""))
     from specviz.output.lesson_deck import configs
 
     shown = set(configs(stop)[0]) | {"ar"}  # the stop's page runs these: the race's lanes, Compare's toggles
-    return from_traces(stop, {n: t for n, t in traces(group).items() if n in shown}), ""
+    return relabel(from_traces(stop, {n: t for n, t in traces(group).items() if n in shown})), ""
 
 
-def _swap(value: Any) -> Any:
+def _stored_figure(pack: Pack, key: str) -> go.Figure | None:
+    """A copy of a stored figure the pack validated and relabelled when it was read (None if it has none)."""
+    fig = pack.figures.get(key)
+    return None if fig is None else go.Figure(fig)
+
+
+def _swap(value: Any, names: dict[str, str]) -> Any:
     """A label that starts with a method id, read with the method's display name ('ar  (32 tok)' → 'plain …')."""
     if isinstance(value, str):
         head, _sep, rest = value.partition(" ")
-        if head in methods.MODULES:
-            return display(head) + (f" {rest}" if rest else "")
+        if head in names:
+            return names[head] + (f" {rest}" if rest else "")
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
         # only a list of method names (a categorical axis), never tokens that happen to spell one
-        return [_swap(v) for v in value] if all(v.partition(" ")[0] in methods.MODULES for v in value) else value
+        return [_swap(v, names) for v in value] if all(v.partition(" ")[0] in names for v in value) else value
     return value
 
 
 def relabel(fig: go.Figure) -> go.Figure:
     """The figure with display names wherever a trace, a category or a tick names a method by its id."""
+    names = {m: display(m) for m in methods.MODULES}  # the method table, once per figure (not once per label)
     d = fig.to_dict()
     for trace in d.get("data", []):
         for key in ("name", "x", "y", "legendgroup"):
             if key in trace:
-                trace[key] = _swap(trace[key])
+                trace[key] = _swap(trace[key], names)
     for note in d.get("layout", {}).get("annotations", []):
-        if note.get("text", "").partition(" ")[0] in methods.MODULES:
-            note["text"] = _swap(note["text"])
+        if str(note.get("text", "")).partition(" ")[0] in names:
+            note["text"] = _swap(note["text"], names)
     for key, axis in d.get("layout", {}).items():
         if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             for k in ("ticktext", "categoryarray"):
                 if k in axis:
-                    axis[k] = _swap(axis[k])
+                    axis[k] = _swap(axis[k], names)
     return go.Figure(d)

@@ -151,6 +151,8 @@ FLAT = 1.5  # a pass "costs about one" until it costs this many times one token:
 
 def flat_until(ks: list[float], ms: list[float], at: float = FLAT) -> float:
     """The tokens one pass carries before it costs `at`× one token, interpolated on the measured curve."""
+    if not ms or ms[0] <= 0:  # a curve that does not start at a positive time has no "one token" to compare to
+        raise ValueError("a cost curve starts at a positive time")
     rel = [m / ms[0] for m in ms]
     for (k0, r0), (k1, r1) in zip(zip(ks, rel), zip(ks[1:], rel[1:])):
         if r0 <= at <= r1:
@@ -208,7 +210,10 @@ def _curve(stored: dict[str, Any]) -> tuple[list[float], list[float]]:
     for entry in stored.values():
         data = entry.get("data", {}) if isinstance(entry, dict) else {}
         if "ks" in data:
-            return [float(k) for k in data["ks"]], [float(m) for m in data["ms"]]
+            ks, ms = [float(k) for k in data["ks"]], [float(m) for m in data["ms"]]
+            if not ks or len(ks) != len(ms) or not all(m > 0 and math.isfinite(m) for m in ms):
+                raise ValueError("the recorded cost curve needs one positive time for each number of tokens")
+            return ks, ms
     raise KeyError("the pack holds no cost curve (a latency_curve stop) to draw this machine from")
 
 

@@ -18,14 +18,16 @@ from typing import Any
 
 from specviz.core import measure
 from specviz.core.paths import REPO
-from specviz.core.trace import Trace
+from specviz.core.schema import SchemaError, check, check_size
+from specviz.core.trace import Trace, TraceError
+from specviz.output import lesson_pack_schema as schema
 from specviz.output.lesson import Lesson, LessonError, Stop
 from specviz.output.lesson_pages import COMPUTED
 from specviz.output.pages import PAGES, by_source
 
 PACK_FORMAT = "specviz-lesson-pack/1"
 PACK_FILE = REPO / "docs" / "lesson" / "pack.json"  # the shipped pack: `lesson check` and `?pack` read it
-MAX_PACK_BYTES = 48 << 20
+MAX_PACK_BYTES = schema.MAX_PACK_BYTES  # what a pack may hold: lesson_pack_schema, beside its fields
 # the pages whose settings shape a method's Config (a control names the field it sets), and the figures drawn from
 # no run of the stop's methods: stored benches, the lineage, the cost curve, the lab, arithmetic
 METHOD_PAGES = tuple(p.id for p in PAGES.values() if any(c.field for c in p.controls))
@@ -181,6 +183,7 @@ class Pack:
     load_after: float
     settings: dict[str, Any]
     lesson: dict[str, Any]
+    figures: dict[str, Any] = field(default_factory=dict)  # stored figures, validated and relabelled when read
 
     def group(self, stop: Stop) -> Group | None:
         entry = self.stops.get(stop.id)
@@ -218,15 +221,27 @@ class Pack:
 
 
 def read(path: str | Path = PACK_FILE) -> Pack:
-    """A pack file; LessonError with one sentence when it cannot be used."""
+    """A pack file; LessonError with one sentence when it cannot be used (a device or a folder is never read)."""
     file = Path(path)
     try:
+        if not file.is_file():
+            raise LessonError(f"The pack {file.name} is not a regular file.")
         if file.stat().st_size > MAX_PACK_BYTES:
             raise LessonError(f"{file.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        with file.open("rb") as f:
+            raw = f.read(MAX_PACK_BYTES + 1)  # a file that grew since: still no more than a pack may be
+    except OSError as exc:
         raise LessonError(f"The pack {file.name} could not be read ({type(exc).__name__}).") from None
-    return from_dict(data, file.name)
+    return from_bytes(raw, file.name)
+
+
+def from_bytes(raw: bytes, name: str = "the pack") -> Pack:
+    """A pack from a file's or an upload's bytes: sized, parsed and checked once (lesson_pack_schema)."""
+    try:
+        data = schema.parse(raw, name)
+    except SchemaError as exc:
+        raise LessonError(str(exc)) from None
+    return from_dict(data, name)
 
 
 def _load_methods(groups: Any) -> None:
@@ -240,9 +255,16 @@ def _load_methods(groups: Any) -> None:
 
 
 def from_dict(data: Any, name: str = "the pack") -> Pack:
+    """A pack checked against lesson_pack_schema.PACK, then built: its traces, provenance and stored figures."""
     if not isinstance(data, dict) or data.get("format") != PACK_FORMAT:
         raise LessonError(f"{name} is not a lesson pack ({PACK_FORMAT}).")
+    from specviz import methods
+
     try:
+        check_size(data, name, depth=schema.MAX_PACK_DEPTH)
+        check(data, schema.PACK, name)
+        if why := schema.problem(data, {"ar", *methods.available()}):
+            raise SchemaError(f"{name} cannot be replayed: {why}.")
         _load_methods(data["groups"])
         groups = {
             g["key"]: Group(
@@ -255,6 +277,33 @@ def from_dict(data: Any, name: str = "the pack") -> Pack:
             for g in data["groups"]
         }
         prov = measure.Provenance.from_dict(data["provenance"])
-        return Pack(groups, dict(data["stops"]), prov, float(data["load_after"]), data["settings"], data["lesson"])
-    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        figures = _figures(data["stops"], name)
+    except (SchemaError, TraceError) as exc:
+        raise LessonError(_sentence(str(exc))) from None
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None
+    settings, lesson = dict(data["settings"]), dict(data["lesson"])
+    return Pack(groups, dict(data["stops"]), prov, float(data["load_after"]), settings, lesson, figures)
+
+
+def _sentence(text: str) -> str:
+    """One line of at most 300 characters, ending in a full stop."""
+    line = " ".join(text.split())
+    return (line if len(line) <= 300 else line[:299] + "…").rstrip(".") + "."
+
+
+def _figures(stops: dict[str, Any], name: str) -> dict[str, Any]:
+    """Every stored figure of the pack validated by plotly and relabelled once, as it is read (never per rerun):
+    stop id (or "<stop id>/<build's figure>") -> the figure, to be copied before it is changed."""
+    import plotly.graph_objects as go
+
+    from specviz.output.lesson_facts import relabel
+
+    out = {}
+    for sid, stop in stops.items():
+        found = {sid: stop["figure"]} if "figure" in stop else {}
+        found |= {f"{sid}/{k}": v for k, v in stop.get("stored", {}).items()}
+        for key, text in found.items():
+            where = f"{name}'s stored figure {key[:80]!r}"
+            out[key] = relabel(go.Figure(schema.figure_data(text, where)))
+    return out
