@@ -32,3 +32,18 @@ def test_variants_name_their_settings_and_refuse_unknown_ones():
         {"depth": "5", "top_k": "10", "total_tokens": "60"},
     )
     assert rows.main(["--out", "x.jsonl", "--set", "eagle:no_such=1"]) == 2
+
+
+def test_the_newest_stored_run_is_read_with_its_provenance(tmp_path):
+    assert rows.latest_stored(tmp_path) is None
+    for day, tps in (("2026-12-01-x", 10.0), ("2026-12-04-y", 20.0)):
+        (tmp_path / day).mkdir()
+        lines = [
+            '{"provenance": {"device": "gpu ' + day + '"}, "max_new_tokens": 8}',
+            '{"method": "ar", "prompt": 0, "repeat": 0, "tokens": 8, "generation_s": '
+            + str(8 / tps)
+            + ', "decode_s": 0.1, "forwards": 8, "A": 1.0, "identical": false}',
+        ]
+        (tmp_path / day / "rows.jsonl").write_text("\n".join(lines) + "\n")
+    head, summ = rows.latest_stored(tmp_path)
+    assert head["provenance"]["device"] == "gpu 2026-12-04-y" and summ["ar"]["tokens_per_s"] == 20.0

@@ -6,13 +6,35 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.prompts import PromptError, prepare
+from specviz.output.visitor import escaped
 from specviz.output.viz.latency import latency_figure
 from specviz.output.viz.timeline import timeline_figure
 from specviz.tuning.compare import run_once
 from specviz.tuning.probe import cached_curve
 from specviz.tuning.roofline import device_roofs
+from specviz.tuning.rows import latest_stored
 from ui.common import page_header, settings, show_figure
 from ui.resources import get_model
+
+
+def gpu_note() -> str:
+    """One sentence of the newest stored GPU run (docs/gpu), with where and when; '' when none is stored."""
+    got = latest_stored()
+    if got is None:
+        return ""
+    head, summ = got
+    where = head.get("provenance", {})
+    plain = summ.get("ar", {}).get("tokens_per_s")
+    rest = ", ".join(
+        f"{label} {summ[key]['speedup']:.2f}x"
+        for key, label in (("pld", "prompt lookup"), ("eagle", "EAGLE-2"), ("eagle3", "EAGLE-3"))
+        if key in summ
+    )
+    return (
+        f"Measured on a GPU, stored (not this machine): {escaped(where.get('device', 'a GPU'))}, "
+        f"{str(where.get('date', ''))[:10]}: plain decoding {plain} tokens/s; {rest} (docs/gpu)."
+    )
+
 
 page_header(
     "Why parallel decoding works",
@@ -81,6 +103,8 @@ if lm is not None and s is not None:
             "the knee the curve is nearly flat: that flatness is the budget every method spends."
         )
         st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why, _p in roofs))
+        if gpu := gpu_note():
+            st.caption(gpu)
         st.caption(
             "Peaks: the best of short runs of a sum over a large buffer and of an MLP-sized matmul, "
             + "; ".join(f"{p.dtype} {p.measured()}" for _roof, _why, p in roofs)

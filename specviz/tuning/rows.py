@@ -131,6 +131,23 @@ def summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def latest_stored(folder: Path | None = None) -> tuple[dict, dict[str, dict[str, Any]]] | None:
+    """(provenance header, summary) of the newest stored GPU run under docs/gpu (its folders' rows.jsonl, by name,
+    which starts with the date); None when there is none or it holds no row."""
+    from specviz.core.paths import REPO
+
+    root = folder or REPO / "docs" / "gpu"
+    for path in sorted(root.glob("*/rows.jsonl"), reverse=True):
+        try:
+            head, rows = read_rows(path)
+        except (OSError, UnicodeDecodeError):
+            continue
+        summ = summary(rows)
+        if summ:
+            return head, summ
+    return None
+
+
 def _per_forward(row: dict) -> float:
     """A row's decode seconds per target forward."""
     return row["decode_s"] / max(row["forwards"], 1)
