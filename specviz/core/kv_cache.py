@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
-    from transformers import Cache, DynamicCache
+    from transformers import DynamicCache
 
 
 class GrowingLayer:
@@ -79,7 +79,14 @@ def growing_cache(config: Any) -> DynamicCache:
     return cache
 
 
-def crop_to(cache: Cache, length: int) -> None:
+class Croppable(Protocol):
+    """A KV cache that says how many tokens it holds and drops the last ones (transformers' Cache, core.lean.KV)."""
+
+    def get_seq_length(self) -> int: ...
+    def crop(self, max_length: int, /) -> None: ...
+
+
+def crop_to(cache: Croppable, length: int) -> None:
     """Drop cache entries beyond `length` tokens."""
     extra = cache.get_seq_length() - length
     if extra > 0:

@@ -249,7 +249,7 @@ class DecoderLayer:
 
 def fused_linear(linears: list[nn.Module], pack: bool) -> Linear:
     """One linear layer computing `linears` side by side (their weights stacked; bias-free, as Llama's are)."""
-    weights = [lin.weight for lin in linears]
+    weights: list[torch.Tensor] = [lin.get_parameter("weight") for lin in linears]
     if any(w is None for w in weights):
         raise ValueError("The model's linear layers were prepacked before the forward read them.")
     w = torch.cat([wt.detach() for wt in weights], dim=0) if len(weights) > 1 else weights[0].detach()

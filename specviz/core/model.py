@@ -204,7 +204,7 @@ class LoadedModel:
     def forward(
         self,
         ids: list[int] | torch.Tensor,
-        cache: Cache,
+        cache: Cache | KV,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         logits_for: slice | None = None,
@@ -218,7 +218,11 @@ class LoadedModel:
         return logits, hidden
 
     def _model_inputs(
-        self, ids: list[int] | torch.Tensor, cache: Cache, positions: torch.Tensor | None, mask: torch.Tensor | None
+        self,
+        ids: list[int] | torch.Tensor,
+        cache: Cache | KV,
+        positions: torch.Tensor | None,
+        mask: torch.Tensor | None,
     ) -> dict[str, Any]:
         """The decoder's keyword arguments for new tokens on top of `cache` (see forward)."""
         x = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
@@ -241,7 +245,7 @@ class LoadedModel:
     def forward_layers(
         self,
         ids: list[int] | torch.Tensor,
-        cache: Cache,
+        cache: Cache | KV,
         layers: tuple[int, ...],
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,

@@ -138,7 +138,7 @@ class Drafter:
 
     @torch.inference_mode()
     def run(
-        self, feats: torch.Tensor, tokens: list[int], positions: torch.Tensor, see: torch.Tensor
+        self, feats: torch.Tensor, tokens: list[int] | torch.Tensor, positions: torch.Tensor, see: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run pairs on top of the cache; see [q, cached+q] bool says what each may attend.
 
