@@ -79,6 +79,12 @@ def growing_cache(config: Any) -> DynamicCache:
     return cache
 
 
+def first_moved(path: list[int]) -> int:
+    """How many leading slots of a kept path (slots after the prefix, 0 = the root) already sit in place: a tree
+    commit moves only the ones from there on."""
+    return next((i for i, p in enumerate(path) if p != i), len(path))
+
+
 class Croppable(Protocol):
     """A KV cache that says how many tokens it holds and drops the last ones (transformers' Cache, core.lean.KV)."""
 

@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.core.kernels import can_pack
+from specviz.core.kv_cache import first_moved
 
 
 class ContextFull(ValueError):
@@ -81,7 +82,7 @@ class KV:
     def keep_path(self, prefix: int, path: list[int]) -> None:
         """Keep the first `prefix` tokens and then the slots `path` (after the prefix, 0 = the root) packed in order;
         the slots already in place are not moved."""
-        first = next((i for i, p in enumerate(path) if p != i), len(path))
+        first = first_moved(path)
         if first < len(path):
             src = torch.tensor([prefix + p for p in path[first:]], dtype=torch.long, device=self.k.device)
             lo, hi = prefix + first, prefix + len(path)

@@ -114,7 +114,6 @@ class LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     resources: Resources = field(default_factory=Resources, repr=False)  # heads loaded for this model
     lean: LeanLlama | None = field(default=None, repr=False)  # the written-out forward (None: build it on first use)
-    engine: str = "auto"  # "lean": core.lean's forward on a KV cache; "hf": transformers' own; "auto": lean if it can
     graphs: Any = field(default=None, repr=False)  # core.graphs.Graphs on a GPU once captured (None: eager)
 
     @property
@@ -175,10 +174,8 @@ class LoadedModel:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def uses_lean(self) -> bool:
-        """Whether this model decodes through core.lean's forward (a Llama decoder; not switched off)."""
-        if self.engine == "auto":
-            self.engine = "lean" if supports(self.hf) else "hf"
-        return self.engine == "lean"
+        """Whether this model decodes through core.lean's forward (a Llama decoder it can run)."""
+        return supports(self.hf)
 
     def lean_forward(self) -> LeanLlama:
         """The written-out forward, built on first use (load_model builds it before the CPU's prepacking)."""
@@ -287,9 +284,11 @@ class LoadedModel:
                 return (logits if logits_for is None else logits[logits_for]), hidden, fused
         cache.reserve(past + q)
         x = to_device(ids, self.device, torch.long)
-        pos = torch.arange(past, past + q, device=self.device)
-        if positions is not None:
-            pos = to_device(positions, self.device, torch.long)
+        pos = (
+            torch.arange(past, past + q, device=self.device)
+            if positions is None
+            else to_device(positions, self.device, torch.long)
+        )
         full = None
         if mask is not None:  # over the new tokens only: the prefix is visible to every one
             full = torch.nn.functional.pad(to_device(mask, self.device, self.dtype), (past, 0))

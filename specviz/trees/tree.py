@@ -13,6 +13,7 @@ from functools import cached_property
 
 import torch
 
+from specviz.core.kv_cache import first_moved
 from specviz.core.model import crop_to
 
 
@@ -146,7 +147,7 @@ def commit_path(cache, prefix_len: int, path: list[int]) -> None:
     if hasattr(cache, "keep_path"):  # core.lean's KV: one gather over every layer
         cache.keep_path(prefix_len, path)
         return
-    first = next((i for i, p in enumerate(path) if p != i), len(path))  # path[:first] already sits in place
+    first = first_moved(path)  # path[:first] already sits in place
     if first < len(path):
         src = torch.as_tensor(path[first:], dtype=torch.long, device=cache.layers[0].keys.device) + prefix_len
         lo, end = prefix_len + first, prefix_len + len(path)

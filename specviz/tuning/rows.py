@@ -21,7 +21,7 @@ from typing import Any
 
 from specviz import methods
 from specviz.core.cli_args import Parser, count
-from specviz.core.measure import decode_s, forward_steps, generation_s, mean_accepted, provenance
+from specviz.core.measure import decode_s, forward_steps, generation_s, mean_accepted, provenance, spread
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.sampling import Sampling
 
@@ -110,7 +110,7 @@ def summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
         mine = [r for r in rows if r["method"] == key and (r["prompt"], r["repeat"]) in plain]
         if not mine:
             continue
-        ups = [plain[(r["prompt"], r["repeat"])]["generation_s"] / max(r["generation_s"], 1e-9) for r in mine]
+        ups = spread([plain[(r["prompt"], r["repeat"])]["generation_s"] / max(r["generation_s"], 1e-9) for r in mine])
         cost = [
             (r["decode_s"] / max(r["forwards"], 1))
             / max(
@@ -120,8 +120,8 @@ def summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
             for r in mine
         ]
         out[key] = {
-            "speedup": round(statistics.median(ups), 3),
-            "range": [round(min(ups), 3), round(max(ups), 3)],
+            "speedup": round(ups.median, 3),
+            "range": [round(ups.low, 3), round(ups.high, 3)],
             "tokens_per_s": round(sum(r["tokens"] for r in mine) / max(sum(r["generation_s"] for r in mine), 1e-9), 1),
             "A": round(statistics.mean(r["A"] for r in mine), 3),
             "r": round(statistics.median(cost), 3),
