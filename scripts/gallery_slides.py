@@ -18,10 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: specviz from this checkout
 
-from specviz.output import lesson_facts as facts  # noqa: E402
 from specviz.output.export import figure_bytes  # noqa: E402
-from specviz.output.lesson import load_lesson  # noqa: E402
-from specviz.output.lesson_pack import PACK_FILE, read  # noqa: E402
+from specviz.output.lesson import facts  # noqa: E402
+from specviz.output.lesson.model import load_lesson  # noqa: E402
+from specviz.output.lesson.names import relabel  # noqa: E402
+from specviz.output.lesson.pack import PACK_FILE, read  # noqa: E402
 from specviz.output.pages import PAGES  # noqa: E402
 
 NAMES = {"home": "home"}  # the README's file names: a page's title in snake case, the home page "home"
@@ -44,7 +45,7 @@ def main() -> int:
         if stop is None:
             continue
         fig, _measured = facts.figure(pack, stop.at(0))
-        fig = facts.relabel(fig)
+        fig = relabel(fig)
         path = a.out / f"{NAMES.get(page.id, slug(page.title))}_slide.png"
         path.write_bytes(figure_bytes(fig, "png", slide=True, scale=1.0))
         print(f"{path}  ({stop.id}: {stop.figure})")

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--think", type=float, default=5.0, help="seconds a visitor reads a stop before pressing on")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     a = ap.parse_args(argv)
-    from specviz.output.lesson import load_lesson
+    from specviz.output.lesson.model import load_lesson
 
     a.stops = len(load_lesson().stops)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-lesson-load-{os.getpid()}.log"

@@ -75,7 +75,7 @@ def slug(text: str) -> str:
 
 def builds_of(stops: list[str]) -> list[int]:
     """Each stop's clicks (its figures, then its four questions) in the lesson these ids are from (1 if unknown)."""
-    from specviz.output.lesson import LessonError, load_lesson
+    from specviz.output.lesson.model import LessonError, load_lesson
 
     try:
         by_id = {s.id: s.clicks for s in load_lesson().stops}
@@ -166,7 +166,7 @@ def main() -> int:
     ap.add_argument("--start", default="", help="begin the tour at this stop (its id) instead of the first")
     ap.add_argument("--only", default="", help="retake these stops (ids, comma-separated), each opened by its address")
     a = ap.parse_args()
-    from specviz.output.lesson import ENV, load_lesson
+    from specviz.output.lesson.model import ENV, load_lesson
 
     lesson = load_lesson(a.lesson or None)
     out = Path(a.out)

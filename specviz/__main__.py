@@ -163,14 +163,14 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 def cmd_lesson_deck(a: argparse.Namespace) -> int:
     """export --lesson: every stop of the lesson as a slide, its figure drawn from runs made now."""
-    from specviz.output.lesson import LessonError, load_lesson
-    from specviz.output.lesson_deck import write_lesson_deck
+    from specviz.output.lesson.deck import write_lesson_deck
+    from specviz.output.lesson.model import LessonError, load_lesson
 
     lesson = load_lesson(a.lesson_file)  # a bad file fails here, before the model loads
     path = Path(a.lesson)
     if path.suffix.lower() != ".pptx":
         raise LessonError(f"--lesson must name a .pptx file, got {path.name!r}.")
-    from specviz.output.lesson_cli import recorded_deck
+    from specviz.output.lesson.cli import recorded_deck
 
     if recorded_deck(lesson, path):  # the shipped recording of this lesson: no model, the pack's numbers
         return 0
@@ -290,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         from specviz.corpus.cli import main as corpus
 
         return corpus(argv[1:])
-    if argv[:1] == ["lesson"]:  # lesson record / check: its own parser (specviz.output.lesson_cli)
-        from specviz.output.lesson_cli import main as lesson
+    if argv[:1] == ["lesson"]:  # lesson record / check: its own parser (specviz.output.lesson.cli)
+        from specviz.output.lesson.cli import main as lesson
 
         return lesson(argv[1:], _model_args, _load)
     a = parser().parse_args(argv)

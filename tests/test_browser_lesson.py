@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from scripts.lesson_shots import CHROMIUM, serve, tour
-from specviz.output.lesson import ENV, load_lesson
+from specviz.output.lesson.model import ENV, load_lesson
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model, pytest.mark.soak]  # every stop: scripts/soak.sh
 

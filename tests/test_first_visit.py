@@ -9,7 +9,7 @@ from specviz.core.details import LookaheadStep
 from specviz.core.sampling import Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
-from specviz.output.lesson_step import telling
+from specviz.output.focus import telling
 from specviz.output.viz.steps import steps_figure
 from specviz.trees.ngram_pool import NgramPool
 from specviz.tuning import presets

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines
-from specviz.output.visitor import LESSONS, escaped, lesson_file
+from specviz.output.lesson.visitor import LESSONS, escaped, lesson_file
 
 
 def uploads_script() -> None:
@@ -81,7 +81,7 @@ def test_a_typed_lesson_path_stays_inside_the_shipped_lessons(typed):
 
 
 def test_a_shipped_lesson_resolves_by_its_name():
-    assert lesson_file("lesson.toml") == lesson_file("specviz/output/lesson.toml") == LESSONS / "lesson.toml"
+    assert lesson_file("lesson.toml") == lesson_file("specviz/output/lesson/lesson.toml") == LESSONS / "lesson.toml"
 
 
 def test_visitors_text_is_escaped_before_it_is_shown():
@@ -114,7 +114,7 @@ def test_the_model_box_answers_one_neutral_sentence_outside_the_allowed_folders(
     """The box answered whether any server path existed ('… has no config.json' for /etc, 'neither a folder nor a
     hub id' for a missing one): now every spec outside 'default', models/ and 'org/name' gets the same sentence."""
     from specviz.core.model_files import ModelError
-    from specviz.output.visitor import NEUTRAL, visitor_model
+    from specviz.output.lesson.visitor import NEUTRAL, visitor_model
 
     with pytest.raises(ModelError) as err:
         visitor_model(spec, lambda s: pytest.fail(f"loaded {s}"))
@@ -124,7 +124,7 @@ def test_the_model_box_answers_one_neutral_sentence_outside_the_allowed_folders(
 def test_the_model_box_estimates_memory_before_loading_and_loads_one_at_a_time(tmp_path, monkeypatch):
     """3B parameters ≈ 12 GB in fp32, two cached (more while loading): the size is now checked against the free
     memory before any weights are read, and a second visitor's model waits for the first."""
-    import specviz.output.visitor as visitor
+    import specviz.output.lesson.visitor as visitor
     from specviz.core.model_files import ModelError
 
     (tmp_path / "models" / "big").mkdir(parents=True)
@@ -143,7 +143,7 @@ def test_the_model_box_estimates_memory_before_loading_and_loads_one_at_a_time(t
 
 def test_a_hub_download_does_not_stay_on_the_servers_disk(tmp_path, monkeypatch):
     """Hub downloads never left the disk: a visitor could fill it one 3B model at a time."""
-    import specviz.output.visitor as visitor
+    import specviz.output.lesson.visitor as visitor
 
     config = {"model_type": "llama", "max_position_embeddings": 2048, "vocab_size": 100, "hidden_size": 64}
     config |= {"intermediate_size": 128, "num_hidden_layers": 2}

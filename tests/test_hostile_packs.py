@@ -16,18 +16,18 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from specviz.__main__ import main
-from specviz.output import lesson_claims as claims
-from specviz.output.lesson import LESSON_FILE, LessonError, load_lesson
-from specviz.output.lesson_facts import check, figure, numbers
-from specviz.output.lesson_pack import PACK_FILE, Pack, from_bytes, from_dict
-from specviz.output.lesson_pack_schema import (
+from specviz.output.lesson import claims
+from specviz.output.lesson.facts import check, figure, numbers
+from specviz.output.lesson.model import LESSON_FILE, LessonError, load_lesson
+from specviz.output.lesson.pack import PACK_FILE, Pack, from_bytes, from_dict
+from specviz.output.lesson.pack_schema import (
     MAX_FIGURE_VALUES,
     MAX_PACK_BYTES,
     MAX_PACK_MEMORY,
     MAX_PACK_TRACES,
     MAX_PACK_VALUES,
 )
-from specviz.output.lesson_slides import answers
+from specviz.output.lesson.slides import answers
 
 SECONDS = 10.0  # to read one hostile pack and replay every stop of it (the shipped one: about 3 s here)
 
@@ -58,7 +58,7 @@ def load(data: Any, name: str = "upload.json") -> Pack | str:
 
 
 def replay(pack: Pack) -> list[str]:
-    """Every stop (and build) of the shipped lesson drawn from `pack` along the app's path (ui.lesson_pack: route,
+    """Every stop (and build) of the shipped lesson drawn from `pack` along the app's path (ui.lesson.pack: route,
     banner, focus); the one-line reasons of those the app shows as refused. Anything else raised fails the test."""
     from ui.lesson_pack import PACK_ERRORS
 
@@ -205,7 +205,7 @@ def test_the_memory_a_pack_may_take_while_read_is_bounded(kind):
 
 
 def test_a_zero_cost_curve_is_one_sentence_not_a_division_by_zero():
-    from specviz.output.lesson_math import computed, flat_until
+    from specviz.output.lesson.formulas import computed, flat_until
 
     with pytest.raises(ValueError, match="positive time"):
         computed("gpu_whatif", {"flat": {"data": {"ks": [1, 2], "ms": [0.0, 1.0]}}})
@@ -312,7 +312,7 @@ def _replayed_or_refused(data: Any) -> None:
     got = load(raw)
     event("drawn at every stop" if isinstance(got, Pack) else "refused at load")
     if isinstance(got, Pack):
-        for reason in replay(got):  # the app shows each in one sentence (ui.lesson_pack.refused)
+        for reason in replay(got):  # the app shows each in one sentence (ui.lesson.pack.refused)
             assert reason.split(":")[0].isidentifier(), reason
     assert time.process_time() - start < SECONDS, time.process_time() - start
 

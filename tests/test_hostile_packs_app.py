@@ -71,8 +71,8 @@ def test_every_refused_upload_leaves_the_sidebar_to_switch_it_off(tiny_app, name
 def test_what_a_checked_pack_can_still_raise_is_one_sentence_on_the_stop(tiny_app, monkeypatch, raises):
     """route, banner and focus caught LessonError only (focus a few more, numbers() outside its try): now each
     catches what a checked pack can still raise, and says it in one sentence."""
-    from specviz.output import lesson_facts
-    from specviz.output.lesson_pack import Pack
+    from specviz.output.lesson import facts as lesson_facts
+    from specviz.output.lesson.pack import Pack
 
     def raiser(kind):
         def boom(*_a, **_k):
@@ -122,7 +122,7 @@ def test_visitor_strings_are_shown_as_text(tiny_app):
 def test_an_upload_is_read_once_not_per_rerun(tiny_app, monkeypatch):
     """A stored figure was parsed, validated and relabelled on every rerun of the visitor's page: the upload is read
     once, its stored figures checked then, and the same file uploaded by another visitor is not read again."""
-    import specviz.output.lesson_pack as lesson_pack
+    import specviz.output.lesson.pack as lesson_pack
     import ui.resources as resources
 
     reads: list[str] = []

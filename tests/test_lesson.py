@@ -11,8 +11,9 @@ from pptx import Presentation
 
 from specviz.__main__ import main
 from specviz.output import deck
-from specviz.output.lesson import ENV, LESSON_FILE, PAGES, LessonError, load_lesson, parse_lesson
-from specviz.output.lesson_deck import configs, write_lesson_deck
+from specviz.output.lesson.deck import write_lesson_deck
+from specviz.output.lesson.model import ENV, LESSON_FILE, PAGES, LessonError, load_lesson, parse_lesson
+from specviz.output.lesson.settings import configs
 from tests.test_deck import fake_png
 
 STOP = """
@@ -41,8 +42,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_lesson_walks_every_chapter():
-    from specviz.output.lesson_facts import STEP_FIGURES, shown_step
-    from specviz.output.lesson_pack import group_key, plan, read
+    from specviz.output.lesson.facts import STEP_FIGURES, shown_step
+    from specviz.output.lesson.pack import group_key, plan, read
 
     lesson, pack = load_lesson(LESSON_FILE), read()
     groups = plan(lesson)  # the shipped lesson can be recorded: one setting per method and prompt
@@ -194,7 +195,7 @@ def test_the_lesson_deck_has_a_slide_per_stop(tiny_app, tmp_path, monkeypatch):
 
 @pytest.mark.full  # a deck slide through the home page's figure builders: seconds
 def test_the_cost_curve_slide_has_the_home_pages_roofline(tiny_app):
-    from specviz.output.lesson_figures import latency
+    from specviz.output.lesson.figures import latency
 
     drawn = latency(tiny_app)
     names = [str(t["name"]) for t in drawn.figure.to_dict()["data"]]

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.core.prompts import preset_prompts
-from specviz.output.lesson import ENV
+from specviz.output.lesson.model import ENV
 from tests.apptest import APP, chart_specs, chart_title
 from tests.test_lesson import lesson_text, stop, write
 

@@ -11,10 +11,10 @@ from dataclasses import replace
 import pytest
 
 from specviz.core.trace import Trace
-from specviz.output import lesson_claims as claims
-from specviz.output.lesson import LESSON_FILE, Stop, load_lesson
-from specviz.output.lesson_facts import check, main_method
-from specviz.output.lesson_pack import Pack, read
+from specviz.output.lesson import claims
+from specviz.output.lesson.facts import check, main_method
+from specviz.output.lesson.model import LESSON_FILE, Stop, load_lesson
+from specviz.output.lesson.pack import Pack, read
 
 Perturb = Callable[[Trace], Trace]
 
@@ -123,7 +123,7 @@ def test_a_check_table_is_read_and_a_bad_one_refused():
 
 
 def test_the_shipped_lesson_marks_every_sentence_it_checks():
-    from specviz.output.lesson_claims import audit
+    from specviz.output.lesson.claims import audit
 
     lesson, pack = load_lesson(LESSON_FILE), read()
     for stop in lesson.stops:
@@ -133,7 +133,7 @@ def test_the_shipped_lesson_marks_every_sentence_it_checks():
 
 
 def test_the_uncertain_rule_picks_the_longest_path_where_the_target_was_unsure():
-    from specviz.output.lesson_step import focus_step
+    from specviz.output.focus import focus_step
 
     lesson, pack = load_lesson(LESSON_FILE), read()
     eagle = lesson.stops[lesson.index("eagle")]
@@ -148,7 +148,7 @@ def test_the_uncertain_rule_picks_the_longest_path_where_the_target_was_unsure()
 
 def test_lesson_check_exits_1_on_a_marked_sentence_without_its_check(tmp_path, capsys):
     from specviz.__main__ import main
-    from specviz.output.lesson_pack import PACK_FILE
+    from specviz.output.lesson.pack import PACK_FILE
 
     text = LESSON_FILE.read_text(encoding="utf-8")
     assert main(["lesson", "check", str(PACK_FILE)]) == 0

@@ -12,9 +12,10 @@ from typing import Any, cast
 import pytest
 from pptx import Presentation
 
-from specviz.output import deck, lesson_math
-from specviz.output.lesson import LESSON_FILE, LessonError, load_lesson, parse_lesson
-from specviz.output.lesson_parts import QUESTIONS, walk
+from specviz.output import deck
+from specviz.output.lesson import formulas
+from specviz.output.lesson.model import LESSON_FILE, LessonError, load_lesson, parse_lesson
+from specviz.output.lesson.parts import QUESTIONS, walk
 from tests.test_deck import fake_png
 
 METHOD_FIGURES = {"medusa": "medusa_mask", "eagle": "eagle_verify", "lookahead": "lookahead_verify",
@@ -55,7 +56,7 @@ def test_every_method_stop_answers_the_four_questions_and_shows_its_verification
 
 
 def test_the_readme_table_is_the_one_the_lesson_file_writes():
-    from specviz.output.lesson_readme import block, current
+    from specviz.output.lesson.readme import block, current
 
     assert current() == block(load_lesson(LESSON_FILE)), "run: python -m specviz lesson readme"
 
@@ -100,7 +101,7 @@ def test_a_stop_at_a_build_takes_its_figure_and_title():
 
 
 def test_speculative_sampling_gives_p_exactly_on_three_tokens():
-    parts = lesson_math.exact_parts()
+    parts = formulas.exact_parts()
     out = [a + r for a, r in zip(parts["accepted"], parts["resampled"], strict=True)]
     assert all(math.isclose(o, p) for o, p in zip(out, parts["p"], strict=True))
     assert max(abs(f - p) for f, p in zip(parts["flawed"], parts["p"], strict=True)) > 0.05, "the flawed rule is off"
@@ -108,20 +109,20 @@ def test_speculative_sampling_gives_p_exactly_on_three_tokens():
 
 
 def test_the_cost_model():
-    assert lesson_math.expected_tokens(0.0, 4) == 1.0 and lesson_math.expected_tokens(1.0, 4) == 5.0
-    assert math.isclose(lesson_math.expected_tokens(0.5, 2), 1.75)
-    assert lesson_math.best(0.05, 0.2) == (0, 1.0), "a poor draft: do not draft at all"
-    needed = lesson_math.alpha_for(1.3, 0.2)
-    assert 0 < needed < 1 and lesson_math.best(needed, 0.2)[1] >= 1.3 > lesson_math.best(needed - 0.02, 0.2)[1]
-    found, meta = lesson_math.drafts()
+    assert formulas.expected_tokens(0.0, 4) == 1.0 and formulas.expected_tokens(1.0, 4) == 5.0
+    assert math.isclose(formulas.expected_tokens(0.5, 2), 1.75)
+    assert formulas.best(0.05, 0.2) == (0, 1.0), "a poor draft: do not draft at all"
+    needed = formulas.alpha_for(1.3, 0.2)
+    assert 0 < needed < 1 and formulas.best(needed, 0.2)[1] >= 1.3 > formulas.best(needed - 0.02, 0.2)[1]
+    found, meta = formulas.drafts()
     assert {d.name for d in found} == {"trained", "layers"} and meta["provenance"]
     assert all(0 < d.alpha < 1 and 0 < d.c < 1 for d in found)
 
 
 def test_formulas_read_as_plain_text():
-    text = lesson_math.plain_math(r"gives $$\mathbb{E} = \frac{1-\alpha^{\gamma+1}}{1-\alpha}$$ on average")
+    text = formulas.plain_math(r"gives $$\mathbb{E} = \frac{1-\alpha^{\gamma+1}}{1-\alpha}$$ on average")
     assert text == "gives\n    E = (1-αᵞ⁺¹) / (1-α)\non average"
-    assert lesson_math.plain_math(r"$$\text{speedup} \approx \frac{A}{r}$$") == "speedup ≈ A / r"
+    assert formulas.plain_math(r"$$\text{speedup} \approx \frac{A}{r}$$") == "speedup ≈ A / r"
 
 
 def _boxes(data: bytes) -> list[tuple[str, list[tuple[int, int, str]]]]:
@@ -136,8 +137,8 @@ def _boxes(data: bytes) -> list[tuple[str, list[tuple[int, int, str]]]]:
 
 @pytest.mark.full  # draws the 22 stops' figures from the shipped recording (about 15 s)
 def test_the_deck_writes_both_lectures_builds_as_consecutive_slides(monkeypatch):
-    from specviz.output.lesson_deck import pack_slides
-    from specviz.output.lesson_pack import read
+    from specviz.output.lesson.deck import pack_slides
+    from specviz.output.lesson.pack import read
 
     lesson = load_lesson(LESSON_FILE)
     monkeypatch.setattr(deck, "render_png", fake_png)
@@ -194,8 +195,8 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
 @pytest.mark.full  # reads the shipped recording (about 1 s)
 def test_every_click_of_the_shipped_lesson_holds_its_checks():
     """A build reads the stop's own checks: no click of the lesson says 'On this run: … does not hold'."""
-    from specviz.output.lesson_facts import check
-    from specviz.output.lesson_pack import read
+    from specviz.output.lesson.facts import check
+    from specviz.output.lesson.pack import read
 
     lesson, pack = load_lesson(LESSON_FILE), read()
     for s in lesson.stops:
@@ -204,7 +205,7 @@ def test_every_click_of_the_shipped_lesson_holds_its_checks():
 
 
 def test_a_stop_in_no_lecture_still_gets_its_slide(monkeypatch):
-    from specviz.output import lesson_slides
+    from specviz.output.lesson import slides as lesson_slides
 
     lesson = parse_lesson(
         {

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from specviz.output.deck import deck_bytes
-from specviz.output.lesson import LESSON_FILE, load_lesson
-from specviz.output.lesson_deck import pack_slides
-from specviz.output.lesson_pack import read
+from specviz.output.lesson.deck import pack_slides
+from specviz.output.lesson.model import LESSON_FILE, load_lesson
+from specviz.output.lesson.pack import read
 
 TOOLS = ("soffice", "pdftotext", "pdfimages")
 

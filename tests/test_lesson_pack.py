@@ -8,10 +8,11 @@ import json
 import pytest
 
 from specviz.__main__ import main
-from specviz.output import lesson_claims as claims
-from specviz.output.lesson import LessonError, load_lesson, parse_lesson
-from specviz.output.lesson_facts import check, figure, numbers
-from specviz.output.lesson_pack import plan, read, record, write
+from specviz.output.lesson import claims
+from specviz.output.lesson.facts import check, figure, numbers
+from specviz.output.lesson.model import LessonError, load_lesson, parse_lesson
+from specviz.output.lesson.pack import plan, read
+from specviz.output.lesson.record import record, write
 from tests.test_lesson import lesson_text, stop
 
 pytestmark = pytest.mark.xdist_group("app")  # one worker records the module's pack once, beside the app's AppTests
@@ -110,7 +111,7 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
 
     import ui.lesson_pack
     import ui.resources as resources
-    from specviz.output.lesson import ENV
+    from specviz.output.lesson.model import ENV
     from tests.apptest import APP, chart_specs
 
     lesson, path = packed
@@ -137,7 +138,7 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     said = f"{group.numbers('medusa')['speedup'].median:.2f}×"
     assert any(m.value == said for m in at.metric), "the page's median is the banner's"
     assert any(said in m.value for m in at.markdown) and not loads, "no model for a recorded stop"
-    from specviz.output.lesson_facts import shown_step
+    from specviz.output.lesson.facts import shown_step
 
     drafted = [x for x in group.median("medusa").steps if x.detail is not None]
     shown = drafted.index(shown_step(lesson.stops[1], group))
@@ -150,7 +151,7 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
 
 def test_the_deck_is_written_from_the_recording(packed, tmp_path, monkeypatch, capsys):
     import specviz.__main__ as cli
-    import specviz.output.lesson_cli as lesson_cli
+    import specviz.output.lesson.cli as lesson_cli
     from specviz.output import deck
     from tests.test_deck import fake_png
     from tests.test_lesson import read_back
@@ -171,9 +172,9 @@ def test_the_deck_is_written_from_the_recording(packed, tmp_path, monkeypatch, c
 
 
 def test_the_shipped_recording_holds_every_check_with_one_number_per_method():
-    from specviz.output.lesson import LESSON_FILE
-    from specviz.output.lesson_facts import STEP_FIGURES
-    from specviz.output.lesson_pack import PACK_FILE
+    from specviz.output.lesson.facts import STEP_FIGURES
+    from specviz.output.lesson.model import LESSON_FILE
+    from specviz.output.lesson.pack import PACK_FILE
 
     lesson, pack = load_lesson(LESSON_FILE), read(PACK_FILE)
     assert pack.settings["repeats"] >= 3 and pack.provenance.load >= 0, "the load is noted"
@@ -201,7 +202,7 @@ def test_the_address_names_a_recording_beside_the_shipped_one(
 
     import ui.lesson_pack
     import ui.resources as resources
-    from specviz.output.lesson import ENV
+    from specviz.output.lesson.model import ENV
     from tests.apptest import APP
 
     lesson, path = packed
@@ -230,7 +231,7 @@ def test_the_address_names_a_recording_beside_the_shipped_one(
     ],
 )
 def test_a_pack_that_cannot_be_used_is_one_sentence(data, tmp_path):
-    from specviz.output.lesson_pack import from_dict
+    from specviz.output.lesson.pack import from_dict
 
     with pytest.raises(LessonError) as err:
         from_dict(data, "upload.json")

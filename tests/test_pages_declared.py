@@ -9,15 +9,17 @@ from pathlib import Path
 import plotly.io as pio
 
 from specviz import methods
-from specviz.output import lesson_facts, lesson_pages
-from specviz.output.lesson import LESSON_FILE, load_lesson
-from specviz.output.lesson_deck import configs
-from specviz.output.lesson_pack import PACK_FILE, read
+from specviz.output.lesson import facts as lesson_facts
+from specviz.output.lesson import pages as lesson_pages
+from specviz.output.lesson.model import LESSON_FILE, load_lesson
+from specviz.output.lesson.names import relabel
+from specviz.output.lesson.pack import PACK_FILE, read
+from specviz.output.lesson.settings import configs
 from specviz.output.pages import PAGES, SOURCES, Shown
 
 ROOT = Path(__file__).resolve().parents[1]
-ROUTING = ["specviz/output/lesson_deck.py", "specviz/output/lesson_figures.py", "specviz/output/lesson_pages.py",
-           "specviz/output/lesson_facts.py"]  # fmt: skip
+ROUTING = ["specviz/output/lesson/deck.py", "specviz/output/lesson/figures.py", "specviz/output/lesson/pages.py",
+           "specviz/output/lesson/facts.py", "specviz/output/lesson/settings.py"]  # fmt: skip
 
 
 def test_every_lesson_stop_draws_its_figure_from_its_pages_declaration():
@@ -36,7 +38,7 @@ def test_every_lesson_stop_draws_its_figure_from_its_pages_declaration():
             traces = {n: t for n, t in lesson_facts.traces(group).items() if n in runs}
             mine = PAGES[at.page].draw(at.figure, traces, Shown(at.widget_values(), at.step))
             shown, _measured = lesson_facts.figure(pack, at)  # relabelled, as the lesson shows it
-            assert pio.to_json(lesson_facts.relabel(mine)) == pio.to_json(shown), (stop.id, at.figure)
+            assert pio.to_json(relabel(mine)) == pio.to_json(shown), (stop.id, at.figure)
 
 
 def test_the_declarations_are_the_only_tables():

@@ -118,7 +118,7 @@ def test_home_page_does_not_decode_while_replaying(spies, eagle_bundle):
 )
 def test_model_box_refuses_what_it_cannot_drive(tmp_path, config, reason, monkeypatch):
     """The real loader (not patched): the folder's config is checked before any weights are read."""
-    import specviz.output.visitor as visitor
+    import specviz.output.lesson.visitor as visitor
 
     sizes = {"vocab_size": 49152, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 2}
     (tmp_path / "models" / "m").mkdir(parents=True)
@@ -135,7 +135,7 @@ SMALL |= {"intermediate_size": 128, "num_hidden_layers": 2}
 
 @pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
 def test_any_model_failure_is_one_message(tiny_app, monkeypatch):
-    import specviz.output.visitor as visitor
+    import specviz.output.lesson.visitor as visitor
     import ui.resources as resources
 
     def broken(spec="default", **_kw):

@@ -18,7 +18,7 @@ from specviz.core.paths import MODELS, inside
 from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
-from specviz.output.visitor import escaped
+from specviz.output.lesson.visitor import escaped
 from ui import deck, presentation, resources
 from ui.prompt_picker import picker
 from ui.resources import get_model, replayed, replaying

@@ -1,7 +1,7 @@
 """The lesson in the app: each stop's narration, figure in focus and live numbers above its page; ◀ / ▶, PageUp /
 PageDown and a presenter's clicker (or the arrow keys) move through the stops, and the page navigates itself.
 
-The stops are data (specviz/output/lesson.py reads them). app.py calls route() before the sidebar, controls() in
+The stops are data (specviz/output/lesson/model.py reads them). app.py calls route() before the sidebar, controls() in
 it, banner() before the page runs and focus() after it: the figure in focus is one the page drew (ui.deck notes
 every figure a page draws), shown again at the top of the page with the numbers of the runs behind it.
 """
@@ -17,11 +17,11 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
-from specviz.output.lesson import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
-from specviz.output.lesson_deck import numbers
-from specviz.output.lesson_facts import relabel
-from specviz.output.lesson_math import display_math
-from specviz.output.visitor import escaped, lesson_file
+from specviz.output.lesson.deck import numbers
+from specviz.output.lesson.formulas import display_math
+from specviz.output.lesson.model import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
+from specviz.output.lesson.names import relabel
+from specviz.output.lesson.visitor import escaped, lesson_file
 from ui import deck, lesson_index, lesson_pack, presentation, resources
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
@@ -159,7 +159,7 @@ def controls(sb) -> None:
             key=FILE,
             max_chars=400,
             placeholder="this server's lesson" if os.environ.get(ENV) else "the shipped lesson",
-            help="A TOML file of stops (copy specviz/output/lesson.toml and edit it); empty for the shipped one.",
+            help="A TOML file of stops (copy specviz/output/lesson/lesson.toml, edit it); empty for the shipped one.",
         )
         lesson_pack.controls(sb)
 
@@ -167,7 +167,7 @@ def controls(sb) -> None:
 def _deck(lm: Any, lesson: Lesson) -> bytes:
     """The lesson's deck (run when the button is pressed, outside the script: it reads no session state)."""
     from specviz.output.deck import deck_bytes
-    from specviz.output.lesson_deck import lesson_slides
+    from specviz.output.lesson.deck import lesson_slides
 
     return deck_bytes(lesson_slides(lm, lesson))
 
@@ -241,18 +241,18 @@ def _noted(name: str) -> tuple[go.Figure, str] | None:
 
 def _drawn_here(stop: Stop) -> tuple[go.Figure, str] | None:
     """A figure only the lesson draws (the residual, the KV cache, the cost model…), from the runs the page made."""
-    from specviz.output.lesson_pages import figure_of
+    from specviz.output.lesson.pages import figure_of
 
     declared = figure_of(stop.page, stop.figure)
     if not declared.lesson_only:
         return None
     try:
         if declared.source == "computed" and stop.figure != "gpu_whatif":
-            from specviz.output.lesson_math import computed
+            from specviz.output.lesson.formulas import computed
 
             fig, _fns, measured = computed(stop.figure, {})
             return fig, measured
-        from specviz.output.lesson_figures import from_traces
+        from specviz.output.lesson.figures import from_traces
 
         return from_traces(stop, dict(st.session_state.get(deck.TRACES, {}))), ""
     except (LessonError, KeyError, IndexError, OSError, ValueError):

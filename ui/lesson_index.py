@@ -8,8 +8,8 @@ from typing import Any
 
 import streamlit as st
 
-from specviz.output.lesson import Lesson, Stop
-from specviz.output.lesson_parts import walk
+from specviz.output.lesson.model import Lesson, Stop
+from specviz.output.lesson.parts import walk
 
 BUILD = "lesson.build"  # which of the stop's figures is shown (0: its own, then its builds)
 
@@ -65,8 +65,8 @@ def index(box: Any, lesson: Lesson, at: int, enter: Callable[..., None]) -> None
 
 def answers_of(lesson: Lesson, stop: Stop, pack: Any) -> list[tuple[str, str]]:
     """The stop's answers, with the measured lines from the recording when one is replayed."""
-    from specviz.output.lesson_parts import ASKED
-    from specviz.output.lesson_slides import answers
+    from specviz.output.lesson.parts import ASKED
+    from specviz.output.lesson.slides import answers
 
     if not stop.questions:
         return []
@@ -82,10 +82,10 @@ def alpha_control(side: Any, stop: Stop) -> None:
     """On the cost model's stop: a slider for α, and what the trained draft's measured c would make of it."""
     if stop.figure != "sps_cost_model":
         return
-    from specviz.output import lesson_math
+    from specviz.output.lesson import formulas
 
     try:
-        trained = next(d for d in lesson_math.drafts()[0] if d.name == "trained")
+        trained = next(d for d in formulas.drafts()[0] if d.name == "trained")
     except (OSError, ValueError, KeyError, StopIteration):
         return
     alpha = side.slider(
@@ -97,7 +97,7 @@ def alpha_control(side: Any, stop: Stop) -> None:
         key="lesson.alpha",
         help="The cost model at the trained draft's measured c and verify cost: where speculation starts to pay.",
     )
-    gamma, speedup = lesson_math.best(alpha, trained.c, trained.v)
+    gamma, speedup = formulas.best(alpha, trained.c, trained.v)
     pays = "pays" if speedup > 1.0 else "does not pay"
     side.markdown(
         f"At α = {alpha:.2f}, with the trained draft's c = {trained.c:.2f}: best γ = {gamma}, "

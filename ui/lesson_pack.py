@@ -13,11 +13,11 @@ from typing import Any
 
 import streamlit as st
 
-from specviz.output import lesson_facts
-from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_pack import MAX_PACK_BYTES, PACK_FILE, Pack
-from specviz.output.lesson_pages import COMPUTED
-from specviz.output.visitor import escaped
+from specviz.output.lesson import facts as lesson_facts
+from specviz.output.lesson.model import Lesson, LessonError, Stop
+from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack
+from specviz.output.lesson.pages import COMPUTED
+from specviz.output.lesson.visitor import escaped
 from ui import resources
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
@@ -46,7 +46,7 @@ def refused(place: Any, exc: BaseException) -> None:
 
 
 def step_rule() -> str:
-    """The rule a page's step slider opens by: the lesson stop's (lesson_step.STEP_RULES), else the longest path."""
+    """The rule a page's step slider opens by: the lesson stop's (focus.STEP_RULES), else the longest path."""
     return str(st.session_state.get(RULE) or "longest")
 
 
@@ -81,7 +81,7 @@ def open_named(name: str) -> None:
 
 
 def _uploaded() -> None:
-    """A visitor's pack, read once when it is uploaded (its size first, then lesson_pack_schema's caps) and once
+    """A visitor's pack, read once when it is uploaded (its size first, then lesson.pack_schema's caps) and once
     per content on the server (resources.uploaded_pack): the session keeps the checked Pack, never the raw data."""
     f = st.session_state.get(UPLOAD)
     st.session_state.pop(LOADED, None)
@@ -149,7 +149,7 @@ def deck_button(lesson: Lesson) -> bool:
 
     def deck() -> bytes:
         from specviz.output.deck import deck_bytes
-        from specviz.output.lesson_deck import pack_slides
+        from specviz.output.lesson.deck import pack_slides
 
         return deck_bytes(pack_slides(pack, lesson))
 

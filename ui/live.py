@@ -12,7 +12,7 @@ from specviz.core.model import ModelError
 from specviz.core.prompts import PromptError
 from specviz.core.sampling import ConfigError
 from specviz.core.trace import Trace
-from specviz.output.visitor import escaped
+from specviz.output.lesson.visitor import escaped
 from specviz.tuning import compare
 from ui import deck, resources
 from ui.common import Settings

@@ -15,7 +15,7 @@ from typing import TypeVar
 import streamlit as st
 
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.lesson_step import focus_index
+from specviz.output.focus import focus_index
 from specviz.tuning.sweep import stored
 from ui.common import Settings
 from ui.lesson_pack import step_rule

@@ -16,9 +16,9 @@ from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.output.lesson import Lesson, load_lesson
-from specviz.output.lesson_pack import Pack, from_bytes, read
-from specviz.output.visitor import visitor_model
+from specviz.output.lesson.model import Lesson, load_lesson
+from specviz.output.lesson.pack import Pack, from_bytes, read
+from specviz.output.lesson.visitor import visitor_model
 from specviz.tuning import compare, eagle_replay, lossless, probe
 
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them

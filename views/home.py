@@ -6,7 +6,7 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.prompts import PromptError, prepare
-from specviz.output.visitor import escaped
+from specviz.output.lesson.visitor import escaped
 from specviz.output.viz.latency import latency_figure
 from specviz.output.viz.timeline import timeline_figure
 from specviz.tuning.compare import run_once

@@ -7,7 +7,7 @@ import streamlit as st
 from specviz.core import measure
 from specviz.methods import jacobi, lookahead
 from specviz.methods.jacobi import INIT_SOURCES
-from specviz.output.lesson_step import focus_step, telling
+from specviz.output.focus import focus_step, telling
 from specviz.output.pages.lookahead import PAGE
 from specviz.output.viz.lookahead import (
     final_pool,

@@ -177,6 +177,3 @@ def _measured(lm: LoadedModel, cfg: Any) -> Any:
     if not empty or not getattr(cfg, "adaptive", True):
         return cfg
     return replace(cfg, **dict.fromkeys(empty, verify_cost(lm)))
-
-
-with_verify_cost = prepare  # the lesson modules' name for it (specviz/output/lesson_deck.py, lesson_pack.py)

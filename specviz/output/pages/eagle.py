@@ -101,7 +101,7 @@ PAGE = Page(
         Figure("eagle_steps", steps_builder("eagle")),
         Figure("hybrid_origins", origins, method="hybrid"),
         Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
-        # builds re-grown when recorded (output/lesson_stored.regrown): its trees at the step shown, re-run
+        # builds re-grown when recorded (output/lesson/stored.regrown): its trees at the step shown, re-run
         Figure("eagle_static_vs_dynamic", growth, method="eagle", regrown=True),
         Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
     ),

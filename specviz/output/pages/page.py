@@ -14,12 +14,12 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.lesson_step import focus_step, telling
+from specviz.output.focus import focus_step, telling
 
 REPEATS = (1, 9)  # a live page's interleaved runs: its `<page>.repeats` input
 KINDS = ("int", "float", "bool", "choice", "methods")
 # where a figure comes from: the runs of the page's methods, arithmetic or a model over stored data
-# (output/lesson_math.py), a stored bench, the device's cost curve, the lineage's works, the losslessness lab
+# (output/lesson/formulas.py), a stored bench, the device's cost curve, the lineage's works, the losslessness lab
 SOURCES = ("runs", "computed", "stored", "latency", "lineage", "lab")
 
 
@@ -67,7 +67,7 @@ class Figure:
     method: str | None = None  # whose run (and step) it draws: what a stop's checks read
     one_step: bool = False  # it draws one step (a method stop shows drafts accepted on it)
     lesson_only: bool = False  # the page does not draw it; the lesson does
-    regrown: bool = False  # a build re-grown with the model on the step shown (output/lesson_stored.regrown)
+    regrown: bool = False  # a build re-grown with the model on the step shown (output/lesson/stored.regrown)
     wide: bool = False  # it needs a slide's whole width (its panels side by side): a lesson's narration goes above
 
 

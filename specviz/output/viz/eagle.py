@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from specviz.core.details import EagleStep
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.lesson_step import UNCERTAIN
+from specviz.output.focus import UNCERTAIN
 from specviz.output.viz.eagle_growth import compare_figure, growth_figure, label, node_hover
 from specviz.output.viz.steps import token_strip
 from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, REJECT, VERIFY, apply, method_color

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specviz.output.lesson import LessonError, load_lesson
-from specviz.output.lesson_pack import PACK_FILE
+from specviz.output.lesson.model import LessonError, load_lesson
+from specviz.output.lesson.pack import PACK_FILE
 
 
 def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -35,7 +35,8 @@ def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.Ar
 
 
 def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> int:
-    from specviz.output.lesson_pack import plan, record, write
+    from specviz.output.lesson.pack import plan
+    from specviz.output.lesson.record import record, write
 
     lesson = load_lesson(a.lesson_file)
     plan(lesson)  # a lesson that cannot be packed fails before the model loads
@@ -54,9 +55,9 @@ def check(a: argparse.Namespace) -> int:
     on the recording, and the narration's sentences no check holds; 1 if a check fails or cannot be decided, a
     marked sentence has no check, a check's kind is declared wrong, or a stop has no check (a pack that cannot be
     read at all is refused in one line: exit 2, from main)."""
-    from specviz.output.lesson_claims import audit
-    from specviz.output.lesson_facts import check as check_stop
-    from specviz.output.lesson_pack import read
+    from specviz.output.lesson.claims import audit
+    from specviz.output.lesson.facts import check as check_stop
+    from specviz.output.lesson.pack import read
 
     lesson, pack = load_lesson(a.lesson_file), read(a.pack)
     print(f"{Path(a.pack).name}: {pack.where()}")
@@ -86,9 +87,9 @@ def check(a: argparse.Namespace) -> int:
 def deck(a: argparse.Namespace) -> int:
     """Write one lecture (or every one) of the lesson from a pack, builds as consecutive slides."""
     from specviz.output.deck import deck_bytes
-    from specviz.output.lesson_deck import pack_slides
-    from specviz.output.lesson_facts import UNDECIDED
-    from specviz.output.lesson_pack import read
+    from specviz.output.lesson.deck import pack_slides
+    from specviz.output.lesson.facts import UNDECIDED
+    from specviz.output.lesson.pack import read
 
     lesson, path = load_lesson(a.lesson_file), Path(a.out)
     if path.suffix.lower() != ".pptx":
@@ -110,7 +111,7 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
         if a.action == "deck":
             return deck(a)
         if a.action == "readme":
-            from specviz.output.lesson_readme import README, write
+            from specviz.output.lesson.readme import README, write
 
             done = write(load_lesson())
             print(f"{'rewrote' if done else 'found no markers for'} the four questions' table in {README.name}")
@@ -124,8 +125,8 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
 def recorded_deck(lesson: Any, path: Path) -> bool:
     """export --lesson from the shipped pack when it holds every stop of `lesson` (no model); False otherwise."""
     from specviz.output.deck import deck_bytes
-    from specviz.output.lesson_deck import pack_slides
-    from specviz.output.lesson_pack import read
+    from specviz.output.lesson.deck import pack_slides
+    from specviz.output.lesson.pack import read
 
     pack = read(PACK_FILE) if PACK_FILE.is_file() else None
     if pack is None or not all(s.id in pack.stops for s in lesson.stops):

@@ -14,26 +14,22 @@ from specviz.core.model import LoadedModel
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.output import lesson_figures as figs
 from specviz.output.deck import Slide, deck_bytes, notes_text, split_title
 from specviz.output.export import ExportError
-from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_figures import Drawn
-from specviz.output.lesson_math import plain_math
-from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
+from specviz.output.lesson import figures as figs
+from specviz.output.lesson.figures import Drawn
+from specviz.output.lesson.formulas import plain_math
+from specviz.output.lesson.model import Lesson, LessonError, Stop
+from specviz.output.lesson.pages import COMPUTED, PAGES, figure_of
+from specviz.output.lesson.settings import configs
+from specviz.tuning import probe
 from specviz.tuning.compare import interleaved_runs, pairable
-from specviz.tuning.probe import with_verify_cost
-
-
-def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
-    """{method: Config} the stop's figure needs, as its page declares them, and the temperature its page sets."""
-    return PAGES[stop.page].runs(stop.widget_values(), stop.figure, stop.methods)
 
 
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
     """Plain decoding and the stop's methods on its prompt, once each after a warm-up (name -> run)."""
     cfgs, temperature = configs(stop)  # none: plain decoding alone
-    cfgs = with_verify_cost(lm, cfgs)  # prompt lookup steers its draft length by this device's curve, as in the app
+    cfgs = probe.prepare(lm, cfgs)  # prompt lookup steers its draft length by this device's curve, as in the app
     text = lesson.prompt_text(stop)
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=temperature or 0.0, seed=seed)
     runs = interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=1, prompt=text)
@@ -52,11 +48,11 @@ def draw(lm: LoadedModel, lesson: Lesson, stop: Stop) -> Drawn:
     if source == "lab":
         return figs.lab(lm, lesson.prompt_text(stop), stop.widget_values())
     if source == "computed":
-        from specviz.output import lesson_math
-        from specviz.output.lesson_stored import _latency
+        from specviz.output.lesson import formulas
+        from specviz.output.lesson.stored import latency_data
 
-        curve = {"curve": {"data": _latency(lm)}} if stop.figure == "gpu_whatif" else {}
-        fig, _fns, measured = lesson_math.computed(stop.figure, curve)
+        curve = {"curve": {"data": latency_data(lm)}} if stop.figure == "gpu_whatif" else {}
+        fig, _fns, measured = formulas.computed(stop.figure, curve)
         return Drawn(fig, {}, measured)
     traces = run_stop(lm, lesson, stop)
     return Drawn(figs.from_traces(stop, traces), traces)
@@ -111,14 +107,14 @@ def lesson_slides(lm: LoadedModel, lesson: Lesson, progress: Callable[[str], Non
 
 def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any:
     """A build's figure from the stop's runs; EAGLE's static-against-dynamic trees re-grown on the step shown."""
-    from specviz.output.lesson_step import focus_step, telling
-    from specviz.output.lesson_stored import REGROWN, regrown
+    from specviz.output.focus import focus_step, telling
+    from specviz.output.lesson.stored import REGROWN, regrown
 
     at = stop.at(b)
     if at.figure in COMPUTED:  # arithmetic or stored data (a computed stop's builds)
-        from specviz.output import lesson_math
+        from specviz.output.lesson import formulas
 
-        return lesson_math.computed(at.figure, {})[0]
+        return formulas.computed(at.figure, {})[0]
     if at.figure not in REGROWN:
         return figs.from_traces(at, traces)
     name = figure_of(at.page, at.figure).method or ""
@@ -143,7 +139,7 @@ def write_lesson_deck(
 
 
 def pack_slides(pack: Any, lesson: Lesson, lecture: str | None = None) -> list[Slide]:
-    """The lesson's slides from a recorded pack (no model): see output/lesson_slides.py."""
-    from specviz.output.lesson_slides import pack_slides as slides
+    """The lesson's slides from a recorded pack (no model): see output/lesson/slides.py."""
+    from specviz.output.lesson.slides import pack_slides as slides
 
     return slides(pack, lesson, lecture)

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from specviz.core import measure
-from specviz.output import lesson_facts as facts
 from specviz.output.deck import TEXT_H_IN, Slide, lines_needed, split_title
-from specviz.output.lesson import PAGES, Lesson, Stop
-from specviz.output.lesson_math import plain_math
-from specviz.output.lesson_pack import Group, Pack
-from specviz.output.lesson_parts import ASKED
+from specviz.output.lesson import facts
+from specviz.output.lesson.formulas import plain_math
+from specviz.output.lesson.model import PAGES, Lesson, Stop
+from specviz.output.lesson.names import display, relabel
+from specviz.output.lesson.pack import Group, Pack
+from specviz.output.lesson.parts import ASKED
 
 TEXT_MAX_IN = 2.1  # the most a slide's text may take before its figure gets too small
 
@@ -44,7 +45,7 @@ def cost_line(stop: Stop, group: Group | None) -> str:
     plain = med(s.wall_s for s in ar.steps if s.forward_tokens > 0)
     r = group.numbers(name)["r"].median
     return (
-        f"Measured ({facts.display(name)}): propose {med(s.propose_s for s in steps):.1f} ms + verify "
+        f"Measured ({display(name)}): propose {med(s.propose_s for s in steps):.1f} ms + verify "
         f"{med(s.verify_s for s in steps):.1f} ms a step (medians), against {plain:.1f} ms for a plain step: r {r:.2f}"
     )
 
@@ -93,7 +94,7 @@ def stop_slides(pack: Pack, lesson: Lesson, stop: Stop, k: int) -> list[Slide]:
     for b in range(stop.frames):
         at = stop.at(b)
         fig, measured = facts.figure(pack, at)
-        fig = facts.relabel(fig)
+        fig = relabel(fig)
         notes = "\n".join([*_notes(pack, lesson, stop, k, measured), f"Build {b + 1} of {stop.frames}"])
         if b == 0:  # the narration on the stop's first slide; a build's slide gives its figure the room
             pt, tall = fitted(plain_math(stop.narration))

@@ -9,9 +9,6 @@ read. `read` gives a Pack the app and `lesson check` draw from with no model.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,14 +17,14 @@ from specviz.core import measure
 from specviz.core.paths import REPO
 from specviz.core.schema import SchemaError, check, check_size
 from specviz.core.trace import Trace, TraceError
-from specviz.output import lesson_pack_schema as schema
-from specviz.output.lesson import Lesson, LessonError, Stop
-from specviz.output.lesson_pages import COMPUTED
+from specviz.output.lesson import pack_schema as schema
+from specviz.output.lesson.model import Lesson, LessonError, Stop
+from specviz.output.lesson.settings import configs
 from specviz.output.pages import PAGES, by_source
 
 PACK_FORMAT = "specviz-lesson-pack/1"
 PACK_FILE = REPO / "docs" / "lesson" / "pack.json"  # the shipped pack: `lesson check` and `?pack` read it
-MAX_PACK_BYTES = schema.MAX_PACK_BYTES  # what a pack may hold: lesson_pack_schema, beside its fields
+MAX_PACK_BYTES = schema.MAX_PACK_BYTES  # what a pack may hold: lesson.pack_schema, beside its fields
 # the pages whose settings shape a method's Config (a control names the field it sets), and the figures drawn from
 # no run of the stop's methods: stored benches, the lineage, the cost curve, the lab, arithmetic
 METHOD_PAGES = tuple(p.id for p in PAGES.values() if any(c.field for c in p.controls))
@@ -58,8 +55,6 @@ class Group:
 
 def group_key(stop: Stop, lesson: Lesson) -> str | None:
     """The group a stop's runs belong to, None for a stop drawn from no run."""
-    from specviz.output.lesson_deck import configs
-
     if stop.figure in NO_RUNS:
         return None
     return f"{stop.prompt}@{float(configs(stop)[1] or 0.0):g}"
@@ -68,8 +63,6 @@ def group_key(stop: Stop, lesson: Lesson) -> str | None:
 def plan(lesson: Lesson) -> dict[str, Group]:
     """The groups to run: a method page's settings fix a method's Config for its group (two pages that disagree
     are refused), a Timeline or Compare stop takes the method as the group's method pages set it, else its own."""
-    from specviz.output.lesson_deck import configs
-
     groups: dict[str, Group] = {}
     owner: dict[tuple[str, str], str] = {}
     ordered = sorted(lesson.stops, key=lambda s: s.page not in METHOD_PAGES)  # method pages first
@@ -87,90 +80,6 @@ def plan(lesson: Lesson) -> dict[str, Group]:
                     "prompt; a pack holds one run of each method per prompt, so give both stops the same settings."
                 )
     return groups
-
-
-def _run(lm: Any, lesson: Lesson, group: Group, repeats: int, note: Callable[[str], None]) -> dict[str, list[Trace]]:
-    from specviz.core.prompts import prepare
-    from specviz.core.sampling import Sampling
-    from specviz.tuning.compare import interleaved_runs
-    from specviz.tuning.probe import with_verify_cost
-
-    text = lesson.prompt_text(next(s for s in lesson.stops if s.prompt == group.prompt))
-    cfgs = with_verify_cost(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
-    sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=group.temperature, seed=0)
-    note(f"{group.key}: plain decoding and {', '.join(cfgs) or 'nothing else'}, warm-up + {repeats} interleaved")
-    ids, tick = prepare(lm, text), lambda done: note(f"  {group.key}: {done:.0%} of its runs")
-    return interleaved_runs(lm, ids, cfgs, sampling, repeats=repeats, prompt=text, progress=tick)
-
-
-def _figure_only(lm: Any, lesson: Lesson, stop: Stop) -> dict[str, Any]:
-    """A stop drawn from no run: its figure as plotly JSON, where it was measured, and what its checks read."""
-    from specviz.output import lesson_stored
-
-    drawn, data = lesson_stored.draw(lm, lesson, stop)
-    return {"figure": drawn.figure.to_json(), "measured": drawn.measured, "data": data}
-
-
-def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every group and draw every stop drawn from no run; the pack as plain data (see `write`)."""
-    if repeats < 3:
-        raise LessonError(f"A pack takes at least 3 interleaved repeats (asked for {repeats}).")
-    groups, start = plan(lesson), measure.provenance(lm.describe())
-    for group in groups.values():
-        group.runs.update(_run(lm, lesson, group, repeats, note))
-    stops: dict[str, Any] = {}
-    for stop in lesson.stops:
-        note(f"stop {stop.id}")
-        key = group_key(stop, lesson)
-        if stop.figure in COMPUTED:  # drawn when read, from the pack's other stops and the stored sweeps
-            stops[stop.id] = {"computed": True}
-        elif key is None:
-            stops[stop.id] = _figure_only(lm, lesson, stop)
-        else:
-            from specviz.output.lesson_stored import stored_builds
-
-            built = stored_builds(lm, stop, groups[key])  # a build that re-runs the model once on the step shown
-            stops[stop.id] = {"group": key} | ({"stored": built} if built else {})
-    raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
-    return {
-        "format": PACK_FORMAT,
-        "lesson": {"title": lesson.title, "file": Path(lesson.source).name, "sha256": hashlib.sha256(raw).hexdigest()},
-        "provenance": start.to_dict(),
-        "load_after": measure.load_average(),
-        "settings": {
-            "model": lm.name,
-            "max_new_tokens": lesson.max_new_tokens,
-            "repeats": repeats,
-            "warmup": 1,
-            "threads": _threads(),
-        },
-        "groups": [_group_dict(g) for g in groups.values()],
-        "stops": stops,
-    }
-
-
-def _threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
-
-
-def _group_dict(g: Group) -> dict[str, Any]:
-    medians = {n: {k: asdict(v) for k, v in g.numbers(n).items()} for n in g.runs if n != "ar"}
-    return {
-        "key": g.key,
-        "prompt": g.prompt,
-        "temperature": g.temperature,
-        "configs": {n: asdict(c) for n, c in g.configs.items()},
-        "numbers": medians,  # for a reader of the file; the app and the checks recompute them from the runs
-        "runs": {n: [t.to_dict() for t in ts] for n, ts in g.runs.items()},
-    }
-
-
-def write(data: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, ensure_ascii=False, allow_nan=False), encoding="utf-8")
-    return path
 
 
 @dataclass(frozen=True)
@@ -194,8 +103,6 @@ class Pack:
     def nearest(self, stop: Stop) -> Group | None:
         """The stop's group, or for a stop drawn from no run the group its page can replay instead of running the
         model (its prompt at its temperature, else its prompt, else the first): the page below it stays quiet."""
-        from specviz.output.lesson_deck import configs
-
         if (own := self.group(stop)) is not None or not self.groups:
             return own
         key = f"{stop.prompt}@{float(configs(stop)[1] or 0.0):g}"
@@ -236,7 +143,7 @@ def read(path: str | Path = PACK_FILE) -> Pack:
 
 
 def from_bytes(raw: bytes, name: str = "the pack") -> Pack:
-    """A pack from a file's or an upload's bytes: sized, parsed and checked once (lesson_pack_schema)."""
+    """A pack from a file's or an upload's bytes: sized, parsed and checked once (lesson.pack_schema)."""
     try:
         data = schema.parse(raw, name)
     except SchemaError as exc:
@@ -255,7 +162,7 @@ def _load_methods(groups: Any) -> None:
 
 
 def from_dict(data: Any, name: str = "the pack") -> Pack:
-    """A pack checked against lesson_pack_schema.PACK, then built: its traces, provenance and stored figures."""
+    """A pack checked against lesson.pack_schema.PACK, then built: its traces, provenance and stored figures."""
     if not isinstance(data, dict) or data.get("format") != PACK_FORMAT:
         raise LessonError(f"{name} is not a lesson pack ({PACK_FORMAT}).")
     from specviz import methods
@@ -297,7 +204,7 @@ def _figures(stops: dict[str, Any], name: str) -> dict[str, Any]:
     stop id (or "<stop id>/<build's figure>") -> the figure, to be copied before it is changed."""
     import plotly.graph_objects as go
 
-    from specviz.output.lesson_facts import relabel
+    from specviz.output.lesson.names import relabel
 
     out = {}
     for sid, stop in stops.items():

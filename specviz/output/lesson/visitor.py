@@ -21,7 +21,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.model_files import DEFAULT_MODEL, ModelError, check_config, hub_config
 from specviz.core.paths import MODELS, inside
 from specviz.core.schema import SchemaError, read_json
-from specviz.output.lesson import LESSON_FILE
+from specviz.output.lesson.model import LESSON_FILE
 
 LESSONS = LESSON_FILE.parent  # the shipped lessons' folder: its *.toml files are the lessons a visitor may name
 MAX_SHOWN = 80  # characters of a visitor's text shown back
@@ -44,7 +44,7 @@ def lesson_file(typed: str) -> Path:
     """The shipped lesson a visitor's text names (its file name, or that name under the folder's path); ValueError
     with one sentence for anything else. The text is only compared with the shipped names: it never opens a file."""
     name = str(typed).strip()
-    for prefix in (f"{LESSONS.relative_to(LESSONS.parents[1]).as_posix()}/", "./"):  # specviz/output/lesson.toml
+    for prefix in (f"{LESSONS.relative_to(LESSONS.parents[2]).as_posix()}/", "./"):  # specviz/output/lesson/lesson.toml
         name = name.removeprefix(prefix)
     lessons = shipped_lessons()
     if name in lessons:

@@ -10,7 +10,7 @@ from specviz.output.pages import PAGES, REPEATS, Figure, Page, by_source
 
 __all__ = ["COMPUTED", "PAGES", "REPEATS", "Figure", "Page", "figure_of"]
 
-COMPUTED = by_source("computed")  # drawn from stored data or arithmetic (output/lesson_math.py), no run
+COMPUTED = by_source("computed")  # drawn from stored data or arithmetic (output/lesson/formulas.py), no run
 
 
 def figure_of(page: str, name: str) -> Figure:

@@ -15,7 +15,7 @@ from typing import Any
 from specviz.core import measure
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
-from specviz.output.lesson_pack import Group
+from specviz.output.lesson.pack import Group
 from specviz.trees.ngram_pool import NgramPool
 
 MIN_RUNS = 3  # a range over fewer interleaved runs decides nothing
@@ -106,7 +106,7 @@ def sps_fit(group: Group, config: dict[str, Any]) -> dict[str, float]:
     """Speculative sampling's runs as the cost model reads them: γ, α fitted to the measured A at that γ, c (one
     draft token's propose time) and v (the verify pass), each against a plain step, the model's speedup with
     them, and the measured one."""
-    from specviz.output.lesson_math import alpha_from, model_speedup
+    from specviz.output.lesson.formulas import alpha_from, model_speedup
 
     gamma = int(config["gamma"])
     c, v = [], []

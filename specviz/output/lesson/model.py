@@ -4,7 +4,7 @@ Each stop names a page, the figure it puts in focus (one that page draws), two o
 whose live numbers to show, the shipped prompt it runs on and the page's settings that make its point. The
 settings are the page's own widget keys (what a lecturer sees on the page); `<page>.preset` fills a method
 page's sliders from a named preset. Nothing here imports streamlit: ui/lesson.py runs the lesson in the app,
-output/lesson_deck.py writes it as slides.
+output/lesson/deck.py writes it as slides.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any
 
 from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
-from specviz.output import lesson_claims as claims
-from specviz.output import lesson_parts as parts
-from specviz.output.lesson_pages import PAGES, REPEATS
-from specviz.output.lesson_step import STEP_RULES
+from specviz.output.focus import STEP_RULES
+from specviz.output.lesson import claims, parts
+from specviz.output.lesson.pages import PAGES, REPEATS
 from specviz.tuning import presets
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
@@ -50,10 +49,10 @@ class Stop:
     prompt: str  # a shipped prompt's id (specviz/data/prompts.jsonl)
     methods: tuple[str, ...] = ()  # whose live numbers the stop shows (A, speedup against plain decoding)
     settings: tuple[tuple[str, Any], ...] = ()  # (widget key, value), as written in the file
-    step: str = "longest"  # the rule that picks the step in focus (lesson_step.STEP_RULES)
-    checks: tuple[claims.Check, ...] = ()  # the narration's facts, as checks over the stop's data (lesson_claims)
+    step: str = "longest"  # the rule that picks the step in focus (focus.STEP_RULES)
+    checks: tuple[claims.Check, ...] = ()  # the narration's facts, as checks over the stop's data (lesson.claims)
     builds: tuple[parts.Build, ...] = ()  # figures the clicker walks to after `figure`, before the next stop
-    questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson_parts.QUESTIONS)
+    questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson.parts.QUESTIONS)
     home: str = ""  # at a build (Stop.at): the stop's own figure
     sentences: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the narration's sentences, each with its marks
 
@@ -263,7 +262,7 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
 
 
 def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[claims.Check, ...]]:
-    """The stop's step rule and its checks, each parsed (lesson_claims): LessonError naming a bad one."""
+    """The stop's step rule and its checks, each parsed (lesson.claims): LessonError naming a bad one."""
     rule = raw.get("step", "longest")
     if rule not in STEP_RULES:
         raise LessonError(f"{where}: 'step' must be one of {', '.join(STEP_RULES)}, not {rule!r}.")

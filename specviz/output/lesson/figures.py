@@ -13,8 +13,8 @@ from specviz.core.model import LoadedModel
 from specviz.core.prompts import prepare
 from specviz.core.trace import Trace
 from specviz.output.deck import stored_measurement
-from specviz.output.lesson import LessonError, Stop
-from specviz.output.lesson_pages import PAGES
+from specviz.output.lesson.model import LessonError, Stop
+from specviz.output.lesson.pages import PAGES
 from specviz.output.pages import Shown
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from specviz.core.paths import REPO
-from specviz.output.lesson import Lesson
-from specviz.output.lesson_parts import table
+from specviz.output.lesson.model import Lesson
+from specviz.output.lesson.parts import table
 
 README = REPO / "README.md"
 START, END = "<!-- lesson-questions:start -->", "<!-- lesson-questions:end -->"

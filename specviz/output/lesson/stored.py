@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from specviz.core.measure import provenance
-from specviz.output import lesson_figures as figs
-from specviz.output.lesson import Lesson, Stop
-from specviz.output.lesson_figures import Drawn
-from specviz.output.lesson_pages import PAGES, figure_of
+from specviz.output.lesson import figures as figs
+from specviz.output.lesson.figures import Drawn
+from specviz.output.lesson.model import Lesson, Stop
+from specviz.output.lesson.pages import PAGES, figure_of
 
 
 def _scaling(axis: str) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def _lineage() -> dict[str, Any]:
     return {"methods": {m: {k: float(v[src]) for k, src in keys.items()} for m, v in bench["methods"].items()}}
 
 
-def _latency(lm: Any) -> dict[str, Any]:
+def latency_data(lm: Any) -> dict[str, Any]:
     from specviz.tuning.probe import cached_curve
 
     curve = cached_curve(lm)
@@ -69,7 +69,7 @@ def _draw(lm: Any, lesson: Lesson, stop: Stop) -> tuple[Drawn, dict[str, Any]]:
         return _lab(lm, lesson, stop)
     here = provenance(lm.describe())
     if source == "latency":
-        return figs.latency(lm), _latency(lm)
+        return figs.latency(lm), latency_data(lm)
     if source == "lineage":
         return figs.lineage(here), _lineage()
     data = _kinds() if stop.figure == "where_methods_win" else _scaling(stop.figure.rsplit("_", 1)[-1])
@@ -102,7 +102,7 @@ def regrown(lm: Any, stop: Stop, trace: Any, step_index: int, config: Any) -> An
 
 def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
     """The stop's builds that need the model once (REGROWN), as plotly JSON by figure name."""
-    from specviz.output.lesson_facts import shown_step
+    from specviz.output.lesson.facts import shown_step
 
     out = {}
     for b in range(1, stop.frames):

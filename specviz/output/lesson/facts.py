@@ -14,23 +14,17 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from specviz import methods
 from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
-from specviz.output import lesson_claims, lesson_math
-from specviz.output import lesson_runs as runs
-from specviz.output.lesson import LessonError, Stop
-from specviz.output.lesson_pack import Group, Pack
-from specviz.output.lesson_pages import COMPUTED, PAGES, figure_of
-from specviz.output.lesson_step import focus_step, telling
+from specviz.output.focus import focus_step, telling
+from specviz.output.lesson import claims, formulas, runs
+from specviz.output.lesson.model import LessonError, Stop
+from specviz.output.lesson.names import display, relabel
+from specviz.output.lesson.pack import Group, Pack
+from specviz.output.lesson.pages import COMPUTED, PAGES, figure_of
+from specviz.output.lesson.settings import configs
 
 STEP_FIGURES = tuple(f.name for p in PAGES.values() for f in p.figures if f.one_step)  # figures of one step
-NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
-
-
-def display(name: str) -> str:
-    """What a person reads for a method id: 'plain decoding', 'prompt lookup', 'EAGLE-2', …"""
-    return NAMES.get(name) or (methods.get(name).LABEL if name in methods.available() else name)
 
 
 def main_method(stop: Stop) -> str | None:
@@ -45,7 +39,7 @@ def traces(group: Group) -> dict[str, Trace]:
 
 
 def shown_step(stop: Stop, group: Group) -> StepTrace | None:
-    """The step the stop's figure shows, by the stop's rule (lesson_step), in the run it is drawn from."""
+    """The step the stop's figure shows, by the stop's rule (focus), in the run it is drawn from."""
     name = main_method(stop)
     if name is None or name not in group.runs:
         return None
@@ -182,7 +176,7 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
 # each function's kind: measured on the recording, stored (a bench of another day, the draft sweep, the heads'
 # training logs) or arithmetic (on an example, or a model of other hardware); a stop's own group is measured
 MEASURED_HERE = {"group": "measured", "sps_fit": "measured"}
-COMPUTED_KINDS: dict[str, lesson_claims.Kinds] = {
+COMPUTED_KINDS: dict[str, claims.Kinds] = {
     "sps_exact": {"gap": "arithmetic", "rejected": "arithmetic", "residual_tokens": "arithmetic"},
     "sps_cost_model": dict.fromkeys(("alpha", "c", "best_gamma", "best_speedup", "alpha_for"), "stored"),
     "what_data_buys": {"top1": "stored"},
@@ -190,13 +184,13 @@ COMPUTED_KINDS: dict[str, lesson_claims.Kinds] = {
 }
 
 
-def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None, lesson_claims.Kinds]:
+def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTrace | None, claims.Kinds]:
     """The functions a stop's checks may call, the step it shows, and each function's kind."""
     if stop.figure in COMPUTED:  # every figure the stop walks: its builds' functions too
         fns: dict[str, Callable[..., Any]] = {}
         kinds: dict[str, Any] = dict(MEASURED_HERE)
         for name in dict.fromkeys([stop.home or stop.figure, *(b.figure for b in stop.builds)]):
-            fns |= lesson_math.computed(name, pack.stops)[1] if name in COMPUTED else {}
+            fns |= formulas.computed(name, pack.stops)[1] if name in COMPUTED else {}
             kinds |= COMPUTED_KINDS.get(name, {})
         return fns | _pack_functions(pack), None, kinds
     group = pack.group(stop)
@@ -229,23 +223,23 @@ def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
 UNDECIDED = (LessonError, ArithmeticError, AttributeError, KeyError, IndexError, TypeError, ValueError, RecursionError)
 
 
-def check(pack: Pack, stop: Stop) -> list[lesson_claims.Verdict]:
+def check(pack: Pack, stop: Stop) -> list[claims.Verdict]:
     """The stop's checks on the pack; each undecided, with the reason, when the pack cannot give their data."""
     try:
         fns, step, kinds = facts(pack, stop)
     except UNDECIDED as exc:
         why = f"the pack cannot give this stop's data ({type(exc).__name__}: {str(exc)[:120]})"
-        return [lesson_claims.Verdict(c.claim, None, (), why) for c in stop.checks]
-    return [lesson_claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks]
+        return [claims.Verdict(c.claim, None, (), why) for c in stop.checks]
+    return [claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks]
 
 
 def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     """The stop's figure from the pack (no model), relabelled, and where a stored one was measured ('' for the
     pack's runs)."""
-    from specviz.output.lesson_figures import from_traces
+    from specviz.output.lesson.figures import from_traces
 
     if stop.figure in COMPUTED:
-        fig, _fns, measured = lesson_math.computed(stop.figure, pack.stops)
+        fig, _fns, measured = formulas.computed(stop.figure, pack.stops)
         return relabel(fig), measured
     if (stored := _stored_figure(pack, f"{stop.id}/{stop.figure}")) is not None:  # a build re-grown when recorded
         return stored, ""
@@ -253,8 +247,6 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
     if group is None:
         entry = pack.stops[stop.id]
         return _stored_figure(pack, stop.id) or pio.from_json(entry["figure"]), str(entry.get("measured", ""))
-    from specviz.output.lesson_deck import configs
-
     shown = set(configs(stop)[0]) | {"ar"}  # the stop's page runs these: the race's lanes, Compare's toggles
     return relabel(from_traces(stop, {n: t for n, t in traces(group).items() if n in shown})), ""
 
@@ -263,35 +255,3 @@ def _stored_figure(pack: Pack, key: str) -> go.Figure | None:
     """A copy of a stored figure the pack validated and relabelled when it was read (None if it has none)."""
     fig = pack.figures.get(key)
     return None if fig is None else go.Figure(fig)
-
-
-def _swap(value: Any, names: dict[str, str]) -> Any:
-    """A label that starts with a method id, read with the method's display name ('ar  (32 tok)' → 'plain …')."""
-    if isinstance(value, str):
-        head, _sep, rest = value.partition(" ")
-        if head in names:
-            return names[head] + (f" {rest}" if rest else "")
-        return value
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-        # only a list of method names (a categorical axis), never tokens that happen to spell one
-        return [_swap(v, names) for v in value] if all(v.partition(" ")[0] in names for v in value) else value
-    return value
-
-
-def relabel(fig: go.Figure) -> go.Figure:
-    """The figure with display names wherever a trace, a category or a tick names a method by its id."""
-    names = {m: display(m) for m in methods.MODULES}  # the method table, once per figure (not once per label)
-    d = fig.to_dict()
-    for trace in d.get("data", []):
-        for key in ("name", "x", "y", "legendgroup"):
-            if key in trace:
-                trace[key] = _swap(trace[key], names)
-    for note in d.get("layout", {}).get("annotations", []):
-        if str(note.get("text", "")).partition(" ")[0] in names:
-            note["text"] = _swap(note["text"], names)
-    for key, axis in d.get("layout", {}).items():
-        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
-            for k in ("ticktext", "categoryarray"):
-                if k in axis:
-                    axis[k] = _swap(axis[k], names)
-    return go.Figure(d)

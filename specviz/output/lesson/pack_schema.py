@@ -65,7 +65,7 @@ GROUP = {
     "numbers?": {},  # for a person reading the file: the app recomputes them from the runs
     "runs": MapOf([{}, MAX_RUNS], MAX_METHODS),  # method -> its runs, each read by Trace.from_dict
 }
-# what a stop drawn from no run keeps for its checks (lesson_facts._stored_functions reads each shape)
+# what a stop drawn from no run keeps for its checks (lesson.facts._stored_functions reads each shape)
 DATA = {
     "categories?": MapOf(MapOf(NUMBER, MAX_METHODS), 32),  # prompt kind -> method -> speedup
     "axis?": NAME,
