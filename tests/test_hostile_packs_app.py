@@ -73,6 +73,7 @@ def test_what_a_checked_pack_can_still_raise_is_one_sentence_on_the_stop(tiny_ap
     catches what a checked pack can still raise, and says it in one sentence."""
     from specviz.output.lesson import facts as lesson_facts
     from specviz.output.lesson.pack import Pack
+    from ui import memo
 
     def raiser(kind):
         def boom(*_a, **_k):
@@ -82,6 +83,7 @@ def test_what_a_checked_pack_can_still_raise_is_one_sentence_on_the_stop(tiny_ap
 
     for name, kind in raises.items():
         monkeypatch.setattr(Pack if name in ("nearest", "brief") else lesson_facts, name, raiser(kind))
+    memo.clear()  # a stop's figure, checks and numbers are built once for all visitors: build them with the raisers
     at = opened()
     sidebar_drawn(at)
     said = [w.value for w in at.warning if "cannot draw the stop" in w.value]

@@ -19,7 +19,7 @@ from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
 from specviz.output.lesson.visitor import escaped
-from ui import deck, presentation, resources
+from ui import deck, memo, presentation, resources
 from ui.prompt_picker import picker
 from ui.resources import get_model, replayed, replaying
 
@@ -124,7 +124,7 @@ def download_traces(traces: list[Trace], name: str) -> None:
     if traces:
         st.download_button(
             "Save these runs (JSON)",
-            bundle_json(traces),
+            lambda: bundle_json(traces),  # made when pressed, not on every run of the page
             file_name=f"{name}.json",
             mime="application/json",
             key=f"save.{name}",
@@ -175,7 +175,7 @@ def show_figure(fig, name: str, measured: str = "") -> None:
     figure drawn from a stored measurement gives its provenance (Provenance.describe()), for the deck's notes."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2, "filename": name}}
     deck.note_figure(name, fig, measured)
-    shown = presentation.figure_font(fig) if presentation.presenting() else fig
+    shown = memo.variant(fig, "big", presentation.figure_font) if presentation.presenting() else fig  # kept if shared
     st.plotly_chart(shown, config=config, key=f"fig.{name}")
     if st.session_state.get("sidebar.export", False):
         from specviz.output.export import figure_bytes

@@ -11,6 +11,7 @@ import streamlit as st
 from specviz.core.trace import Trace
 from specviz.output.pages import Page, Shown
 from ui.common import show_figure
+from ui.memo import shared
 
 
 def widget(
@@ -45,4 +46,7 @@ def configs(page: Page, figure: str = "", shows: Sequence[str] = (), **now: Any)
 def draw(page: Page, name: str, traces: Mapping[str, Trace | list[Trace] | None], index: int | None = None) -> None:
     """Figure `name` by its declared builder, at step `index` of the run (None: the stop's rule's)."""
     runs = {k: t for k, t in traces.items() if t is not None}
-    show_figure(page.draw(name, runs, Shown(values(page), index=index)), name)
+    now = values(page)
+    inputs = [t for ts in runs.values() for t in (ts if isinstance(ts, list) else [ts])]
+    key = ("page", page.id, name, index, tuple(runs), tuple(sorted((k, repr(v)) for k, v in now.items())))
+    show_figure(shared(key, inputs, lambda: page.draw(name, runs, Shown(now, index=index))), name)

@@ -19,6 +19,7 @@ from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack
 from specviz.output.lesson.pages import COMPUTED
 from specviz.output.lesson.visitor import escaped
 from ui import resources
+from ui.memo import private, shared
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
 NOTE = "lesson.pack_note"  # why the address's recording is not replayed, said once on the stop
@@ -196,15 +197,23 @@ def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: 
         refused(place, exc)
 
 
+def _replayed(pack: Pack, stop: Stop) -> tuple[Any, str, list[Any], list[str]]:
+    """The stop's figure (relabelled; a stored one when the pack was read), where it was measured, its checks'
+    verdicts and its numbers, from the recording."""
+    fig, measured = lesson_facts.figure(pack, stop)
+    group = pack.group(stop)
+    lines = lesson_facts.numbers(stop, group) if group is not None else []
+    return fig, measured, lesson_facts.check(pack, stop), lines
+
+
 def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool) -> None:
     from ui import presentation
 
-    fig, measured = lesson_facts.figure(pack, stop)  # relabelled: a stored one when the pack was read
+    # the figure, its checks and numbers depend on the recording and the stop alone: built once for every visitor
+    fig, measured, verdicts, lines = shared(("focus", repr(stop)), [pack], lambda: _replayed(pack, stop))
     group = pack.group(stop)
-    verdicts = lesson_facts.check(pack, stop)
-    lines = lesson_facts.numbers(stop, group) if group is not None else []
     big = presentation.presenting() and not wide  # a wide figure (the lineage) is laid out for its own type size
-    shown = presentation.figure_font(fig) if big else fig
+    shown = presentation.figure_font(fig) if big else private(fig)
     shown = _room(shown.update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
     if lines:

@@ -63,8 +63,6 @@ def stepper(key: str, count: int) -> None:
 
 def figure_font(fig):
     """A copy of the figure with type large enough for the back of a room (the figure itself is not changed)."""
-    import plotly.graph_objects as go
+    from ui.memo import private
 
-    out = go.Figure(fig)
-    out.update_layout(font={"size": FIGURE_FONT})
-    return out
+    return private(fig).update_layout(font={"size": FIGURE_FONT})

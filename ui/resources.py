@@ -58,9 +58,12 @@ def get_model(note: bool = False) -> LoadedModel | None:
 
 
 def clear() -> None:
-    """Forget the loaded models (and the heads each holds) and every cached run."""
+    """Forget the loaded models (and the heads each holds), every cached run and every figure built for all."""
+    from ui import memo
+
     for cached in (_model, run, paired, race, lab, regrown):
         cached.clear()
+    memo.clear()
 
 
 def set_replay(loaded: dict[str, Trace]) -> None:
