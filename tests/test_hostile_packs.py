@@ -238,6 +238,20 @@ def test_the_cli_refuses_a_pack_in_one_line_with_exit_2(tmp_path, capsys):
     assert "not a regular file" in capsys.readouterr().err
 
 
+def test_the_cli_prints_a_packs_provenance_without_terminal_control_codes(tmp_path, capsys):
+    """`lesson check` printed a pack's provenance as it came: a visitor's pack could move the cursor, clear the
+    screen or rewrite the line above in the lecturer's terminal."""
+
+    def marked(d: dict) -> None:
+        d["provenance"] |= {"cpu": "\x1b[2J\x1b[1;1HAll checks hold\r", "commit": "\x07\x1b]0;title\x07"}
+
+    path = tmp_path / "marked.json"
+    path.write_text(json.dumps(changed(marked)))
+    main(["lesson", "check", str(path)])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "All checks hold" in first and not any(c in first for c in "\x1b\x07\r"), repr(first)
+
+
 # --- the fuzz: the shipped pack with one hostile change somewhere, at any level, replayed through every stop ---
 
 LINK, HTML = "[Sign in again](https://e.vil/login)", "<b>bold</b><img src=x onerror=alert(1)>"

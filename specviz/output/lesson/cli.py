@@ -50,6 +50,11 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
     return 0
 
 
+def printable(text: str) -> str:
+    """`text` with what a terminal would act on (escape sequences, carriage returns, other control codes) dropped."""
+    return "".join(c for c in text if c.isprintable())
+
+
 def check(a: argparse.Namespace) -> int:
     """Print every check of every stop with its kind and the figures that decide it, how many per stop are measured
     on the recording, and the narration's sentences no check holds; 1 if a check fails or cannot be decided, a
@@ -60,7 +65,7 @@ def check(a: argparse.Namespace) -> int:
     from specviz.output.lesson.pack import read
 
     lesson, pack = load_lesson(a.lesson_file), read(a.pack)
-    print(f"{Path(a.pack).name}: {pack.where()}")
+    print(f"{Path(a.pack).name}: {printable(pack.where())}")  # a visitor's pack: no terminal control codes
     failed = bare = wrong = measured = listed = 0
     for k, stop in enumerate(lesson.stops, 1):
         verdicts = check_stop(pack, stop)
@@ -118,7 +123,7 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
             return 0 if done else 1
         return record(a, load) if a.action == "record" else check(a)
     except LessonError as exc:
-        print(f"specviz: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"specviz: error: {printable(str(exc).splitlines()[0])}", file=sys.stderr)
         return 2
 
 
