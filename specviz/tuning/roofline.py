@@ -132,7 +132,7 @@ def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float, where:
     weights = model.weight_bytes(bytes_per_value) / 1e6
     head = (
         f"**{r.label}**: a forward reads {weights:.0f} MB of weights whatever it carries, {r.floor_ms:.1f} ms at "
-        f"the measured {p.read_gbs:.0f} GB/s, and computes at {1000 * p.tflops:.0f} GFLOP/s"
+        f"the measured {p.read_gbs:.0f} GB/s, and computes at {1000 * p.tflops:.3g} GFLOP/s"  # 3 figures: 0.4, not 0
     )
     if p.device != "cpu":
         tree = ": a tree of 60 verifies for about the price of one token" if r.knee >= 60 else ""
