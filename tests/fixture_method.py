@@ -16,7 +16,7 @@ from typing import ClassVar
 import torch
 
 from specviz.core.acceptance import annotate, judge_chain
-from specviz.core.details import ChainStep
+from specviz.core.details import ChainDetail
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import Sampling, check_between, target_probs
 from specviz.core.trace import Trace
@@ -34,8 +34,8 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class RunOnStep(ChainStep):
-    """A drafted chain of copies of the root, judged token by token (a ChainStep: rule, drafts, records)."""
+class RunOnDetail(ChainDetail):
+    """A drafted chain of copies of the root, judged token by token (a ChainDetail: rule, drafts, records)."""
 
     METHOD: ClassVar[str] = "runon"
 
@@ -77,7 +77,7 @@ class RunOn:
             crop_to(run.cache, base + 1 + n)
         text = run.lm.token_text
         return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: RunOnStep(rule, drafts, n, annotate(records, p, text))
+            drafts, n, logits, hidden, nxt, lambda: RunOnDetail(rule, drafts, n, annotate(records, p, text))
         )
 
 

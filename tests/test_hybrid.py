@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.core.details import HybridDetail
 from specviz.core.sampling import Sampling
 from specviz.heads.eagle_drafter import start
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run, tree_outcome
-from specviz.methods.hybrid import HybridStep
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
@@ -83,13 +83,13 @@ def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
     monkeypatch.setattr(hybrid, "lookup_tails", oracle)
     t = hybrid.generate(tiny_lm, ids, s, **kw)
     assert t.output_ids == plain
-    steps = [d for _, d in t.detailed(HybridStep)]
+    steps = [d for _, d in t.detailed(HybridDetail)]
     assert all(len(d.sources) == len(d.tree["tokens"]) for d in steps)
     assert all(sum(d.tree["kept"]) <= kw["config"].total_tokens for d in steps if not d.copy)
     on_path = [d.sources[n] for d in steps for n in d.path[1:]]
     assert on_path and on_path.count("head") < len(on_path)  # the pool's nodes were accepted
     assert t.mean_accepted > 3  # an untrained head alone accepts about nothing
-    step = next(st for st, d in t.detailed(HybridStep) if "pool" in d.sources)
+    step = next(st for st, d in t.detailed(HybridDetail) if "pool" in d.sources)
     _, mask = verify_figures(step)  # the mask marks the pool's nodes
     assert any(POOL_MARK in str(tick) for tick in mask.layout.yaxis.ticktext or mask.data[0].y)
     # an elastic budget (pool_extra) lets the same copy run past the shared budget, and only the pool's nodes
@@ -117,7 +117,7 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
     monkeypatch.setattr(hybrid, "lookup_tails", oracle)
     t = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": cfg})
     assert t.output_ids == plain
-    records = list(t.detailed(HybridStep))
+    records = list(t.detailed(HybridDetail))
     copies = [(st, d) for st, d in records if d.copy]
     assert copies and not records[0][1].copy  # the first step has no evidence yet: the tree drafts
     for st, d in copies:
@@ -133,7 +133,7 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
     assert f"{len(copies)} of {len(t.steps)} steps were copy steps" in fig.layout.title.text
     assert sum(sum(bar.y) for bar in fig.data) == len(plain)
     off = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(cfg, copy_after=0)})
-    assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridStep))
+    assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridDetail))
 
 
 def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
@@ -203,7 +203,7 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
 
     def run(ids, s):
         trace = hybrid.generate(peaked, ids, s, **kw)
-        copied.append(trace.steps[0].detail_as(HybridStep).copy)
+        copied.append(trace.steps[0].detail_as(HybridDetail).copy)
         return trace
 
     second_token_follows_p(peaked, run)

@@ -7,16 +7,18 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
 
 from specviz import methods
-from specviz.core.details import FINDERS, detail_for
+from specviz.core.details import detail_for
 from specviz.methods.base import PHASES
 from tests import fixture_method
 from tests import test_contract as contract
-from tests.test_layers import contracts
+from tests.test_layers import ROOT, contracts
 
 
 @pytest.fixture
@@ -80,11 +82,16 @@ def test_the_tables_of_methods_are_the_cards():
     assert sorted(inside[1].split(" : ")) == sorted(m.rpartition(".")[2] for m in methods.MODULES.values())
 
 
-def test_a_trace_finds_a_step_record_its_method_defines():
-    """Hydra's record lives in its method file; the trace loader finds it through the finder the package face wires
-    in (specviz/__init__.py), whatever was imported first."""
-    assert any(f.__module__ == "specviz" for f in FINDERS)
-    assert detail_for("hydra") is methods.get("hydra").HydraStep and detail_for("no-such-method") is None
+def test_every_step_record_lives_in_core_details():
+    """A trace finds its method's record without importing any method: every record is defined in core.details
+    (plain decoding records none), and loading one in a fresh interpreter leaves specviz.methods unimported."""
+    recorded = {name: detail_for(name) for name in methods.available() if name != "ar"}
+    assert all(t is not None and t.__module__ == "specviz.core.details" for t in recorded.values()), recorded
+    assert detail_for("no-such-method") is None
+    probe = "import sys; from specviz.core.details import detail_for as f; "
+    probe += "assert [f(m).__name__ for m in ('hydra', 'eagle3', 'hybrid')] == ['HydraDetail', 'Eagle3Detail', "
+    probe += "'HybridDetail'] and 'specviz.methods' not in sys.modules"
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
 
 
 def test_the_fixture_method_is_registered_through_its_card_alone(runon):

@@ -9,13 +9,12 @@ from statistics import median
 
 import streamlit as st
 
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
-from specviz.methods.hybrid import HybridStep
 from specviz.output.pages.eagle import PAGE
 from specviz.output.viz.depth import depth_figure
 from specviz.output.viz.eagle import (
@@ -141,7 +140,7 @@ def show_verified(step: StepTrace, key: str) -> None:
 if drafted:
     i = focused_step("eagle", drafted, trace)
     step = drafted[i]
-    d = step.detail_as(EagleStep)
+    d = step.detail_as(EagleDetail)
     step_caption(step, f"drafted {len(d.tree['tokens']) - 1} nodes")
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
@@ -228,7 +227,7 @@ else:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
         j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0
         hs = pooled[j]
-        hd = hs.detail_as(HybridStep)
+        hd = hs.detail_as(HybridDetail)
         how = "a copy step: the pool's chain verified alone" if hd.copy else f"{hd.sources.count('pool')} pool node(s)"
         st.caption(f"Step {hs.index}: committed {hs.accepted} token(s) {hs.texts!r} · {how}")
         show_figure(growth_figure(hd.tree, accepted=hd.path, sources=hd.sources), "hybrid_tree")

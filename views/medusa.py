@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.medusa import Config
@@ -100,7 +100,7 @@ if ar is not None:
 if steps:
     i = focused_step("medusa", steps, trace)
     step = steps[i]
-    d = step.detail_as(MedusaStep)
+    d = step.detail_as(MedusaDetail)
     step_caption(step, f"predicted {d.predicted:.2f}, measured {d.measured}")
     left, right = st.columns([3, 2])
     with left:

@@ -16,7 +16,7 @@ from specviz.core.lean import KV, DecoderLayer, Linear, Pass, rope_angles
 from specviz.core.model import LoadedModel, to_device
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head, pass_through
-from specviz.trees.eagle_tree import Shape, Step, TreeStepper
+from specviz.trees.eagle_tree import RunView, Shape, TreeStepper
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
 # long as the head and the LM head it was made from (a new model never finds an old model's projection)
@@ -217,7 +217,7 @@ def head_dtype(lm: LoadedModel, cfg: Shape) -> torch.dtype:
     return torch.bfloat16 if cfg.head_dtype == "bf16" else torch.float32
 
 
-def start(run: Step, head: EagleHead, cfg: Shape) -> TreeStepper:
+def start(run: RunView, head: EagleHead, cfg: Shape) -> TreeStepper:
     """Prefill the target, then the head over the prompt's pairs (timed as prefill): EAGLE's tree stepper."""
     _, hidden = run.prefill()
     stepper = TreeStepper(

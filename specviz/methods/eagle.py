@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.model import LoadedModel
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import head_for, load_head, start, tiny_head
@@ -74,7 +74,7 @@ class State:
         with run.phase("commit"):
             stepper.commit(run, prefix, tokens, feats, w.path)
         res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
-        return tree_outcome(res, lambda: EagleStep(**stepper.record(res, run.lm.token_text)))
+        return tree_outcome(res, lambda: EagleDetail(**stepper.record(res, run.lm.token_text)))
 
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:

@@ -12,21 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from specviz.core.details import EagleStep
+from specviz.core.details import Eagle3Detail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import HeadError, pass_through
 from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Drafter, Eagle3Head, cached_head, new_head
 from specviz.heads.eagle_drafter import head_dtype
-from specviz.methods.base import Card, Outcome, Run, generator, tree_outcome
-from specviz.methods.base import Step as RunStep  # a decode step function (trees.eagle_tree.Step: a tree step)
+from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
 from specviz.trees.draft_tree import feature_view
-from specviz.trees.eagle_tree import BudgetFields, Shape, Step, TreeResult, TreeStepper, check_shape
+from specviz.trees.eagle_tree import BudgetFields, RunView, Shape, TreeResult, TreeStepper, check_shape
 from specviz.trees.tree import TreeSpec, verify_tree_layers
 from specviz.trees.walk import walk
 
@@ -57,16 +56,6 @@ class Config(BudgetFields):
 
     def __post_init__(self) -> None:
         check_shape(self)
-
-
-@dataclass(frozen=True)
-class Eagle3Step(EagleStep):
-    """An EAGLE step drafted by an EAGLE-3 head. `features` shows the fused input g and the head's normed
-    output against the target's final hidden state (the two vectors the same LM-head rows read; the head
-    is trained on tokens only, so their cosine is a diagnostic, not its objective)."""
-
-    METHOD: ClassVar[str] = "eagle3"
-    layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
 
 
 def get_head(lm: LoadedModel, cfg: Config) -> Eagle3Head:
@@ -105,23 +94,25 @@ class Eagle3Stepper(TreeStepper):
         self.layers = tuple(head.config.layers)
         self.last_layers: torch.Tensor | None = None  # the last committed token's layer inputs [3H]
 
-    def root_feature(self, run: Step) -> torch.Tensor:
+    def root_feature(self, run: RunView) -> torch.Tensor:
         """The last committed token's layer inputs [3H] (the drafter fuses them)."""
         if self.last_layers is None:
             raise RuntimeError("The EAGLE-3 stepper has not been started (eagle3.start).")
         return self.last_layers
 
-    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def verify(
+        self, run: RunView, tokens: list[int], spec: TreeSpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One target forward over the tree, with every node's layer inputs."""
         return verify_tree_layers(run.lm, run.cache, tokens, spec, self.layers)
 
-    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+    def commit(self, run: RunView, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
         """EAGLE-2's commit; then remember the accepted path's last layer inputs for the next root."""
         super().commit(run, prefix, tokens, feats, path)
         self.last_layers = feats[path[-1]]
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
-        """An Eagle3Step's fields: EAGLE-2's record, and the layers the head fuses."""
+        """An Eagle3Detail's fields: EAGLE-2's record, and the layers the head fuses."""
         return {**super().record(res, text), "layers": list(self.layers)}
 
     def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
@@ -170,10 +161,10 @@ class State:
         with run.phase("commit"):
             stepper.commit(run, prefix, tokens, layers, w.path)
         res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
-        return tree_outcome(res, lambda: Eagle3Step(**stepper.record(res, run.lm.token_text)))
+        return tree_outcome(res, lambda: Eagle3Detail(**stepper.record(res, run.lm.token_text)))
 
 
-def begin(run: LayersRun, cfg: Config, head: Eagle3Head | None = None) -> RunStep:
+def begin(run: LayersRun, cfg: Config, head: Eagle3Head | None = None) -> Step:
     """The head (given, else found; ConfigError when none is, or when it fuses layers this model lacks), the
     layers the run's prefill keeps, and the stepper drafting from the run's state."""
     head = head or get_head(run.lm, cfg)

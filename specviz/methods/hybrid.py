@@ -15,14 +15,12 @@ fewer hands back to the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.details import EAGLE_NESTED, MAX_DRAFTED, EagleStep
+from specviz.core.details import HybridDetail
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
-from specviz.core.schema import OneOf, bad_lengths
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import head_for, start, tiny_head
 from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
@@ -86,24 +84,6 @@ class Config(BudgetFields):
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
 
 
-@dataclass(frozen=True)
-class HybridStep(EagleStep):
-    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
-
-    METHOD: ClassVar[str] = "hybrid"
-    NESTED: ClassVar[dict[str, Any]] = {
-        **EAGLE_NESTED,
-        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
-        "candidates": [["int", 16], 8],
-    }
-    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
-    candidates: list[list[int]]  # the n-gram candidates looked up for this root
-    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
-
-    def problem(self) -> str | None:
-        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
-
-
 class State:
     """The EAGLE tree stepper, plus this step's candidates, who proposed each node, and whether to copy."""
 
@@ -157,7 +137,7 @@ class State:
         record = stepper.record
         return tree_outcome(
             res,
-            lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
+            lambda: HybridDetail(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
         )
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import HydraDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
@@ -41,13 +41,6 @@ NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 @dataclass(frozen=True)
 class Config(HeadTreeConfig):
     """Hydra settings: Medusa's, so the two compare at the same tree size."""
-
-
-@dataclass(frozen=True)
-class HydraStep(MedusaStep):
-    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
-
-    METHOD: ClassVar[str] = "hydra"
 
 
 def propose(
@@ -103,11 +96,11 @@ class Hydra:
             commit_path(run.cache, prefix, path)
         rule = "greedy" if run.sampling.greedy else self.cfg.rule
 
-        def detail() -> HydraStep:
+        def detail() -> HydraDetail:
             nodes = node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text)
             for j, node in enumerate(nodes[1:]):
                 node["reads"] = [run.lm.token_text(t) for t in reads[j]]
-            return HydraStep(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
+            return HydraDetail(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
 
         return path_outcome(tokens, w, logits, hidden, detail)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.core.details import JacobiStep
+from specviz.core.details import JacobiDetail
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError, Sampling
@@ -101,7 +101,7 @@ class JacobiState:
             logits=logits[m],
             hidden=hidden[m],
             next_root=verdict.forced,
-            detail=lambda: JacobiStep(offset, row, [run.lm.token_text(x) for x in row], status, preds, m),
+            detail=lambda: JacobiDetail(offset, row, [run.lm.token_text(x) for x in row], status, preds, m),
         )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
@@ -114,10 +114,10 @@ class LookaheadState:
         cands: list[list[int]],
         verdict: Verdict,
         lay: Layout,
-    ) -> LookaheadStep:
+    ) -> LookaheadDetail:
         """The step as plain data, token texts included (built after the step's clock stopped)."""
         text = self.text
-        return LookaheadStep(
+        return LookaheadDetail(
             window=window,
             window_texts=[[text(x) for x in lv] for lv in window],
             new_level=new,
@@ -193,7 +193,7 @@ def finish(run: Run, state: LookaheadState) -> Trace:
     trace = run.decode(state.step)
     for i in reversed(range(len(trace.steps))):
         last = trace.steps[i]
-        if isinstance(last.detail, LookaheadStep):
+        if isinstance(last.detail, LookaheadDetail):
             top = state.pool.top(POOL_TOP, state.text)
             trace.steps[i] = replace(last, detail=replace(last.detail, pool_top=top))
             break

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
@@ -86,7 +86,7 @@ class Medusa:
             w,
             logits,
             hidden,
-            lambda: MedusaStep(
+            lambda: MedusaDetail(
                 spec.parents,
                 node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text),
                 path,

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from specviz.core.acceptance import annotate, greedy_match, judge_chain
-from specviz.core.details import PldStep
+from specviz.core.details import PldDetail
 from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import crop_to
@@ -144,10 +144,10 @@ class Lookup:
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
 
-        def detail() -> PldStep:  # built after the step's clock stopped
+        def detail() -> PldDetail:  # built after the step's clock stopped
             p = target_probs(logits, run.sampling)
             recs = records if records is not None else judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)[2]
-            return PldStep(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
+            return PldDetail(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
 
         return chain_outcome(drafts, n, logits, hidden, nxt, detail)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from specviz.core.acceptance import RULES, annotate, judge_chain
-from specviz.core.details import SpsStep
+from specviz.core.details import SpsDetail
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, crop_to
@@ -149,7 +149,7 @@ class Speculator:
             crop_to(run.cache, base + 1 + n)
             self.draft.rollback(base + 1 + n)
         return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text))
+            drafts, n, logits, hidden, nxt, lambda: SpsDetail(rule, drafts, n, annotate(records, p, run.lm.token_text))
         )
 
 

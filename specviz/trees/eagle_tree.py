@@ -50,7 +50,7 @@ class BudgetFields:
     depth_floor: float = 0.0  # another draft round runs while the frontier's best path acceptance reaches this
 
 
-class Step(Protocol):
+class RunView(Protocol):
     """What the stepper reads from the method's Run (specviz.methods.base.Run satisfies it)."""
 
     lm: LoadedModel
@@ -144,7 +144,7 @@ class TreeStepper:
         self.paths = static_paths(calibration, cfg) if cfg.tree == "static" else []
         self.budget = budget_of(cfg, confidence)
 
-    def begin(self, run: Step, prompt_feats: torch.Tensor) -> None:
+    def begin(self, run: RunView, prompt_feats: torch.Tensor) -> None:
         """The head's own prefill over the prompt's pairs (prompt_feats [n, …]), timed as prefill."""
         t = run.now()
         self.drafter.reset(run.prompt_ids, prompt_feats)
@@ -157,11 +157,13 @@ class TreeStepper:
         grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths, budget=self.budget)
         return tree
 
-    def root_feature(self, run: Step) -> torch.Tensor:
+    def root_feature(self, run: RunView) -> torch.Tensor:
         """What the root's pair reads of the last committed token: its final hidden state."""
         return run.pending_hidden
 
-    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def verify(
+        self, run: RunView, tokens: list[int], spec: TreeSpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One target forward over the tree: (logits [n, V], hidden [n, H], what the drafter reads per node)."""
         logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
         return logits, hidden, hidden
@@ -172,7 +174,7 @@ class TreeStepper:
         self.drafter.push(feature[None], [root])
         return DraftTree(tokens=[root])
 
-    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
+    def commit(self, run: RunView, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
         """Keep the accepted path in the target's cache; the head keeps its pairs 0..prefix-1 (all built from
         true features; none were drafted past them on a skipped step) and queues the path's verified pairs."""
         commit_path(run.cache, prefix, path)
@@ -180,7 +182,7 @@ class TreeStepper:
         self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
-        """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""
+        """The fields of an EagleDetail for this result (figure data, built after the step's clock stops)."""
         root = res.tokens[0]
         emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
         return {

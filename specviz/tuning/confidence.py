@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.core.cli_args import Parser
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
@@ -166,7 +166,7 @@ def measure_budget(
                 "A": m.A,
                 "nodes": round(sum(s.forward_tokens for s in steps) / max(len(steps), 1), 2),
                 "rounds": round(
-                    sum(max(s.detail_as(EagleStep).tree["expanded"]) for s in steps) / max(len(steps), 1), 2
+                    sum(max(s.detail_as(EagleDetail).tree["expanded"]) for s in steps) / max(len(steps), 1), 2
                 ),
                 "identical": m.identical,
                 "prompts": len(prompts),

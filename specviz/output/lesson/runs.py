@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specviz.core import measure
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.output.lesson.pack import Group
 from specviz.trees.ngram_pool import NgramPool
@@ -90,7 +90,7 @@ def origins(trace: Trace, config: dict[str, Any]) -> dict[str, int]:
     counts = {"prompt": 0, "window": 0}
     for step in trace.steps:
         d = step.detail
-        if not isinstance(d, LookaheadStep):
+        if not isinstance(d, LookaheadDetail):
             continue
         if d.best >= 0 and d.accepted_tokens:
             counts[origin[(step.committed[0], *d.candidates[d.best])]] += len(d.accepted_tokens)

@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.trace import Trace
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
 from specviz.tuning.presets import PRESETS
@@ -51,7 +51,7 @@ def growth(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     """The step's tree at the page's stage ("round k"), by default the last: reranked and verified."""
     from specviz.output.viz.eagle import growth_figure
 
-    d = focus(traces["eagle"], shown).detail_as(EagleStep)
+    d = focus(traces["eagle"], shown).detail_as(EagleDetail)
     last = max(d.tree["depth"]) + 1
     stage = str(shown.values.get("eagle.stage", ""))
     rounds = int(stage.split()[-1]) if stage.startswith("round ") and stage.split()[-1].isdigit() else last

@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
@@ -51,20 +51,20 @@ def window(traces: dict[str, Trace], shown: Shown) -> go.Figure:
 
     step = focus(traces["lookahead"], shown)
     title = f"Step {step.index}: the Jacobi window and the n-grams it harvests"
-    return window_figure(step.detail_as(LookaheadStep), title=title)
+    return window_figure(step.detail_as(LookaheadDetail), title=title)
 
 
 def verify(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.lookahead import verify_figure
 
     step = focus(traces["lookahead"], shown)
-    return verify_figure(step.detail_as(LookaheadStep), title=f"Verification branch: root {step.texts[0]!r}")
+    return verify_figure(step.detail_as(LookaheadDetail), title=f"Verification branch: root {step.texts[0]!r}")
 
 
 def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.lookahead import mask_figure
 
-    d = focus(traces["lookahead"], shown).detail_as(LookaheadStep)
+    d = focus(traces["lookahead"], shown).detail_as(LookaheadDetail)
     return mask_figure(d.layout, title="One forward, two branches: the attention mask")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.trace import Trace
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
 from specviz.tuning.presets import PRESETS
@@ -59,7 +59,7 @@ def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
 
     step = focus(traces["medusa"], shown)
     parents, labels, _status, _hover = step_tree_data(step)
-    return mask_figure(parents, labels, step.detail_as(MedusaStep).path, "Tree-attention mask")
+    return mask_figure(parents, labels, step.detail_as(MedusaDetail).path, "Tree-attention mask")
 
 
 def tokens(traces: dict[str, Trace], shown: Shown) -> go.Figure:

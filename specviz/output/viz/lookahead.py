@@ -7,7 +7,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
 from specviz.output.viz.tree import MAX_MASK
@@ -22,7 +22,7 @@ def _show(text: str) -> str:
     return token_text(text, 8)
 
 
-def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+def window_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
     """The (N-1)×W Jacobi window, staggered by position; each harvested n-gram is a column outlined."""
     fig = go.Figure()
     levels = [*detail.window_texts, detail.new_texts]
@@ -84,7 +84,7 @@ def _level_cells(texts: list[str], lv: int, name: str, new: bool) -> go.Scatter:
 
 def final_pool(trace: Trace) -> list[dict] | None:
     """The n-gram pool as the run ended (recorded on its last step that ran a forward)."""
-    done = trace.detailed(LookaheadStep)
+    done = trace.detailed(LookaheadDetail)
     return done[-1][1].pool_top if done else None
 
 
@@ -113,7 +113,7 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
     return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
 
 
-def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
     """Each verified candidate: matched tokens green, the first mismatch red, the rest unchecked grey."""
     cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
     fig = go.Figure()
