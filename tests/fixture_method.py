@@ -20,7 +20,8 @@ from specviz.core.details import ChainDetail
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import Sampling, check_between, target_probs
 from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
+from specviz.methods.base import Card, OnStep, Outcome, Run
+from specviz.methods.speculator import chain_outcome
 
 CARD = Card(
     name="runon",

@@ -26,7 +26,7 @@ from types import ModuleType
 from specviz.core.sampling import ConfigError
 from specviz.methods.base import Card
 
-NOT_METHODS = ("base", "batched")  # the package's modules that are not methods
+NOT_METHODS = ("base", "batched", "speculator")  # the package's modules that are not methods
 _FOUND: dict[str, ModuleType] = {}  # name -> module, once the package has been scanned
 _ADDED: dict[str, ModuleType] = {}  # name -> module registered from outside the package
 BROKEN: dict[str, str] = {}  # module -> why it failed to import

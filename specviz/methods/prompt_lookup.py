@@ -14,7 +14,8 @@ from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import crop_to
 from specviz.core.sampling import ConfigError, target_probs
-from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
+from specviz.methods.base import Card, Outcome, Run, generator
+from specviz.methods.speculator import chain_outcome
 
 CARD = Card(
     name="pld",

@@ -20,7 +20,8 @@ from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import DRAFT_DIR
 from specviz.core.sampling import ConfigError, target_probs
 from specviz.heads.draft import DraftError, cached_draft, parts
-from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
+from specviz.methods.base import Card, Outcome, Run, generator
+from specviz.methods.speculator import chain_outcome
 
 DRAFTS = ("auto", "layers", "trained")
 PREFIX, PREFIX_GAMMA = "0-3", 3  # the untrained contrast: the target's first four layers, drafting 3 tokens
