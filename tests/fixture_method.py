@@ -31,7 +31,6 @@ CARD = Card(
     order=90,  # after every shipped method
     figures="specviz.output.viz.acceptance:gallery",  # a chain's acceptance views, as prompt lookup's
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -92,4 +91,4 @@ def generate(
 ) -> Trace:
     """Decode with run-on drafts until EOS or max_new_tokens."""
     cfg = config or Config()
-    return Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step).decode(RunOn(cfg).step)
+    return Run(lm, prompt_ids, sampling, CARD.name, cfg, prompt, on_step).decode(RunOn(cfg).step)

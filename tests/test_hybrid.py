@@ -164,7 +164,7 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
             trees.append(tree)
             return tree_outcome(TreeResult(draft, v, w), lambda: None)
 
-        run = Run(tiny_lm, ids, s, hybrid.NAME, cfg)
+        run = Run(tiny_lm, ids, s, hybrid.CARD.name, cfg)
         drafting, verifier = proposer(tiny_lm, head, cfg), TreeVerifier()
         Speculator(drafting, verifier).start(run)
         assert run.decode(step).output_ids == plain

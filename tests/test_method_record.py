@@ -25,8 +25,8 @@ from tests.test_layers import ROOT, contracts
 def runon():
     """The fixture method, registered through its card for one test."""
     methods.register("tests.fixture_method")
-    yield fixture_method.NAME
-    methods.unregister(fixture_method.NAME)
+    yield fixture_method.CARD.name
+    methods.unregister(fixture_method.CARD.name)
 
 
 def phases_in(module) -> list[str]:
@@ -56,8 +56,7 @@ def test_every_card_is_whole_and_its_own(runon):
         values = [getattr(c, field) for c in cards]
         assert len(set(values)) == len(values), f"two methods share a {field}: {values}"
     for c in cards:
-        module = methods.get(c.name)
-        assert (c.name, c.label, c.summary) == (module.NAME, module.LABEL, module.SUMMARY)
+        assert methods.get(c.name).CARD is c  # the card is the one record of its names
         assert c.name == "ar" or detail_for(c.name) is not None, f"{c.name} records no step detail"
         if c.figures:
             where, _, func = c.figures.partition(":")

@@ -37,7 +37,7 @@ def method_toggles() -> dict[str, object]:
     on = [n for n in names if n in ON] or names[:1]  # replaying other methods: the first of them
     for col, name in zip(cols, names):
         mod = methods.get(name)
-        if widget(col, PAGE, f"compare.on.{name}", mod.LABEL, value=name in on, help=mod.SUMMARY):
+        if widget(col, PAGE, f"compare.on.{name}", mod.CARD.label, value=name in on, help=mod.CARD.summary):
             with col.expander("settings"):
                 chosen[name] = config_controls(name)
     return {n: c for n, c in chosen.items() if c is not None}

@@ -187,6 +187,10 @@ class HydraDetail(MedusaDetail):
 
     METHOD: ClassVar[str] = "hydra"
 
+    def problem(self) -> str | None:
+        unread = any("reads" not in n for n in self.nodes[1:])
+        return super().problem() or ("a drafted node lacks the branch its head read" if unread else None)
+
 
 @dataclass(frozen=True)
 class EagleDetail(Detail):

@@ -1,5 +1,5 @@
 """The decoding methods. Each module has a CARD (its record: name, label, colour, figures, head…), a frozen
-`Config` and `generate()`; NAME, LABEL and SUMMARY repeat its card's.
+`Config` and `generate()`; the card is the one record of its names (code name, display name, summary).
 
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that

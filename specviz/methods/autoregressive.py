@@ -13,7 +13,6 @@ CARD = Card(
     colour="#6b7280",
     order=0,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -35,4 +34,4 @@ def step(run: Run, root: int) -> Outcome:
     return Outcome(accepted=accepted, proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
 
 
-generate = generator(NAME, Config, lambda run, cfg: step, "Decode until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, lambda run, cfg: step, "Decode until EOS or max_new_tokens.")

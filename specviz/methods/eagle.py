@@ -24,7 +24,6 @@ CARD = Card(
     head_label="EAGLE-2 head",
     models=DEFAULT_DIR,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     return Eagle(proposer(run.lm, head_for(run.lm, cfg, head), cfg), TreeVerifier()).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with an EAGLE head until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with an EAGLE head until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

@@ -31,7 +31,6 @@ CARD = Card(
     head_label="EAGLE-3 head",
     models=DEFAULT_DIR,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def begin(run: Run, cfg: Config, head: Eagle3Head | None = None) -> Step:
     return Eagle3(drafting, TreeVerifier(layers=drafting.layers)).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with an EAGLE-3 head until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with an EAGLE-3 head until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1) -> dict:

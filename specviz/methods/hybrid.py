@@ -35,7 +35,6 @@ CARD = Card(
     order=8,
     figures="specviz.output.viz.hybrid:gallery",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,9 @@ def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     return Hybrid(proposer(run.lm, head_for(run.lm, cfg, head), cfg), TreeVerifier(), cfg).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens.")
+generate = generator(
+    CARD.name, Config, begin, "Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens."
+)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

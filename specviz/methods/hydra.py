@@ -28,7 +28,6 @@ CARD = Card(
     models=models_dir(),
     held_out=True,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,7 @@ def begin(run: Run, cfg: Config, heads: HydraHeads | None = None, calibration: l
     return Hydra(proposer, proposer.verifier()).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with Hydra until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with Hydra until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:

@@ -25,7 +25,6 @@ CARD = Card(
     order=7,
     figures="specviz.output.viz.gallery:lookahead_views",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 
 
@@ -179,7 +178,7 @@ def start(
     pool: NgramPool | None = None,
 ) -> tuple[Run, LookaheadState]:
     """A run and its window; the pool is seeded from the prompt unless one is given."""
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    run = Run(lm, prompt_ids, sampling, CARD.name, cfg, prompt, on_step)
     if pool is None:
         pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
         if cfg.seed_prompt:

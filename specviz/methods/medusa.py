@@ -28,7 +28,6 @@ CARD = Card(
     models=models_dir(),
     held_out=True,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def begin(
     return Medusa(proposer, proposer.verifier()).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with Medusa until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with Medusa until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:

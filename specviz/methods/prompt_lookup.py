@@ -25,7 +25,6 @@ CARD = Card(
     order=2,
     figures="specviz.output.viz.acceptance:gallery",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 MAX_DRAFT = 16  # longest copied draft a step may verify
 
@@ -154,5 +153,5 @@ class Lookup:
 
 
 generate = generator(
-    NAME, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
+    CARD.name, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
 )

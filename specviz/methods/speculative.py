@@ -36,7 +36,6 @@ CARD = Card(
     head_label="sps draft model",
     models=DRAFT_DIR,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,7 @@ def resolve(lm: LoadedModel, cfg: Config) -> Config:
     return replace(cfg, draft="layers", layers=cfg.layers or PREFIX, gamma=cfg.gamma or PREFIX_GAMMA)
 
 
-class Speculator:
+class SpS:
     """One sps generation: the run's layer-prefix draft and the acceptance rule."""
 
     def __init__(self, run: Run, cfg: Config) -> None:
@@ -156,7 +155,7 @@ class Speculator:
 
 # the draft is resolved against the loaded model (resolve) before the run records its Config
 DOC = "Decode with draft-then-verify steps until EOS or max_new_tokens."
-generate = generator(NAME, Config, lambda run, cfg: Speculator(run, cfg).step, DOC, settle=resolve)
+generate = generator(CARD.name, Config, lambda run, cfg: SpS(run, cfg).step, DOC, settle=resolve)
 
 
 def tiny_resources(lm: LoadedModel) -> dict:
