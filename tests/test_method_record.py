@@ -9,6 +9,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+from dataclasses import fields
 from types import ModuleType
 
 import pytest
@@ -79,6 +80,20 @@ def test_the_tables_of_methods_are_the_cards():
     assert sorted(apart) == sorted(methods.MODULES.values())  # no method imports another: every one is listed
     inside = next(c["layers"] for c in contracts() if c.get("containers") == ["specviz.methods"])
     assert sorted(inside[1].split(" : ")) == sorted(m.rpartition(".")[2] for m in methods.MODULES.values())
+
+
+def test_the_cards_fields_name_real_settings():
+    """What a card declares for the tables derived from it holds: its preset fields are its Config's (and the Config
+    says how many tokens a forward verifies), its batched step is one batched decoding has, and a confidence table
+    belongs to a trained EAGLE-family head."""
+    from specviz.trees.eagle_tree import EagleConfig
+
+    for c in methods.cards():
+        cfg = methods.get(c.name).Config()
+        assert set(c.preset_fields) <= {f.name for f in fields(cfg)}, c
+        assert not c.preset_fields or cfg.forward_tokens > 1, c
+        assert c.batched in ("", "chain", "eagle"), c
+        assert not c.confidence or (isinstance(cfg, EagleConfig) and c.head), c
 
 
 def test_every_step_record_lives_in_core_details():

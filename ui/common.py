@@ -161,7 +161,7 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
         return None
     cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
     try:
-        with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
+        with st.spinner(f"Decoding with {methods.card(name).label}…"):
             trace = resources.run(name, cfg, s.prompt, s.sampling, s.model_spec)
         deck.note_traces([trace])
         return trace

@@ -12,6 +12,8 @@ CARD = Card(
     summary="One token per forward pass: the serial baseline.",
     colour="#6b7280",
     order=0,
+    batched="chain",
+    short="plain decoding",
 )
 
 

@@ -46,6 +46,10 @@ class Card:
     head_label: str = ""  # what the learning curves call that kind ("Hydra heads")
     models: Path | None = None  # where its trained files live, None when it has none
     held_out: bool = False  # `calibrate KIND` measures its heads' held-out rank table (a heads tree's calibration)
+    confidence: bool = False  # `calibrate KIND --confidence|--budget` fits its head's confidence table and budget
+    batched: str = ""  # its batched step (specviz.methods.batched): "chain" or "eagle"; "" when it has none
+    preset_fields: tuple[str, ...] = ()  # the Config fields its named presets set (specviz.tuning.presets)
+    short: str = ""  # what a sentence calls it ("plain decoding"), where that is not the label
 
 
 @dataclass

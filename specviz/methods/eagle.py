@@ -23,6 +23,9 @@ CARD = Card(
     head="eagle",
     head_label="EAGLE-2 head",
     models=DEFAULT_DIR,
+    batched="eagle",
+    confidence=True,
+    preset_fields=("depth", "top_k", "total_tokens", "tree"),
 )
 
 

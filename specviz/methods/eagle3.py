@@ -30,6 +30,7 @@ CARD = Card(
     head="eagle3",
     head_label="EAGLE-3 head",
     models=DEFAULT_DIR,
+    confidence=True,
 )
 
 

@@ -34,6 +34,7 @@ CARD = Card(
     colour="#332288",
     order=8,
     figures="specviz.output.viz.hybrid:gallery",
+    short="EAGLE-2 + n-grams",
 )
 
 

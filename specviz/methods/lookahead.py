@@ -24,6 +24,7 @@ CARD = Card(
     colour="#d55e00",
     order=7,
     figures="specviz.output.viz.gallery:lookahead_views",
+    preset_fields=("window", "ngram", "guesses"),
 )
 POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 

@@ -27,6 +27,7 @@ CARD = Card(
     head_label="Medusa heads",
     models=models_dir(),
     held_out=True,
+    preset_fields=("heads", "total_tokens"),
 )
 
 

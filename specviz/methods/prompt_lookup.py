@@ -24,6 +24,8 @@ CARD = Card(
     colour="#56b4e9",
     order=2,
     figures="specviz.output.viz.acceptance:gallery",
+    batched="chain",
+    short="prompt lookup",
 )
 
 MAX_DRAFT = 16  # longest copied draft a step may verify

@@ -35,6 +35,7 @@ CARD = Card(
     head="draft",
     head_label="sps draft model",
     models=DRAFT_DIR,
+    short="speculative sampling",
 )
 
 

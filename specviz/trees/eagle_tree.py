@@ -52,6 +52,11 @@ class EagleConfig:
     def __post_init__(self) -> None:
         check_shape(self)
 
+    @property
+    def forward_tokens(self) -> int:
+        """Tokens one target forward verifies once the tree is full, the root included (the pool may add more)."""
+        return self.total_tokens
+
 
 TREES = ("dynamic", "static")
 

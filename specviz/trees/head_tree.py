@@ -59,6 +59,11 @@ class HeadTreeConfig:
     def __post_init__(self) -> None:
         check_config(self)
 
+    @property
+    def forward_tokens(self) -> int:
+        """Tokens one target forward verifies, the root included."""
+        return self.total_tokens
+
 
 def plan(
     cfg: HeadTreeConfig,
