@@ -17,10 +17,9 @@ import torch
 
 from specviz.core.acceptance import annotate, judge_chain
 from specviz.core.details import ChainDetail
-from specviz.core.model import LoadedModel, crop_to
-from specviz.core.sampling import Sampling, check_between, target_probs
-from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run
+from specviz.core.model import crop_to
+from specviz.core.sampling import check_between, target_probs
+from specviz.methods.base import Card, Outcome, Run, generator
 from specviz.methods.speculator import chain_outcome
 
 CARD = Card(
@@ -81,14 +80,6 @@ class RunOn:
         )
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode with run-on drafts until EOS or max_new_tokens."""
-    cfg = config or Config()
-    return Run(lm, prompt_ids, sampling, CARD.name, cfg, prompt, on_step).decode(RunOn(cfg).step)
+generate = generator(
+    CARD.name, Config, lambda run, cfg: RunOn(cfg).step, "Decode with run-on drafts until EOS or max_new_tokens."
+)
