@@ -13,7 +13,7 @@ from specviz.heads.eagle_drafter import proposer
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run
-from specviz.methods.speculator import Speculator, tree_outcome
+from specviz.methods.speculator import tree_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
@@ -166,7 +166,7 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
 
         run = Run(tiny_lm, ids, s, hybrid.CARD.name, cfg)
         drafting, verifier = proposer(tiny_lm, head, cfg), TreeVerifier()
-        Speculator(drafting, verifier).start(run)
+        drafting.start(run, run.prefill())  # as Speculator.start does
         assert run.decode(step).output_ids == plain
         return trees[1]
 

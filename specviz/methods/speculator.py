@@ -11,6 +11,7 @@ puts the pieces in the four phases: propose → verify → accept → commit.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -40,7 +41,7 @@ class Verifier(Protocol):
     def commit(self, run: Run, v: Verified, w: Walk) -> None: ...
 
 
-class Speculator:
+class Speculator(ABC):
     """One generation of a drafting method: its proposer and its verifier over the run."""
 
     def __init__(self, proposer: Proposer, verifier: Verifier) -> None:
@@ -52,9 +53,9 @@ class Speculator:
         self.proposer.start(run, run.prefill(self.proposer.layers))
         return self.step
 
+    @abstractmethod
     def step(self, run: Run, root: int) -> Outcome:
         """propose → verify → accept → commit, written in each method's file."""
-        raise NotImplementedError
 
 
 def chain_outcome(
