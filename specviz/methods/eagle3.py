@@ -39,11 +39,6 @@ class Config(EagleConfig):
     """Tree shape and the head (models/eagle3's by default), as EAGLE-2's (defaults: its CPU-tuned 2 / 4 / 6)."""
 
 
-def get_head(lm: LoadedModel, cfg: Config) -> Eagle3Head:
-    """The head named by the config, loaded once per (model, folder, file time); "random": untrained."""
-    return head_for(lm, cfg, None)
-
-
 class Eagle3(Speculator):
     """One EAGLE-3 generation: the head's proposer, which reads fused layer inputs, and a tree verifier that hands
     those inputs over for every node."""
