@@ -13,7 +13,6 @@ are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import re
@@ -36,10 +35,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.real_model]
 
 
 def page_titles() -> list[str]:
-    """The sidebar's page titles, in order, read from app.py's PAGES (without running it)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    pages = next(n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "PAGES")
-    return [title for _file, title, _icon in ast.literal_eval(pages)]
+    """The sidebar's page titles, in order: the pages' declarations' navigation (app.py's)."""
+    from specviz.output.pages import NAVIGATION
+
+    return [title for _file, title, _icon in NAVIGATION]
 
 
 # the live pages' runs per method: one for the test, the app's own default when screenshots are kept

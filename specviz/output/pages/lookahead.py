@@ -68,6 +68,22 @@ def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return mask_figure(d.layout, title="One forward, two branches: the attention mask")
 
 
+def pool(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import final_pool, pool_figure
+
+    pool = final_pool(traces["lookahead"])
+    if not pool:
+        raise IndexError("the run left no n-gram in its pool")
+    return pool_figure(pool, title="The n-gram pool at the end: largest keys and hits")
+
+
+def sweep(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The stored window sweep ({"sweep", "where": where and when it was measured})."""
+    from specviz.output.viz.lookahead import sweep_figure
+
+    return sweep_figure(inputs["sweep"], title=f"Where a wider window stops paying ({inputs['where']})")
+
+
 PAGE = Page(
     "lookahead",
     "views/lookahead.py",
@@ -80,5 +96,8 @@ PAGE = Page(
         Figure("lookahead_mask", mask, method="lookahead", one_step=True),
         Figure("lookahead_steps", steps_builder("lookahead"), method="lookahead"),
         Figure("jacobi_grid", grid, method="jacobi"),
+        Figure("lookahead_pool", pool, method="lookahead"),
+        Figure("lookahead_sweep", sweep, "stored"),
     ),
+    icon=":material/grid_on:",
 )

@@ -7,6 +7,7 @@ none keeps its own list of a page's settings or figures. Nothing here imports st
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,7 @@ class Page:
     # temperature it sets (None: the sidebar's)
     runs: Runs = no_runs
     figures: tuple[Figure, ...] = ()
+    icon: str = ""  # its icon in the app's navigation (a Material icon's name)
 
     @property
     def settings(self) -> dict[str, Control]:
@@ -138,6 +140,32 @@ def shape(page: str, method: str, values: dict[str, Any]) -> dict[str, Any]:
 def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -> dict[str, Any]:
     """The fields of `method`'s Config ("" the page's own) that the controls set and the widget values hold."""
     return {c.field: values[c.key] for c in controls if c.field and c.method == method and c.key in values}
+
+
+def given(target: str, *names: str, **fixed: Any) -> Builder:
+    """A figure drawn by `target` ("module:function", imported when drawn) from the inputs the page hands over
+    (a run, a stored bench, a measured curve, a table it computed): `names` in order, "param=name" by keyword,
+    and `fixed` keywords (a title)."""
+    args = [n for n in names if "=" not in n]
+    kw = dict(n.split("=", 1) for n in names if "=" in n)
+
+    def draw(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+        module, _, func = target.partition(":")
+        build = getattr(importlib.import_module(module), func)
+        return build(*(inputs[n] for n in args), **{k: inputs[v] for k, v in kw.items()}, **fixed)
+
+    return draw
+
+
+def tokens_builder(method: str) -> Builder:
+    """The method's output as a strip of tokens, up to the step in focus (viz.steps.token_strip)."""
+
+    def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+        from specviz.output.viz.steps import token_strip
+
+        return token_strip(traces[method], upto=focus(traces[method], shown).index)
+
+    return draw
 
 
 def steps_builder(method: str) -> Builder:
