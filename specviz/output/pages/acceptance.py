@@ -90,22 +90,15 @@ def kv_cache(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return kv_figure(cells(trace, step), after.root_from, step.index)
 
 
-PAGE = Page(
-    "acceptance",
-    "views/acceptance.py",
-    "Acceptance decisions",
-    CONTROLS,
-    runs,
-    (
-        Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
-        Figure("acceptance_typical", typical, method=METHOD),
-        Figure("acceptance_rejection", last_rejected, method=METHOD, one_step=True),
-        Figure("acceptance_lab", given("specviz.output.viz.acceptance:lab_figure", "lab"), "lab", METHOD),
-        Figure("sps_residual", residual, method=METHOD, one_step=True, lesson_only=True),
-        Figure("kv_cache", kv_cache, method=METHOD, one_step=True, lesson_only=True),
-        Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
-        Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
-        Figure("what_data_buys", source="computed", lesson_only=True),
-    ),
-    icon=":material/rule:",
+FIGURES = (
+    Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
+    Figure("acceptance_typical", typical, method=METHOD),
+    Figure("acceptance_rejection", last_rejected, method=METHOD, one_step=True),
+    Figure("acceptance_lab", given("specviz.output.viz.acceptance:lab_figure", "lab"), "lab", METHOD),
+    Figure("sps_residual", residual, method=METHOD, one_step=True, lesson_only=True),
+    Figure("kv_cache", kv_cache, method=METHOD, one_step=True, lesson_only=True),
+    Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
+    Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
+    Figure("what_data_buys", source="computed", lesson_only=True),
 )
+PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:")

@@ -50,40 +50,33 @@ def acceptance_rate(traces: dict[str, Any], _shown: Shown) -> go.Figure:
     return acceptance_rate_figure(traces)
 
 
-PAGE = Page(
-    "compare",
-    "views/compare.py",
-    "Compare methods",
-    CONTROLS,
-    runs,
-    (
-        Figure("speedup", summarized("speedup_figure")),
-        Figure("a_and_r", summarized("a_r_figure")),
-        Figure("accepted_histogram", histogram),
-        Figure("acceptance_rate", acceptance_rate),
-        Figure("throughput", summarized("throughput_figure")),
-        # stored or measured on the page's button: the prompt-kinds bench ({"bench", "where", "labels"}), a prompt
-        # set's bench, the length sweep, the batched sweeps' points, the latency surface, the what-if's model
-        Figure(
-            "where_methods_win",
-            given(f"{VIZ}.categories:wins_figure", "bench", "where=where", "labels=labels"),
-            "stored",
-        ),
-        Figure("speedup_by_category", given(f"{VIZ}.categories:wins_figure", "bench", "where=where"), "stored"),
-        Figure("speedup_vs_length", given(f"{VIZ}.compare:length_figure", "points"), "stored"),
-        Figure(
-            "speedup_vs_batch",
-            given(f"{VIZ}.scaling:curve_figure", "points", axis="batch", fixed={"context": None}),
-            "stored",
-        ),
-        Figure(
-            "speedup_vs_context",
-            given(f"{VIZ}.scaling:curve_figure", "points", axis="context", fixed={"batch": 1}),
-            "stored",
-        ),
-        Figure("speculation_region", given(f"{VIZ}.scaling:region_figure", "points"), "stored"),
-        Figure("batch_surface", given(f"{VIZ}.compare:batch_figure", "surface", "modeled"), "latency"),
-        Figure("hardware_whatif", given(f"{VIZ}.compare:whatif_figure", "speedups"), "computed"),
+FIGURES = (
+    Figure("speedup", summarized("speedup_figure")),
+    Figure("a_and_r", summarized("a_r_figure")),
+    Figure("accepted_histogram", histogram),
+    Figure("acceptance_rate", acceptance_rate),
+    Figure("throughput", summarized("throughput_figure")),
+    # stored or measured on the page's button: the prompt-kinds bench ({"bench", "where", "labels"}), a prompt
+    # set's bench, the length sweep, the batched sweeps' points, the latency surface, the what-if's model
+    Figure(
+        "where_methods_win",
+        given(f"{VIZ}.categories:wins_figure", "bench", "where=where", "labels=labels"),
+        "stored",
     ),
-    icon=":material/leaderboard:",
+    Figure("speedup_by_category", given(f"{VIZ}.categories:wins_figure", "bench", "where=where"), "stored"),
+    Figure("speedup_vs_length", given(f"{VIZ}.compare:length_figure", "points"), "stored"),
+    Figure(
+        "speedup_vs_batch",
+        given(f"{VIZ}.scaling:curve_figure", "points", axis="batch", fixed={"context": None}),
+        "stored",
+    ),
+    Figure(
+        "speedup_vs_context",
+        given(f"{VIZ}.scaling:curve_figure", "points", axis="context", fixed={"batch": 1}),
+        "stored",
+    ),
+    Figure("speculation_region", given(f"{VIZ}.scaling:region_figure", "points"), "stored"),
+    Figure("batch_surface", given(f"{VIZ}.compare:batch_figure", "surface", "modeled"), "latency"),
+    Figure("hardware_whatif", given(f"{VIZ}.compare:whatif_figure", "speedups"), "computed"),
 )
+PAGE = Page("compare", "Compare methods", CONTROLS, runs, FIGURES, icon=":material/leaderboard:")

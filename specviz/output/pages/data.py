@@ -18,14 +18,9 @@ def bought(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
 
 LEARNING = given("specviz.output.viz.learning:learning_figure", "curves", "rows", "depth")
 
-PAGE = Page(
-    "data",
-    "views/data.py",
-    "What data buys",
-    figures=(
-        # stored: the learning curves and recorded experiments ({"curves", "rows"}) at the page's "depth"
-        Figure("learning_curves", LEARNING, "stored"),
-        Figure("a_by_head", bought, method="eagle"),
-    ),
-    icon=":material/dataset:",
+FIGURES = (
+    # stored: the learning curves and recorded experiments ({"curves", "rows"}) at the page's "depth"
+    Figure("learning_curves", LEARNING, "stored"),
+    Figure("a_by_head", bought, method="eagle"),
 )
+PAGE = Page("data", "What data buys", figures=FIGURES, icon=":material/dataset:")

@@ -20,9 +20,9 @@ from specviz.output.pages.page import (
     focus,
     given,
     own,
+    per_step,
     shape,
-    steps_builder,
-    tokens_builder,
+    strip,
 )
 from specviz.tuning.presets import PRESETS
 
@@ -120,37 +120,30 @@ def sampling(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return sampling_figure(focus(traces["eagle"], shown))
 
 
-PAGE = Page(
-    "eagle",
-    "views/eagle.py",
-    "EAGLE",
-    CONTROLS,
-    runs,
-    (
-        Figure("eagle_growth", growth, method="eagle", one_step=True),
-        Figure("eagle_features", features, method="eagle", one_step=True, wide=True),
-        Figure("eagle_verify", verified("eagle", 0), method="eagle", one_step=True),
-        Figure("eagle_mask", verified("eagle", 1), method="eagle", one_step=True),
-        Figure("eagle_steps", steps_builder("eagle")),
-        Figure("eagle_tokens", tokens_builder("eagle"), method="eagle"),
-        Figure("eagle_costs", given("specviz.output.viz.eagle:draft_verify_figure", "eagle"), method="eagle"),
-        Figure("hybrid_origins", origins, method="hybrid"),
-        Figure("hybrid_tree", pooled, method="hybrid", one_step=True),
-        Figure("hybrid_verify", verified("hybrid", 0), method="hybrid", one_step=True),
-        Figure("hybrid_mask", verified("hybrid", 1), method="hybrid", one_step=True),
-        Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
-        # both trees re-grown on the step shown ({"regrown": tuning.eagle_replay.replay_trees}); the lesson
-        # re-grows them when it records (output/lesson/stored.regrown)
-        Figure(
-            "eagle_static_vs_dynamic",
-            given("specviz.output.viz.eagle_growth:compare_figure", "regrown"),
-            method="eagle",
-            regrown=True,
-        ),
-        # stored: the calibrated sweep of tree shapes ({"sweep", "where"}), the heads' held-out top-1 by depth
-        Figure("eagle_sweep", given("specviz.output.viz.eagle:sweep_figure", "sweep", "where=where"), "stored"),
-        Figure("eagle3_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
-        Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
+FIGURES = (
+    Figure("eagle_growth", growth, method="eagle", one_step=True),
+    Figure("eagle_features", features, method="eagle", one_step=True, wide=True),
+    Figure("eagle_verify", verified("eagle", 0), method="eagle", one_step=True),
+    Figure("eagle_mask", verified("eagle", 1), method="eagle", one_step=True),
+    Figure("eagle_steps", per_step("eagle")),
+    Figure("eagle_tokens", strip("eagle"), method="eagle"),
+    Figure("eagle_costs", given("specviz.output.viz.eagle:draft_verify_figure", "eagle"), method="eagle"),
+    Figure("hybrid_origins", origins, method="hybrid"),
+    Figure("hybrid_tree", pooled, method="hybrid", one_step=True),
+    Figure("hybrid_verify", verified("hybrid", 0), method="hybrid", one_step=True),
+    Figure("hybrid_mask", verified("hybrid", 1), method="hybrid", one_step=True),
+    Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
+    # both trees re-grown on the step shown ({"regrown": tuning.eagle_replay.replay_trees}); the lesson
+    # re-grows them when it records (output/lesson/stored.regrown)
+    Figure(
+        "eagle_static_vs_dynamic",
+        given("specviz.output.viz.eagle_growth:compare_figure", "regrown"),
+        method="eagle",
+        regrown=True,
     ),
-    icon=":material/flight:",
+    # stored: the calibrated sweep of tree shapes ({"sweep", "where"}), the heads' held-out top-1 by depth
+    Figure("eagle_sweep", given("specviz.output.viz.eagle:sweep_figure", "sweep", "where=where"), "stored"),
+    Figure("eagle3_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
 )
+PAGE = Page("eagle", "EAGLE", CONTROLS, runs, FIGURES, icon=":material/flight:")

@@ -18,14 +18,9 @@ def serial(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
 # this device's cost curve over its roofline ({"curve": tuning.probe's, "here": its provenance, "roof"})
 LATENCY = given("specviz.output.viz.latency:latency_figure", "curve", "here=here", "roof=roof")
 
-PAGE = Page(
-    "home",
-    "views/home.py",
-    "Why parallel decoding",
-    figures=(
-        Figure("home_timeline", serial, method="ar"),
-        Figure("latency_curve", LATENCY, source="latency"),
-        Figure("gpu_whatif", source="computed", lesson_only=True),
-    ),
-    icon=":material/home:",
+FIGURES = (
+    Figure("home_timeline", serial, method="ar"),
+    Figure("latency_curve", LATENCY, source="latency"),
+    Figure("gpu_whatif", source="computed", lesson_only=True),
 )
+PAGE = Page("home", "Why parallel decoding", figures=FIGURES, icon=":material/home:")

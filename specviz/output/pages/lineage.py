@@ -16,10 +16,5 @@ def works(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
     return lineage_figure(inputs.get("bench"), inputs.get("where", ""))
 
 
-PAGE = Page(
-    "lineage",
-    "views/lineage.py",
-    "Lineage",
-    figures=(Figure("lineage", works, "lineage", wide=True),),
-    icon=":material/history_edu:",
-)
+FIGURES = (Figure("lineage", works, "lineage", wide=True),)
+PAGE = Page("lineage", "Lineage", figures=FIGURES, icon=":material/history_edu:")

@@ -11,7 +11,7 @@ from specviz import methods
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, per_step, shape
 from specviz.tuning.presets import PRESETS
 
 PASSES = 8  # where the page's Jacobi pass slider starts
@@ -84,20 +84,13 @@ def sweep(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
     return sweep_figure(inputs["sweep"], title=f"Where a wider window stops paying ({inputs['where']})")
 
 
-PAGE = Page(
-    "lookahead",
-    "views/lookahead.py",
-    "Lookahead & Jacobi",
-    CONTROLS,
-    runs,
-    (
-        Figure("lookahead_window", window, method="lookahead", one_step=True),
-        Figure("lookahead_verify", verify, method="lookahead", one_step=True),
-        Figure("lookahead_mask", mask, method="lookahead", one_step=True),
-        Figure("lookahead_steps", steps_builder("lookahead"), method="lookahead"),
-        Figure("jacobi_grid", grid, method="jacobi"),
-        Figure("lookahead_pool", pool, method="lookahead"),
-        Figure("lookahead_sweep", sweep, "stored"),
-    ),
-    icon=":material/grid_on:",
+FIGURES = (
+    Figure("lookahead_window", window, method="lookahead", one_step=True),
+    Figure("lookahead_verify", verify, method="lookahead", one_step=True),
+    Figure("lookahead_mask", mask, method="lookahead", one_step=True),
+    Figure("lookahead_steps", per_step("lookahead"), method="lookahead"),
+    Figure("jacobi_grid", grid, method="jacobi"),
+    Figure("lookahead_pool", pool, method="lookahead"),
+    Figure("lookahead_sweep", sweep, "stored"),
 )
+PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:")

@@ -12,19 +12,7 @@ import plotly.graph_objects as go
 from specviz import methods
 from specviz.core.details import MedusaStep
 from specviz.core.trace import Trace
-from specviz.output.pages.page import (
-    REPEATS,
-    Control,
-    Figure,
-    Page,
-    Shown,
-    focus,
-    given,
-    own,
-    shape,
-    steps_builder,
-    tokens_builder,
-)
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, given, own, per_step, shape, strip
 from specviz.tuning.presets import PRESETS
 
 ACCURACY = {
@@ -120,24 +108,17 @@ def depths(traces: dict[str, Trace], _shown: Shown, title: str = "") -> go.Figur
     return depth_figure(series, title, "share of steps", prefix="depth")
 
 
-PAGE = Page(
-    "medusa",
-    "views/medusa.py",
-    "Medusa",
-    CONTROLS,
-    runs,
-    (
-        Figure("medusa_tree", tree, method="medusa", one_step=True),
-        Figure("medusa_mask", mask, method="medusa", one_step=True),
-        Figure("medusa_steps", steps_builder("medusa")),
-        Figure("medusa_tokens", tokens_builder("medusa"), method="medusa"),
-        Figure("hydra_depths", depths),
-        Figure("medusa_twin", partial(tree, title="Medusa"), method="medusa", one_step=True),
-        Figure("hydra_twin", twin, method="hydra", one_step=True),
-        # stored: the heads' held-out top-1 ({"top1"}), the tree-size sweep ({"sweep"} and the page's "total")
-        Figure("hydra_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
-        Figure("medusa_budget", budget, "stored"),
-        Figure("medusa_cost", cost, "stored"),
-    ),
-    icon=":material/account_tree:",
+FIGURES = (
+    Figure("medusa_tree", tree, method="medusa", one_step=True),
+    Figure("medusa_mask", mask, method="medusa", one_step=True),
+    Figure("medusa_steps", per_step("medusa")),
+    Figure("medusa_tokens", strip("medusa"), method="medusa"),
+    Figure("hydra_depths", depths),
+    Figure("medusa_twin", partial(tree, title="Medusa"), method="medusa", one_step=True),
+    Figure("hydra_twin", twin, method="hydra", one_step=True),
+    # stored: the heads' held-out top-1 ({"top1"}), the tree-size sweep ({"sweep"} and the page's "total")
+    Figure("hydra_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("medusa_budget", budget, "stored"),
+    Figure("medusa_cost", cost, "stored"),
 )
+PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:")

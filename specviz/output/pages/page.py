@@ -81,10 +81,10 @@ def no_runs(_values: dict[str, Any], _figure: str, _methods: Sequence[str]) -> t
 
 @dataclass(frozen=True)
 class Page:
-    """One page, declared once: its file and title, its controls, the methods it runs, its figures."""
+    """One page, declared once: its id (its view is views/<id>.py) and title, its controls, the methods it runs,
+    its figures, its icon."""
 
     id: str
-    file: str
     title: str
     controls: tuple[Control, ...] = ()
     # {method: Config} the page runs for a figure, from its widget values and the methods a stop shows, and the
@@ -92,6 +92,11 @@ class Page:
     runs: Runs = no_runs
     figures: tuple[Figure, ...] = ()
     icon: str = ""  # its icon in the app's navigation (a Material icon's name)
+
+    @property
+    def file(self) -> str:
+        """Its Streamlit page: views/<id>.py."""
+        return f"views/{self.id}.py"
 
     @property
     def settings(self) -> dict[str, Control]:
@@ -157,7 +162,7 @@ def given(target: str, *names: str, **fixed: Any) -> Builder:
     return draw
 
 
-def tokens_builder(method: str) -> Builder:
+def strip(method: str) -> Builder:
     """The method's output as a strip of tokens, up to the step in focus (viz.steps.token_strip)."""
 
     def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:
@@ -168,7 +173,7 @@ def tokens_builder(method: str) -> Builder:
     return draw
 
 
-def steps_builder(method: str) -> Builder:
+def per_step(method: str) -> Builder:
     """The per-step chart of a method's run beside plain decoding's (viz.tree.steps_figure)."""
 
     def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:

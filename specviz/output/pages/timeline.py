@@ -45,12 +45,5 @@ def tokens(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
     return tokens_over_time_figure(lanes(traces))
 
 
-PAGE = Page(
-    "timeline",
-    "views/timeline.py",
-    "Timeline",
-    CONTROLS,
-    runs,
-    (Figure("timeline_race", race), Figure("timeline_at", race), Figure("tokens_over_time", tokens)),
-    icon=":material/timeline:",
-)
+FIGURES = (Figure("timeline_race", race), Figure("timeline_at", race), Figure("tokens_over_time", tokens))
+PAGE = Page("timeline", "Timeline", CONTROLS, runs, FIGURES, icon=":material/timeline:")
