@@ -8,8 +8,7 @@ import streamlit as st
 
 from specviz.output.pages import NAVIGATION
 from ui import lesson
-from ui.common import sidebar
-from ui.deck import deck_button
+from ui.common import deck_button, sidebar
 
 ROOT = Path(__file__).parent
 # the pages' declarations give the navigation: (file, title, icon) each; a page appears once its file exists. The

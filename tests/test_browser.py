@@ -7,7 +7,7 @@ Screenshots go to a temporary folder (or to SPECVIZ_SCREENSHOTS when set); the R
 `bash scripts/screenshots.sh`, which takes the lecture tour with presets instead (scripts/lecture_shots.py).
 
 The live pages (Compare, Medusa, EAGLE, Lookahead) time each method against plain decoding 3 times by default
-(ui.live.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
+(ui.resources.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
 default is set to one run for this test (the server process sets it before Streamlit starts; the app's files
 are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 
@@ -45,8 +45,8 @@ def page_titles() -> list[str]:
 REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
 # `streamlit run` in this process, after setting the live pages' default number of runs (None: the app's)
 SERVE = (
-    "import sys; import ui.live as live; from streamlit.web import cli; "
-    "assert isinstance(live.DEFAULT_REPEATS, int), 'ui.live.DEFAULT_REPEATS moved: update tests/test_browser.py'; "
+    "import sys; import ui.resources as live; from streamlit.web import cli; "
+    "assert isinstance(live.DEFAULT_REPEATS, int), 'ui.resources.DEFAULT_REPEATS moved: update tests/test_browser.py'; "
     "live.DEFAULT_REPEATS = {repeats} or live.DEFAULT_REPEATS; "
     "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"
 )

@@ -15,11 +15,10 @@ from specviz.output.viz.acceptance import records
 from specviz.tuning.draft_sweep import SPS_PATH
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
-from ui.common import Settings, download_traces, page_header, run_method, settings
+from ui.common import download_traces, page_header, run_method, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where
 from ui.method_page import focused_step, stored_sweep
-from ui.resources import get_model, replaying
+from ui.resources import Settings, get_model, measured_where, replaying
 
 DEF = speculative.Config()
 DRAFT_LABELS = {"perturbed": "perturbed p", "layers": "first L layers", "trained": "trained draft"}  # fit a quarter

@@ -19,8 +19,7 @@ from specviz.tuning import bench, compare, hardware, probe
 from specviz.tuning.probe import cached_curve
 from ui.common import config_controls, download_traces, page_header, settings
 from ui.declared import draw, widget
-from ui.live import measured_where, repeats_control, run_paired
-from ui.resources import get_model, replayed, replaying
+from ui.resources import get_model, measured_where, repeats_control, replayed, replaying, run_paired
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
 

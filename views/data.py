@@ -12,8 +12,7 @@ from specviz.output.pages.data import PAGE
 from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, corpus_summary, curves, eagle_checkpoints, experiment_rows
 from ui.common import page_header, run_method, settings
 from ui.declared import draw
-from ui.live import measured_where
-from ui.resources import replaying
+from ui.resources import measured_where, replaying
 
 
 def where(prov) -> str:

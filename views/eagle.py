@@ -21,11 +21,10 @@ from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
 from ui.common import page_header, run_method, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import Beside, at_temperature, beside, focused_step, main_run, need, step_caption, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
-from ui.resources import get_model, replaying
+from ui.resources import get_model, measured_where, repeats_control, replaying, run_paired, same_tokens, speedup_metric
 
 TOTAL_HELP = "The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win."
 TEMPERATURE_HELP = "0 = greedy matching; > 0 = tree speculative sampling"

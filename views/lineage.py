@@ -11,7 +11,7 @@ from specviz.output.viz.lineage import measured_values, node_caption
 from specviz.output.viz.stored import merged_spec_bench
 from ui.common import page_header
 from ui.declared import draw
-from ui.live import measured_where
+from ui.resources import measured_where
 
 page_header(
     "Where the methods come from",

@@ -14,10 +14,10 @@ from specviz.tuning.sweep import LOOKAHEAD_PATH
 from ui.common import download_traces, page_header, run_method, settings
 from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import pick_step, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
+from ui.resources import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 
 DEF = lookahead.Config()
 

@@ -12,7 +12,6 @@ from specviz.output.pages.medusa import PAGE
 from specviz.output.viz.depth import starts, step_at
 from ui.common import page_header, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import (
     Beside,
     at_temperature,
@@ -27,6 +26,7 @@ from ui.method_page import (
 )
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
+from ui.resources import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 
 TOTAL_HELP = "Tokens verified in one target forward, the root included: total_tokens − 1 drafted nodes"
 TEMPERATURE_HELP = "0 = greedy; typical acceptance needs T > 0 to differ"

@@ -9,8 +9,7 @@ from specviz.core import measure
 from specviz.output.pages.timeline import LANES, PAGE
 from ui.common import download_traces, page_header, settings
 from ui.declared import draw
-from ui.live import run_race, same_tokens
-from ui.resources import replayed, replaying
+from ui.resources import replayed, replaying, run_race, same_tokens
 
 page_header(
     "Serial versus parallel",
