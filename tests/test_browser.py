@@ -45,9 +45,9 @@ def page_titles() -> list[str]:
 REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
 # `streamlit run` in this process, after setting the live pages' default number of runs (None: the app's)
 SERVE = (
-    "import sys; import ui.resources as live; from streamlit.web import cli; "
-    "assert isinstance(live.DEFAULT_REPEATS, int), 'ui.resources.DEFAULT_REPEATS moved: update tests/test_browser.py'; "
-    "live.DEFAULT_REPEATS = {repeats} or live.DEFAULT_REPEATS; "
+    "import sys; import ui.resources as resources; from streamlit.web import cli; "
+    "assert isinstance(resources.DEFAULT_REPEATS, int), 'DEFAULT_REPEATS moved: update tests/test_browser.py'; "
+    "resources.DEFAULT_REPEATS = {repeats} or resources.DEFAULT_REPEATS; "
     "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"
 )
 
