@@ -116,10 +116,10 @@ def test_a_check_table_is_read_and_a_bad_one_refused():
                       ({"check": "A('x') > 1", "why": "?"}, "not one with 'why'")]:  # fmt: skip
         with pytest.raises(claims.ClaimError, match=says):
             claims.checks([bad], {"A"})
-    kinds = {"flat": lambda device: "measured" if device == "this CPU" else "arithmetic"}
-    fns = {"flat": {"this CPU": 20.0, "a100": 230.0}.__getitem__}
+    kinds = {"flat": lambda device: "measured" if device == "cpu" else "arithmetic"}
+    fns = {"flat": {"cpu": 20.0, "a100": 230.0}.__getitem__}
     assert claims.evaluate("flat('a100') > 100", fns, kinds=kinds).kind == "arithmetic"
-    assert claims.evaluate("flat('a100') > 5 * flat('this CPU')", fns, kinds=kinds).kind == "measured"
+    assert claims.evaluate("flat('a100') > 5 * flat('cpu')", fns, kinds=kinds).kind == "measured"
 
 
 def test_the_shipped_lesson_marks_every_sentence_it_checks():

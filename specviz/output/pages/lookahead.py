@@ -68,6 +68,12 @@ def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return mask_figure(d.layout, title="One forward, two branches: the attention mask")
 
 
+def origins(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import origins_figure
+
+    return origins_figure([traces["lookahead"]])
+
+
 PAGE = Page(
     "lookahead",
     "views/lookahead.py",
@@ -80,5 +86,7 @@ PAGE = Page(
         Figure("lookahead_mask", mask, method="lookahead", one_step=True),
         Figure("lookahead_steps", steps_builder("lookahead"), method="lookahead"),
         Figure("jacobi_grid", grid, method="jacobi"),
+        # a build re-run when recorded (output/lesson/stored.regrown): beside the run shown, one with a seeded pool
+        Figure("lookahead_origins", origins, method="lookahead", regrown=True),
     ),
 )
