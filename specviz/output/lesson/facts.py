@@ -206,19 +206,13 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
 
 
 def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
-    """What the builds re-run when recorded read: regrown(kind), the drafts accepted by the static or the dynamic tree
-    of EAGLE's static-against-dynamic build (off its panel's title, 'EAGLE-2 dynamic: 3 accepted of 9'), and
-    seeded(where), Lookahead's accepted drafts by origin in the run re-made with the prompt seeding its pool."""
+    """What the builds re-run when recorded read: regrown(kind), the drafts the static or the dynamic tree of EAGLE's
+    static-against-dynamic build accepted over every step of the run re-grown, and seeded(where), Lookahead's
+    accepted drafts by origin in the run re-made with the prompt seeding its pool (both in their layout's meta)."""
     fns: dict[str, Callable[..., Any]] = {}
     if "eagle_static_vs_dynamic" in stored:
-        layout = pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]
-        notes = [a.get("text", "") for a in layout["annotations"]]
-
-        def regrown(kind: str) -> int:
-            said = next(t for t in notes if ("dynamic" in t) == (kind == "dynamic") and "accepted of" in t)
-            return int(said.split(":")[1].split()[0])
-
-        fns["regrown"] = regrown
+        totals = pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["meta"]["totals"]
+        fns["regrown"] = lambda kind: totals[kind]
     if "lookahead_origins" in stored:
         counts = pio.from_json(stored["lookahead_origins"]).to_dict()["layout"]["meta"]["origins"]
         fns["seeded"] = lambda where: counts[-1][where]

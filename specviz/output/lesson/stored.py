@@ -98,10 +98,24 @@ def regrown(lm: Any, stop: Stop, trace: Any, step_index: int, config: Any) -> An
     stop shows, or Lookahead's run beside one more with its pool seeded from the prompt (seeding's share)."""
     if stop.figure == "lookahead_origins":
         return _seeded(lm, trace, config)
+    return _static_vs_dynamic(lm, trace, step_index, config)
+
+
+def _static_vs_dynamic(lm: Any, trace: Any, step_index: int, config: Any) -> Any:
+    """Both trees on the step shown, and both re-grown on every drafted step of the run: the totals compare them
+    on all steps, not on one a rule chose for either (the layout's meta holds them for the checks)."""
     from specviz.output.viz.eagle_growth import compare_figure
     from specviz.tuning.eagle_replay import replay_trees
 
-    return compare_figure(replay_trees(lm, trace, step_index, config))
+    steps = [s.index for s in trace.steps if s.committed and s.detail is not None]
+    totals = {"static": 0, "dynamic": 0}
+    for i in steps:
+        replay = replay_trees(lm, trace, i, config)
+        for kind in totals:
+            totals[kind] += len(replay[kind]["accepted"]) - 1
+    title = f"All {len(steps)} steps re-grown: static {totals['static']}, dynamic {totals['dynamic']} drafts accepted"
+    fig = compare_figure(replay_trees(lm, trace, step_index, config), title=title)
+    return fig.update_layout(meta={"totals": totals, "steps": len(steps)})
 
 
 def _seeded(lm: Any, trace: Any, config: Any) -> Any:
