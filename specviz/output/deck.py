@@ -91,17 +91,14 @@ def machines(where: str) -> list[str]:
     return list(dict.fromkeys(f"{cpu}, {day}" for cpu, day in MEASURED_ON.findall(where)))
 
 
-def badge(fig: go.Figure, where: str) -> go.Figure:
-    """Pin a stored figure's machines and days in its top right corner, so that on someone else's screen it never
-    reads as measured there; a provenance that names no machine gets no badge."""
-    found = machines(where)
-    if found:
-        fig.add_annotation(
-            text="stored: " + "; ".join(found),
-            xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="bottom", showarrow=False,
-            font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
-        )  # fmt: skip
-    return fig
+def badge(fig: go.Figure, text: str) -> go.Figure:
+    """Pin where a figure's numbers come from in its top right corner (a stored figure's machines and days, or its
+    published sources), so that on someone else's screen it never reads as measured there."""
+    return fig.add_annotation(
+        text=text,
+        xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="bottom", showarrow=False,
+        font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
+    )  # fmt: skip
 
 
 def slides_of(figures: dict[str, go.Figure], notes: str, measured: dict[str, str] | None = None) -> list[Slide]:

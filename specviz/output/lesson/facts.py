@@ -182,6 +182,7 @@ COMPUTED_KINDS: dict[str, claims.Kinds] = {
     "sps_exact": {"gap": "arithmetic", "rejected": "arithmetic", "residual_tokens": "arithmetic"},
     "sps_cost_model": dict.fromkeys(("alpha", "c", "best_gamma", "best_speedup", "alpha_for"), "stored"),
     "what_data_buys": {"top1": "stored"},
+    "published_figures": {"published": "stored"},
     "gpu_whatif": {"flat": lambda device: "measured" if device == "cpu" else "arithmetic", "knee": "arithmetic"},
 }
 
@@ -254,8 +255,8 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
 
 def _badged(pack: Pack, fig: go.Figure, measured: str) -> go.Figure:
     """A figure measured on another machine or day than the recording wears a badge naming them (deck.badge)."""
-    p = pack.provenance
-    return badge(fig, measured) if set(machines(measured)) - {f"{p.cpu}, {p.date[:10]}"} else fig
+    p, found = pack.provenance, machines(measured)
+    return badge(fig, "stored: " + "; ".join(found)) if set(found) - {f"{p.cpu}, {p.date[:10]}"} else fig
 
 
 def _stored_figure(pack: Pack, key: str) -> go.Figure | None:

@@ -21,6 +21,7 @@ from specviz.core.paths import REPO
 TOKENS = ("cat", "dog", "fox")
 P, Q = (0.5, 0.3, 0.2), (0.2, 0.2, 0.6)
 SWEEP = REPO / "models" / "draft" / "gamma_sweep.json"  # calibrate draft: the trained draft and a layer prefix
+PUBLISHED = REPO / "docs" / "lesson" / "published.json"  # speedups and A copied from papers, each with its source
 GAMMAS = tuple(range(0, 9))  # drafts per step the cost model considers (0: plain decoding)
 
 
@@ -249,7 +250,22 @@ def computed(name: str, stored: dict[str, Any]) -> tuple[Any, dict[str, Callable
         return fig, fns, f"the recording's cost curve on {cpu}; the GPUs a model from published peaks"
     if name == "what_data_buys":
         return _data_buys()
+    if name == "published_figures":
+        return _published()
     raise KeyError(f"no computed figure {name!r}")
+
+
+def _published() -> tuple[Any, dict[str, Callable[..., Any]], str]:
+    """The papers' and Spec-Bench's numbers beside this project's H200 run, badged with their sources, and
+    published(source, method, stat): a stored speedup or A as the file copies it."""
+    from specviz.output.deck import badge
+    from specviz.output.viz.published import published_figure
+
+    data = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    table = {s["id"]: s["methods"] for s in data["sources"]}
+    fig = badge(published_figure(data), "stored: " + "; ".join(s["badge"] for s in data["sources"]))
+    where = "; ".join(f"{s['label']}: {s['cite']}" for s in data["sources"])
+    return fig, {"published": lambda source, method, stat: float(table[source][method][stat])}, where
 
 
 def _data_buys() -> tuple[Any, dict[str, Callable[..., Any]], str]:
