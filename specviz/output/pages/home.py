@@ -11,5 +11,6 @@ PAGE = Page(
     figures=(
         Figure("latency_curve", source="latency"),  # this device's cost curve over its roofline
         Figure("gpu_whatif", source="computed", lesson_only=True),
+        Figure("published_figures", source="computed", lesson_only=True),  # the papers' numbers, copied
     ),
 )

@@ -4,12 +4,4 @@ from __future__ import annotations
 
 from specviz.output.pages.page import Figure, Page
 
-PAGE = Page(
-    "lineage",
-    "views/lineage.py",
-    "Lineage",
-    figures=(
-        Figure("lineage", source="lineage", wide=True),
-        Figure("published_figures", source="computed", lesson_only=True),  # the papers' numbers, copied
-    ),
-)
+PAGE = Page("lineage", "views/lineage.py", "Lineage", figures=(Figure("lineage", source="lineage", wide=True),))
