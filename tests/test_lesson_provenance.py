@@ -63,3 +63,21 @@ def test_lookaheads_accepted_drafts_by_origin_add_up_to_its_accepted_drafts():
     counts = accepted_origins(run)
     assert run.config["method"]["seed_prompt"] is False and counts["prompt"] == 0
     assert sum(counts.values()) == sum(s.drafts_accepted for s in run.steps) > 0
+
+
+def test_the_seeded_build_runs_lookahead_again_with_the_prompt_in_its_pool(tiny_lm):
+    from specviz.core.sampling import Sampling
+    from specviz.methods import lookahead
+    from specviz.output.lesson.stored import regrown
+
+    lesson = load_lesson(LESSON_FILE)
+    stop = lesson.stops[lesson.index("lookahead")].at(3)
+    assert stop.figure == "lookahead_origins"
+    prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6]  # repeats: the seeded pool has n-grams to offer
+    cfg = lookahead.Config(window=3, ngram=3, guesses=2, seed_prompt=False)
+    run = lookahead.generate(tiny_lm, prompt, Sampling(max_new_tokens=12), cfg)
+    fig = regrown(tiny_lm, stop, run, 0, cfg)
+    paper, seeded = fig.layout.meta["origins"]
+    assert paper == accepted_origins(run) and paper["prompt"] == 0
+    assert [t.name for t in fig.data] == ["harvested from the window", "the prompt's n-grams (seeded)"]
+    assert "seeded" in fig.data[0].x[1] and f"{seeded['prompt']} of {sum(seeded.values())}" in fig.layout.title.text
