@@ -66,7 +66,7 @@ def test_the_readme_tells_the_shipped_recording_as_its_pack_does():
     from specviz.output.lesson.readme import RECORDING, current, recording
 
     pack = read(PACK_FILE)
-    told = current(markers=RECORDING)
+    told = current(markers=RECORDING) or ""
     assert told == recording(pack), "run: python -m specviz lesson readme"
     assert pack.provenance.date[:10] in told and pack.provenance.cpu in told and f"{pack.load_after:.1f}" in told
 
