@@ -22,5 +22,6 @@ FIGURES = (
     Figure("home_timeline", serial, method="ar"),
     Figure("latency_curve", LATENCY, source="latency"),
     Figure("gpu_whatif", source="computed", lesson_only=True),
+    Figure("published_figures", source="computed", lesson_only=True),  # the papers' numbers, copied
 )
 PAGE = Page("home", "Why parallel decoding", figures=FIGURES, icon=":material/home:")

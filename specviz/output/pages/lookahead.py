@@ -84,6 +84,12 @@ def sweep(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
     return sweep_figure(inputs["sweep"], title=f"Where a wider window stops paying ({inputs['where']})")
 
 
+def origins(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import origins_figure
+
+    return origins_figure([traces["lookahead"]])
+
+
 FIGURES = (
     Figure("lookahead_window", window, method="lookahead", one_step=True),
     Figure("lookahead_verify", verify, method="lookahead", one_step=True),
@@ -92,5 +98,7 @@ FIGURES = (
     Figure("jacobi_grid", grid, method="jacobi"),
     Figure("lookahead_pool", pool, method="lookahead"),
     Figure("lookahead_sweep", sweep, "stored"),
+    # a build re-run when recorded (output/lesson/stored.regrown): beside the run shown, one with a seeded pool
+    Figure("lookahead_origins", origins, method="lookahead", regrown=True),
 )
 PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:")
