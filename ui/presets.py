@@ -12,9 +12,7 @@ from specviz.core import measure
 from specviz.tuning import presets
 from specviz.tuning.presets import Preset, fields
 from specviz.tuning.probe import cached_curve
-from ui.common import Settings
-from ui.live import run_paired
-from ui.resources import get_model, replaying
+from ui.resources import Settings, get_model, replaying, run_paired
 
 CUSTOM = "custom"
 
