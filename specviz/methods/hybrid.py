@@ -29,12 +29,11 @@ from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
     name="hybrid",
-    label="EAGLE-2 + n-gram pool",
+    label="EAGLE-2 + n-grams",
     summary="The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass.",
     colour="#332288",
     order=8,
     figures="specviz.output.viz.hybrid:gallery",
-    short="EAGLE-2 + n-grams",
 )
 
 
