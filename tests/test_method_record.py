@@ -9,6 +9,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+import textwrap
 from dataclasses import fields
 from types import ModuleType
 
@@ -17,6 +18,7 @@ import pytest
 from specviz import methods
 from specviz.core.details import detail_for
 from specviz.methods.base import PHASES
+from specviz.methods.speculator import Speculator
 from tests import fixture_method
 from tests import test_contract as contract
 from tests.test_layers import ROOT, contracts
@@ -31,8 +33,18 @@ def runon():
 
 
 def phases_in(module) -> list[str]:
-    """The phases a module's source times (`….phase("name")`), in the order they are written."""
-    calls = [n for n in ast.walk(ast.parse(inspect.getsource(module))) if isinstance(n, ast.Call)]
+    """The phases a module's source times (`….phase("name")`), in the order they are written; for a method whose
+    step is a shared speculator's (the tree methods': methods.speculator.TreeSpeculator.step), that step's."""
+    sources = [inspect.getsource(module)]
+    for obj in vars(module).values():
+        ours = isinstance(obj, type) and obj.__module__ == module.__name__ and issubclass(obj, Speculator)
+        if ours and inspect.getmodule(obj.step) is not module:
+            sources.append(textwrap.dedent(inspect.getsource(obj.step)))
+    return [name for source in sources for name in _timed(source)]
+
+
+def _timed(source: str) -> list[str]:
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
     named = [
         (c.lineno, str(c.args[0].value))
         for c in calls

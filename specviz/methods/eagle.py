@@ -8,9 +8,9 @@ from specviz.core.details import EagleDetail
 from specviz.core.model import LoadedModel
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import head_for, load_head, proposer, tiny_head
-from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, tree_outcome
-from specviz.trees.eagle_tree import EagleConfig, EagleProposer, TreeResult
+from specviz.methods.base import Card, Run, Step, generator
+from specviz.methods.speculator import EagleSpeculator
+from specviz.trees.eagle_tree import EagleConfig
 from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
@@ -40,24 +40,12 @@ def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
     return load_head(lm, cfg)
 
 
-class Eagle(Speculator):
-    """One EAGLE-2 generation: the head's proposer (its drafter and cache) and the tree verifier."""
+class Eagle(EagleSpeculator):
+    """One EAGLE-2 generation: the head's proposer (its drafter and cache; a tree grown by confidence and reranked
+    to total_tokens) and the tree verifier, in the tree methods' one step (methods.speculator.TreeSpeculator.step:
+    propose → verify → accept → commit, the head keeping the accepted path's features)."""
 
-    proposer: EagleProposer
-
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (the head drafts a tree) → verify (one target forward) → accept → commit (target and head)."""
-        with run.phase("propose"):
-            draft = self.proposer.propose(run, root)  # grown by confidence, reranked to total_tokens
-        with run.phase("verify"):
-            v = self.verifier.verify(run, draft.tokens, draft.spec)
-        with run.phase("accept"):  # greedy match at T = 0, tree speculative sampling at T > 0
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)
-            self.proposer.commit(v, w.path)
-        res = TreeResult(draft, v, w)
-        return tree_outcome(res, lambda: EagleDetail(**self.proposer.record(res, run.lm.token_text)))
+    DETAIL = EagleDetail
 
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:

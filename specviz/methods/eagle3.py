@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from specviz.core.details import Eagle3Detail
 from specviz.core.model import LoadedModel, fused_layers
 from specviz.heads.eagle import pass_through
-from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, Eagle3Proposer, head_for, new_head, proposer
-from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, tree_outcome
-from specviz.trees.eagle_tree import EagleConfig, TreeResult
+from specviz.heads.eagle3 import DEFAULT_DIR, Eagle3Head, head_for, new_head, proposer
+from specviz.methods.base import Card, Run, Step, generator
+from specviz.methods.speculator import EagleSpeculator
+from specviz.trees.eagle_tree import EagleConfig
 from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
@@ -39,26 +39,12 @@ class Config(EagleConfig):
     """Tree shape and the head (models/eagle3's by default), as EAGLE-2's (defaults: its CPU-tuned 2 / 4 / 6)."""
 
 
-class Eagle3(Speculator):
+class Eagle3(EagleSpeculator):
     """One EAGLE-3 generation: the head's proposer, which reads fused layer inputs, and a tree verifier that hands
-    those inputs over for every node."""
+    those inputs over for every node, in the tree methods' one step (methods.speculator.TreeSpeculator.step: the
+    head keeps the accepted path's layer inputs for the next root)."""
 
-    proposer: Eagle3Proposer
-
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (the head drafts a tree from fused layers) → verify (one target forward, with layer inputs) →
-        accept → commit (the target's cache; the head's queue, and the path's last layer inputs)."""
-        with run.phase("propose"):
-            draft = self.proposer.propose(run, root)
-        with run.phase("verify"):
-            v = self.verifier.verify(run, draft.tokens, draft.spec)  # v.feats: each node's layer inputs [n, 3H]
-        with run.phase("accept"):  # greedy match at T = 0, tree speculative sampling at T > 0
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)
-            self.proposer.commit(v, w.path)
-        res = TreeResult(draft, v, w)
-        return tree_outcome(res, lambda: Eagle3Detail(**self.proposer.record(res, run.lm.token_text)))
+    DETAIL = Eagle3Detail
 
 
 def begin(run: Run, cfg: Config, head: Eagle3Head | None = None) -> Step:

@@ -11,8 +11,8 @@ from specviz.core.details import HydraDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, path_outcome
+from specviz.methods.base import Card, Run, Step, generator
+from specviz.methods.speculator import HeadsSpeculator
 from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
 from specviz.trees.tree import TreeSpec
 
@@ -74,26 +74,15 @@ class HydraProposer(HeadsProposer):
 
     def propose(self, run: Run, root: int) -> HeadsDraft:
         """Depth by depth: each head reads the tokens drafted above its node."""
-        return HeadsDraft(*propose(self.heads, run.pending_hidden, self.spec, root))
+        tokens, head_p, reads = propose(self.heads, run.pending_hidden, self.spec, root)
+        return HeadsDraft(tokens, head_p, self.spec, reads)
 
 
-class Hydra(Speculator):
-    """One Hydra generation: its heads' proposer and the heads tree's verifier (Medusa's)."""
+class Hydra(HeadsSpeculator):
+    """One Hydra generation: its heads' proposer and the heads tree's verifier (Medusa's), in the tree methods' one
+    step (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit)."""
 
-    proposer: HydraProposer
-
-    @torch.inference_mode()
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (head by head down the tree) → verify (one tree pass) → accept → commit."""
-        with run.phase("propose"):
-            draft = self.proposer.propose(run, root)
-        with run.phase("verify"):
-            v = self.verifier.verify(run, draft.tokens, self.proposer.spec)
-        with run.phase("accept"):
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)
-        return path_outcome(v, w, lambda: self.proposer.record(HydraDetail, run, draft, v, w))
+    DETAIL = HydraDetail
 
 
 def begin(run: Run, cfg: Config, heads: HydraHeads | None = None, calibration: list[list[float]] | None = None) -> Step:

@@ -11,8 +11,8 @@ from specviz.core.details import MedusaDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, path_outcome
+from specviz.methods.base import Card, Run, Step, generator
+from specviz.methods.speculator import HeadsSpeculator
 from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
 from specviz.trees.tree import TreeSpec
 
@@ -61,26 +61,14 @@ class MedusaProposer(HeadsProposer):
     def propose(self, run: Run, root: int) -> HeadsDraft:
         """Every node at once: head k's ranks from the same hidden state, placed by their rank paths."""
         drafts, head_p = propose(self.heads, run.pending_hidden, self.spec)
-        return HeadsDraft([root, *drafts], head_p)
+        return HeadsDraft([root, *drafts], head_p, self.spec)
 
 
-class Medusa(Speculator):
-    """One Medusa generation: its heads' proposer and the heads tree's verifier."""
+class Medusa(HeadsSpeculator):
+    """One Medusa generation: its heads' proposer and the heads tree's verifier, in the tree methods' one step
+    (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit)."""
 
-    proposer: MedusaProposer
-
-    @torch.inference_mode()
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (the heads fill the tree) → verify (one tree pass) → accept → commit."""
-        with run.phase("propose"):
-            draft = self.proposer.propose(run, root)
-        with run.phase("verify"):
-            v = self.verifier.verify(run, draft.tokens, self.proposer.spec)
-        with run.phase("accept"):
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)
-        return path_outcome(v, w, lambda: self.proposer.record(MedusaDetail, run, draft, v, w))
+    DETAIL = MedusaDetail
 
 
 def begin(

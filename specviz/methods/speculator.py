@@ -5,21 +5,24 @@ The Proposer drafts (Medusa's heads, Hydra's, EAGLE's head, EAGLE-3's, the hybri
 checks the draft against the target in one forward and keeps what the target agrees with (a tree's:
 specviz.trees.verifier). A Speculator holds the two for one generation. Its `start` is what every such method runs
 first, written once: the target's prefill, keeping what the proposer reads of the prompt (the final hidden states,
-or the inputs of the layers it names), then the proposer's own prefill over it. Its `step`, in the method's file,
-puts the pieces in the four phases: propose → verify → accept → commit.
+or the inputs of the layers it names), then the proposer's own prefill over it. Its `step` puts the pieces in the
+four phases: propose → verify → accept → commit. The tree methods share one step (TreeSpeculator: Medusa and Hydra
+differ only in their proposer, EAGLE-2 and EAGLE-3 in their proposer and what the verifier keeps of each node), so
+their files declare a proposer, a verifier and a record; a method whose step is its own writes it in its file.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
-from specviz.core.details import Detail
+from specviz.core.details import Detail, MedusaDetail
 from specviz.methods.base import Outcome, Run, Step
-from specviz.trees.eagle_tree import TreeResult
+from specviz.trees.eagle_tree import EagleProposer, TreeResult
+from specviz.trees.head_tree import HeadsProposer
 from specviz.trees.verifier import Verified
 from specviz.trees.walk import Walk
 
@@ -55,7 +58,62 @@ class Speculator(ABC):
 
     @abstractmethod
     def step(self, run: Run, root: int) -> Outcome:
-        """propose → verify → accept → commit, written in each method's file."""
+        """propose → verify → accept → commit: a tree method's is TreeSpeculator's, any other's in its file."""
+
+
+class TreeProposer(Proposer, Protocol):
+    """A proposer of trees: each step a draft whose tokens (root first) follow its tree's spec, and after the
+    target's verdict whatever it keeps of the accepted path (EAGLE's head its features; heads keep nothing)."""
+
+    def propose(self, run: Run, root: int) -> Any: ...
+    def commit(self, v: Verified, path: list[int]) -> None: ...
+
+
+class TreeSpeculator(Speculator):
+    """One generation of a tree method: the proposer fills a tree, the verifier checks it in one target forward and
+    walks it, and both keep the accepted path. `DETAIL` is the method's step record."""
+
+    DETAIL: ClassVar[type[Detail]]
+    proposer: TreeProposer
+
+    @torch.no_grad()
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose (fill the tree) → verify (one target forward over it) → accept (the walk: greedy match at T = 0,
+        tree speculative sampling or a typical rule at T > 0) → commit (the target's cache, then the proposer's)."""
+        with run.phase("propose"):
+            draft = self.proposer.propose(run, root)
+        with run.phase("verify"):
+            v = self.verifier.verify(run, draft.tokens, draft.spec)
+        with run.phase("accept"):
+            w = self.verifier.accept(run, v)
+        with run.phase("commit"):
+            self.verifier.commit(run, v, w)
+            self.proposer.commit(v, w.path)
+        return self.outcome(run, draft, v, w)
+
+    @abstractmethod
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        """The step's outcome and its record, built after the clock stops."""
+
+
+class HeadsSpeculator(TreeSpeculator):
+    """A heads tree (Medusa's, Hydra's): its planned tree's nodes are the drafts; the record lists each node's head."""
+
+    DETAIL: ClassVar[type[MedusaDetail]]  # MedusaDetail or a subclass (Hydra's)
+    proposer: HeadsProposer
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        return path_outcome(v, w, lambda: self.proposer.record(self.DETAIL, run, draft, v, w))
+
+
+class EagleSpeculator(TreeSpeculator):
+    """An EAGLE draft tree (EAGLE-2's, EAGLE-3's): every drafted node counts as proposed, sent or not."""
+
+    proposer: EagleProposer
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        res = TreeResult(draft, v, w)
+        return tree_outcome(res, lambda: self.DETAIL(**self.proposer.record(res, run.lm.token_text)))
 
 
 def chain_outcome(

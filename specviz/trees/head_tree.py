@@ -108,6 +108,7 @@ class HeadsDraft:
 
     tokens: list[int]
     head_p: list[float]
+    spec: TreeSpec  # the planned tree it fills
     reads: list[list[int]] | None = None
 
 
@@ -130,6 +131,13 @@ class HeadsProposer:
 
     def start(self, run: RunView, prompt_feats: torch.Tensor) -> None:
         """Nothing of the prompt to read: the heads read the run's last hidden state each step."""
+
+    def propose(self, run: RunView, root: int) -> HeadsDraft:
+        """The tree filled from the run's last hidden state: each heads method's own (Medusa's, Hydra's)."""
+        raise NotImplementedError
+
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """Nothing to keep of the accepted path: the heads read the next root's hidden state afresh."""
 
     def verifier(self) -> HeadsVerifier:
         """The verifier a heads tree takes: its inner rows and the Config's rule (rule, eps and delta)."""
