@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from specviz.core.details import ChainStep
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
+from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, tint, token_text
 
 RULE_COLORS = {"speculative": ACCEPT, "typical": DRAFT, "flawed": REJECT}
 
@@ -113,7 +113,7 @@ def _add_regions(fig: go.Figure, hs: list[float], thr: list[float], floor: float
         y=thr,
         mode="lines",
         fill="tonexty",
-        fillcolor="rgba(220,38,38,0.12)",
+        fillcolor=tint(REJECT, 0.12),
         line={"color": "#111827", "width": 3},
         name=name,
     )
@@ -122,7 +122,7 @@ def _add_regions(fig: go.Figure, hs: list[float], thr: list[float], floor: float
         y=[1.0] * len(hs),
         mode="lines",
         fill="tonexty",
-        fillcolor="rgba(22,163,74,0.12)",
+        fillcolor=tint(ACCEPT, 0.12),
         line={"width": 0},
         name="accepted region",
         hoverinfo="skip",

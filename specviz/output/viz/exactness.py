@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
+from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, tint
 
 
 def exact_figure(parts: dict[str, list[float]], tokens: Sequence[str]) -> go.Figure:
@@ -30,7 +30,7 @@ def exact_figure(parts: dict[str, list[float]], tokens: Sequence[str]) -> go.Fig
         base=parts["accepted"],
         offsetgroup="out",
         name="after a rejection: P(reject) · norm(max(0, p − q))",
-        marker_color="#86efac",
+        marker_color=tint(ACCEPT, 0.45),
     )
     fig.add_bar(x=names, y=parts["p"], name="target p(x)", marker_color=VERIFY, offsetgroup="p")
     fig.add_bar(

@@ -9,11 +9,12 @@ import plotly.graph_objects as go
 
 from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
+from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
 from specviz.output.viz.tree import MAX_MASK
 from specviz.trees.ngram_pool import Layout
 
-HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
+# the pool's own events in shades of slate: the role hues (accepted, target, proposed) keep their one meaning
+HARVEST_COLORS = {"new": "#0f172a", "refreshed": "#64748b", "evicted": "#cbd5e1"}
 LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
 
 

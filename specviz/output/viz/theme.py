@@ -12,7 +12,13 @@ import plotly.io as pio
 # Tol's olive, indigo, wine and green), so no two methods differ by hue alone in the red-green range. Each method
 # declares its own (its card, specviz.methods); these are the baselines drawn beside them: transformers' own decoding
 BASELINE_COLORS = {"hf": "#b0b7c3", "hf-pld": "#0072b2"}
-ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
+# the roles a draft-then-verify step gives a token, each in a hue no method's card uses (at least MIN_HUE_APART
+# degrees from every method's and baseline's hue; tests/test_palette.py holds it), so a lane's colour never reads as
+# a verdict: proposed by a drafter (magenta), accepted (leaf green), rejected (red), the target's own (royal blue)
+DRAFT, ACCEPT, REJECT, VERIFY = "#c026d3", "#43a711", "#dc2626", "#1d4ed8"
+ROLES = {"proposed": DRAFT, "accepted": ACCEPT, "rejected": REJECT, "target": VERIFY}
+MIN_HUE_APART = 20
+NEUTRAL = "#94a3b8"  # unreached, masked, plain: grey, as the plain-decoding baseline
 JUDGE = "#0f172a"  # a step's accept phase (judging the drafts), dark beside every method's colour and DRAFT
 ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's
 FONT = "Inter, Helvetica Neue, Arial, sans-serif"
@@ -36,6 +42,12 @@ def method_colors() -> dict[str, str]:
 
 def method_color(name: str) -> str:
     return method_colors().get(name, "#334155")
+
+
+def tint(colour: str, alpha: float) -> str:
+    """A role's colour as a light fill (a region, a cell, a second bar): the same hue, `alpha` opaque."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:g})"
 
 
 def token_text(text: str, limit: int | None = 12) -> str:

@@ -22,6 +22,7 @@ from specviz.output.viz.theme import (
     add_speedup,
     apply,
     method_color,
+    tint,
     token_text,
 )
 
@@ -44,7 +45,8 @@ __all__ = [
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
 # mask cell codes 0..2: masked, visible, visible on the accepted path
 MAX_MASK = 129  # nodes of a mask drawn: Medusa's largest tree; beyond, n² cells are unreadable and slow to render
-MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"], [0.67, ACCEPT], [1, ACCEPT]]
+SEEN = tint(VERIFY, 0.4)  # a visible cell: the target attends there
+MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, SEEN], [0.66, SEEN], [0.67, ACCEPT], [1, ACCEPT]]
 
 
 def dfs_order(parents: list[int]) -> list[int]:
