@@ -266,8 +266,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         return
     lesson, stop, side, place, replay = slot
     if replay:
-        wide = stop.figure in WIDE
-        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
+        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
         lesson_index.alpha_control(side, stop)
         return
     found = _noted(stop.figure) or _drawn_here(stop)

@@ -88,6 +88,37 @@ def _title_room(text: str, size: int) -> int:
     return int(30 + lines)
 
 
+PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the least any of its text may be
+
+
+def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT) -> go.Figure:
+    """A copy with type for the back of a room: the base font `size` (or the figure's own, if larger), every
+    font a figure set for itself (a tree's labels, a diagram's notes) grown in the same proportion and to at
+    least `least` px."""
+    d = fig.to_dict()
+    base = d.get("layout", {}).get("font", {}).get("size") or 12
+    _grow_fonts(d, max(1.0, size / base), least)
+    d.setdefault("layout", {}).setdefault("font", {})["size"] = max(size, base)  # a slide's larger type kept
+    return go.Figure(d, _validate=False)
+
+
+def _grow_fonts(node: Any, grow: float, least: int) -> None:
+    """Every explicit font size under `node` (a figure's dict) times `grow`, and no less than `least`, in place."""
+    if isinstance(node, list):
+        for item in node:
+            _grow_fonts(item, grow, least)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key.endswith("font") and isinstance(value, dict) and "size" in value:
+            old = value["size"]
+            value["size"] = (
+                [max(least, round(s * grow)) for s in old] if isinstance(old, list) else max(least, round(old * grow))
+            )
+        _grow_fonts(value, grow, least)
+
+
 def add_speedup(fig: go.Figure, x: list, y: list, name: str, color: str, mode: str = "lines") -> None:
     """A speedup curve on a second y axis, on the right (×, from zero), over the figure's own bars."""
     fig.add_trace(go.Scatter(x=x, y=y, name=name, yaxis="y2", mode=mode, line={"color": color, "width": 3}))
