@@ -11,6 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 CHAR_W, LINE_H = 0.55, 1.25  # a character's width and a line's height, in font sizes (Inter/Arial, mixed text)
+OVERLAP = 0.1  # the share of the smaller of two boxes another may cover (the estimates' slack)
 SMALL = 0.7  # plotly draws <sup> and <sub> at 70 % of the text's size
 TAG = re.compile(r"<[^>]+>")
 
@@ -94,23 +95,54 @@ def paper_box(fig: go.Figure, a: Any, width: int, height: int) -> Box | None:
     if px is None or py is None:
         return None
     cx, cy = left + px * plot_w, top + (1 - py) * plot_h
-    if a.showarrow is not False:  # the text sits at (ax, ay) pixels from the point, centred
+    if a.showarrow is not False and a.axref in (None, "pixel"):  # the text (ax, ay) px from the point, centred
         cx, cy = cx + (a.ax if a.ax is not None else -10), cy + (a.ay if a.ay is not None else -30)
     size = a.font.size or lay.font.size or 12
     rows = lines(a.text)
     w, h = CHAR_W * size * max(len(r) for r in rows), LINE_H * size * len(rows)
-    xa = anchor(a.xanchor, px, a.showarrow, ("left", "center", "right"))
-    ya = anchor(a.yanchor, py, a.showarrow, ("bottom", "middle", "top"))
+    arrow = a.showarrow is not False
+    xa = anchor(a.xanchor, px, arrow or (a.xref or "x") != "paper", ("left", "center", "right"))
+    ya = anchor(a.yanchor, py, arrow or (a.yref or "y") != "paper", ("bottom", "middle", "top"))
     x0 = cx - w * {"left": 0, "center": 0.5, "right": 1}[xa]
     y0 = cy - h * {"top": 0, "middle": 0.5, "bottom": 1}[ya]
     return Box(rows[0][:40], x0, y0, x0 + w, y0 + h)
 
 
-def anchor(given: str | None, at: float, arrow: bool | None, sides: tuple[str, str, str]) -> str:
-    """Plotly's 'auto' anchor: the centre with an arrow, else the side nearest the position."""
+def point_boxes(fig: go.Figure, width: int, height: int) -> list[tuple[Box, bool]]:
+    """Each scatter point's text box in pixels (placed by its textposition beside its marker) on axes with a fixed
+    range, and whether plotly clips it at the plot area (cliponaxis, on by default)."""
+    lay: Any = fig.layout
+    m, base = lay.margin, lay.font.size or 12
+    left, top = m.l or 80, m.t or 100
+    plot_w, plot_h = width - left - (m.r or 80), height - top - (m.b or 80)
+    out = []
+    for t in fig.data:
+        if t.type != "scatter" or "text" not in (t.mode or "") or t.text is None:
+            continue
+        texts = [t.text] * len(t.x) if isinstance(t.text, str) else list(t.text)
+        where = t.textposition if isinstance(t.textposition, str) or t.textposition is None else None
+        size = t.textfont.size if isinstance(t.textfont.size, int | float) else base
+        gap = (t.marker.size if isinstance(t.marker.size, int | float) else 6) / 2 + 2
+        for i, (x, y, text) in enumerate(zip(t.x, t.y, texts, strict=False)):
+            px, py = position(fig, x, t.xaxis or "x", "x"), position(fig, y, t.yaxis or "y", "y")
+            if px is None or py is None or not text:
+                continue
+            spot = where or (t.textposition[i] if t.textposition is not None else "middle center")
+            rows = lines(text)
+            w, h = CHAR_W * size * max(len(r) for r in rows), LINE_H * size * len(rows)
+            cx, cy = left + px * plot_w, top + (1 - py) * plot_h
+            vert, _, horiz = spot.partition(" ")
+            y0 = {"top": cy - gap - h, "bottom": cy + gap, "middle": cy - h / 2}[vert]
+            x0 = {"left": cx - gap - w, "right": cx + gap, "center": cx - w / 2}[horiz or "center"]
+            out.append((Box(rows[0][:40], x0, y0, x0 + w, y0 + h), t.cliponaxis is not False))
+    return out
+
+
+def anchor(given: str | None, at: float, central: bool, sides: tuple[str, str, str]) -> str:
+    """Plotly's 'auto' anchor: the centre with an arrow or at a data position, else the side nearest it."""
     if given and given != "auto":
         return given
-    if arrow is not False:
+    if central:
         return sides[1]
     return sides[0] if at <= 1 / 3 else sides[2] if at >= 2 / 3 else sides[1]
 
@@ -148,7 +180,7 @@ def title_box(fig: go.Figure, width: int) -> Box | None:
 
 def problems(fig: go.Figure, width: int, height: int, least: float = 16) -> list[str]:
     """What would be unreadable at this size: text under `least` px, a box past the figure's edge, annotations
-    over one another (more than a quarter of the smaller one covered)."""
+    over one another (more than OVERLAP of the smaller one covered)."""
     found = [f"{what}: {size:g} px" for what, size in text_sizes(fig) if size < least - 1e-6]
     if (t := title_box(fig, width)) is not None and t.x1 > width:
         found.append(f"title {t.text!r} runs {t.x1 - width:.0f} px past the right edge")
@@ -157,6 +189,14 @@ def problems(fig: go.Figure, width: int, height: int, least: float = 16) -> list
     for b in boxes:
         if b.x0 < -2 or b.y0 < -2 or b.x1 > width + 2 or b.y1 > height + 2:
             found.append(f"annotation {b.text!r} cut at the edge ({b.x0:.0f}, {b.y0:.0f})–({b.x1:.0f}, {b.y1:.0f})")
+    m, clipped = lay.margin, []
+    area = ((m.l or 80) - 2, (m.t or 100) - 2, width - (m.r or 80) + 2, height - (m.b or 80) + 2)
+    for b, clips in point_boxes(fig, width, height):
+        edge = area if clips else (-2, -2, width + 2, height + 2)
+        if b.x0 < edge[0] or b.y0 < edge[1] or b.x1 > edge[2] or b.y1 > edge[3]:
+            clipped.append(f"label {b.text!r} cut at the {'plot area' if clips else 'figure'}'s edge")
+        boxes.append(b)
+    found += clipped
     for i, a in enumerate(boxes):
-        found += [f"annotations {a.text!r} and {b.text!r} overlap" for b in boxes[i + 1 :] if a.overlap(b) > 0.25]
+        found += [f"annotations {a.text!r} and {b.text!r} overlap" for b in boxes[i + 1 :] if a.overlap(b) > OVERLAP]
     return found

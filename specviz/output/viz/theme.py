@@ -96,9 +96,21 @@ def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT)
     font a figure set for itself (a tree's labels, a diagram's notes) grown in the same proportion and to at
     least `least` px."""
     d = fig.to_dict()
-    base = d.get("layout", {}).get("font", {}).get("size") or 12
+    lay = d.setdefault("layout", {})
+    base = lay.get("font", {}).get("size") or 12
     _grow_fonts(d, max(1.0, size / base), least)
-    d.setdefault("layout", {}).setdefault("font", {})["size"] = max(size, base)  # a slide's larger type kept
+    size = max(size, base)  # a slide's larger type kept
+    lay.setdefault("font", {})["size"] = size
+    # said for every text the layout draws, as Streamlit's chart theme sets its own smaller type for axes,
+    # legend and title where a figure leaves them to the base font
+    for key in [k for k in lay if k[1:5] == "axis"] + ["xaxis", "yaxis"]:
+        axis = lay.setdefault(key, {})
+        axis.setdefault("tickfont", {}).setdefault("size", size)
+        axis.setdefault("title", {}).setdefault("font", {}).setdefault("size", size)
+    lay.setdefault("legend", {}).setdefault("font", {}).setdefault("size", size)
+    lay.setdefault("title", {}).setdefault("font", {}).setdefault("size", round(size * 1.3))
+    for note in lay.get("annotations", []):
+        note.setdefault("font", {}).setdefault("size", size)
     return go.Figure(d, _validate=False)
 
 
