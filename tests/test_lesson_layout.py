@@ -45,7 +45,27 @@ def drawn(at: Stop) -> go.Figure:
         return relabel(figures.stored(at.figure, here).figure)
     if source == "lineage":
         return relabel(figures.lineage(here).figure)
+    if source == "lab":
+        return lab_again(facts.figure(pack(), at)[0], pack().stops[at.id]["data"])
     return facts.figure(pack(), at)[0]
+
+
+def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
+    """The losslessness lab's figure drawn again from the numbers the recording keeps (its bars and the target's
+    marks, its rules' statistics)."""
+    from specviz.core.acceptance import RULE_LABELS
+    from specviz.output.viz.acceptance import lab_figure
+
+    bars, target = [t for t in fig.data if t.type == "bar"], next(t for t in fig.data if t.type == "scatter")
+    rules = [
+        {"rule": k, "label": RULE_LABELS[k], "empirical": list(b.y[:-1]), "other": b.y[-1], **v}
+        for (k, v), b in zip(data["rules"].items(), bars, strict=True)
+    ]
+    tokens = list(target.x[:-1])
+    return lab_figure(
+        {"rules": rules, "texts": tokens, "tokens": tokens, "p": list(target.y[:-1]), "p_other": target.y[-1]}
+        | {"n": data["n"]}
+    )
 
 
 def projected(fig: go.Figure, wide: bool) -> go.Figure:

@@ -93,13 +93,13 @@ PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the le
 
 def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT) -> go.Figure:
     """A copy with type for the back of a room: the base font `size` (or the figure's own, if larger), every
-    font a figure set for itself (a tree's labels, a diagram's notes) grown in the same proportion and to at
-    least `least` px."""
+    font a figure set smaller for itself (a tree's labels, a diagram's notes) grown in the same proportion, to
+    at least `least` px and at most `size`; one already larger kept."""
     d = fig.to_dict()
     lay = d.setdefault("layout", {})
     base = lay.get("font", {}).get("size") or 12
-    _grow_fonts(d, max(1.0, size / base), least)
     size = max(size, base)  # a slide's larger type kept
+    _grow_fonts(d, size / base, least, size)
     lay.setdefault("font", {})["size"] = size
     # said for every text the layout draws, as Streamlit's chart theme sets its own smaller type for axes,
     # legend and title where a figure leaves them to the base font
@@ -114,11 +114,12 @@ def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT)
     return go.Figure(d, _validate=False)
 
 
-def _grow_fonts(node: Any, grow: float, least: int) -> None:
-    """Every explicit font size under `node` (a figure's dict) times `grow`, and no less than `least`, in place."""
+def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:
+    """Every explicit font size under `node` (a figure's dict) times `grow`, within [least, most] unless it was
+    already over `most`, in place."""
     if isinstance(node, list):
         for item in node:
-            _grow_fonts(item, grow, least)
+            _grow_fonts(item, grow, least, most)
         return
     if not isinstance(node, dict):
         return
@@ -126,9 +127,13 @@ def _grow_fonts(node: Any, grow: float, least: int) -> None:
         if key.endswith("font") and isinstance(value, dict) and "size" in value:
             old = value["size"]
             value["size"] = (
-                [max(least, round(s * grow)) for s in old] if isinstance(old, list) else max(least, round(old * grow))
+                [_grown(s, grow, least, most) for s in old] if isinstance(old, list) else _grown(old, grow, least, most)
             )
-        _grow_fonts(value, grow, least)
+        _grow_fonts(value, grow, least, most)
+
+
+def _grown(size: float, grow: float, least: int, most: int) -> float:
+    return max(least, min(round(size * grow), max(size, most)))
 
 
 def add_speedup(fig: go.Figure, x: list, y: list, name: str, color: str, mode: str = "lines") -> None:
