@@ -56,7 +56,8 @@ def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
     from specviz.core.acceptance import RULE_LABELS
     from specviz.output.viz.acceptance import lab_figure
 
-    bars, target = [t for t in fig.data if t.type == "bar"], next(t for t in fig.data if t.type == "scatter")
+    traces: list[Any] = list(fig.data)
+    bars, target = [t for t in traces if t.type == "bar"], next(t for t in traces if t.type == "scatter")
     rules = [
         {"rule": k, "label": RULE_LABELS[k], "empirical": list(b.y[:-1]), "other": b.y[-1], **v}
         for (k, v), b in zip(data["rules"].items(), bars, strict=True)
