@@ -100,7 +100,7 @@ def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title
         )
     fig.update_layout(
         xaxis={"title": "entropy H of the target distribution (nats)", "range": [0, h_max]},
-        yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0]},
+        yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0], "exponentformat": "power"},
     )
     return apply(fig, title or "Typical acceptance: accepted above the curve, rejected below", height=420)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.viz.theme import ACCEPT, REJECT, VERIFY, apply, token_text
+from specviz.output.viz.theme import ACCEPT, REJECT, VERIFY, add_key, apply, token_text
 
 STATES = {  # state -> (fill, what the legend says)
     "cache": ("#e5e7eb", "in the cache before this step"),
@@ -70,9 +70,7 @@ def kv_figure(rows: Sequence[Cell], root_from: str, index: int) -> go.Figure:
         fig.add_annotation(x=next_at, y=1.0, ax=first_rolled, ay=1.55, text=f"next token: from {source}",
                            showarrow=True, arrowhead=3, arrowwidth=2, font={"size": 20}, xanchor=side,
                            **where)  # fmt: skip
-    for fill, said in STATES.values():  # the legend: one invisible marker per state
-        marker = {"symbol": "square", "size": 16, "color": fill, "line": {"color": "#111827", "width": 1}}
-        fig.add_scatter(x=[None], y=[None], mode="markers", name=said, marker=marker)
+    add_key(fig, [(said, fill) for fill, said in STATES.values()])
     fig.update_xaxes(visible=False, range=[-0.8, len(rows) - 0.2])
     fig.update_yaxes(visible=False, range=[-0.3, 1.75])
     return apply(fig, f"Step {index}: the target's KV cache after the verify pass and the rejection", height=360)

@@ -44,6 +44,14 @@ def method_color(name: str) -> str:
     return method_colors().get(name, "#334155")
 
 
+def add_key(fig: go.Figure, entries: list[tuple[str, str]]) -> None:
+    """A colour key in the legend for what a heatmap's or a diagram's fills mean: one square per (meaning, fill),
+    outlined so a white fill shows."""
+    for name, fill in entries:
+        marker = {"symbol": "square", "size": 16, "color": fill, "line": {"color": "#111827", "width": 1}}
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=name, marker=marker, hoverinfo="skip")
+
+
 def tint(colour: str, alpha: float) -> str:
     """A role's colour as a light fill (a region, a cell, a second bar): the same hue, `alpha` opaque."""
     r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
