@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from specviz.core.details import JacobiStep
 from specviz.core.trace import Trace
+from specviz.output.viz.steps import token_squares
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, token_text
 
 # status -> (code, colour, legend text)
@@ -77,19 +78,7 @@ def jacobi_grid_figure(
     for name, (_code, color, label) in STATUS.items():
         xs, ys, texts = _cells(rows, name, lo, out)
         if xs:
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="markers+text",
-                    name=label,
-                    text=texts,
-                    textfont={"size": 11},
-                    hovertext=texts,
-                    hoverinfo="text+x",
-                    marker={"symbol": "square", "size": 40, "color": color},
-                )
-            )
+            fig.add_trace(token_squares(xs, ys, texts, color, 40, 11, name=label, hovertext=texts, hoverinfo="text+x"))
     fig.add_trace(_frontier(rows))
     fig.update_yaxes(
         autorange="reversed",
