@@ -166,26 +166,32 @@ def position(fig: go.Figure, v: Any, ref: str, dim: str) -> float | None:
     return lo + (v - r0) / (r1 - r0) * (hi - lo)
 
 
-def title_box(fig: go.Figure, width: int) -> Box | None:
-    """The title's longest line against the figure's width (its height is apply()'s to make room for)."""
+def title_box(fig: go.Figure, width: int, height: int) -> Box | None:
+    """The title's box: its lines' width from its left, its height about where plotly puts it (a container y
+    with its anchor, as apply() sets it; else the middle of the top margin)."""
     lay: Any = fig.layout
     if not lay.title.text:
         return None
     size = lay.title.font.size or (lay.font.size or 12) * 1.4
     head, _, sub = str(lay.title.text).partition("<sup>")
+    head = re.sub(r"<br\s*/?>$", "", head)  # the line break before a subtitle
     w = max([CHAR_W * size * len(r) for r in lines(head)] + [CHAR_W * size * SMALL * len(r) for r in lines(sub)])
+    h = LINE_H * size * (len(lines(head)) + SMALL * len(lines(sub)) if sub else len(lines(head)))
     x0 = (lay.title.x if lay.title.x is not None else 0.05) * width
-    return Box(lines(head)[0][:40], x0, 0, x0 + w, 1)
+    centre = (1 - lay.title.y) * height if lay.title.yref == "container" and lay.title.y else (lay.margin.t or 100) / 2
+    y0 = centre - h * {"top": 0, "bottom": 1}.get(lay.title.yanchor, 0.5)
+    return Box(lines(head)[0][:40], x0, y0, x0 + w, y0 + h)
 
 
 def problems(fig: go.Figure, width: int, height: int, least: float = 16) -> list[str]:
     """What would be unreadable at this size: text under `least` px, a box past the figure's edge, annotations
     over one another (more than OVERLAP of the smaller one covered)."""
     found = [f"{what}: {size:g} px" for what, size in text_sizes(fig) if size < least - 1e-6]
-    if (t := title_box(fig, width)) is not None and t.x1 > width:
+    if (t := title_box(fig, width, height)) is not None and t.x1 > width:
         found.append(f"title {t.text!r} runs {t.x1 - width:.0f} px past the right edge")
     lay: Any = fig.layout
     boxes = [b for a in lay.annotations if a.text and (b := paper_box(fig, a, width, height)) is not None]
+    boxes += [t] if t is not None else []  # a subplot's title under the figure's
     for b in boxes:
         if b.x0 < -2 or b.y0 < -2 or b.x1 > width + 2 or b.y1 > height + 2:
             found.append(f"annotation {b.text!r} cut at the edge ({b.x0:.0f}, {b.y0:.0f})–({b.x1:.0f}, {b.y1:.0f})")

@@ -116,10 +116,27 @@ def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT)
         axis.setdefault("tickfont", {}).setdefault("size", size)
         axis.setdefault("title", {}).setdefault("font", {}).setdefault("size", size)
     lay.setdefault("legend", {}).setdefault("font", {}).setdefault("size", size)
-    lay.setdefault("title", {}).setdefault("font", {}).setdefault("size", round(size * 1.3))
     for note in lay.get("annotations", []):
         note.setdefault("font", {}).setdefault("size", size)
+    if text := lay.get("title", {}).get("text"):
+        _title_on_top(lay, text, size)
     return go.Figure(d, _validate=False)
+
+
+def _title_on_top(lay: dict[str, Any], text: str, size: int) -> None:
+    """The title a fixed distance from the top, whatever height the figure is then shown at, with room under it
+    for the subplots' titles (their lines at their own size): the top margin grown to hold both."""
+    title = lay["title"]
+    title.setdefault("font", {}).setdefault("size", round(size * 1.3))
+    title.update(y=1, yref="container", yanchor="top", pad={"t": 12})
+    above = [
+        (str(a.get("text", "")).count("<br>") + 1) * 1.35 * a["font"]["size"]
+        for a in lay.get("annotations", [])
+        if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
+    ]
+    need = _title_room(text, title["font"]["size"] / 1.4) + int(max(above, default=0)) + 8
+    margin = lay.setdefault("margin", {})
+    margin["t"] = max(margin.get("t", 0), need)
 
 
 def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:
