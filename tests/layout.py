@@ -44,6 +44,10 @@ def smallest(text: str, size: float) -> float:
     return size * SMALL if re.search(r"<su[bp]>", str(text)) else size
 
 
+def traces(fig: go.Figure) -> list[Any]:
+    return list(fig.data)
+
+
 def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
     """(what, size in px) of every text the figure draws: its title, axes, legend, annotations, traces' text."""
     lay: Any = fig.layout
@@ -57,12 +61,12 @@ def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
             out.append((f"{key} ticks", axis.tickfont.size or base))
         if axis.title.text:
             out.append((f"{key} title", smallest(axis.title.text, axis.title.font.size or base)))
-    if lay.showlegend is not False and any(t.showlegend is not False and t.name for t in fig.data):
+    if lay.showlegend is not False and any(t.showlegend is not False and t.name for t in traces(fig)):
         out.append(("legend", lay.legend.font.size or base))
     for a in lay.annotations:
         if a.text and a.visible is not False:
             out.append((f"annotation {lines(a.text)[0][:30]!r}", smallest(a.text, a.font.size or base)))
-    for t in fig.data:
+    for t in traces(fig):
         out += trace_sizes(t, base)
     return out
 
@@ -116,7 +120,7 @@ def point_boxes(fig: go.Figure, width: int, height: int) -> list[tuple[Box, bool
     left, top = m.l or 80, m.t or 100
     plot_w, plot_h = width - left - (m.r or 80), height - top - (m.b or 80)
     out = []
-    for t in fig.data:
+    for t in traces(fig):
         if t.type != "scatter" or "text" not in (t.mode or "") or t.text is None:
             continue
         texts = [t.text] * len(t.x) if isinstance(t.text, str) else list(t.text)
