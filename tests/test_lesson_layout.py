@@ -71,7 +71,8 @@ def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
 
 def projected(fig: go.Figure, wide: bool) -> go.Figure:
     """What presentation mode draws: the projector's type, the stop's height (ui.lesson / ui.lesson_pack)."""
-    return legible(fig).update_layout(height=FIGURE_HEIGHT[1] - (80 if wide else 0), width=WIDTH[wide])
+    tall = FIGURE_HEIGHT[1] - (80 if wide else 0)
+    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[wide])
 
 
 @pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])

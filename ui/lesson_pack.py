@@ -212,7 +212,7 @@ def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height
     # the figure, its checks and numbers depend on the recording and the stop alone: built once for every visitor
     fig, measured, verdicts, lines = shared(("focus", repr(stop)), [pack], lambda: _replayed(pack, stop))
     group = pack.group(stop)
-    shown = presentation.figure_font(fig) if presentation.presenting() else private(fig)
+    shown = presentation.figure_font(fig, height) if presentation.presenting() else private(fig)
     shown = _room(shown.update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
     if lines:

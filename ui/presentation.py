@@ -60,9 +60,9 @@ def stepper(key: str, count: int) -> None:
     add_shortcuts(**{NEXT: NEXT_KEYS, PREV: PREV_KEYS})
 
 
-def figure_font(fig):
+def figure_font(fig, height: int | None = None):
     """A copy of the figure with type large enough for the back of a room (the figure itself is not changed):
-    18 px, no text under 16 (theme.legible)."""
+    18 px, no text under 16, its title placed for `height` if it is shown at another than its own (theme.legible)."""
     from specviz.output.viz.theme import legible
 
-    return legible(fig)
+    return legible(fig, height=height)

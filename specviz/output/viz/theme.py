@@ -99,10 +99,13 @@ def _title_room(text: str, size: int) -> int:
 PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the least any of its text may be
 
 
-def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT) -> go.Figure:
+def legible(
+    fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT, height: int | None = None
+) -> go.Figure:
     """A copy with type for the back of a room: the base font `size` (or the figure's own, if larger), every
     font a figure set smaller for itself (a tree's labels, a diagram's notes) grown in the same proportion, to
-    at least `least` px and at most `size`; one already larger kept."""
+    at least `least` px and at most `size`; one already larger kept. `height`: what it will be shown at (px),
+    if not its own, so the title keeps its place above the plot."""
     d = fig.to_dict()
     lay = d.setdefault("layout", {})
     base = lay.get("font", {}).get("size") or 12
@@ -119,24 +122,25 @@ def legible(fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT)
     for note in lay.get("annotations", []):
         note.setdefault("font", {}).setdefault("size", size)
     if text := lay.get("title", {}).get("text"):
-        _title_on_top(lay, text, size)
+        _title_on_top(lay, text, size, height or lay.get("height") or 450)
     return go.Figure(d, _validate=False)
 
 
-def _title_on_top(lay: dict[str, Any], text: str, size: int) -> None:
-    """The title a fixed distance from the top, whatever height the figure is then shown at, with room under it
-    for the subplots' titles (their lines at their own size): the top margin grown to hold both."""
+def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> None:
+    """The title's block centred a fixed distance under the top at the height it is shown at (plotly centres a
+    block of lines as a whole, but anchors its top by the first line), with room under it for the subplots'
+    titles at their own size: the top margin grown to hold both."""
     title = lay["title"]
     title.setdefault("font", {}).setdefault("size", round(size * 1.3))
-    title.update(y=1, yref="container", yanchor="top", pad={"t": 12})
+    block = _title_room(text, title["font"]["size"] / 1.4) - 30  # its lines' height
+    title.update(y=1 - (12 + block / 2) / height, yref="container", yanchor="middle")
     above = [
         (str(a.get("text", "")).count("<br>") + 1) * 1.35 * a["font"]["size"]
         for a in lay.get("annotations", [])
         if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
     ]
-    need = _title_room(text, title["font"]["size"] / 1.4) + int(max(above, default=0)) + 8
     margin = lay.setdefault("margin", {})
-    margin["t"] = max(margin.get("t", 0), need)
+    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max(above, default=0)))
 
 
 def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:
