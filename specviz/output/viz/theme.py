@@ -96,6 +96,7 @@ def _title_room(text: str, size: int) -> int:
     return int(30 + lines)
 
 
+INK = "#1e293b"  # the app's text colour (.streamlit/config.toml textColor): a projected figure's type, not grey
 PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the least any of its text may be
 
 
@@ -112,15 +113,16 @@ def legible(
     size = max(size, base)  # a slide's larger type kept
     _grow_fonts(d, size / base, least, size)
     lay.setdefault("font", {})["size"] = size
-    # said for every text the layout draws, as Streamlit's chart theme sets its own smaller type for axes,
-    # legend and title where a figure leaves them to the base font
+    # said for every text the layout draws, as Streamlit's chart theme sets its own smaller, grey type for axes,
+    # legend, notes and title where a figure leaves them to the base font
+    fonts = [lay.setdefault("legend", {}).setdefault("font", {})]
     for key in [k for k in lay if k[1:5] == "axis"] + ["xaxis", "yaxis"]:
         axis = lay.setdefault(key, {})
-        axis.setdefault("tickfont", {}).setdefault("size", size)
-        axis.setdefault("title", {}).setdefault("font", {}).setdefault("size", size)
-    lay.setdefault("legend", {}).setdefault("font", {}).setdefault("size", size)
-    for note in lay.get("annotations", []):
-        note.setdefault("font", {}).setdefault("size", size)
+        fonts += [axis.setdefault("tickfont", {}), axis.setdefault("title", {}).setdefault("font", {})]
+    fonts += [note.setdefault("font", {}) for note in lay.get("annotations", [])]
+    for font in fonts:
+        font.setdefault("size", size)
+        font.setdefault("color", INK)
     if text := lay.get("title", {}).get("text"):
         _title_on_top(lay, text, size, height or lay.get("height") or 450)
     return go.Figure(d, _validate=False)
