@@ -1,5 +1,6 @@
-"""Every lesson figure, as the projector shows it at 1600 × 900 (presentation mode: theme.legible, the stop's
-height, its column's width), keeps its text at 16 px or more, inside the figure, and no annotation over another.
+"""Every lesson figure, as the projector shows it in a 1600 × 900 or 1280 × 720 window (presentation mode:
+theme.legible, the stop's height, its column's width), keeps its text at 16 px or more, inside the figure, and no
+annotation over another.
 The figures are drawn from the shipped recording, no model and no browser (scripts/lesson_shots.py looks)."""
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from specviz.output.viz.theme import legible
 from tests.layout import problems
 from ui.lesson import FIGURE_HEIGHT, WIDE
 
-# the figure's width (px) in a 1600 × 900 window: the stop's whole box for a wide figure, its right column else
-# (measured on docs/screenshots/lesson/)
-WIDTH = {True: 1460, False: 1010}
+# window width -> the figure's width (px): the stop's whole box for a wide figure, its right column else (measured
+# on screenshots: scripts/lesson_shots.py --size)
+WIDTH = {1600: {True: 1460, False: 1010}, 1280: {True: 1140, False: 800}}
 CLICKS = [(s.id, b) for s in load_lesson(LESSON_FILE).stops for b in range(s.frames)]
 
 
@@ -69,18 +70,19 @@ def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
     )
 
 
-def projected(fig: go.Figure, wide: bool) -> go.Figure:
+def projected(fig: go.Figure, wide: bool, window: int = 1600) -> go.Figure:
     """What presentation mode draws: the projector's type, the stop's height (ui.lesson / ui.lesson_pack)."""
     tall = FIGURE_HEIGHT[1] - (80 if wide else 0)
-    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[wide])
+    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[window][wide])
 
 
+@pytest.mark.parametrize("window", sorted(WIDTH))
 @pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])
-def test_every_lesson_figure_reads_from_the_back_row(stop_id, build):
+def test_every_lesson_figure_reads_from_the_back_row(stop_id, build, window):
     at = stop_at(stop_id, build)
     wide = at.figure in WIDE
-    fig = projected(drawn(at), wide)
-    found = problems(fig, WIDTH[wide], FIGURE_HEIGHT[1] - (80 if wide else 0))
+    fig = projected(drawn(at), wide, window)
+    found = problems(fig, WIDTH[window][wide], FIGURE_HEIGHT[1] - (80 if wide else 0))
     assert not found, f"{at.figure}: " + "; ".join(dict.fromkeys(found))  # one line per kind of text
 
 

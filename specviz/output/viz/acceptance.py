@@ -135,7 +135,7 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
     names = []
     for r in rules:
         pv = "p < 1e-300" if r["p_value"] is None or r["p_value"] == 0 else f"p = {r['p_value']:.3g}"
-        names.append(f"<b>{r['label']}</b>: TV = {r['tv']:.3f} (exact {r['tv_exact']:.3f}), χ² {pv}")
+        names.append(f"<b>{r['label']}</b><br>TV = {r['tv']:.3f} (exact {r['tv_exact']:.3f}), χ² {pv}")
     fig = make_subplots(rows=len(rules), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.1)
     fig.update_annotations(font={"color": "#111827"})  # each panel's title in the figure's ink, not a grey note
     x = [_label(t) for t in lab.get("texts", [str(t) for t in lab["tokens"]])] + ["(other)"]

@@ -101,10 +101,12 @@ def _wrap(text: str) -> str:
     return "<br>".join(lines)
 
 
-def _edge_text(why: str) -> str:
-    """An arrow's label in lines of 16 characters (a column, at the lesson's 1460 px): one line where it fits,
-    so a label between rows is no taller than a caption line."""
-    return "<br>".join(textwrap.wrap(why, 16))
+def _edge_text(why: str, level: bool) -> str:
+    """An arrow's label: above a level arrow in lines of 16 characters (a column at the lesson's 1460 px), one line
+    where it fits; beside a sloping one narrower, in lines of 10 where two hold it, so it keeps off the captions
+    of the column it leans toward."""
+    narrow = textwrap.wrap(why, 10)
+    return "<br>".join(narrow if not level and len(narrow) <= 2 else textwrap.wrap(why, 16))
 
 
 def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
@@ -135,7 +137,7 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
             showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor=line["color"], text="",
         )  # fmt: skip
         if why:
-            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why),
+            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why, abs(y1 - y0) < 0.05),
                                showarrow=False, font={"size": 16 if slide else 11, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
@@ -159,7 +161,7 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px (a
     # 1280 px window): about 100 px a column, so no caption line is wider than a column
     fig.update_xaxes(visible=False, range=[-0.7, 6.45])
-    fig.update_yaxes(visible=False, range=[5.0, -1.75])  # row 0 at the top, its captions above it
+    fig.update_yaxes(visible=False, range=[5.2, -1.75])  # row 0 at the top, its captions above it
     title = "From blockwise decoding to DFlash: what each work changed"
     sub = "filled: runs here, " + (f"A and speedup {where}" if where else "A and speedup from stored benches")
     sub += "; hollow: described, not measured"

@@ -78,14 +78,16 @@ LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bot
 TITLE_CHARS, SUBTITLE_CHARS = {False: 62, True: 84}, {False: 96, True: 120}
 
 
-def fit_title(title: str, slide: bool = False) -> str:
-    """Wrap a title (and its <sup> subtitle lines) at word breaks so every line fits the figure's width."""
+def fit_title(title: str, slide: bool = False, chars: tuple[int, int] | None = None) -> str:
+    """Wrap a title (and its <sup> subtitle lines) at word breaks so every line fits the figure's width: `chars`
+    a line of each holds, else the page's or the slide's."""
     head, sep, rest = title.partition("<br><sup>")
-    main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), TITLE_CHARS[slide])) or head
+    most, most_sub = chars or (TITLE_CHARS[slide], SUBTITLE_CHARS[slide])
+    main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), most)) or head
     if not sep:
         return main
     sub = rest.removesuffix("</sup>")
-    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, SUBTITLE_CHARS[slide]) or [""]]
+    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, most_sub) or [""]]
     return main + "<br><sup>" + "<br>".join(lines) + "</sup>"
 
 
@@ -98,6 +100,7 @@ def _title_room(text: str, size: int) -> int:
 
 INK = "#1e293b"  # the app's text colour (.streamlit/config.toml textColor): a projected figure's type, not grey
 PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the least any of its text may be
+NARROWEST = 780  # px: a lesson figure's column in a 1280 px window
 
 
 def legible(
@@ -133,8 +136,10 @@ def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> Non
     block of lines as a whole, but anchors its top by the first line), with room under it for the subplots'
     titles at their own size: the top margin grown to hold both."""
     title = lay["title"]
-    title.setdefault("font", {}).setdefault("size", round(size * 1.3))
-    block = _title_room(text, title["font"]["size"] / 1.4) - 30  # its lines' height
+    tall = title.setdefault("font", {}).setdefault("size", round(size * 1.3))
+    # wrapped again for the projector's type in the narrowest column it is shown in (a 1280 px window's)
+    text = title["text"] = fit_title(text, chars=(int(NARROWEST / 0.55 / tall), int(NARROWEST / 0.55 / 0.7 / tall)))
+    block = _title_room(text, tall / 1.4) - 30  # its lines' height
     title.update(y=1 - (12 + block / 2) / height, yref="container", yanchor="middle")
     above = [
         (str(a.get("text", "")).count("<br>") + 1) * 1.35 * a["font"]["size"]

@@ -140,6 +140,7 @@ def tree_figure(
                 marker={"size": marker, "color": color, "line": {"color": "white", "width": 1}},
                 hovertext=[(hover or labels)[i] for i in idx],
                 hoverinfo="text",
+                cliponaxis=False,  # the root's label may run into the left margin on a narrow column
             )
         )
     depth = max(x for x, _ in pos.values())
