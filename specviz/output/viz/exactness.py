@@ -37,11 +37,11 @@ def cost_figure(
 ) -> go.Figure:
     """Expected speedup against γ for each measured draft (solid) and for the α each would need for 1.3× at
     its own c (dashed); `speedup(α, c, γ, v)` is the cost model, `drafts` carry name, label, alpha, c, v."""
-    colors = {"trained": VERIFY, "layers": NEUTRAL}
+    colors = {"trained": DRAFT, "layers": NEUTRAL}  # the trained draft in the proposer's hue, the layers' grey
     fig = go.Figure()
     xs = list(gammas)
     for d in drafts:
-        color = colors.get(d.name, DRAFT)
+        color = colors.get(d.name, "#334155")
         fig.add_scatter(
             x=xs,
             y=[speedup(d.alpha, d.c, g, d.v) for g in xs],
