@@ -6,28 +6,19 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz.output.pages import NAVIGATION
 from ui import lesson
-from ui.common import sidebar
-from ui.deck import deck_button
+from ui.common import deck_button, sidebar
 
 ROOT = Path(__file__).parent
-# (file, title, icon); a page appears once its file exists. The folder is views/, not pages/: a pages/
-# folder also switches on Streamlit's older auto-discovered multipage mode, under which AppTest reruns a
-# page without this script (and its sidebar) after any widget change.
-PAGES = [
-    ("views/home.py", "Why parallel decoding", ":material/home:"),
-    ("views/timeline.py", "Timeline", ":material/timeline:"),
-    ("views/medusa.py", "Medusa", ":material/account_tree:"),
-    ("views/eagle.py", "EAGLE", ":material/flight:"),
-    ("views/lookahead.py", "Lookahead & Jacobi", ":material/grid_on:"),
-    ("views/acceptance.py", "Acceptance decisions", ":material/rule:"),
-    ("views/compare.py", "Compare methods", ":material/leaderboard:"),
-    ("views/data.py", "What data buys", ":material/dataset:"),
-    ("views/lineage.py", "Lineage", ":material/history_edu:"),
-]
+# the pages' declarations give the navigation: (file, title, icon) each; a page appears once its file exists. The
+# folder is views/, not pages/: a pages/ folder also switches on Streamlit's older auto-discovered multipage mode,
+# under which AppTest reruns a page without this script (and its sidebar) after any widget change.
 
 st.set_page_config(page_title="specviz", page_icon=":material/speed:", layout="wide")
-pages = {f: st.Page(f, title=t, icon=i, default=(n == 0)) for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()}
+pages = {
+    f: st.Page(f, title=t, icon=i, default=(n == 0)) for n, (f, t, i) in enumerate(NAVIGATION) if (ROOT / f).is_file()
+}
 nav = st.navigation(list(pages.values()))
 lesson.route(pages, nav)  # a lesson stop just chosen on another page goes there first
 with st.sidebar:

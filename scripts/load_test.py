@@ -42,7 +42,7 @@ IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
 # `streamlit run` in this process, the live pages at one run per method (tests/test_browser.py's SERVE)
 SERVE = (
-    "import sys; import ui.live as live; from streamlit.web import cli; live.DEFAULT_REPEATS = 1; "
+    "import sys; import ui.resources as resources; from streamlit.web import cli; resources.DEFAULT_REPEATS = 1; "
     "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"
 )
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -16,11 +16,11 @@ from typing import ClassVar
 import torch
 
 from specviz.core.acceptance import annotate, judge_chain
-from specviz.core.details import ChainStep
-from specviz.core.model import LoadedModel, crop_to
-from specviz.core.sampling import Sampling, check_between, target_probs
-from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run, chain_outcome
+from specviz.core.details import ChainDetail
+from specviz.core.model import crop_to
+from specviz.core.sampling import check_between, target_probs
+from specviz.methods.base import Card, Outcome, Run, generator
+from specviz.methods.speculator import chain_outcome
 
 CARD = Card(
     name="runon",
@@ -30,12 +30,11 @@ CARD = Card(
     order=90,  # after every shipped method
     figures="specviz.output.viz.acceptance:gallery",  # a chain's acceptance views, as prompt lookup's
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class RunOnStep(ChainStep):
-    """A drafted chain of copies of the root, judged token by token (a ChainStep: rule, drafts, records)."""
+class RunOnDetail(ChainDetail):
+    """A drafted chain of copies of the root, judged token by token (a ChainDetail: rule, drafts, records)."""
 
     METHOD: ClassVar[str] = "runon"
 
@@ -77,18 +76,10 @@ class RunOn:
             crop_to(run.cache, base + 1 + n)
         text = run.lm.token_text
         return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: RunOnStep(rule, drafts, n, annotate(records, p, text))
+            drafts, n, logits, hidden, nxt, lambda: RunOnDetail(rule, drafts, n, annotate(records, p, text))
         )
 
 
-def generate(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    config: Config | None = None,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> Trace:
-    """Decode with run-on drafts until EOS or max_new_tokens."""
-    cfg = config or Config()
-    return Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step).decode(RunOn(cfg).step)
+generate = generator(
+    CARD.name, Config, lambda run, cfg: RunOn(cfg).step, "Decode with run-on drafts until EOS or max_new_tokens."
+)

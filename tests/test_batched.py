@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specviz.core import slot_cache as slots
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.draft_length import best_width as shared_width
 from specviz.core.draft_length import forward_cost
 from specviz.core.drafting import VerifyLatency
@@ -118,7 +118,7 @@ def test_each_eagle_row_drafts_the_one_row_trees(case, monkeypatch):
     generate(lm, prompts, sampling, "eagle", **res)
     for i in (0, 1):  # the shortest prompt (it ends first, at EOS) and the longest
         one = eagle.generate(lm, prompts[i], sampling, res["config"], head=res["head"])
-        trees = [(d.tree["tokens"], d.tree["kept"]) for _, d in one.detailed(EagleStep)]
+        trees = [(d.tree["tokens"], d.tree["kept"]) for _, d in one.detailed(EagleDetail)]
         assert grown[i] == trees
 
 

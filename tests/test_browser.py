@@ -7,13 +7,12 @@ Screenshots go to a temporary folder (or to SPECVIZ_SCREENSHOTS when set); the R
 `bash scripts/screenshots.sh`, which takes the lecture tour with presets instead (scripts/lecture_shots.py).
 
 The live pages (Compare, Medusa, EAGLE, Lookahead) time each method against plain decoding 3 times by default
-(ui.live.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
+(ui.resources.DEFAULT_REPEATS); a widget that is not on screen keeps no state between pages, so the served app's
 default is set to one run for this test (the server process sets it before Streamlit starts; the app's files
 are not touched). A run with SPECVIZ_SCREENSHOTS set keeps the app's default."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import re
@@ -36,19 +35,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.real_model]
 
 
 def page_titles() -> list[str]:
-    """The sidebar's page titles, in order, read from app.py's PAGES (without running it)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    pages = next(n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "PAGES")
-    return [title for _file, title, _icon in ast.literal_eval(pages)]
+    """The sidebar's page titles, in order: the pages' declarations' navigation (app.py's)."""
+    from specviz.output.pages import NAVIGATION
+
+    return [title for _file, title, _icon in NAVIGATION]
 
 
 # the live pages' runs per method: one for the test, the app's own default when screenshots are kept
 REPEATS = None if os.environ.get("SPECVIZ_SCREENSHOTS") else 1
 # `streamlit run` in this process, after setting the live pages' default number of runs (None: the app's)
 SERVE = (
-    "import sys; import ui.live as live; from streamlit.web import cli; "
-    "assert isinstance(live.DEFAULT_REPEATS, int), 'ui.live.DEFAULT_REPEATS moved: update tests/test_browser.py'; "
-    "live.DEFAULT_REPEATS = {repeats} or live.DEFAULT_REPEATS; "
+    "import sys; import ui.resources as resources; from streamlit.web import cli; "
+    "assert isinstance(resources.DEFAULT_REPEATS, int), 'DEFAULT_REPEATS moved: update tests/test_browser.py'; "
+    "resources.DEFAULT_REPEATS = {repeats} or resources.DEFAULT_REPEATS; "
     "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"
 )
 

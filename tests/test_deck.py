@@ -148,10 +148,10 @@ def test_cli_bad_export_is_one_line(args, reason, capsys):
 
 def test_page_deck_button_builds_a_deck(monkeypatch):
     """What a page's 'Slide deck' button returns when pressed: the page's figures, its settings in the notes."""
-    from ui.deck import _deck
+    from ui.deck import build
 
     monkeypatch.setattr(deck, "render_png", fake_png)
-    data = _deck("Medusa", list(figs().items()), {}, ("smollm2-135m", "cpu · float32 · onednn", True))
+    data = build("Medusa", list(figs().items()), {}, ("smollm2-135m", "cpu · float32 · onednn", True))
     slides = read_back(data)
     assert len(slides) == 2 and all("Page: Medusa" in s["notes"] and "Measured:" in s["notes"] for s in slides)
 
@@ -161,11 +161,11 @@ STORED_WHERE = "measured on Intel(R) Xeon(R) Processor (2 cores), cpu · float32
 
 def test_a_stored_figure_keeps_its_own_provenance_in_the_notes(monkeypatch):
     """No blanket 'this machine, measured now': a figure from a stored file says where and when that was measured."""
-    from ui.deck import _deck
+    from ui.deck import build
 
     monkeypatch.setattr(deck, "render_png", fake_png)
     a, b = figs().values()
-    data = _deck("Compare", [("speedup", a, ""), ("sweep", b, STORED_WHERE)], {}, ("m", "cpu · float32", True))
+    data = build("Compare", [("speedup", a, ""), ("sweep", b, STORED_WHERE)], {}, ("m", "cpu · float32", True))
     live, stored = read_back(data)
     assert "Machine:" in live["notes"] and "Measured:" in live["notes"]
     assert STORED_WHERE in stored["notes"] and "not measured in this session" in stored["notes"]

@@ -10,7 +10,7 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.core.acceptance import drop, residual
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, load_head, new_head, save_head
@@ -133,7 +133,7 @@ def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
     t = eagle.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, cfg, head=tiny_head)
     assert Trace.from_json(t.to_json()) == t
     d = t.steps[0].detail
-    assert isinstance(d, EagleStep) and d.decisions is not None  # T > 0: the sampling decisions are kept
+    assert isinstance(d, EagleDetail) and d.decisions is not None  # T > 0: the sampling decisions are kept
     assert d.path[0] == 0 and all(d.tree["kept"][i] for i in d.path)
     assert len(d.verify_parents) == t.steps[0].forward_tokens
     assert -1 <= d.features["cos_pred_true"] <= 1

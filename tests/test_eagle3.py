@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specviz.core.details import detail_for
+from specviz.core.details import Eagle3Detail, detail_for
 from specviz.core.model import fused_layers
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
@@ -20,7 +20,6 @@ from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle3 import EAGLE3_FORMAT, load_head, new_head, save_head
 from specviz.methods import autoregressive as ar
 from specviz.methods import eagle3
-from specviz.methods.eagle3 import Eagle3Step
 from specviz.training import eagle3_train as e3t
 from specviz.training.eagle_loss import depth_mask, unrolled
 from specviz.training.loop import finish
@@ -194,9 +193,9 @@ def test_shards_without_layer_inputs_are_one_clear_error(tiny_data, tmp_path, ca
 def test_trace_detail_is_typed_plain_data(tiny_lm, tiny_head):
     s = Sampling(max_new_tokens=8, temperature=0.9, seed=3)
     t = eagle3.generate(tiny_lm, tiny_lm.encode_prompt("Hi"), s, eagle3.Config(head_dtype="model"), head=tiny_head)
-    assert Trace.from_json(t.to_json()) == t and detail_for("eagle3") is Eagle3Step
+    assert Trace.from_json(t.to_json()) == t and detail_for("eagle3") is Eagle3Detail
     d = t.steps[0].detail
-    assert isinstance(d, Eagle3Step) and d.decisions is not None and d.layers == [0, 1, 1]
+    assert isinstance(d, Eagle3Detail) and d.decisions is not None and d.layers == [0, 1, 1]
     assert d.path[0] == 0 and len(d.verify_parents) == t.steps[0].forward_tokens
     assert -1 <= d.features["cos_pred_true"] <= 1
 
@@ -238,7 +237,7 @@ def test_fusion_diagram_marks_the_read_layers_with_the_steps_numbers(tiny_lm):
 
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = eagle3.generate(tiny_lm, ids, Sampling(max_new_tokens=8), **eagle3.tiny_resources(tiny_lm))
-    step, detail = trace.detailed(Eagle3Step)[0]
+    step, detail = trace.detailed(Eagle3Detail)[0]
     assert len(detail.features["layer_rms"]) == len(detail.layers) == 3
     fig = fusion_figure(step, len(tiny_lm.hf.model.layers))
     texts = [a.text for a in fig.layout.annotations if a.text]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.sampling import Sampling
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
@@ -24,13 +24,13 @@ def test_the_telling_step_has_both_branches_at_work(tiny_lm):
     pool.seed(ar.generate(tiny_lm, ids, s).output_ids)
     trace = la.finish(*la.start(tiny_lm, ids, s, cfg, pool=pool))
     first = trace.steps[0].detail
-    assert isinstance(first, LookaheadStep) and not first.harvested  # the empty step the page opened on
+    assert isinstance(first, LookaheadDetail) and not first.harvested  # the empty step the page opened on
     shown = telling(trace.drafted_steps)[0]  # the page's pool of steps to focus on (pages.page.focus)
     d = shown.detail
-    assert shown.index > 0 and isinstance(d, LookaheadStep) and d.candidates and d.harvested
+    assert shown.index > 0 and isinstance(d, LookaheadDetail) and d.candidates and d.harvested
     unseeded = la.generate(tiny_lm, tiny_lm.encode_prompt("Count to five"), s, cfg)  # no pooled n-gram matches
     d = telling(unseeded.drafted_steps)[0].detail
-    assert isinstance(d, LookaheadStep) and d.harvested  # at least the window's harvest
+    assert isinstance(d, LookaheadDetail) and d.harvested  # at least the window's harvest
 
 
 def test_the_steps_chart_shows_every_step_and_marks_the_current(tiny_lm):

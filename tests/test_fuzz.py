@@ -118,19 +118,19 @@ def draw_every_figure(trace: Trace) -> int:
     steps = trace.steps if len(trace.steps) <= 40 else [*trace.steps[:20], *trace.steps[-20:]]  # a page shows one
     for step in steps:
         d = step.detail
-        if isinstance(d, dt.EagleStep):
+        if isinstance(d, dt.EagleDetail):
             eagle.verify_figures(step)
             eagle.feature_figure(step)
             drawn += len([eagle.growth_figure(d.tree, k, d.path) for k in range(1, max(d.tree["depth"]) + 2)])
-        elif isinstance(d, dt.MedusaStep):
+        elif isinstance(d, dt.MedusaDetail):
             parents, labels, status, hover = tree.step_tree_data(step)
             tree.tree_figure(parents, labels, status, hover, "t")
             tree.mask_figure(parents, labels, d.path, "m")
-        elif isinstance(d, dt.LookaheadStep):
+        elif isinstance(d, dt.LookaheadDetail):
             lookahead.window_figure(d), lookahead.verify_figure(d), lookahead.mask_figure(d.layout)
-        elif isinstance(d, dt.JacobiStep):
+        elif isinstance(d, dt.JacobiDetail):
             jacobi.jacobi_grid_figure(trace, upto=step.index)
-        elif isinstance(d, dt.ChainStep) and acceptance.records(step):
+        elif isinstance(d, dt.ChainDetail) and acceptance.records(step):
             acceptance.decisions_figure(step)
             drawn += len([acceptance.rejection_figure(r["dists"]) for r in d.records if r.get("dists")])
         drawn += d is not None

@@ -73,7 +73,7 @@ def test_a_medusa_tree_beyond_any_config_is_refused(real):
 
 
 def test_a_lookahead_layout_beyond_its_ranges_is_refused(real):
-    """A 12 KB trace with layout width 100,000 built a size x size mask (3 GB in 11 s); LookaheadStep had no
+    """A 12 KB trace with layout width 100,000 built a size x size mask (3 GB in 11 s); LookaheadDetail had no
     problem() at all."""
     data, d = first_detail(real["lookahead"])
     d["layout"] = {**d["layout"], "width": 100_000}

@@ -7,18 +7,19 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.core.details import HybridDetail
 from specviz.core.sampling import Sampling
-from specviz.heads.eagle_drafter import start
+from specviz.heads.eagle_drafter import proposer
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
-from specviz.methods.base import Outcome, Run, tree_outcome
-from specviz.methods.hybrid import HybridStep
+from specviz.methods.base import Outcome, Run
+from specviz.methods.speculator import tree_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import TreeResult
+from specviz.trees.eagle_tree import EagleDraft, TreeResult
 from specviz.trees.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
-from specviz.trees.walk import walk
+from specviz.trees.verifier import TreeVerifier
 from tests.sampling_check import second_token_follows_p
 
 
@@ -83,13 +84,13 @@ def test_grafted_nodes_are_verified_and_carry_the_copy(tiny_lm, monkeypatch):
     monkeypatch.setattr(hybrid, "lookup_tails", oracle)
     t = hybrid.generate(tiny_lm, ids, s, **kw)
     assert t.output_ids == plain
-    steps = [d for _, d in t.detailed(HybridStep)]
+    steps = [d for _, d in t.detailed(HybridDetail)]
     assert all(len(d.sources) == len(d.tree["tokens"]) for d in steps)
     assert all(sum(d.tree["kept"]) <= kw["config"].total_tokens for d in steps if not d.copy)
     on_path = [d.sources[n] for d in steps for n in d.path[1:]]
     assert on_path and on_path.count("head") < len(on_path)  # the pool's nodes were accepted
     assert t.mean_accepted > 3  # an untrained head alone accepts about nothing
-    step = next(st for st, d in t.detailed(HybridStep) if "pool" in d.sources)
+    step = next(st for st, d in t.detailed(HybridDetail) if "pool" in d.sources)
     _, mask = verify_figures(step)  # the mask marks the pool's nodes
     assert any(POOL_MARK in str(tick) for tick in mask.layout.yaxis.ticktext or mask.data[0].y)
     # an elastic budget (pool_extra) lets the same copy run past the shared budget, and only the pool's nodes
@@ -117,7 +118,7 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
     monkeypatch.setattr(hybrid, "lookup_tails", oracle)
     t = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": cfg})
     assert t.output_ids == plain
-    records = list(t.detailed(HybridStep))
+    records = list(t.detailed(HybridDetail))
     copies = [(st, d) for st, d in records if d.copy]
     assert copies and not records[0][1].copy  # the first step has no evidence yet: the tree drafts
     for st, d in copies:
@@ -133,11 +134,11 @@ def test_copy_steps_verify_the_pool_alone_once_it_has_been_accepted(tiny_lm, mon
     assert f"{len(copies)} of {len(t.steps)} steps were copy steps" in fig.layout.title.text
     assert sum(sum(bar.y) for bar in fig.data) == len(plain)
     off = hybrid.generate(tiny_lm, ids, s, **{**kw, "config": replace(cfg, copy_after=0)})
-    assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridStep))
+    assert off.output_ids == plain and not any(d.copy for _, d in off.detailed(HybridDetail))
 
 
 def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
-    """The head's queue keeps it in step: after a step it sat out (TreeStepper.skip), its next tree is the one it
+    """The head's queue keeps it in step: after a step it sat out (EagleProposer.skip), its next tree is the one it
     drafts when it drafted on that step too."""
     ids = tiny_lm.encode_prompt("Tell me about rivers")
     s = Sampling(max_new_tokens=12)
@@ -149,23 +150,23 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
         trees: list[DraftTree] = []
 
         def step(run: Run, root: int) -> Outcome:
-            f_t, prefix = stepper.root_feature(run), run.seq_len
+            f_t = drafting.root_feature(run)
             if trees:  # an EAGLE-2 step: the head's tree alone
-                tree = stepper.draft(f_t, root)
+                tree = drafting.draft(f_t, root)
             else:  # the first step: plain decoding's next 5 tokens grafted on (all accepted), head or not
-                tree = stepper.draft(f_t, root) if first_with_head else stepper.skip(f_t, root)
+                tree = drafting.draft(f_t, root) if first_with_head else drafting.skip(f_t, root)
                 graft(tree, [plain[1:6]], 99, [HEAD] * len(tree.tokens))
-            nodes, spec = tree.verified()
-            tokens = [tree.tokens[n] for n in nodes]
-            logits, hidden, feats = stepper.verify(run, tokens, spec)
-            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
-            stepper.commit(run, prefix, tokens, feats, w.path)
-            res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
-            trees.append(res.tree)
-            return tree_outcome(res, lambda: None)
+            draft = EagleDraft.of(tree, f_t)
+            v = verifier.verify(run, draft.tokens, draft.spec)
+            w = verifier.accept(run, v)
+            verifier.commit(run, v, w)
+            drafting.commit(v, w.path)
+            trees.append(tree)
+            return tree_outcome(TreeResult(draft, v, w), lambda: None)
 
-        run = Run(tiny_lm, ids, s, hybrid.NAME, cfg)
-        stepper = start(run, head, cfg)
+        run = Run(tiny_lm, ids, s, hybrid.CARD.name, cfg)
+        drafting, verifier = proposer(tiny_lm, head, cfg), TreeVerifier()
+        drafting.start(run, run.prefill())  # as Speculator.start does
         assert run.decode(step).output_ids == plain
         return trees[1]
 
@@ -187,23 +188,23 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
     by the tree rule over a point mass, is still distributed as p. The pool proposes the target's argmax, so
     both acceptance and the residual draw happen often."""
     kw = hybrid.tiny_resources(peaked)
-    init = hybrid.State.__init__
+    init = hybrid.Hybrid.__init__
 
-    def copying(self, tree, cfg) -> None:
-        init(self, tree, cfg)
+    def copying(self, proposer, verifier, cfg) -> None:
+        init(self, proposer, verifier, cfg)
         self.pool_run = cfg.copy_after  # as if the step before had accepted a copy
 
     def greedy_pool(seq, max_ngram, min_ngram, length, count):
         with torch.no_grad():
             return [[int(peaked.hf(torch.tensor([seq], device=peaked.device)).logits[0, -1].argmax())]]
 
-    monkeypatch.setattr(hybrid.State, "__init__", copying)
+    monkeypatch.setattr(hybrid.Hybrid, "__init__", copying)
     monkeypatch.setattr(hybrid, "lookup_tails", greedy_pool)
     copied: list[bool] = []
 
     def run(ids, s):
         trace = hybrid.generate(peaked, ids, s, **kw)
-        copied.append(trace.steps[0].detail_as(HybridStep).copy)
+        copied.append(trace.steps[0].detail_as(HybridDetail).copy)
         return trace
 
     second_token_follows_p(peaked, run)

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from specviz.core.details import HydraDetail
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.corpus.data import in_memory
 from specviz.corpus.shards import Sequence
@@ -15,7 +16,6 @@ from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_h
 from specviz.heads.medusa import HeadsError
 from specviz.methods import autoregressive as ar
 from specviz.methods import hydra
-from specviz.methods.hydra import HydraStep
 from specviz.training.hydra_train import HydraTrainer, positions
 from specviz.training.loop import fit
 from specviz.training.medusa_train import IGNORE, OOV, MedusaTrainer, draft_map
@@ -122,7 +122,7 @@ def test_trace_records_what_each_head_read(tiny_lm) -> None:
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = hydra.generate(tiny_lm, ids, Sampling(max_new_tokens=12), **hydra.tiny_resources(tiny_lm))
     assert trace.output_ids == ar.generate(tiny_lm, ids, Sampling(max_new_tokens=12)).output_ids
-    step, detail = trace.detailed(HydraStep)[0]
+    step, detail = trace.detailed(HydraDetail)[0]
     root = detail.nodes[0]["text"]
     for j, node in enumerate(detail.nodes[1:], start=1):
         assert len(node["reads"]) == node["head"] and node["reads"][0] == root
@@ -142,7 +142,7 @@ def test_depth_views_come_from_the_traces(tiny_lm) -> None:
 
     ids = tiny_lm.encode_prompt("Tell me a story")
     trace = hydra.generate(tiny_lm, ids, Sampling(max_new_tokens=12), **hydra.tiny_resources(tiny_lm))
-    steps = [st for st, _ in trace.detailed(HydraStep)]
+    steps = [st for st, _ in trace.detailed(HydraDetail)]
     rates = acceptance_by_depth(trace, 3)
     assert rates[0] == pytest.approx(sum(st.drafts_accepted >= 1 for st in steps) / len(steps), abs=1e-4)
     assert rates == sorted(rates, reverse=True)

@@ -9,6 +9,7 @@ from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import jacobi
+from specviz.methods.base import Run
 
 
 @pytest.mark.parametrize("init", jacobi.INIT_SOURCES)
@@ -36,7 +37,8 @@ def test_good_guesses_are_committed_at_once(tiny_lm):
     """Guesses equal to the greedy continuation converge in one pass: n + 1 tokens in the first step."""
     ids, s, cfg = tiny_lm.encode_prompt("Hello there"), Sampling(max_new_tokens=16), jacobi.Config(guesses=5)
     want = ar.generate(tiny_lm, ids, s).output_ids
-    run, state = jacobi.start(tiny_lm, ids, s, cfg)
+    run = Run(tiny_lm, ids, s, jacobi.CARD.name, cfg)
+    state = jacobi.begin(run, cfg)
     state.guesses = want[1:6]
     trace = run.decode(state.step)
     assert trace.output_ids == want and trace.steps[0].accepted == 6

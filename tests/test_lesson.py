@@ -48,7 +48,8 @@ def test_the_shipped_lesson_walks_every_chapter():
     lesson, pack = load_lesson(LESSON_FILE), read()
     groups = plan(lesson)  # the shipped lesson can be recorded: one setting per method and prompt
     pages = [s.page for s in lesson.stops]
-    assert set(pages) == set(PAGES), "every page has at least one stop"
+    # every page has a stop but What data buys, whose curves a stop of Acceptance decisions builds from formulas
+    assert set(pages) == set(PAGES) - {"data"}, "every page has at least one stop"
     assert pages[0] == "timeline" and pages[-1] == "lineage"
     for s in lesson.stops:
         assert s.figure in PAGES[s.page].names

@@ -61,6 +61,16 @@ def test_the_readme_table_is_the_one_the_lesson_file_writes():
     assert current() == block(load_lesson(LESSON_FILE)), "run: python -m specviz lesson readme"
 
 
+def test_the_readme_tells_the_shipped_recording_as_its_pack_does():
+    from specviz.output.lesson.pack import PACK_FILE, read
+    from specviz.output.lesson.readme import RECORDING, current, recording
+
+    pack = read(PACK_FILE)
+    told = current(markers=RECORDING) or ""
+    assert told == recording(pack), "run: python -m specviz lesson readme"
+    assert pack.provenance.date[:10] in told and pack.provenance.cpu in told and f"{pack.load_after:.1f}" in told
+
+
 def test_the_clicker_walks_builds_then_stops():
     counts = [1, 3, 2]
     at, seen = (0, 0), [(0, 0)]

@@ -260,7 +260,7 @@ def test_the_tree_size_counts_the_root() -> None:
 
     assert medusa.Config().total_tokens == 5
     assert methods.make_config("medusa", {"total_tokens": "17"}) == medusa.Config(total_tokens=17)
-    assert presets.verified_tokens("medusa", medusa.Config(total_tokens=64)) == 64
+    assert presets.verified_tokens(medusa.Config(total_tokens=64)) == 64
     from specviz.tuning.calibrate import _sweep_medusa_args, sweep_sizes
 
     with pytest.raises(ValueError):  # the old option is gone: one name, total_tokens (root included)

@@ -7,24 +7,27 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import subprocess
+import sys
+from dataclasses import fields
 from types import ModuleType
 
 import pytest
 
 from specviz import methods
-from specviz.core.details import FINDERS, detail_for
+from specviz.core.details import detail_for
 from specviz.methods.base import PHASES
 from tests import fixture_method
 from tests import test_contract as contract
-from tests.test_layers import contracts
+from tests.test_layers import ROOT, contracts
 
 
 @pytest.fixture
 def runon():
     """The fixture method, registered through its card for one test."""
     methods.register("tests.fixture_method")
-    yield fixture_method.NAME
-    methods.unregister(fixture_method.NAME)
+    yield fixture_method.CARD.name
+    methods.unregister(fixture_method.CARD.name)
 
 
 def phases_in(module) -> list[str]:
@@ -54,8 +57,7 @@ def test_every_card_is_whole_and_its_own(runon):
         values = [getattr(c, field) for c in cards]
         assert len(set(values)) == len(values), f"two methods share a {field}: {values}"
     for c in cards:
-        module = methods.get(c.name)
-        assert (c.name, c.label, c.summary) == (module.NAME, module.LABEL, module.SUMMARY)
+        assert methods.get(c.name).CARD is c  # the card is the one record of its names
         assert c.name == "ar" or detail_for(c.name) is not None, f"{c.name} records no step detail"
         if c.figures:
             where, _, func = c.figures.partition(":")
@@ -80,11 +82,30 @@ def test_the_tables_of_methods_are_the_cards():
     assert sorted(inside[1].split(" : ")) == sorted(m.rpartition(".")[2] for m in methods.MODULES.values())
 
 
-def test_a_trace_finds_a_step_record_its_method_defines():
-    """Hydra's record lives in its method file; the trace loader finds it through the finder the package face wires
-    in (specviz/__init__.py), whatever was imported first."""
-    assert any(f.__module__ == "specviz" for f in FINDERS)
-    assert detail_for("hydra") is methods.get("hydra").HydraStep and detail_for("no-such-method") is None
+def test_the_cards_fields_name_real_settings():
+    """What a card declares for the tables derived from it holds: its preset fields are its Config's (and the Config
+    says how many tokens a forward verifies), its batched step is one batched decoding has, and a confidence table
+    belongs to a trained EAGLE-family head."""
+    from specviz.trees.eagle_tree import EagleConfig
+
+    for c in methods.cards():
+        cfg = methods.get(c.name).Config()
+        assert set(c.preset_fields) <= {f.name for f in fields(cfg)}, c
+        assert not c.preset_fields or cfg.forward_tokens > 1, c
+        assert c.batched in ("", "chain", "eagle"), c
+        assert not c.confidence or (isinstance(cfg, EagleConfig) and c.head), c
+
+
+def test_every_step_record_lives_in_core_details():
+    """A trace finds its method's record without importing any method: every record is defined in core.details
+    (plain decoding records none), and loading one in a fresh interpreter leaves specviz.methods unimported."""
+    recorded = {name: detail_for(name) for name in methods.available() if name != "ar"}
+    assert all(t is not None and t.__module__ == "specviz.core.details" for t in recorded.values()), recorded
+    assert detail_for("no-such-method") is None
+    probe = "import sys; from specviz.core.details import detail_for as f; "
+    probe += "assert [f(m).__name__ for m in ('hydra', 'eagle3', 'hybrid')] == ['HydraDetail', 'Eagle3Detail', "
+    probe += "'HybridDetail'] and 'specviz.methods' not in sys.modules"
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
 
 
 def test_the_fixture_method_is_registered_through_its_card_alone(runon):

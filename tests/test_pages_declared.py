@@ -15,7 +15,7 @@ from specviz.output.lesson.model import LESSON_FILE, load_lesson
 from specviz.output.lesson.names import relabel
 from specviz.output.lesson.pack import PACK_FILE, read
 from specviz.output.lesson.settings import configs
-from specviz.output.pages import PAGES, SOURCES, Shown
+from specviz.output.pages import NAVIGATION, PAGES, SOURCES, Shown
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUTING = ["specviz/output/lesson/deck.py", "specviz/output/lesson/figures.py", "specviz/output/lesson/pages.py",
@@ -29,7 +29,7 @@ def test_every_lesson_stop_draws_its_figure_from_its_pages_declaration():
             at = stop.at(b)
             declared = PAGES[at.page].figure(at.figure)  # KeyError: a stop's figure its page does not declare
             assert declared.source in SOURCES
-            assert (declared.draw is not None) == (declared.source == "runs"), at.figure
+            assert declared.draw is not None or declared.source != "runs", at.figure
             if declared.source != "runs" or pack.stops.get(stop.id, {}).get("stored", {}).get(at.figure):
                 continue
             group = pack.group(at)
@@ -47,9 +47,26 @@ def test_the_declarations_are_the_only_tables():
     for page in PAGES.values():
         assert (ROOT / page.file).is_file(), page.file
         assert all(c.key.startswith(f"{page.id}.") for c in page.controls), page.id
-        assert page.title in (ROOT / "app.py").read_text(encoding="utf-8"), page.title
     for gone in ("FIGURES", "SETTINGS", "LESSON_ONLY", "OLD_SETTINGS"):
         assert not hasattr(lesson_pages, gone), gone
+
+
+def test_the_navigation_is_the_declarations():
+    """app.py's navigation is derived from the declarations: every declared page in it, every view declared."""
+    assert [file for file, _title, _icon in NAVIGATION] == [p.file for p in PAGES.values()]
+    assert all(title and icon.startswith(":material/") for _file, title, icon in NAVIGATION)
+    views = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "views").glob("*.py"))
+    assert views == sorted(p.file for p in PAGES.values()), "a view without a declaration, or one without a view"
+    app = (ROOT / "app.py").read_text(encoding="utf-8")
+    assert "NAVIGATION" in app and not any(title in app for _file, title, _icon in NAVIGATION), "a title in app.py"
+
+
+def test_views_draw_no_figure_themselves():
+    """A view hands its inputs to its page's declared figure (ui.declared.draw); it renders none itself.
+    (tests/test_pages_fast.py counts the charts each page renders against the figures drawn through it.)"""
+    for view in (ROOT / "views").glob("*.py"):
+        text = view.read_text(encoding="utf-8")
+        assert not re.search(r"\b(show_figure|plotly_chart)\b", text), view.name
 
 
 def test_lesson_routing_names_no_method_code_name():

@@ -67,11 +67,30 @@ ARRIVAL = {
 }
 
 
+@pytest.fixture
+def declared(monkeypatch) -> list[str]:
+    """The names of the figures the pages draw through their declarations (ui.declared.draw), as drawn."""
+    import ui.declared
+
+    drawn: list[str] = []
+    real = ui.declared.draw
+
+    def draw(page, name, *args, **kw):
+        page.figure(name)  # KeyError: a figure the page does not declare
+        drawn.append(name)
+        return real(page, name, *args, **kw)
+
+    monkeypatch.setattr(ui.declared, "draw", draw)
+    return drawn
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_page_renders_and_draws(tiny_app, page):
+def test_page_renders_and_draws(tiny_app, declared, page):
     at = app_on(page, max_new_tokens=8)
     assert not problems(at), (page, problems(at))
     assert chart_specs(at), f"{page} draws no figure"
+    # every chart on the page went through its page's declaration: one drawn outside it is one too many
+    assert len(chart_specs(at)) == len(declared), (page, declared)
     assert any("tiny-random" in c.value for c in at.sidebar.caption)  # the patched model ran
     if page in ARRIVAL:
         ARRIVAL[page](at)

@@ -37,7 +37,7 @@ def test_medusa_paper_tree_has_63_nodes_from_the_calibration():
     assert len(paths) == 63 and len(spec) == 64  # 63 drafted nodes under the root, as mc_sim_7b_63
     assert max(spec.depths) <= 4 and max(max(p) for p in paths) < 10  # 4 heads, their top-10
     assert expected > sparse_tree(acc[: cfg.heads], medusa.Config().total_tokens)[1]  # a bigger tree predicts more
-    assert presets.verified_tokens("medusa", cfg) == 64
+    assert presets.verified_tokens(cfg) == 64
 
 
 def test_matching_and_applied_touch_only_the_preset_fields():

@@ -1,8 +1,9 @@
-"""Streamlit glue shared by every page: the sidebar, a method's run, figure rendering (what is cached: ui.resources)."""
+"""Streamlit glue shared by every page: the sidebar, a method's run, figure rendering, the page's deck button (what
+is cached and the pages' paired runs: ui.resources)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
 from typing import Any
 
 # Imported when the app starts rather than on first use: plotly's validators read sys.modules["pandas"]
@@ -21,22 +22,13 @@ from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, 
 from specviz.output.lesson.visitor import escaped
 from ui import deck, memo, presentation, resources
 from ui.prompt_picker import picker
-from ui.resources import get_model, replayed, replaying
+from ui.resources import Settings, get_model, replayed, replaying
 
 DEFAULT_PROMPT = "Explain in a few sentences why the sky is blue."
 MAX_TOKENS_LIMIT = 512
 MAX_UPLOADS, MAX_UPLOAD_BYTES = 8, 16 << 20  # trace files (and bytes) a visitor may have loaded: 8 MB parses to ~76 MB
 PARSED = "replay.parsed"  # "file id:size" -> (traces, refusal): each upload parsed once
 FOLDER_FIELDS = ("head", "heads_dir")  # Config fields naming a folder: on this server, only under models/
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The shared sidebar's values."""
-
-    prompt: str
-    sampling: Sampling
-    model_spec: str
 
 
 def sidebar() -> Settings | None:
@@ -161,7 +153,7 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
         return None
     cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
     try:
-        with st.spinner(f"Decoding with {methods.get(name).LABEL}…"):
+        with st.spinner(f"Decoding with {methods.card(name).label}…"):
             trace = resources.run(name, cfg, s.prompt, s.sampling, s.model_spec)
         deck.note_traces([trace])
         return trace
@@ -221,3 +213,29 @@ def config_controls(name: str, container=None):
     except (ConfigError, TypeError, ValueError) as exc:
         box.warning(f"{name}: {exc}")
         return None
+
+
+def deck_button(page: str, model: str = "", device: str = "") -> None:
+    """A sidebar button that builds the deck when pressed (rendering the figures takes a second or two each)."""
+    figures = list(st.session_state.get(deck.FIGURES, []))
+    if not figures:
+        return
+    traces = dict(st.session_state.get(deck.TRACES, {}))
+    first = next(iter(traces.values()), None)
+    replaying_now = replaying()
+    if first is not None:
+        model, device = model or first.model, device or first.device
+    elif not (model and device):
+        lm = None if replaying_now else get_model()
+        model, device = (lm.name, lm.describe()) if lm is not None else ("unknown model", "unknown device")
+    slug = re.sub(r"[^a-z0-9]+", "_", page.lower()).strip("_") or "page"
+    st.sidebar.download_button(
+        f"Slide deck of this page ({len(figures)} slides, .pptx)",
+        lambda: deck.build(page, figures, traces, (model, device, not replaying_now)),
+        file_name=f"specviz_{slug}.pptx",
+        mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        key="deck.download",
+        on_click="ignore",
+        help="Every figure on this page, one per slide in the slide theme, with the model, device, settings "
+        "and date in the speaker notes.",
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import plotly.graph_objects as go
@@ -11,7 +10,6 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
-from ui.resources import get_model, replaying
 
 # this run's figures (name, figure, where a stored one was measured: "" for this session's runs) and traces
 FIGURES, TRACES = "deck.figures", "deck.traces"
@@ -43,7 +41,7 @@ def _settings(traces: dict[str, Trace]) -> dict[str, Any]:
     return out
 
 
-def _deck(page: str, figures: list[tuple], traces: dict[str, Trace], where: tuple[str, str, bool]):
+def build(page: str, figures: list[tuple], traces: dict[str, Trace], where: tuple[str, str, bool]):
     """The deck's bytes (run when the button is pressed, outside the script: it reads no session state).
 
     `figures`: (name, figure) or (name, figure, where a stored one was measured); a stored figure's notes give its
@@ -54,29 +52,3 @@ def _deck(page: str, figures: list[tuple], traces: dict[str, Trace], where: tupl
     notes = notes_text(provenance(device), model, {"Page": page, **_settings(traces)}, live=live)
     stored = {f[0]: f[2] for f in figures if len(f) > 2 and f[2]}
     return deck_bytes(slides_of({f[0]: f[1] for f in figures}, notes, stored))
-
-
-def deck_button(page: str, model: str = "", device: str = "") -> None:
-    """A sidebar button that builds the deck when pressed (rendering the figures takes a second or two each)."""
-    figures = list(st.session_state.get(FIGURES, []))
-    if not figures:
-        return
-    traces = dict(st.session_state.get(TRACES, {}))
-    first = next(iter(traces.values()), None)
-    replaying_now = replaying()
-    if first is not None:
-        model, device = model or first.model, device or first.device
-    elif not (model and device):
-        lm = None if replaying_now else get_model()
-        model, device = (lm.name, lm.describe()) if lm is not None else ("unknown model", "unknown device")
-    slug = re.sub(r"[^a-z0-9]+", "_", page.lower()).strip("_") or "page"
-    st.sidebar.download_button(
-        f"Slide deck of this page ({len(figures)} slides, .pptx)",
-        lambda: _deck(page, figures, traces, (model, device, not replaying_now)),
-        file_name=f"specviz_{slug}.pptx",
-        mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        key="deck.download",
-        on_click="ignore",
-        help="Every figure on this page, one per slide in the slide theme, with the model, device, settings "
-        "and date in the speaker notes.",
-    )

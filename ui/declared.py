@@ -11,6 +11,7 @@ import streamlit as st
 from specviz.core.trace import Trace
 from specviz.output.pages import Page, Shown
 from ui.common import show_figure
+from ui.lesson_pack import step_rule
 from ui.memo import shared
 
 
@@ -43,10 +44,20 @@ def configs(page: Page, figure: str = "", shows: Sequence[str] = (), **now: Any)
     return page.runs(values(page, **now), figure, shows)[0]
 
 
-def draw(page: Page, name: str, traces: Mapping[str, Trace | list[Trace] | None], index: int | None = None) -> None:
-    """Figure `name` by its declared builder, at step `index` of the run (None: the stop's rule's)."""
-    runs = {k: t for k, t in traces.items() if t is not None}
-    now = values(page)
-    inputs = [t for ts in runs.values() for t in (ts if isinstance(ts, list) else [ts])]
-    key = ("page", page.id, name, index, tuple(runs), tuple(sorted((k, repr(v)) for k, v in now.items())))
-    show_figure(shared(key, inputs, lambda: page.draw(name, runs, Shown(now, index=index))), name)
+def draw(
+    page: Page, name: str, inputs: Mapping[str, Any], index: int | None = None, measured: str = "", **now: Any
+) -> None:
+    """Figure `name` by its declared builder from its inputs: the runs (Traces, lists of repeats) or the data it
+    draws (a stored bench, a measured curve), at step `index` of the run (None: the step rule's); `measured`: where
+    a stored figure was measured; `now`: values the page decided itself. A figure of runs is built once for every
+    visitor given the same Trace objects (a replayed recording's); one of data read anew each run is built anew."""
+    given = {k: v for k, v in inputs.items() if v is not None}
+    plain = {k: v for k, v in given.items() if isinstance(v, (str, int, float))}  # kept by value in the key
+    held = [v for k, vs in given.items() if k not in plain for v in (vs if isinstance(vs, list) else [vs])]
+    shown = Shown(values(page, **now), step_rule(), index)
+    if not all(isinstance(v, Trace) for v in held):  # data read anew each run: no other visitor gives it again
+        show_figure(page.draw(name, given, shown), name, measured)
+        return
+    settings = tuple(sorted((k, repr(v)) for k, v in (shown.values | plain).items()))
+    key = ("page", page.id, name, index, shown.step, tuple(given), settings)
+    show_figure(shared(key, held, lambda: page.draw(name, given, shown)), name, measured)

@@ -1,7 +1,7 @@
 """The method pages' template: what every method page does around its chapter's text and figures.
 
 A method page is: its header; the trained head it needs (`need`, or `optional` for one run beside it); its preset
-and sliders; its runs (ui.live.run_paired) and the median one (`main_run`); its headline metrics; a step picked
+and sliders; its runs (ui.resources.run_paired) and the median one (`main_run`); its headline metrics; a step picked
 (`pick_step`) and drawn; a method run beside it summed up under it (`beside`); stored sweeps (`stored_sweep`).
 """
 
@@ -17,10 +17,9 @@ import streamlit as st
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.focus import focus_index
 from specviz.tuning.sweep import stored
-from ui.common import Settings
 from ui.lesson_pack import step_rule
-from ui.live import median_pair, same_tokens, speedup_metric
 from ui.presentation import stepper
+from ui.resources import Settings, median_pair, same_tokens, speedup_metric
 
 T = TypeVar("T")
 

@@ -10,11 +10,9 @@ import streamlit as st
 
 from specviz.core import measure
 from specviz.tuning import presets
-from specviz.tuning.presets import FIELDS, Preset
+from specviz.tuning.presets import Preset, fields
 from specviz.tuning.probe import cached_curve
-from ui.common import Settings
-from ui.live import run_paired
-from ui.resources import get_model, replaying
+from ui.resources import Settings, get_model, replaying, run_paired
 
 CUSTOM = "custom"
 
@@ -45,7 +43,7 @@ def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | N
     options = presets.presets(method)
     for name, value in presets.values(method, presets.start(method)).items():
         st.session_state.setdefault(_widget(page, name), _clamped(name, value, clamp))
-    current = {n: st.session_state[_widget(page, n)] for n in FIELDS[method]}
+    current = {n: st.session_state[_widget(page, n)] for n in fields(method)}
     match = presets.matching(method, current)
     st.session_state[f"{page}.preset"] = match.key if match else CUSTOM
     labels = {p.key: p.label for p in options} | {CUSTOM: "custom"}
@@ -92,7 +90,7 @@ def _row(method: str, p: Preset, cfg: Any, runs: dict) -> dict:
     m = measure.paired(runs["ar"][: len(runs[method])], runs[method])
     return {
         "preset": p.label,
-        "verified tokens per forward": presets.verified_tokens(method, cfg),
+        "verified tokens per forward": presets.verified_tokens(cfg),
         "A": round(m["A"].median, 2),
         "r (step cost)": round(m["r"].median, 2),
         "speedup": m["speedup"].label(),
@@ -120,7 +118,7 @@ def preset_costs(page: str, method: str, config: Any, s: Settings | None, repeat
         runs = run_paired({method: cfg}, s, repeats)
         if "ar" in runs and method in runs:
             rows.append(_row(method, p, cfg, runs))
-            widths[p.key] = presets.verified_tokens(method, cfg)
+            widths[p.key] = presets.verified_tokens(cfg)
     if rows:
         st.dataframe(rows, hide_index=True)
         if note := _probe_note(method, widths):

@@ -1,30 +1,46 @@
 """Every Streamlit cached resource, and the replay state: the models (one st.cache_resource, two at most, shared
 by every session), the cached runs (st.cache_data keyed by method, frozen Config, prompt and Sampling, which it
 hashes by their fields), the lesson file, the acceptance lab, EAGLE's re-grown trees, and the traces a visitor
-loaded to replay.
+loaded to replay. And the pages' runs made of them: fair live comparisons (plain decoding and the methods in turn,
+after a warm-up, repeated; `run_paired`, `run_race`), their speedup and identity, where a stored result was
+measured. A page's Config reaches the cached run here, one file from its declaration.
 
 The library takes the model lock around whatever it runs; nothing here or in the pages takes it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from specviz import methods
+from specviz.core import measure
 from specviz.core.model import LoadedModel, ModelError, load_model
-from specviz.core.prompts import prepare
-from specviz.core.sampling import Sampling
+from specviz.core.prompts import PromptError, prepare
+from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.output.lesson.model import Lesson, load_lesson
 from specviz.output.lesson.pack import Pack, from_bytes, read
-from specviz.output.lesson.visitor import visitor_model
+from specviz.output.lesson.visitor import escaped, visitor_model
 from specviz.tuning import compare, eagle_replay, lossless, probe
+from ui import deck
 
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
 MODEL_KEY = "sidebar.model"  # the sidebar's Model box
 REPLAY = "replay.traces"  # method -> Trace: the traces loaded to replay (while any are, the model is not run)
 PACK = "replay.pack"  # method -> its runs: a recorded lesson stop's (ui.lesson sets it; the model is not run)
+DEFAULT_REPEATS = 3  # interleaved runs a live page's speedup is the median of
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The shared sidebar's values (ui.common.sidebar): what every run is made on."""
+
+    prompt: str
+    sampling: Sampling
+    model_spec: str
 
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_MODELS)
@@ -148,3 +164,105 @@ def uploaded_pack(digest: str, name: str, _raw: bytes) -> Pack:
     uploaded again, by this visitor or another, is neither parsed nor its figures validated again (at most four
     kept, for an hour; a refusal is never kept)."""
     return from_bytes(_raw, name)
+
+
+def repeats_control(page: str, container=None) -> int:
+    """How many interleaved runs of each method a speedup is the median of (the page's own widget)."""
+    box = container or st
+    return int(
+        box.number_input(
+            "Repeats (each method and plain decoding, interleaved)",
+            1,
+            9,
+            DEFAULT_REPEATS,
+            key=f"{page}.repeats",
+            help="After one warm-up run of each, plain decoding and "
+            "the methods run in turn this many times; the speedup is the median ratio.",
+        )
+    )
+
+
+def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dict[str, list[Trace]]:
+    """name -> interleaved runs (ar first, then each method), cached per (methods, configs, prompt, repeats).
+
+    When replaying saved traces, each method has the one run that was loaded.
+    """
+    if packed():  # a recorded lesson stop: every interleaved run, so the page's median is the pack's
+        return {n: ts for n, ts in packed().items() if n in ["ar", *configs]}
+    if replaying():
+        loaded = {n: t for n in ["ar", *configs] if (t := replayed(n)) is not None}
+        runs, unrelated = compare.replay_runs(loaded, list(configs))
+        if unrelated:
+            st.info(
+                f"No speedup for {', '.join(unrelated)}: the loaded trace ran another prompt or other settings than "
+                "the loaded plain decoding, so the two are not compared."
+            )
+        return runs
+    if s is None or get_model() is None:
+        return {}
+    cfg = {n: c if c is not None else methods.get(n).Config() for n, c in configs.items() if n != "ar"}
+    try:
+        with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
+            runs = paired(cfg, s.prompt, s.sampling, s.model_spec, repeats)
+        deck.note_traces([ts[0] for ts in runs.values() if ts])
+        return runs
+    except (PromptError, ConfigError, ModelError) as exc:
+        st.warning(str(exc))
+    return {}
+
+
+def run_race(names: list[str], s: Settings | None) -> list[Trace]:
+    """Plain decoding and each method once, every lane warmed up first (compare.race); cached per (methods,
+    prompt, settings). When replaying, the loaded traces of those methods."""
+    if replaying():
+        return [t for n in ["ar", *names] if (t := replayed(n)) is not None]
+    if s is None or get_model() is None:
+        return []
+    try:
+        with st.spinner(f"Warming up, then racing plain decoding and {', '.join(names) or 'nothing'}…"):
+            lanes = race(tuple(n for n in names if n != "ar"), s.prompt, s.sampling, s.model_spec)
+        deck.note_traces(lanes)
+        return lanes
+    except (PromptError, ConfigError, ModelError) as exc:
+        st.warning(str(exc))
+    return []
+
+
+def speedup_metric(col, runs: dict[str, list[Trace]], name: str, label: str, help: str) -> None:
+    """The median speedup as a metric ('1.31×', short enough for a fifth of the page at 1600 px) and, beneath
+    it, its range over the interleaved runs (measure.paired), or 'one run'."""
+    sp = measure.paired(runs["ar"][: len(runs[name])], runs[name])["speedup"]
+    where = "Measured on this server since it booted (runs are cached across visitors)."
+    if replaying():  # a saved trace records its device, not where or when it ran
+        where = f"From saved traces run on {escaped(runs[name][0].device, 60)}; where and when are not recorded."
+    col.metric(label, f"{sp.median:.2f}×", help=f"{help} {where}")
+    col.caption(f"range {sp.low:.2f}–{sp.high:.2f}× over {sp.n} interleaved runs" if sp.n > 1 else "one run")
+
+
+def median_pair(runs: dict[str, list[Trace]], name: str) -> tuple[Trace, Trace]:
+    """(plain decoding, method) of the pair whose speedup is the median one, for the per-step figures."""
+    pairs = list(zip(runs["ar"], runs[name]))
+    ranked = sorted(pairs, key=lambda p: measure.speedup(*p))
+    return ranked[len(ranked) // 2]
+
+
+def measured_where(data: dict) -> str:
+    """Where and when a stored figure was measured, from its provenance record ('… on this machine' only if so)."""
+    lm = None if replaying() else get_model()
+    here = measure.provenance(lm.describe()) if lm is not None else None
+    try:
+        return measure.Provenance.from_dict(data.get("provenance")).describe(here)
+    except ValueError:
+        return "where and when it was measured is not recorded"
+
+
+def same_tokens(ar: Trace | None, trace: Trace) -> str:
+    """'yes' / 'no' at T = 0; at T > 0 token identity says nothing about a lossless method; nor across prompts or
+    settings (loaded traces)."""
+    if ar is None:
+        return "no plain run"
+    if not compare.pairable(ar, trace):
+        return "n/a: another prompt or settings"
+    if not compare.greedy(trace):
+        return "n/a at T > 0"
+    return "yes" if trace.output_ids == ar.output_ids else "no"

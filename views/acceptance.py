@@ -11,19 +11,14 @@ from specviz.core.prompts import PromptError
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
 from specviz.output.pages.acceptance import PAGE
-from specviz.output.viz.acceptance import (
-    lab_figure,
-    records,
-    rejection_figure,
-)
+from specviz.output.viz.acceptance import records
 from specviz.tuning.draft_sweep import SPS_PATH
 from specviz.tuning.lossless import DRAFTS, LabConfig
 from ui import resources
-from ui.common import Settings, download_traces, page_header, run_method, settings, show_figure
+from ui.common import download_traces, page_header, run_method, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where
 from ui.method_page import focused_step, stored_sweep
-from ui.resources import get_model, replaying
+from ui.resources import Settings, get_model, measured_where, replaying
 
 DEF = speculative.Config()
 DRAFT_LABELS = {"perturbed": "perturbed p", "layers": "first L layers", "trained": "trained draft"}  # fit a quarter
@@ -121,15 +116,8 @@ if trace is not None:
         step = judged[focused_step("acceptance", judged, trace)]  # opens on the lesson stop's rule, else the longest
         st.dataframe(decision_rows(records(step)), hide_index=True)
         draw(PAGE, "acceptance_decisions", {"sps": trace}, step.index)
-        last = records(step)[-1]
-        if "dists" in last:
-            show_figure(
-                rejection_figure(
-                    last["dists"],
-                    title=f"Step {step.index}: after rejecting {last.get('text', '')!r}, the next token is drawn from",
-                ),
-                "acceptance_rejection",
-            )
+        if "dists" in records(step)[-1]:
+            draw(PAGE, "acceptance_rejection", {"sps": trace}, step.index)
         else:
             st.caption("Every draft of this step was accepted; the bonus token is drawn from p.")
     draw(PAGE, "acceptance_typical", {"sps": trace})
@@ -148,7 +136,7 @@ elif s is not None and (lm := get_model()) is not None:
         with st.spinner(f"Sampling {n:,} times per rule…"):
             cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
             res = resources.lab(s.model_spec, s.prompt, cfg)
-        show_figure(lab_figure(res), "acceptance_lab")
+        draw(PAGE, "acceptance_lab", {"lab": res})
         st.dataframe(
             [
                 {

@@ -12,16 +12,14 @@ from specviz.core.measure import method_shape, provenance
 from specviz.core.paths import BENCH_DIR, PROMPT_KINDS_BENCH, PROMPT_PRESETS, REPO
 from specviz.core.prompts import MAX_SET, PromptError, parse_prompt_lines, prepare, prompt_kinds, select
 from specviz.output.pages.compare import ON, PAGE
-from specviz.output.viz import compare as figs
 from specviz.output.viz import scaling
-from specviz.output.viz.categories import winners, wins_figure
+from specviz.output.viz.categories import winners
 from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
 from specviz.tuning import bench, compare, hardware, probe
 from specviz.tuning.probe import cached_curve
-from ui.common import config_controls, download_traces, page_header, settings, show_figure
+from ui.common import config_controls, download_traces, page_header, settings
 from ui.declared import draw, widget
-from ui.live import measured_where, repeats_control, run_paired
-from ui.resources import get_model, replayed, replaying
+from ui.resources import get_model, measured_where, repeats_control, replayed, replaying, run_paired
 
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "spec_bench_question.jsonl"
 
@@ -37,7 +35,7 @@ def method_toggles() -> dict[str, object]:
     on = [n for n in names if n in ON] or names[:1]  # replaying other methods: the first of them
     for col, name in zip(cols, names):
         mod = methods.get(name)
-        if widget(col, PAGE, f"compare.on.{name}", mod.LABEL, value=name in on, help=mod.SUMMARY):
+        if widget(col, PAGE, f"compare.on.{name}", mod.CARD.label, value=name in on, help=mod.CARD.summary):
             with col.expander("settings"):
                 chosen[name] = config_controls(name)
     return {n: c for n, c in chosen.items() if c is not None}
@@ -64,7 +62,7 @@ def live_section(configs: dict[str, object]) -> dict:
         draw(PAGE, "accepted_histogram", traces)
     with right:
         draw(PAGE, "acceptance_rate", traces)
-    show_figure(figs.throughput_figure(rows), "throughput")
+    draw(PAGE, "throughput", runs)
     st.dataframe(
         [
             {
@@ -121,7 +119,7 @@ def prompt_set_section(configs: dict[str, object]) -> None:
             [{"method": m, **v, **({"identical": "n/a at T > 0"} if hot else {})} for m, v in res["methods"].items()],
             hide_index=True,
         )
-        show_figure(wins_figure(res, where=measured_where(res)), "speedup_by_category")  # its load flagged
+        draw(PAGE, "speedup_by_category", {"bench": res, "where": measured_where(res)})  # its load flagged
 
 
 def kinds_section() -> None:
@@ -135,11 +133,10 @@ def kinds_section() -> None:
         kinds = prompt_kinds()
         labels = category_labels(data, {k: v.label for k, v in kinds.items()})
         where = measured_where(data)
-        fig = wins_figure(data, where=where, labels=labels)
+        draw(PAGE, "where_methods_win", {"bench": data, "where": where, "labels": labels}, measured=where)
     except (ValueError, KeyError, TypeError, PromptError) as exc:
         st.warning(f"{path.name} could not be read ({exc}).")
         return
-    show_figure(fig, "where_methods_win", measured=where)
     best = winners(data)
     rows = []
     for cat, label in labels.items():
@@ -170,7 +167,7 @@ def length_section(configs: dict[str, object]) -> None:
         steered = probe.prepare(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
         st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, steered, s.sampling, progress=bar.progress)
     if pts := st.session_state.get("compare.lengths"):
-        show_figure(figs.length_figure(pts), "speedup_vs_length")
+        draw(PAGE, "speedup_vs_length", {"points": pts})
 
 
 def shapes(traces: dict) -> dict[str, tuple[float, float, float]]:
@@ -189,9 +186,8 @@ def scaling_section() -> None:
     points = scaling.merge(d for _, d in found)
     where = "; ".join(f"{path.name} {measured_where(data)}" for path, data in found)
     try:
-        show_figure(scaling.curve_figure(points, "batch", {"context": None}), "speedup_vs_batch", where)
-        show_figure(scaling.curve_figure(points, "context", {"batch": 1}), "speedup_vs_context", where)
-        show_figure(scaling.region_figure(points), "speculation_region", where)
+        for name in ("speedup_vs_batch", "speedup_vs_context", "speculation_region"):
+            draw(PAGE, name, {"points": points}, measured=where)
         stops = scaling.where_it_stops(points, "batch", {"context": None})
     except (KeyError, TypeError, ValueError) as exc:
         st.warning(f"A stored batched bench could not be read ({exc}).")
@@ -226,7 +222,7 @@ def batch_section(traces: dict) -> None:
             surface = hardware.cached_surface(lm)
         modeled = {n: hardware.modeled_batch_speedup(surface, a, w, d) for n, (a, w, d) in shapes(traces).items()}
         where = surface.measured(provenance(lm.describe()))
-        show_figure(figs.batch_figure(surface, modeled), "batch_surface", measured=where)
+        draw(PAGE, "batch_surface", {"surface": surface, "modeled": modeled}, measured=where)
         st.caption(f"The latency surface was {where}.")
 
 
@@ -245,7 +241,7 @@ def whatif_section(traces: dict) -> None:
         here = hardware.fit_device(curve, model, nbytes)
     target = hardware.BIG if big else model
     speedups = hardware.whatif(shapes(traces), here, target, context)
-    show_figure(figs.whatif_figure(speedups), "hardware_whatif")
+    draw(PAGE, "hardware_whatif", {"speedups": speedups})
     st.caption(hardware.whatif_caption(here, target, context))
     if lm is not None and lm.device.type == "cuda":
         st.caption("A GPU is present: the live runs above are measured on it, not modeled.")

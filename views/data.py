@@ -8,11 +8,11 @@ from statistics import median
 import streamlit as st
 
 from specviz.methods import eagle
-from specviz.output.viz.learning import a_by_head_figure, learning_figure
+from specviz.output.pages.data import PAGE
 from specviz.tuning.learning import DATA_NAMES, KIND_NAMES, corpus_summary, curves, eagle_checkpoints, experiment_rows
-from ui.common import page_header, run_method, settings, show_figure
-from ui.live import measured_where
-from ui.resources import replaying
+from ui.common import page_header, run_method, settings
+from ui.declared import draw
+from ui.resources import measured_where, replaying
 
 
 def where(prov) -> str:
@@ -53,7 +53,12 @@ depth = (
     )
     or 1
 )
-show_figure(learning_figure(found, rows, depth), "what_data_buys", measured="; ".join(where(c.where) for c in found))
+draw(
+    PAGE,
+    "learning_curves",
+    {"curves": found, "rows": rows, "depth": depth},
+    measured="; ".join(where(c.where) for c in found),
+)
 st.caption(
     "Held-out top-1: how often the head's first choice is the token the fp32 target chose, on 64 opening turns of "
     "ShareGPT conversations no head or draft trained on (7,293 positions). Depth k drafts from the head's own "
@@ -124,8 +129,7 @@ if heads and not replaying():
     st.subheader("What it buys on this prompt")
     runs = [run_method("eagle", eagle.Config(head=h.folder), settings()) for h in heads]
     if all(runs):
-        a = [t.mean_accepted for t in runs if t is not None]
-        show_figure(a_by_head_figure(heads, a), "a_by_head")
+        draw(PAGE, "a_by_head", {"heads": heads, "runs": runs})
         st.caption(
             "EAGLE-2 with its default tree on the sidebar's prompt and settings, once per shipped head. At T = 0 the "
             "output is the same whichever head drafts; what changes is how many drafted tokens the target keeps."

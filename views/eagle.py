@@ -9,33 +9,21 @@ from statistics import median
 
 import streamlit as st
 
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
-from specviz.methods.hybrid import HybridStep
 from specviz.output.pages.eagle import PAGE
-from specviz.output.viz.depth import depth_figure
-from specviz.output.viz.eagle import (
-    compare_figure,
-    draft_verify_figure,
-    growth_figure,
-    sweep_figure,
-    verify_figures,
-)
-from specviz.output.viz.eagle3 import fusion_figure
-from specviz.output.viz.tree import token_strip
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
 from ui import resources
-from ui.common import page_header, run_method, settings, show_figure
+from ui.common import page_header, run_method, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import Beside, at_temperature, beside, focused_step, main_run, need, step_caption, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
-from ui.resources import get_model, replaying
+from ui.resources import get_model, measured_where, repeats_control, replaying, run_paired, same_tokens, speedup_metric
 
 TOTAL_HELP = "The GPU reference verifies 60; on 2 CPU cores verify cost grows fast with the node count, so fewer win."
 TEMPERATURE_HELP = "0 = greedy matching; > 0 = tree speculative sampling"
@@ -128,25 +116,24 @@ if drafted:
 draw(PAGE, "eagle_steps", {"eagle": trace, "ar": ar})
 
 
-def show_verified(step: StepTrace, key: str) -> None:
+def show_verified(method: str, run: Trace, step: StepTrace) -> None:
     """A step's verified tree (accepted path highlighted) beside its tree-attention mask."""
     left, right = st.columns([3, 2])
-    tree, mask = verify_figures(step)
     with left:
-        show_figure(tree, f"{key}_verify")
+        draw(PAGE, f"{method}_verify", {method: run}, step.index)
     with right:
-        show_figure(mask, f"{key}_mask")
+        draw(PAGE, f"{method}_mask", {method: run}, step.index)
 
 
 if drafted:
     i = focused_step("eagle", drafted, trace)
     step = drafted[i]
-    d = step.detail_as(EagleStep)
+    d = step.detail_as(EagleDetail)
     step_caption(step, f"drafted {len(d.tree['tokens']) - 1} nodes")
     stages = [f"round {r}" for r in range(1, max(d.tree["depth"]) + 1)] + ["rerank + verify"]
     st.select_slider("Grow the tree", stages, value=stages[-1], key="eagle.stage")
     draw(PAGE, "eagle_growth", {"eagle": trace}, step.index)  # at the stage chosen
-    show_verified(step, "eagle")
+    show_verified("eagle", trace, step)
     draw(PAGE, "eagle_features", {"eagle": trace}, step.index)
     st.caption(
         "A Medusa head reads f_t alone and must guess x_t+2 without knowing which x_t+1 the target "
@@ -157,9 +144,9 @@ if drafted:
         st.caption("Static against dynamic trees on this step's context: not while traces are loaded.")
     elif (lm := get_model()) is not None:
         key = json.dumps([asdict(cfg), s.model_spec if s else "", hashlib.sha256(trace.to_json().encode()).hexdigest()])
-        show_figure(compare_figure(resources.regrown(key, step.index, lm, trace, cfg)), "eagle_static_vs_dynamic")
-    show_figure(token_strip(trace, upto=step.index), "eagle_tokens")
-show_figure(draft_verify_figure(trace), "eagle_costs")
+        draw(PAGE, "eagle_static_vs_dynamic", {"regrown": resources.regrown(key, step.index, lm, trace, cfg)})
+    draw(PAGE, "eagle_tokens", {"eagle": trace}, step.index)
+draw(PAGE, "eagle_costs", {"eagle": trace})
 preset_costs("eagle", "eagle", cfg, s, repeats)
 sweep, unreadable = stored_sweep(SWEEP_PATH)
 try:
@@ -167,7 +154,7 @@ try:
         raise ValueError(unreadable)
     if sweep is not None:
         where = measured_where(sweep)
-        show_figure(sweep_figure(sweep, where=where), "eagle_sweep", measured=where)
+        draw(PAGE, "eagle_sweep", {"sweep": sweep, "where": where}, measured=where)
         st.caption(f"{sweep.get('note', '')} Re-measure with `{sweep.get('command', '')}`.")
 except (ValueError, KeyError, TypeError) as exc:
     st.warning(f"{SWEEP_PATH} could not be read ({exc}); re-measure with `python -m specviz calibrate eagle --live`.")
@@ -185,15 +172,7 @@ if e3_cfg is None:
 else:
     top1 = [row[0] for row in head_cfg.calibration], [row[0] for row in e3_cfg.calibration]
     k = min(len(top1[0]), len(top1[1]))
-    show_figure(
-        depth_figure(
-            {"eagle": top1[0][:k], "eagle3": top1[1][:k]},
-            "Held-out top-1 accuracy by draft depth (each head drafting from its own outputs)",
-            "top-1 accuracy",
-            prefix="depth",
-        ),
-        "eagle3_accuracy",
-    )
+    draw(PAGE, "eagle3_accuracy", {"top1": {"eagle": top1[0][:k], "eagle3": top1[1][:k]}})
 
 
 def beside_eagle(name: str, label: str, whose: str) -> Trace:
@@ -205,11 +184,10 @@ def beside_eagle(name: str, label: str, whose: str) -> Trace:
 
 if "eagle3" in runs:
     t3 = beside_eagle("eagle3", "EAGLE-3", "EAGLE-3's")
-    drafted3 = t3.drafted_steps
-    if drafted3:
+    if t3.drafted_steps:
         lm = get_model()  # None while traces are loaded
-        n_layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
-        show_figure(fusion_figure(drafted3[min(i if drafted else 0, len(drafted3) - 1)], n_layers), "eagle3_fusion")
+        layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
+        draw(PAGE, "eagle3_fusion", {"eagle3": t3}, layers=layers)  # its own step, by the step rule
 
 st.subheader("EAGLE-2 + n-gram pool: the text's own n-grams in the head's tree")
 st.caption(
@@ -228,8 +206,8 @@ else:
         busiest = max(range(len(pooled)), key=lambda j: (pooled[j].accepted, -j))
         j = st.slider("Step of the hybrid", 0, len(pooled) - 1, busiest, key="eagle.hybrid_step") if pooled[1:] else 0
         hs = pooled[j]
-        hd = hs.detail_as(HybridStep)
+        hd = hs.detail_as(HybridDetail)
         how = "a copy step: the pool's chain verified alone" if hd.copy else f"{hd.sources.count('pool')} pool node(s)"
         st.caption(f"Step {hs.index}: committed {hs.accepted} token(s) {hs.texts!r} · {how}")
-        show_figure(growth_figure(hd.tree, accepted=hd.path, sources=hd.sources), "hybrid_tree")
-        show_verified(hs, "hybrid")
+        draw(PAGE, "hybrid_tree", {"hybrid": th}, hs.index)
+        show_verified("hybrid", th, hs)

@@ -7,13 +7,13 @@ import streamlit as st
 from specviz.core.measure import provenance
 from specviz.core.prompts import PromptError, prepare
 from specviz.output.lesson.visitor import escaped
-from specviz.output.viz.latency import latency_figure
-from specviz.output.viz.timeline import timeline_figure
+from specviz.output.pages.home import PAGE
 from specviz.tuning.compare import run_once
 from specviz.tuning.probe import cached_curve
 from specviz.tuning.roofline import device_roofs
 from specviz.tuning.rows import latest_stored
-from ui.common import page_header, settings, show_figure
+from ui.common import page_header, settings
+from ui.declared import draw
 from ui.resources import get_model
 
 
@@ -79,7 +79,7 @@ if lm is not None and s is not None:
             c1.metric("tokens", trace.new_tokens)
             c2.metric("forward passes", len(trace.steps))
             c3.metric("ms per token", f"{1000 * trace.mean_step_s:.0f}")
-            show_figure(timeline_figure([trace], title="Serial: one forward pass per token"), "home_timeline")
+            draw(PAGE, "home_timeline", {"ar": trace})
         else:
             st.info("Press **Decode** to run plain decoding on the sidebar prompt.")
     with right:
@@ -94,8 +94,11 @@ if lm is not None and s is not None:
                 "overstate the cost. Press **Re-measure** when the machine is quiet."
             )
         flag = f", disturbed: {curve.contended}" if curve.contended else ""
-        show_figure(
-            latency_figure(curve, here=here, roof=roofs[0][0]), "latency_curve", measured=curve.measured(here) + flag
+        draw(
+            PAGE,
+            "latency_curve",
+            {"curve": curve, "here": here, "roof": roofs[0][0]},
+            measured=curve.measured(here) + flag,
         )
         st.caption(
             f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. Dashed: the "

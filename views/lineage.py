@@ -6,10 +6,12 @@ import streamlit as st
 
 from specviz.core.paths import REPO
 from specviz.output.lineage import WORKS
-from specviz.output.viz.lineage import lineage_figure, measured_values, node_caption
+from specviz.output.pages.lineage import PAGE
+from specviz.output.viz.lineage import measured_values, node_caption
 from specviz.output.viz.stored import merged_spec_bench
-from ui.common import page_header, show_figure
-from ui.live import measured_where
+from ui.common import page_header
+from ui.declared import draw
+from ui.resources import measured_where
 
 page_header(
     "Where the methods come from",
@@ -19,7 +21,7 @@ merged, used = merged_spec_bench()
 bench = merged if used else None
 where = measured_where(used[0][1]) if used else ""
 each = "; ".join(f"{', '.join(names)}: {measured_where(data)}" for _path, data, names in used)
-show_figure(lineage_figure(bench, where if len(used) == 1 else ""), "lineage", measured=each)
+draw(PAGE, "lineage", {"bench": bench, "where": where if len(used) == 1 else ""}, measured=each)
 for path, data, names in used:
     st.caption(
         f"{', '.join(names)}: A and speedup, greedy, against plain decoding in the same run, "

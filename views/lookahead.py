@@ -9,19 +9,15 @@ from specviz.methods import jacobi, lookahead
 from specviz.methods.jacobi import INIT_SOURCES
 from specviz.output.focus import focus_step, telling
 from specviz.output.pages.lookahead import PAGE
-from specviz.output.viz.lookahead import (
-    final_pool,
-    pool_figure,
-    sweep_figure,
-)
+from specviz.output.viz.lookahead import final_pool
 from specviz.tuning.sweep import LOOKAHEAD_PATH
-from ui.common import download_traces, page_header, run_method, settings, show_figure
+from ui.common import download_traces, page_header, run_method, settings
 from ui.declared import configs, draw, widget
 from ui.lesson_pack import step_rule
-from ui.live import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import pick_step, stored_sweep
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
+from ui.resources import measured_where, median_pair, repeats_control, run_paired, same_tokens, speedup_metric
 
 DEF = lookahead.Config()
 
@@ -75,9 +71,8 @@ if "ar" in runs and "lookahead" in runs:
             draw(PAGE, "lookahead_verify", lanes, work[k])
         with right:
             draw(PAGE, "lookahead_mask", lanes, work[k])
-        pool = final_pool(la)
-        if pool:
-            show_figure(pool_figure(pool, title="The n-gram pool at the end: largest keys and hits"), "lookahead_pool")
+        if final_pool(la):
+            draw(PAGE, "lookahead_pool", {"lookahead": la})
     download_traces([ar, la], "lookahead_runs")
 preset_costs("lookahead", "lookahead", cfg, s, repeats)
 
@@ -98,5 +93,5 @@ if unreadable:
     )
 if sweep is not None:
     where = measured_where(sweep)
-    show_figure(sweep_figure(sweep, title=f"Where a wider window stops paying ({where})"), "lookahead_sweep", where)
+    draw(PAGE, "lookahead_sweep", {"sweep": sweep, "where": where}, measured=where)
     st.caption(sweep.get("note", ""))

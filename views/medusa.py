@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.heads import hydra as hydra_heads
 from specviz.heads.medusa import HeadsError, load_calibration, models_dir, read_config
 from specviz.methods.medusa import Config
 from specviz.output.pages.medusa import PAGE
-from specviz.output.viz.depth import depth_figure, starts, step_at
-from specviz.output.viz.stored import swept_sizes
-from specviz.output.viz.tree import (
-    budget_figure,
-    cost_figure,
-    step_tree_data,
-    tree_figure,
-)
-from ui.common import page_header, settings, show_figure
+from specviz.output.viz.depth import starts, step_at
+from ui.common import page_header, settings
 from ui.declared import configs, draw, widget
-from ui.live import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 from ui.method_page import (
     Beside,
     at_temperature,
@@ -34,6 +26,7 @@ from ui.method_page import (
 )
 from ui.presentation import controls
 from ui.presets import preset_control, preset_costs
+from ui.resources import measured_where, repeats_control, run_paired, same_tokens, speedup_metric
 
 TOTAL_HELP = "Tokens verified in one target forward, the root included: total_tokens − 1 drafted nodes"
 TEMPERATURE_HELP = "0 = greedy; typical acceptance needs T > 0 to differ"
@@ -100,7 +93,7 @@ if ar is not None:
 if steps:
     i = focused_step("medusa", steps, trace)
     step = steps[i]
-    d = step.detail_as(MedusaStep)
+    d = step.detail_as(MedusaDetail)
     step_caption(step, f"predicted {d.predicted:.2f}, measured {d.measured}")
     left, right = st.columns([3, 2])
     with left:
@@ -132,14 +125,7 @@ if hydra_acc is None:
     st.info(f"Hydra is not available here: {hydra_missing}")
 else:
     k = min(len(acc), len(hydra_acc))
-    show_figure(
-        depth_figure(
-            {"medusa": [r[0] for r in acc[:k]], "hydra": [r[0] for r in hydra_acc[:k]]},
-            "Held-out top-1 accuracy of each head (Hydra given its branch's true tokens)",
-            "top-1 accuracy",
-        ),
-        "hydra_accuracy",
-    )
+    draw(PAGE, "hydra_accuracy", {"top1": {"medusa": [r[0] for r in acc[:k]], "hydra": [r[0] for r in hydra_acc[:k]]}})
 if "hydra" in runs:
     names = Beside(
         "A, Medusa → Hydra",
@@ -159,9 +145,9 @@ if "hydra" in runs:
             st.caption(f"Both methods' trees for the step that starts at output token {offset} (same context).")
             t1, t2 = st.columns(2)
             with t1:
-                show_figure(tree_figure(*step_tree_data(step), "Medusa"), "medusa_twin")
+                draw(PAGE, "medusa_twin", {"medusa": trace}, step.index)
             with t2:
-                show_figure(tree_figure(*step_tree_data(twin), "Hydra (hover: what each head read)"), "hydra_twin")
+                draw(PAGE, "hydra_twin", {"medusa": trace, "hydra": htrace}, step.index)
 
 sw, unreadable = stored_sweep(models_dir() / "sweep.json")
 if unreadable:
@@ -173,16 +159,11 @@ if sw is not None:
     st.subheader("Why the best tree is small on the machine that measured it")
     swept = measured_where(sw)
     st.caption(f"The tree-size sweep was {swept}.")
-    sizes = swept_sizes(sw)  # total_tokens, root included
     b1, b2 = st.columns(2)
     with b1:
-        show_figure(budget_figure(sizes, sw["predicted"], sw["measured"], total), "medusa_budget", swept)
+        draw(PAGE, "medusa_budget", {"sweep": sw, "total": total}, measured=swept)
     with b2:
-        show_figure(
-            cost_figure(sizes, sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"]),
-            "medusa_cost",
-            swept,
-        )
+        draw(PAGE, "medusa_cost", {"sweep": sw}, measured=swept)
     st.caption(sw.get("note", ""))
 costs = sw.get("head_ms", {}) if sw is not None else {}
 where = measured_where(sw) if costs and sw is not None else ""

@@ -7,11 +7,9 @@ import streamlit as st
 from specviz import methods
 from specviz.core import measure
 from specviz.output.pages.timeline import LANES, PAGE
-from specviz.output.viz.timeline import timeline_animation
-from ui.common import download_traces, page_header, settings, show_figure
+from ui.common import download_traces, page_header, settings
 from ui.declared import draw
-from ui.live import run_race, same_tokens
-from ui.resources import replayed, replaying
+from ui.resources import replayed, replaying, run_race, same_tokens
 
 page_header(
     "Serial versus parallel",
@@ -32,10 +30,10 @@ chosen = st.multiselect(
 s = settings()
 traces = run_race(chosen, s)
 if traces:
-    show_figure(timeline_animation(traces, title="The race on one clock: press ▶ to replay it"), "timeline_race")
-    end_ms = int(1000 * max(measure.generation_s(t) for t in traces)) + 1
-    upto = st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
     lanes = {t.method: t for t in traces}
+    draw(PAGE, "timeline_race", lanes, play=True)
+    end_ms = int(1000 * max(measure.generation_s(t) for t in traces)) + 1
+    st.slider("Freeze the lanes at t (ms)", 0, end_ms, end_ms, key="timeline.upto")
     draw(PAGE, "timeline_at", lanes)  # frozen at the slider's time
     draw(PAGE, "tokens_over_time", lanes)
     st.dataframe(

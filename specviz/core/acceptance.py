@@ -192,6 +192,7 @@ def typical_chain(
     gen: torch.Generator,
     eps: float = 0.09,
     delta: float = 0.3,
+    *,
     k: int = 8,
 ) -> tuple[int, int, list[dict[str, Any]]]:
     """Typical acceptance over a chain (lossy); the next token is drawn from p where the chain stops."""
@@ -237,17 +238,12 @@ def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[i
 
 
 def judge_chain(
-    rule: str,
-    p: torch.Tensor,
-    q: torch.Tensor,
-    drafts: list[int],
-    gen: torch.Generator,
-    eps: float = 0.09,
-    delta: float = 0.3,
+    rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, *typical: float
 ) -> tuple[int, int | None, list[dict[str, Any]]]:
     """A drafted chain judged greedily (rule "greedy", T = 0) or by a sampling rule: (accepted, next, records).
 
     `next` is the next root the sampling rules draw (from the residual or as the bonus); None when greedy.
+    `typical`: typical acceptance's ε and δ, in that order (`typical_chain`'s defaults when not given).
     """
     if not drafts:
         return 0, None, []
@@ -257,7 +253,7 @@ def judge_chain(
     if rule == "speculative":
         return speculative_chain(p, q, drafts, gen)
     if rule == "typical":
-        return typical_chain(p, q, drafts, gen, eps, delta)
+        return typical_chain(p, q, drafts, gen, *typical)
     if rule == "flawed":
         return flawed_chain(p, q, drafts, gen)
     raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")

@@ -1,16 +1,15 @@
 """Each method's own step record: a frozen dataclass of plain JSON values, validated when a trace loads.
 
 `StepTrace.detail` holds one of these (or None for a step without a forward pass, and for plain decoding).
-Here live the records two or more methods share (a chain's, a heads tree's, an EAGLE tree's) and those of methods
-whose figures other modules read; a method whose record only extends one defines it in its own file (Hydra's,
-EAGLE-3's, the hybrid's). Every record type with a METHOD registers itself in `DETAILS` as it is defined; a trace
-finds its type through `detail_for`, which asks the FINDERS (the method registry, wired in by specviz/__init__.py)
-for one not yet defined. Nested records stay small dicts of JSON values.
+Every method's record lives here, in one place, so a trace loads without importing a method (the loader and the
+figures sit beside or above this module, never above the methods): every record type with a METHOD registers
+itself in `DETAILS` as it is defined, and a trace finds its type by the method it names (`detail_for`). A method
+defined outside specviz (a test's fixture) registers its record by defining it. Nested records stay small dicts of
+JSON values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -32,16 +31,10 @@ class DetailError(ValueError):
 
 
 DETAILS: dict[str, type[Detail]] = {}  # method name -> its step record type, filled as each type is defined
-# called with a method name whose record type is not defined yet: the package face (specviz/__init__.py) registers
-# the method registry here, which imports the methods (and so defines their records)
-FINDERS: list[Callable[[str], object]] = []
 
 
 def detail_for(method: str) -> type[Detail] | None:
     """The step record type of `method` (None for a method that records none, or an unknown one)."""
-    if method not in DETAILS:
-        for find in FINDERS:
-            find(method)
     return DETAILS.get(method)
 
 
@@ -55,7 +48,7 @@ class Detail:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.METHOD:  # a method's record (not a shared base such as ChainStep): the trace finds it by name
+        if cls.METHOD:  # a method's record (not a shared base such as ChainDetail): the trace finds it by name
             DETAILS[cls.METHOD] = cls
 
     @classmethod
@@ -137,7 +130,7 @@ EAGLE_NESTED = {
 
 
 @dataclass(frozen=True)
-class ChainStep(Detail):
+class ChainDetail(Detail):
     """A drafted chain judged token by token (speculative sampling, prompt lookup)."""
 
     NESTED: ClassVar[dict[str, Any]] = {"records": [RECORD, MAX_CHAIN + 1], "drafts": ["int", MAX_CHAIN]}
@@ -152,14 +145,14 @@ class ChainStep(Detail):
 
 
 @dataclass(frozen=True)
-class SpsStep(ChainStep):
+class SpsDetail(ChainDetail):
     """Speculative sampling with a layer-prefix draft."""
 
     METHOD: ClassVar[str] = "sps"
 
 
 @dataclass(frozen=True)
-class PldStep(ChainStep):
+class PldDetail(ChainDetail):
     """Prompt lookup: how the copied draft was found."""
 
     METHOD: ClassVar[str] = "pld"
@@ -170,7 +163,7 @@ class PldStep(ChainStep):
 
 
 @dataclass(frozen=True)
-class MedusaStep(Detail):
+class MedusaDetail(Detail):
     """The candidate tree, every node's fate, and predicted against measured tokens."""
 
     METHOD: ClassVar[str] = "medusa"
@@ -189,7 +182,18 @@ class MedusaStep(Detail):
 
 
 @dataclass(frozen=True)
-class EagleStep(Detail):
+class HydraDetail(MedusaDetail):
+    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
+
+    METHOD: ClassVar[str] = "hydra"
+
+    def problem(self) -> str | None:
+        unread = any("reads" not in n for n in self.nodes[1:])
+        return super().problem() or ("a drafted node lacks the branch its head read" if unread else None)
+
+
+@dataclass(frozen=True)
+class EagleDetail(Detail):
     """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
 
     METHOD: ClassVar[str] = "eagle"
@@ -216,7 +220,35 @@ class EagleStep(Detail):
 
 
 @dataclass(frozen=True)
-class JacobiStep(Detail):
+class Eagle3Detail(EagleDetail):
+    """An EAGLE step drafted by an EAGLE-3 head. `features` shows the fused input g and the head's normed
+    output against the target's final hidden state (the two vectors the same LM-head rows read; the head
+    is trained on tokens only, so their cosine is a diagnostic, not its objective)."""
+
+    METHOD: ClassVar[str] = "eagle3"
+    layers: list[int]  # the target decoder layers whose inputs the head fuses, low to high
+
+
+@dataclass(frozen=True)
+class HybridDetail(EagleDetail):
+    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
+
+    METHOD: ClassVar[str] = "hybrid"
+    NESTED: ClassVar[dict[str, Any]] = {
+        **EAGLE_NESTED,
+        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
+        "candidates": [["int", 16], 8],
+    }
+    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
+    candidates: list[list[int]]  # the n-gram candidates looked up for this root
+    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
+
+    def problem(self) -> str | None:
+        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
+
+
+@dataclass(frozen=True)
+class JacobiDetail(Detail):
     """One Jacobi iteration's row of the convergence grid."""
 
     METHOD: ClassVar[str] = "jacobi"
@@ -240,7 +272,7 @@ class JacobiStep(Detail):
 
 
 @dataclass(frozen=True)
-class LookaheadStep(Detail):
+class LookaheadDetail(Detail):
     """The window, the harvested n-grams, the verified candidates and the mask layout."""
 
     METHOD: ClassVar[str] = "lookahead"

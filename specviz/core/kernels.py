@@ -22,7 +22,8 @@ def sdpa_gqa_attention(
     is_causal: bool | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention, but on the CPU with SDPA's own grouped-query support.
+    """transformers' SDPA attention, but on the CPU with SDPA's own grouped-query support (and, given
+    `grouped_decode=True`, a decoding step's one token per row by `_grouped_decode`).
 
     With a 4D mask, the stock path copies the 3 KV heads out to all 9 query heads (repeat_kv, an
     O(context) copy per layer); the CPU kernel takes grouped heads with a mask directly. At 900 tokens
@@ -32,12 +33,14 @@ def sdpa_gqa_attention(
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    groups = getattr(module, "num_key_value_groups", 1)
+    groups, grouped_decode = getattr(module, "num_key_value_groups", 1), kwargs.pop("grouped_decode", False)
     if query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     q_len = query.shape[2]
+    if grouped_decode and q_len == 1:
+        return _grouped_decode(query, key, value, attention_mask, scaling, groups)
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = bool(q_len > 1 and attention_mask is None and causal)
     if causal and key.shape[2] > q_len:  # as transformers: the prefill of an empty static cache
@@ -68,16 +71,13 @@ def _registered(name: str, fn: Any) -> str:
 GROUPED_DECODE = "specviz_grouped_decode"
 
 
-def grouped_decode_attention(
-    module: nn.Module,
+def _grouped_decode(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs: Any,
+    mask: torch.Tensor | None,
+    scaling: float | None,
+    groups: int,
 ) -> tuple[torch.Tensor, None]:
     """One new token per row over a long, padded cache (the corpus's batched decoding): two grouped matmuls.
 
@@ -90,13 +90,8 @@ def grouped_decode_attention(
     159 steps: 177-187 against 247-253 ms a step). Spare columns hold zeros or stale keys and values, finite
     either way, and their weight is exactly 0. Scores and softmax are fp32; a query of a narrower dtype than the
     cache (fp32 keys under a bf16 model) is cast up and the output back. Anything else (prefills, a GPU,
-    ungrouped heads) goes to `sdpa_gqa_attention`.
+    ungrouped heads) is `sdpa_gqa_attention`'s own.
     """
-    groups = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
-        return sdpa_gqa_attention(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
     b, hq, _q, d = query.shape
     hk, n = key.shape[1], key.shape[2]
     key, value = _dense_buffer(key), _dense_buffer(value)
@@ -104,8 +99,8 @@ def grouped_decode_attention(
     scores = torch.matmul(q, key.transpose(-1, -2)).float()  # [B, Hkv, g, columns]
     scores *= scaling if scaling is not None else d**-0.5
     scores[..., n:] = float("-inf")  # the buffer's spare columns, if it was widened
-    if attention_mask is not None:
-        m = attention_mask[:, :, -1:, :]  # [B or 1, 1, 1, n]: this token's row
+    if mask is not None:
+        m = mask[:, :, -1:, :]  # [B or 1, 1, 1, n]: this token's row
         seen = scores[..., :n]
         if m.dtype == torch.bool:
             seen.masked_fill_(~m, float("-inf"))
@@ -125,6 +120,10 @@ def _dense_buffer(x: torch.Tensor) -> torch.Tensor:
     if x.untyped_storage().nbytes() < (x.storage_offset() + b * h * cap * d) * x.element_size():
         return x
     return x.as_strided((b, h, cap, d), dense)
+
+
+# the corpus's kernel: sdpa_gqa_attention with a decoding step's one token per row grouped (_grouped_decode)
+grouped_decode_attention = functools.partial(sdpa_gqa_attention, grouped_decode=True)
 
 
 @functools.cache

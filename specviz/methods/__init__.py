@@ -1,5 +1,5 @@
 """The decoding methods. Each module has a CARD (its record: name, label, colour, figures, head…), a frozen
-`Config` and `generate()`; NAME, LABEL and SUMMARY repeat its card's.
+`Config` and `generate()`; the card is the one record of its names (code name, display name, summary).
 
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
@@ -7,13 +7,13 @@ fits a model of any depth) under which the method runs on a tiny random model, a
 `accepting_resources(lm)`: the same with drafts that are all right on a model whose next token does not depend
 on its input (heads that hand the target's own prediction on), for the contract test's acceptance check.
 No method imports another; what two share lives below them, in specviz.trees (tree, walk,
-draft_tree, ngram_pool, …) or specviz.core (acceptance, drafting, …), or in base.
+draft_tree, ngram_pool, verifier, …) or specviz.core (acceptance, drafting, …), or in base and speculator.
 
-The registry is found, not written: every module of this package but base (and batched) is a method, known by its
-card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES here, the
-colours, the galleries, the learning curves' kinds, the calibration) is derived from the cards, so adding a method
-touches its own file (DESIGN.md, "Adding a method"). A module that fails to import is left out (BROKEN says why),
-so one broken method cannot break the rest.
+The registry is found, not written: every module of this package but base, speculator (and batched) is a method,
+known by its card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES
+here, the colours, the galleries, the learning curves' kinds, the calibration) is derived from the cards, so adding
+a method touches its own file (DESIGN.md, "Adding a method"). A module that fails to import is left out (BROKEN says
+why), so one broken method cannot break the rest.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from types import ModuleType
 from specviz.core.sampling import ConfigError
 from specviz.methods.base import Card
 
-NOT_METHODS = ("base", "batched")  # the package's modules that are not methods
+NOT_METHODS = ("base", "batched", "speculator")  # the package's modules that are not methods
 _FOUND: dict[str, ModuleType] = {}  # name -> module, once the package has been scanned
 _ADDED: dict[str, ModuleType] = {}  # name -> module registered from outside the package
 BROKEN: dict[str, str] = {}  # module -> why it failed to import

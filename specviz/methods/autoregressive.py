@@ -12,8 +12,9 @@ CARD = Card(
     summary="One token per forward pass: the serial baseline.",
     colour="#6b7280",
     order=0,
+    batched="chain",
+    short="plain decoding",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -35,4 +36,4 @@ def step(run: Run, root: int) -> Outcome:
     return Outcome(accepted=accepted, proposed=0, forward_tokens=1, logits=logits[-1], hidden=hidden[-1])
 
 
-generate = generator(NAME, Config, lambda run, cfg: step, "Decode until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, lambda run, cfg: step, "Decode until EOS or max_new_tokens.")

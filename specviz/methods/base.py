@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -25,10 +25,6 @@ from specviz.core.model import LoadedModel
 from specviz.core.prompts import check_context
 from specviz.core.sampling import Sampling, choose, summary, target_probs
 from specviz.core.trace import StepTrace, Trace
-
-if TYPE_CHECKING:  # only the tree methods build one; the others need not import the head machinery
-    from specviz.trees.eagle_tree import TreeResult
-    from specviz.trees.walk import Walk
 
 OnStep = Callable[[StepTrace], None]
 PHASES = ("propose", "verify", "accept", "commit")  # the step's timed phases, as the papers name them
@@ -50,6 +46,10 @@ class Card:
     head_label: str = ""  # what the learning curves call that kind ("Hydra heads")
     models: Path | None = None  # where its trained files live, None when it has none
     held_out: bool = False  # `calibrate KIND` measures its heads' held-out rank table (a heads tree's calibration)
+    confidence: bool = False  # `calibrate KIND --confidence|--budget` fits its head's confidence table and budget
+    batched: str = ""  # its batched step (specviz.methods.batched): "chain" or "eagle"; "" when it has none
+    preset_fields: tuple[str, ...] = ()  # the Config fields its named presets set (specviz.tuning.presets)
+    short: str = ""  # what a sentence calls it ("plain decoding"), where that is not the label
 
 
 @dataclass
@@ -64,54 +64,6 @@ class Outcome:
     next_root: int | None = None  # the next root, when the acceptance rule already drew it (T > 0)
     next_from: str = "residual"  # where it came from: residual or bonus
     detail: Callable[[], Detail] | None = None  # the step's record, built once the clock has stopped
-
-
-def chain_outcome(
-    drafts: list[int],
-    n: int,
-    logits: torch.Tensor,
-    hidden: torch.Tensor,
-    next_root: int | None,
-    detail: Callable[[], Detail],
-) -> Outcome:
-    """The outcome of a verified chain whose first `n` drafts were accepted (logits/hidden [len+1, …])."""
-    return Outcome(
-        accepted=drafts[:n],
-        proposed=len(drafts),
-        forward_tokens=1 + len(drafts),
-        logits=logits[n],
-        hidden=hidden[n],
-        next_root=next_root,
-        next_from="bonus" if n == len(drafts) else "residual",
-        detail=detail,
-    )
-
-
-def path_outcome(
-    tokens: list[int],
-    walk: Walk,
-    logits: torch.Tensor,
-    hidden: torch.Tensor,
-    detail: Callable[[], Detail],
-    proposed: int | None = None,
-) -> Outcome:
-    """The outcome of a verified tree (tokens, logits [n, V], hidden [n, H]) walked by specviz.trees.walk: its
-    accepted path, and the next step's logits and feature from the path's last node."""
-    last = walk.path[-1]
-    return Outcome(
-        accepted=[tokens[j] for j in walk.path[1:]],
-        proposed=len(tokens) - 1 if proposed is None else proposed,  # drafted nodes, verified or not
-        forward_tokens=len(tokens),
-        logits=logits[last],
-        hidden=hidden[last],
-        next_root=walk.next_root,
-        detail=detail,
-    )
-
-
-def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
-    """The outcome of a verified EAGLE draft tree (specviz.trees.eagle_tree), every drafted node counted."""
-    return path_outcome(res.tokens, res.walk, res.logits, res.hidden, detail, len(res.tree.tokens) - 1)
 
 
 Step = Callable[["Run", int], Outcome]
@@ -204,17 +156,18 @@ class Run:
         finally:
             self.times[name] += self.now() - t
 
-    def prefill(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the prompt; keep the last position's logits as `pending`; return (logits, hidden)."""
-        t = self.now()
-        logits, hidden = self.forward_prompt()
+    def prefill(self, layers: tuple[int, ...] = ()) -> torch.Tensor:
+        """Run the prompt; keep the last position's logits as `pending`; return what a proposer reads of the
+        prompt: its final hidden states [n, H], or with `layers` the inputs of those target layers [n, k·H]."""
+        t, last = self.now(), slice(-1, None)
+        if layers:
+            logits, hidden, feats = self.lm.forward_layers(self.prompt_ids, self.cache, layers, logits_for=last)
+        else:
+            logits, hidden = self.lm.forward(self.prompt_ids, self.cache, logits_for=last)
+            feats = hidden
         self._pending, self._pending_hidden = logits[-1], hidden[-1]
         self.prefill_s = self.now() - t
-        return logits, hidden
-
-    def forward_prompt(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The prompt's one forward pass (last position's logits); a method that reads more of it overrides this."""
-        return self.lm.forward(self.prompt_ids, self.cache, logits_for=slice(-1, None))
+        return feats
 
     def decode(self, step: Step) -> Trace:
         """The one decode loop: prefill if needed, then step until EOS or max_new_tokens."""
@@ -307,12 +260,10 @@ def generator(
     begin: Callable[..., Step],
     doc: str,
     settle: Callable[[LoadedModel, Any], Any] | None = None,
-    run_type: type[Run] | None = None,
 ) -> Generate:
     """A method's generate, written once: its Config (default() when none; settle(lm, cfg) when it reads the
-    model), one Run (of run_type when its prefill keeps more), and Run.decode over the step that
-    `begin(run, cfg, **resources)` returns (resources: trained parts passed in, such as heads; else begin loads
-    them)."""
+    model), one Run, and Run.decode over the step that `begin(run, cfg, **resources)` returns (resources: trained
+    parts passed in, such as heads; else begin loads them; a Speculator's start prefills the run itself)."""
 
     def generate(
         lm: LoadedModel,
@@ -325,7 +276,7 @@ def generator(
     ) -> Trace:
         cfg = config if config is not None else default()
         cfg = settle(lm, cfg) if settle is not None else cfg
-        run = (run_type or Run)(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
+        run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
         return run.decode(begin(run, cfg, **resources))
 
     generate.__doc__ = doc

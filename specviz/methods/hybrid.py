@@ -15,47 +15,37 @@ fewer hands back to the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
-import torch
-
-from specviz.core.details import EAGLE_NESTED, MAX_DRAFTED, EagleStep
+from specviz.core.details import HybridDetail
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
-from specviz.core.schema import OneOf, bad_lengths
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import head_for, start, tiny_head
-from specviz.methods.base import Card, Outcome, Run, Step, generator, tree_outcome
-from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import BudgetFields, TreeResult, TreeStepper, check_shape
+from specviz.heads.eagle_drafter import head_for, proposer, tiny_head
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import Speculator, tree_outcome
+from specviz.trees.eagle_tree import EagleConfig, EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
-from specviz.trees.walk import walk
+from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
     name="hybrid",
-    label="EAGLE-2 + n-gram pool",
+    label="EAGLE-2 + n-grams",
     summary="The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass.",
     colour="#332288",
     order=8,
     figures="specviz.output.viz.hybrid:gallery",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
-class Config(BudgetFields):
+class Config(EagleConfig):
     """EAGLE-2's tree and head, plus how many n-gram candidates may join it and how long each may be."""
 
     # Defaults from 8 unseen ShareGPT prompts x 64 tokens, each interleaved with plain decoding (fp32,
     # 2 cores, 2026-12-01): 6 nodes / 1 candidate / n-grams of 2+ tokens ran 1.46x median (A 2.00) against
     # EAGLE-2's 1.36x (A 1.89) at the same 6 nodes; 8 nodes 1.37x (A 2.10); 1-token matches graft on open
     # text too often and cost the head's best leaves (6 nodes, 1-grams: 1.36x against EAGLE-2's 1.49x).
-    depth: int = 2  # as EAGLE-2's CPU default
-    top_k: int = 4
-    total_tokens: int = 6  # nodes verified in one forward, root included, the head's and the pool's together
-    tree: str = "dynamic"
-    head: str = ""
-    head_dtype: str = "bf16"
+    # EAGLE-2's tree and head; total_tokens counts the head's and the pool's nodes together
     candidates: int = 1  # n-gram continuations looked up per step
     length: int = 8  # longest continuation grafted (the node budget may cut it)
     max_ngram: int = 3  # match the context's last 3, then 2 tokens
@@ -75,7 +65,7 @@ class Config(BudgetFields):
     copy_length: int = 10
 
     def __post_init__(self) -> None:
-        check_shape(self)  # the tree and head dtype, as EAGLE-2's and EAGLE-3's configs check them
+        super().__post_init__()  # the tree, head dtype and budget, as every EAGLE-family Config checks them
         if not (0 <= self.candidates <= 8 and 1 <= self.length <= 16):
             raise ConfigError(f"need 0-8 candidates of 1-16 tokens, got {self.candidates}, {self.length}.")
         if not 0 <= self.pool_extra <= 32:
@@ -86,29 +76,15 @@ class Config(BudgetFields):
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
 
 
-@dataclass(frozen=True)
-class HybridStep(EagleStep):
-    """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
+class Hybrid(Speculator):
+    """EAGLE's proposer and the tree verifier, plus this step's candidates, who proposed each node, and whether to
+    copy."""
 
-    METHOD: ClassVar[str] = "hybrid"
-    NESTED: ClassVar[dict[str, Any]] = {
-        **EAGLE_NESTED,
-        "sources": [OneOf(("head", "pool", "both")), MAX_DRAFTED],
-        "candidates": [["int", 16], 8],
-    }
-    sources: list[str]  # per drafted node (as tree["tokens"]): "head", "pool" or "both"
-    candidates: list[list[int]]  # the n-gram candidates looked up for this root
-    copy: bool = False  # a copy step: the pool's candidate verified alone, the head drafted nothing
+    proposer: EagleProposer
 
-    def problem(self) -> str | None:
-        return super().problem() or bad_lengths(sources=self.sources, tokens=self.tree["tokens"])
-
-
-class State:
-    """The EAGLE tree stepper, plus this step's candidates, who proposed each node, and whether to copy."""
-
-    def __init__(self, tree: TreeStepper, cfg: Config) -> None:
-        self.cfg, self.tree = cfg, tree
+    def __init__(self, proposer: EagleProposer, verifier: TreeVerifier, cfg: Config) -> None:
+        super().__init__(proposer, verifier)
+        self.cfg = cfg
         self.sources: list[str] = []
         self.tails: list[list[int]] = []
         self.pool_run = 0  # the pool's tokens on the last step's accepted path
@@ -123,50 +99,50 @@ class State:
         tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, length, 1)
         return tails[0] if tails and len(tails[0]) >= min(c.copy_after, length) else []
 
-    def propose(self, run: Run, root: int, feature: torch.Tensor, copy: list[int]) -> DraftTree:
+    def propose(self, run: Run, root: int, copy: list[int]) -> EagleDraft:
         """The head's tree with the pool's candidates grafted on under the node budget, or on a copy step the
         pool's candidate alone (the head sits out)."""
-        c = self.cfg
+        c, f_t = self.cfg, self.proposer.root_feature(run)
         if copy:
-            tree, self.tails, budget = self.tree.skip(feature, root), [copy], 1 + len(copy)
+            tree, self.tails, budget = self.proposer.skip(f_t, root), [copy], 1 + len(copy)
         else:
-            tree = self.tree.draft(feature, root)
+            tree = self.proposer.draft(f_t, root)
             self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
             budget = c.total_tokens + (c.pool_extra if self.tails else 0)
         self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
-        return tree
+        return EagleDraft.of(tree, f_t)
 
     def step(self, run: Run, root: int) -> Outcome:
         """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one target forward) → accept
         (specviz.trees.walk) → commit (the target's cache, and the head's queue)."""
-        stepper, f_t, prefix = self.tree, self.tree.root_feature(run), run.seq_len
         with run.phase("propose"):
             tail = self.copy_tail(run, root)
-            tree = self.propose(run, root, f_t, tail)
-            nodes, spec = tree.verified()
-            tokens = [tree.tokens[n] for n in nodes]
+            draft = self.propose(run, root, tail)
         with run.phase("verify"):
-            logits, hidden, feats = stepper.verify(run, tokens, spec)
+            v = self.verifier.verify(run, draft.tokens, draft.spec)
         with run.phase("accept"):
-            w = walk(run.sampling, run.gen, tokens, spec, logits, None, run.lm.token_text)
+            w = self.verifier.accept(run, v)
         with run.phase("commit"):
-            stepper.commit(run, prefix, tokens, feats, w.path)
-        res = TreeResult(tree, nodes, spec, tokens, logits, hidden, w, f_t)
+            self.verifier.commit(run, v, w)
+            self.proposer.commit(v, w.path)
+        res = TreeResult(draft, v, w)
         sources, tails, copied = list(self.sources), [list(t) for t in self.tails], bool(tail)
-        self.pool_run = sum(sources[nodes[i]] != HEAD for i in w.path[1:])
-        record = stepper.record
+        self.pool_run = sum(sources[draft.nodes[i]] != HEAD for i in w.path[1:])
+        record = self.proposer.record
         return tree_outcome(
             res,
-            lambda: HybridStep(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
+            lambda: HybridDetail(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
         )
 
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     """EAGLE's head (given, else found) and the n-gram pool, drafting from the run's state."""
-    return State(start(run, head_for(run.lm, cfg, head), cfg), cfg).step
+    return Hybrid(proposer(run.lm, head_for(run.lm, cfg, head), cfg), TreeVerifier(), cfg).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens.")
+generate = generator(
+    CARD.name, Config, begin, "Decode with the EAGLE head and the n-gram pool until EOS or max_new_tokens."
+)
 
 
 def tiny_resources(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> dict:

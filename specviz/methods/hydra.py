@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import HydraDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
-from specviz.trees.head_tree import (
-    HeadTreeConfig,
-    ensure_last_logits,
-    plan,
-    rule_of,
-    tiny_calibration,
-    verify,
-)
-from specviz.trees.tree import TreeSpec, commit_path
-from specviz.trees.walk import node_records, walk
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import Speculator, path_outcome
+from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
+from specviz.trees.tree import TreeSpec
 
 CARD = Card(
     name="hydra",
@@ -35,19 +28,11 @@ CARD = Card(
     models=models_dir(),
     held_out=True,
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
 class Config(HeadTreeConfig):
     """Hydra settings: Medusa's, so the two compare at the same tree size."""
-
-
-@dataclass(frozen=True)
-class HydraStep(MedusaStep):
-    """A Medusa-shaped step whose heads read their branch: each node also records `reads`, the tokens its head saw."""
-
-    METHOD: ClassVar[str] = "hydra"
 
 
 def propose(
@@ -80,46 +65,45 @@ def propose(
     return tokens, head_p, reads
 
 
-class Hydra:
-    """One Hydra generation: the heads and the fixed sparse tree (built from Hydra's own calibration)."""
+class HydraProposer(HeadsProposer):
+    """Hydra's heads, each reading the branch above its node, filling the planned tree (Hydra's own calibration)."""
 
-    def __init__(self, cfg: Config, heads: HydraHeads, spec: TreeSpec, expected: float) -> None:
-        self.cfg, self.heads, self.spec, self.expected = cfg, heads, spec, expected
+    def __init__(self, cfg: Config, heads: HydraHeads, calibration: list[list[float]] | None) -> None:
+        super().__init__(cfg, len(heads.heads), calibration, load_calibration)
+        self.heads = heads
+
+    def propose(self, run: Run, root: int) -> HeadsDraft:
+        """Depth by depth: each head reads the tokens drafted above its node."""
+        return HeadsDraft(*propose(self.heads, run.pending_hidden, self.spec, root))
+
+
+class Hydra(Speculator):
+    """One Hydra generation: its heads' proposer and the heads tree's verifier (Medusa's)."""
+
+    proposer: HydraProposer
 
     @torch.inference_mode()
     def step(self, run: Run, root: int) -> Outcome:
         """propose (head by head down the tree) → verify (one tree pass) → accept → commit."""
-        spec, prefix = self.spec, run.seq_len
         with run.phase("propose"):
-            tokens, head_p, reads = propose(self.heads, run.pending_hidden, spec, root)
+            draft = self.proposer.propose(run, root)
         with run.phase("verify"):
-            logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
+            v = self.verifier.verify(run, draft.tokens, self.proposer.spec)
         with run.phase("accept"):
-            w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
-        path = w.path
-        with run.phase("verify"):  # the next root's logits, when the path ended on a leaf
-            ensure_last_logits(run.lm, logits, hidden, path[-1], spec)
+            w = self.verifier.accept(run, v)
         with run.phase("commit"):
-            commit_path(run.cache, prefix, path)
-        rule = "greedy" if run.sampling.greedy else self.cfg.rule
-
-        def detail() -> HydraStep:
-            nodes = node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text)
-            for j, node in enumerate(nodes[1:]):
-                node["reads"] = [run.lm.token_text(t) for t in reads[j]]
-            return HydraStep(spec.parents, nodes, path, round(1 + self.expected, 4), len(path), rule)
-
-        return path_outcome(tokens, w, logits, hidden, detail)
+            self.verifier.commit(run, v, w)
+        return path_outcome(v, w, lambda: self.proposer.record(HydraDetail, run, draft, v, w))
 
 
 def begin(run: Run, cfg: Config, heads: HydraHeads | None = None, calibration: list[list[float]] | None = None) -> Step:
     """The heads (given, else loaded once per folder) and the tree their calibration plans (models/hydra's)."""
     heads = heads if heads is not None else cached_heads(run.lm, cfg.heads_dir or None, cfg.heads)
-    spec, expected = plan(cfg, len(heads.heads), calibration, load_calibration)
-    return Hydra(cfg, heads, spec, expected).step
+    proposer = HydraProposer(cfg, heads, calibration)
+    return Hydra(proposer, proposer.verifier()).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with Hydra until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with Hydra until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:

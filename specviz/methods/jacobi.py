@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.core.details import JacobiStep
+from specviz.core.details import JacobiDetail
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel, crop_to
-from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods.base import Card, OnStep, Outcome, Run, generator
+from specviz.core.sampling import ConfigError
+from specviz.methods.base import Card, Outcome, Run, generator
 from specviz.trees.ngram_pool import accept_candidates
 
-__all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id", "start"]
+__all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id"]
 
 CARD = Card(
     name="jacobi",
@@ -23,7 +23,6 @@ CARD = Card(
     order=6,
     figures="specviz.output.viz.gallery:jacobi_views",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class JacobiState:
             logits=logits[m],
             hidden=hidden[m],
             next_root=verdict.forced,
-            detail=lambda: JacobiStep(offset, row, [run.lm.token_text(x) for x in row], status, preds, m),
+            detail=lambda: JacobiDetail(offset, row, [run.lm.token_text(x) for x in row], status, preds, m),
         )
 
 
@@ -119,19 +118,6 @@ def _statuses(offset: int, row: list[int], accepted: int, state: JacobiState) ->
     return out
 
 
-def start(
-    lm: LoadedModel,
-    prompt_ids: list[int],
-    sampling: Sampling,
-    cfg: Config,
-    prompt: str = "",
-    on_step: OnStep | None = None,
-) -> tuple[Run, JacobiState]:
-    """A run and its first guesses (drawn before the prefill, from the run's generator)."""
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
-    return run, begin(run, cfg)
-
-
 def begin(run: Run, cfg: Config) -> JacobiState:
     """The run's first guesses, drawn before its prefill from its generator."""
     lm = run.lm
@@ -139,4 +125,4 @@ def begin(run: Run, cfg: Config) -> JacobiState:
     return JacobiState(cfg, first, fresh=set(range(1, cfg.guesses + 1)))
 
 
-generate = generator(NAME, Config, lambda run, cfg: begin(run, cfg).step, "Decode, one Jacobi iteration per step.")
+generate = generator(CARD.name, Config, lambda run, cfg: begin(run, cfg).step, "Decode, one Jacobi iteration per step.")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
@@ -24,8 +24,8 @@ CARD = Card(
     colour="#d55e00",
     order=7,
     figures="specviz.output.viz.gallery:lookahead_views",
+    preset_fields=("window", "ngram", "guesses"),
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 
 
@@ -114,10 +114,10 @@ class LookaheadState:
         cands: list[list[int]],
         verdict: Verdict,
         lay: Layout,
-    ) -> LookaheadStep:
+    ) -> LookaheadDetail:
         """The step as plain data, token texts included (built after the step's clock stopped)."""
         text = self.text
-        return LookaheadStep(
+        return LookaheadDetail(
             window=window,
             window_texts=[[text(x) for x in lv] for lv in window],
             new_level=new,
@@ -179,7 +179,7 @@ def start(
     pool: NgramPool | None = None,
 ) -> tuple[Run, LookaheadState]:
     """A run and its window; the pool is seeded from the prompt unless one is given."""
-    run = Run(lm, prompt_ids, sampling, NAME, cfg, prompt, on_step)
+    run = Run(lm, prompt_ids, sampling, CARD.name, cfg, prompt, on_step)
     if pool is None:
         pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
         if cfg.seed_prompt:
@@ -193,7 +193,7 @@ def finish(run: Run, state: LookaheadState) -> Trace:
     trace = run.decode(state.step)
     for i in reversed(range(len(trace.steps))):
         last = trace.steps[i]
-        if isinstance(last.detail, LookaheadStep):
+        if isinstance(last.detail, LookaheadDetail):
             top = state.pool.top(POOL_TOP, state.text)
             trace.steps[i] = replace(last, detail=replace(last.detail, pool_top=top))
             break

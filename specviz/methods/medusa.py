@@ -7,21 +7,14 @@ from typing import Any
 
 import torch
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, Outcome, Run, Step, generator, path_outcome
-from specviz.trees.head_tree import (
-    HeadTreeConfig,
-    ensure_last_logits,
-    plan,
-    rule_of,
-    tiny_calibration,
-    verify,
-)
-from specviz.trees.tree import TreeSpec, commit_path
-from specviz.trees.walk import node_records, walk
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import Speculator, path_outcome
+from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
+from specviz.trees.tree import TreeSpec
 
 CARD = Card(
     name="medusa",
@@ -34,8 +27,8 @@ CARD = Card(
     head_label="Medusa heads",
     models=models_dir(),
     held_out=True,
+    preset_fields=("heads", "total_tokens"),
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -58,55 +51,47 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
     return [int(t) for t in tokens], [round(p, 6) for p in head_p]
 
 
-class Medusa:
-    """One Medusa generation: the heads and the fixed sparse tree they fill."""
+class MedusaProposer(HeadsProposer):
+    """Medusa's heads, all on the last hidden state, filling the planned tree."""
 
-    def __init__(self, cfg: Config, heads: MedusaHeads, spec: TreeSpec, expected: float) -> None:
-        self.cfg, self.heads, self.spec, self.expected = cfg, heads, spec, expected
+    def __init__(self, cfg: Config, heads: MedusaHeads, calibration: list[list[float]] | None) -> None:
+        super().__init__(cfg, len(heads.blocks), calibration, load_calibration)
+        self.heads = heads
+
+    def propose(self, run: Run, root: int) -> HeadsDraft:
+        """Every node at once: head k's ranks from the same hidden state, placed by their rank paths."""
+        drafts, head_p = propose(self.heads, run.pending_hidden, self.spec)
+        return HeadsDraft([root, *drafts], head_p)
+
+
+class Medusa(Speculator):
+    """One Medusa generation: its heads' proposer and the heads tree's verifier."""
+
+    proposer: MedusaProposer
 
     @torch.inference_mode()
     def step(self, run: Run, root: int) -> Outcome:
         """propose (the heads fill the tree) → verify (one tree pass) → accept → commit."""
-        spec, prefix = self.spec, run.seq_len
         with run.phase("propose"):
-            drafts, head_p = propose(self.heads, run.pending_hidden, spec)
-            tokens = [root, *drafts]
+            draft = self.proposer.propose(run, root)
         with run.phase("verify"):
-            logits, probs, hidden = verify(run.lm, run.cache, tokens, spec, run.sampling)
+            v = self.verifier.verify(run, draft.tokens, self.proposer.spec)
         with run.phase("accept"):
-            w = walk(run.sampling, run.gen, tokens, spec, logits, probs, run.lm.token_text, rule_of(self.cfg))
-        path = w.path
-        with run.phase("verify"):  # the next root's logits, when the path ended on a leaf
-            ensure_last_logits(run.lm, logits, hidden, path[-1], spec)
+            w = self.verifier.accept(run, v)
         with run.phase("commit"):
-            commit_path(run.cache, prefix, path)
-        rule = "greedy" if run.sampling.greedy else self.cfg.rule
-        return path_outcome(
-            tokens,
-            w,
-            logits,
-            hidden,
-            lambda: MedusaStep(
-                spec.parents,
-                node_records(spec, tokens, head_p, probs, path, w.why, run.lm.token_text),
-                path,
-                round(1 + self.expected, 4),
-                len(path),
-                rule,
-            ),
-        )
+            self.verifier.commit(run, v, w)
+        return path_outcome(v, w, lambda: self.proposer.record(MedusaDetail, run, draft, v, w))
 
 
 def begin(
     run: Run, cfg: Config, heads: MedusaHeads | None = None, calibration: list[list[float]] | None = None
 ) -> Step:
     """The heads (given, else loaded once per folder) and the tree their calibration plans (models/medusa's)."""
-    heads = heads if heads is not None else get_heads(run.lm, cfg)
-    spec, expected = plan(cfg, len(heads.blocks), calibration, load_calibration)
-    return Medusa(cfg, heads, spec, expected).step
+    proposer = MedusaProposer(cfg, heads if heads is not None else get_heads(run.lm, cfg), calibration)
+    return Medusa(proposer, proposer.verifier()).start(run)
 
 
-generate = generator(NAME, Config, begin, "Decode with Medusa until EOS or max_new_tokens.")
+generate = generator(CARD.name, Config, begin, "Decode with Medusa until EOS or max_new_tokens.")
 
 
 def tiny_resources(lm: LoadedModel, num_heads: int = 3, seed: int = 0) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from typing import Any
 import torch
 
 from specviz.core.acceptance import annotate, greedy_match, judge_chain
-from specviz.core.details import PldStep
+from specviz.core.details import PldDetail
 from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
 from specviz.core.model import crop_to
 from specviz.core.sampling import ConfigError, target_probs
-from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
+from specviz.methods.base import Card, Outcome, Run, generator
+from specviz.methods.speculator import chain_outcome
 
 CARD = Card(
     name="pld",
@@ -23,8 +24,9 @@ CARD = Card(
     colour="#56b4e9",
     order=2,
     figures="specviz.output.viz.acceptance:gallery",
+    batched="chain",
+    short="prompt lookup",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 MAX_DRAFT = 16  # longest copied draft a step may verify
 
@@ -144,14 +146,14 @@ class Lookup:
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + n)
 
-        def detail() -> PldStep:  # built after the step's clock stopped
+        def detail() -> PldDetail:  # built after the step's clock stopped
             p = target_probs(logits, run.sampling)
             recs = records if records is not None else judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)[2]
-            return PldStep(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
+            return PldDetail(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
 
         return chain_outcome(drafts, n, logits, hidden, nxt, detail)
 
 
 generate = generator(
-    NAME, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
+    CARD.name, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
 )

@@ -13,14 +13,15 @@ from pathlib import Path
 import torch
 
 from specviz.core.acceptance import RULES, annotate, judge_chain
-from specviz.core.details import SpsStep
+from specviz.core.details import SpsDetail
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import DRAFT_DIR
 from specviz.core.sampling import ConfigError, target_probs
 from specviz.heads.draft import DraftError, cached_draft, parts
-from specviz.methods.base import Card, Outcome, Run, chain_outcome, generator
+from specviz.methods.base import Card, Outcome, Run, generator
+from specviz.methods.speculator import chain_outcome
 
 DRAFTS = ("auto", "layers", "trained")
 PREFIX, PREFIX_GAMMA = "0-3", 3  # the untrained contrast: the target's first four layers, drafting 3 tokens
@@ -34,8 +35,8 @@ CARD = Card(
     head="draft",
     head_label="sps draft model",
     models=DRAFT_DIR,
+    short="speculative sampling",
 )
-NAME, LABEL, SUMMARY = CARD.name, CARD.label, CARD.summary
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def resolve(lm: LoadedModel, cfg: Config) -> Config:
     return replace(cfg, draft="layers", layers=cfg.layers or PREFIX, gamma=cfg.gamma or PREFIX_GAMMA)
 
 
-class Speculator:
+class SpS:
     """One sps generation: the run's layer-prefix draft and the acceptance rule."""
 
     def __init__(self, run: Run, cfg: Config) -> None:
@@ -149,13 +150,13 @@ class Speculator:
             crop_to(run.cache, base + 1 + n)
             self.draft.rollback(base + 1 + n)
         return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: SpsStep(rule, drafts, n, annotate(records, p, run.lm.token_text))
+            drafts, n, logits, hidden, nxt, lambda: SpsDetail(rule, drafts, n, annotate(records, p, run.lm.token_text))
         )
 
 
 # the draft is resolved against the loaded model (resolve) before the run records its Config
 DOC = "Decode with draft-then-verify steps until EOS or max_new_tokens."
-generate = generator(NAME, Config, lambda run, cfg: Speculator(run, cfg).step, DOC, settle=resolve)
+generate = generator(CARD.name, Config, lambda run, cfg: SpS(run, cfg).step, DOC, settle=resolve)
 
 
 def tiny_resources(lm: LoadedModel) -> dict:

@@ -82,6 +82,26 @@ def stored_measurement(fig: go.Figure, where: str) -> go.Figure:
     return fig.update_layout(meta={"measured": where})
 
 
+# "measured on Intel(R) Xeon(R) Processor (2 cores), … on 2026-12-01": a provenance's machine and day
+MEASURED_ON = re.compile(r"measured on (.+?) \(\d+ cores.*?\bon (\d{4}-\d{2}-\d{2})")
+
+
+def machines(where: str) -> list[str]:
+    """'AMD EPYC, 2026-12-04' for each machine and day a stored measurement's provenance names, once each."""
+    return list(dict.fromkeys(f"{cpu}, {day}" for cpu, day in MEASURED_ON.findall(where)))
+
+
+def badge(fig: go.Figure, text: str) -> go.Figure:
+    """Pin where a figure's numbers come from in its top right corner (a stored figure's machines and days, or its
+    published sources), so that on someone else's screen it never reads as measured there; a source a line, so
+    it stays inside a narrow column."""
+    return fig.add_annotation(
+        text=text.replace("; ", ";<br>"),
+        xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="bottom", showarrow=False,
+        font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
+    )  # fmt: skip
+
+
 def slides_of(figures: dict[str, go.Figure], notes: str, measured: dict[str, str] | None = None) -> list[Slide]:
     """One slide per named figure, titled by the figure (or its name). Its notes are `notes` (this session's model,
     device, machine, date and settings), except for a figure drawn from a stored measurement (`measured[name]`, or

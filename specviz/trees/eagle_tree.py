@@ -1,80 +1,68 @@
-"""The pieces of an EAGLE tree step, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 (its method file) and the
-pool hybrid (specviz.methods.hybrid): the Config's tree shape and its checks, what the stepper reads of a
-Run, the verified result, and the TreeStepper, which holds a head's drafter (given to it; specviz.heads.eagle_drafter
-builds one) and offers the pieces each method's own step puts in order: draft, verify, commit, record.
+"""The EAGLE family's proposer, shared by EAGLE-2 (specviz.methods.eagle), EAGLE-3 (its head,
+specviz.heads.eagle3.Eagle3Proposer) and the pool hybrid (specviz.methods.hybrid): the one EagleConfig every
+family Config extends, its checks, and the EagleProposer, which holds a head's drafter (given to it;
+specviz.heads.eagle_drafter builds one) and offers what each method's step puts in order: draft (or sit out),
+the head's own commit, and the step's record. The target's side, one forward over the tree, its walk and its
+cache, is the tree verifier's (specviz.trees.verifier.TreeVerifier).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-from specviz.core.model import LoadedModel
 from specviz.core.paths import folder_problem
-from specviz.core.sampling import ConfigError, Sampling, check_between
+from specviz.core.sampling import ConfigError, check_between
 from specviz.trees.draft_tree import Budget, DraftTree, TreeDrafter, feature_view, grow, static_paths, tree_detail
-from specviz.trees.draft_tree import Shape as TreeShape
-from specviz.trees.tree import TreeSpec, commit_path, verify_tree
+from specviz.trees.tree import TreeSpec
+from specviz.trees.verifier import RunView, Verified
 from specviz.trees.walk import Walk
 
 
-class Shape(TreeShape, Protocol):
-    """What a tree method's frozen Config says about the tree and the head (read-only)."""
-
-    @property
-    def tree(self) -> str: ...
-    @property
-    def head(self) -> str: ...
-    @property
-    def head_dtype(self) -> str: ...
-    @property
-    def min_tokens(self) -> int: ...
-    @property
-    def node_floor(self) -> float: ...
-    @property
-    def depth_floor(self) -> float: ...
-
-
 @dataclass(frozen=True)
-class BudgetFields:
-    """The confidence budget's settings, shared by every EAGLE-family Config (draft_tree.Budget says the rule):
-    min_tokens 0 keeps the fixed budget (total_tokens nodes every step); above 0 the tree keeps at least that
-    many nodes (root included) and at most total_tokens."""
+class EagleConfig:
+    """The tree, the head and the confidence budget, as every EAGLE-family Config (EAGLE-2's, EAGLE-3's, the
+    hybrid's) sets them; each extends it with its docstring, and the hybrid with its pool's settings.
 
+    Defaults: EAGLE-2's on this 2-core CPU (GPU reference 5 / 10 / 60), from `python -m specviz calibrate eagle
+    --live` (models/eagle/live_sweep.json: 8 unseen ShareGPT prompts x 48 tokens, each shape interleaved with plain
+    decoding, 2 repeats, median ratios): 2/4/6 ran 1.66x (A 1.84); 2/2/4 1.66x (A 1.74); 3/4/6 1.60x (A 1.86);
+    3/4/8 1.49x (A 1.97); 4/4/10 1.46x (A 2.05); 5/6/16 1.37x (A 2.17); 6/6/20 1.18x (A 2.19). A draft round costs
+    ~1.2 ms and a verify pass jumps from ~34 to ~38 ms between 6 and 7 nodes, so a shallow, narrow tree wins on
+    this CPU; deeper trees raise A but not speed.
+
+    The confidence budget (draft_tree.Budget says the rule): min_tokens 0 keeps the fixed budget (total_tokens
+    nodes every step); above 0 the tree keeps at least that many nodes (root included) and at most total_tokens.
+    """
+
+    depth: int = 2  # draft rounds = deepest drafted token
+    top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
+    total_tokens: int = 6  # nodes verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted;
+    # every tree method's Config counts the same way, Medusa's and Hydra's too)
+    tree: str = "dynamic"  # "dynamic" = EAGLE-2 (expand by confidence, rerank); "static" = EAGLE-1
+    head: str = ""  # folder of a trained head; "" = the method's models folder; "random" = untrained (tests)
+    head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance
     min_tokens: int = 0
     node_floor: float = 0.0  # a node beyond min_tokens joins while its calibrated path acceptance reaches this
     depth_floor: float = 0.0  # another draft round runs while the frontier's best path acceptance reaches this
 
-
-class Step(Protocol):
-    """What the stepper reads from the method's Run (specviz.methods.base.Run satisfies it)."""
-
-    lm: LoadedModel
-    cache: Any
-    sampling: Sampling
-    gen: torch.Generator
-
-    prompt_ids: list[int]
-    prefill_s: float
+    def __post_init__(self) -> None:
+        check_shape(self)
 
     @property
-    def pending_hidden(self) -> torch.Tensor: ...
-    @property
-    def seq_len(self) -> int: ...
-    def phase(self, name: str) -> AbstractContextManager[None]: ...
-    def prefill(self) -> tuple[torch.Tensor, torch.Tensor]: ...
-    def now(self) -> float: ...
+    def forward_tokens(self) -> int:
+        """Tokens one target forward verifies once the tree is full, the root included (the pool may add more)."""
+        return self.total_tokens
 
 
 TREES = ("dynamic", "static")
 
 
-def check_shape(cfg: Any) -> None:
-    """ConfigError unless an EAGLE-family Config (EAGLE-2's, EAGLE-3's) has a usable tree shape and head dtype."""
+def check_shape(cfg: EagleConfig) -> None:
+    """ConfigError unless an EAGLE-family Config has a usable tree shape, head dtype and budget."""
     check_between("depth", cfg.depth, 1, 12)
     check_between("top_k", cfg.top_k, 1, 32)
     check_between("total_tokens", cfg.total_tokens, 2, 256)
@@ -93,32 +81,44 @@ def check_shape(cfg: Any) -> None:
 
 
 @dataclass
-class TreeResult:
-    """One verified tree: what was drafted and sent, what the target said, and what was accepted."""
+class EagleDraft:
+    """A drafted tree and the part of it sent to verification: its nodes in order, their tree and tokens."""
 
     tree: DraftTree
     nodes: list[int]  # drafted indices sent to verification, in order
     spec: TreeSpec
     tokens: list[int]  # their tokens
-    logits: torch.Tensor  # [n, V]
-    hidden: torch.Tensor  # [n, H]
-    walk: Walk  # the acceptance: path (verified indices, root first), next root, decisions
     f_t: torch.Tensor  # the feature the step drafted from
+
+    @classmethod
+    def of(cls, tree: DraftTree, f_t: torch.Tensor) -> EagleDraft:
+        """The tree's verified part (DraftTree.verified: the kept nodes, in order)."""
+        nodes, spec = tree.verified()
+        return cls(tree, nodes, spec, [tree.tokens[n] for n in nodes], f_t)
+
+
+@dataclass
+class TreeResult:
+    """One verified tree: what was drafted and sent, what the target said, and what was accepted."""
+
+    draft: EagleDraft
+    verified: Verified
+    walk: Walk  # the acceptance: path (verified indices, root first), next root, decisions
 
     @property
     def path(self) -> list[int]:
         return self.walk.path
 
 
-def budget_of(cfg: Shape, confidence: Sequence[float] = ()) -> Budget | None:
+def budget_of(cfg: EagleConfig, confidence: Sequence[float] = ()) -> Budget | None:
     """The Config's confidence budget over a head's confidence table; None for the fixed budget."""
     if not cfg.min_tokens:
         return None
     return Budget(cfg.min_tokens, cfg.node_floor, cfg.depth_floor, tuple(confidence))
 
 
-class StepDrafter(TreeDrafter, Protocol):
-    """What the stepper asks of a head's drafter beyond growing a tree (specviz.heads.eagle_drafter.Drafter is one)."""
+class HeadDrafter(TreeDrafter, Protocol):
+    """What the proposer asks of a head's drafter beyond growing a tree (specviz.heads.eagle_drafter.Drafter is one)."""
 
     embed: Any  # the target's input embeddings: token ids [n] -> [n, H]
 
@@ -128,15 +128,18 @@ class StepDrafter(TreeDrafter, Protocol):
     def rollback(self, length: int) -> None: ...
 
 
-class TreeStepper:
+class EagleProposer:
     """Per-generation state of an EAGLE tree method: the head's drafter (with its own KV cache) and the tree shape.
 
     What the drafter reads of the target is EAGLE's final hidden state; a head that reads something else
-    (EAGLE-3's fused layers, in its method file) overrides `root_feature`, `verify` and `commit`.
+    (EAGLE-3's fused layers, specviz.heads.eagle3.Eagle3Proposer) names the layers and overrides `root_feature`,
+    `commit` and the record.
     """
 
+    layers: tuple[int, ...] = ()  # the target layers whose inputs the head reads: none, the final hidden state
+
     def __init__(
-        self, drafter: StepDrafter, cfg: Shape, calibration: list[list[float]], confidence: Sequence[float] = ()
+        self, drafter: HeadDrafter, cfg: EagleConfig, calibration: list[list[float]], confidence: Sequence[float] = ()
     ) -> None:
         """calibration: the head's rank accuracies (EAGLE-1's static tree); confidence: its confidence table
         (the budget's, when cfg.min_tokens is above 0)."""
@@ -144,11 +147,16 @@ class TreeStepper:
         self.paths = static_paths(calibration, cfg) if cfg.tree == "static" else []
         self.budget = budget_of(cfg, confidence)
 
-    def begin(self, run: Step, prompt_feats: torch.Tensor) -> None:
+    def start(self, run: RunView, prompt_feats: torch.Tensor) -> None:
         """The head's own prefill over the prompt's pairs (prompt_feats [n, …]), timed as prefill."""
         t = run.now()
         self.drafter.reset(run.prompt_ids, prompt_feats)
         run.prefill_s += run.now() - t
+
+    def propose(self, run: RunView, root: int) -> EagleDraft:
+        """This step's tree, drafted from the last committed token's feature and the root."""
+        f_t = self.root_feature(run)
+        return EagleDraft.of(self.draft(f_t, root), f_t)
 
     def draft(self, feature: torch.Tensor, root: int) -> DraftTree:
         """Catch the head up with the verified features, then grow this step's tree from the root."""
@@ -157,14 +165,9 @@ class TreeStepper:
         grow(self.drafter, tree, self.cfg, self.cfg.tree, self.paths, budget=self.budget)
         return tree
 
-    def root_feature(self, run: Step) -> torch.Tensor:
+    def root_feature(self, run: RunView) -> torch.Tensor:
         """What the root's pair reads of the last committed token: its final hidden state."""
         return run.pending_hidden
-
-    def verify(self, run: Step, tokens: list[int], spec: TreeSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One target forward over the tree: (logits [n, V], hidden [n, H], what the drafter reads per node)."""
-        logits, hidden = verify_tree(run.lm, run.cache, tokens, spec)
-        return logits, hidden, hidden
 
     def skip(self, feature: torch.Tensor, root: int) -> DraftTree:
         """A tree of the root alone: the head drafts nothing this step, and the root's pair, which drafting
@@ -172,27 +175,27 @@ class TreeStepper:
         self.drafter.push(feature[None], [root])
         return DraftTree(tokens=[root])
 
-    def commit(self, run: Step, prefix: int, tokens: list[int], feats: torch.Tensor, path: list[int]) -> None:
-        """Keep the accepted path in the target's cache; the head keeps its pairs 0..prefix-1 (all built from
-        true features; none were drafted past them on a skipped step) and queues the path's verified pairs."""
-        commit_path(run.cache, prefix, path)
-        self.drafter.rollback(prefix)
-        self.drafter.push(feats[path], [tokens[i] for i in path[1:]])
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """The head keeps its pairs before the tree (all built from true features; none were drafted past them on
+        a skipped step) and queues the accepted path's verified pairs (what it reads of each node: v.feats)."""
+        self.drafter.rollback(v.prefix)
+        self.drafter.push(v.feats[path], [v.tokens[i] for i in path[1:]])
 
     def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
-        """The fields of an EagleStep for this result (figure data, built after the step's clock stops)."""
-        root = res.tokens[0]
-        emb = self.drafter.embed(torch.tensor([root], device=self.drafter.device)).detach()[0]
+        """The fields of an EagleDetail for this result (figure data, built after the step's clock stops)."""
+        d = res.draft
+        emb = self.drafter.embed(torch.tensor([d.tokens[0]], device=self.drafter.device)).detach()[0]
         return {
-            "tree": tree_detail(res.tree, text, self.cfg.tree),
-            "verify_nodes": res.nodes,
-            "verify_parents": res.spec.parents,
-            "path": [res.nodes[i] for i in res.path],
-            "features": self.feature_record(res, emb) if 0 in res.tree.feats else {},  # {}: the head skipped
+            "tree": tree_detail(d.tree, text, self.cfg.tree),
+            "verify_nodes": d.nodes,
+            "verify_parents": d.spec.parents,
+            "path": [d.nodes[i] for i in res.path],
+            "features": self.feature_record(res, emb) if 0 in d.tree.feats else {},  # {}: the head skipped
             "decisions": res.walk.decisions,
             "residual_token": res.walk.next_root,
         }
 
     def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
         """What the head read and predicted at the root against the target's feature, a few dimensions of it."""
-        return feature_view(res.f_t, root_embed, res.tree.feats[0], res.hidden[0])
+        d = res.draft
+        return feature_view(d.f_t, root_embed, d.tree.feats[0], res.verified.hidden[0])

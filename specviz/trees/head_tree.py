@@ -1,10 +1,10 @@
-"""A tree filled by heads on one hidden state (Medusa, Hydra): its Config's checks, its tree, its verify pass and
-its rule, and the calibration a tiny test model drafts with.
+"""A tree filled by heads on one hidden state (Medusa, Hydra): its Config and its checks, the proposer's planned
+tree, its step record, and the calibration a tiny test model drafts with.
 
 Both methods draft a fixed sparse tree (build_tree: specviz.trees.tree.sparse_tree over the heads' calibration, of
-total_tokens nodes, the root included) with point-mass proposals, so they share how the tree is verified (LM-head
-rows only for nodes with children) and which rule walks it (specviz.trees.walk: argmax match at T = 0, "exact" or
-"typical" at T > 0). Each method keeps its own propose (how its heads fill the tree) and its step.
+total_tokens nodes, the root included) with point-mass proposals, so they share a proposer's start (HeadsProposer:
+the heads and the tree they fill), the verifier (specviz.trees.verifier.HeadsVerifier: LM-head rows only for nodes
+with children, and the rule a Config names) and the record. Each method writes how its heads fill the tree.
 """
 
 from __future__ import annotations
@@ -12,50 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
-from specviz.core.model import LoadedModel
+from specviz.core.details import MedusaDetail
 from specviz.core.paths import folder_problem
-from specviz.core.sampling import ConfigError, Sampling, check_between, target_probs
-from specviz.trees.tree import TreeSpec, sparse_tree, verify_tree
-from specviz.trees.walk import RULES, Rule
+from specviz.core.sampling import ConfigError, check_between
+from specviz.trees.tree import TreeSpec, sparse_tree
+from specviz.trees.verifier import HeadsVerifier, RunView, Verified
+from specviz.trees.walk import RULES, Rule, Walk, node_records
 
-ALL_ROWS = 8  # trees of at most this many nodes project every node's LM-head row in one call (see verify)
-
-
-def verify(
-    lm: LoadedModel, cache: Any, tokens: list[int], spec: TreeSpec, sampling: Sampling
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One tree forward; LM-head rows of every node in a small tree, else only of nodes with children (leaf rows
-    stay 0 until needed, ensure_last_logits).
-
-    Returns logits [n, V], target probabilities [n, V] (rows of inner nodes at least) and hidden [n, H].
-    The LM head is 49,152 × 576 and its cost is the weight's read: on 2 cores (oneDNN fp32, under load) 1 row took
-    24.6 ms, 4 rows 27.6, 8 rows 34.2. So up to ALL_ROWS nodes every row is projected in the one call, and a walk
-    that ends on a leaf never pays a second call for the next root's logits; a bigger tree projects its inner
-    nodes only.
-    """
-    _, hidden = verify_tree(lm, cache, tokens, spec, logits_for=slice(0, 0))
-    inner = projected_rows(spec)
-    rows = lm.lm_head(hidden[inner]).float()  # [len(inner), V]
-    logits = rows.new_zeros(len(spec), rows.shape[-1])
-    probs = rows.new_zeros(len(spec), rows.shape[-1])  # the distribution each node's children face
-    logits[inner] = rows
-    probs[inner] = target_probs(rows, sampling)
-    return logits, probs, hidden
-
-
-def projected_rows(spec: TreeSpec) -> list[int]:
-    """The nodes whose LM-head rows `verify` projects: every node of a small tree, else those with children (and a
-    few leaves, so that at least 4 rows go through the LM head)."""
-    inner = [j for j in range(len(spec)) if spec.children(j)]
-    if len(spec) <= ALL_ROWS:
-        return list(range(len(spec)))
-    if 1 < len(inner) < 4:  # fp32 products of 2-3 rows are slower here than of 4: add leaves
-        return sorted(inner + spec.leaves()[: 4 - len(inner)])
-    return inner
+D = TypeVar("D", bound=MedusaDetail)
 
 
 def check_config(cfg: Any) -> None:
@@ -91,6 +59,11 @@ class HeadTreeConfig:
     def __post_init__(self) -> None:
         check_config(self)
 
+    @property
+    def forward_tokens(self) -> int:
+        """Tokens one target forward verifies, the root included."""
+        return self.total_tokens
+
 
 def plan(
     cfg: HeadTreeConfig,
@@ -103,18 +76,6 @@ def plan(
     folder = Path(cfg.heads_dir).expanduser() if cfg.heads_dir else None
     acc = calibration if calibration is not None else load_calibration(folder)
     return tree_for(cfg, n_heads, acc)
-
-
-def rule_of(cfg: Any) -> Rule:
-    """The acceptance rule a heads method's Config names (its rule, eps and delta)."""
-    return Rule(cfg.rule, cfg.eps, cfg.delta)
-
-
-def ensure_last_logits(lm: LoadedModel, logits: torch.Tensor, hidden: torch.Tensor, last: int, spec: TreeSpec) -> None:
-    """A walk that ended on a leaf whose row `verify` skipped (projected_rows says which, without reading the
-    logits back): project that row now, for the next root."""
-    if last not in projected_rows(spec):
-        logits[last] = lm.lm_head(hidden[last : last + 1]).float()[0]
 
 
 def build_tree(acc: list[list[float]], heads: int, total_tokens: int) -> tuple[TreeSpec, float]:
@@ -138,3 +99,50 @@ def tree_for(cfg: Any, n_heads: int, acc: list[list[float]]) -> tuple[TreeSpec, 
 def tiny_calibration(num_heads: int) -> list[list[float]]:
     """A decaying calibration for untrained heads (the contract test's tiny model): each head 0.7× the last."""
     return [[0.6 * 0.7**k, 0.2 * 0.7**k, 0.1 * 0.7**k] for k in range(num_heads)]
+
+
+@dataclass
+class HeadsDraft:
+    """A heads tree filled for one step: its tokens (root first), each drafted node's head probability, and for
+    heads that read their branch (Hydra's) the tokens each drafted node's head saw."""
+
+    tokens: list[int]
+    head_p: list[float]
+    reads: list[list[int]] | None = None
+
+
+class HeadsProposer:
+    """A heads method's proposer: its heads and the fixed sparse tree their calibration plans (given, else the one
+    in cfg.heads_dir or the method's folder); the method's `propose` fills the tree from the run's last hidden state
+    each step, so there is nothing to read of the prompt."""
+
+    layers: tuple[int, ...] = ()  # the target layers whose inputs it reads: none, only the final hidden state
+
+    def __init__(
+        self,
+        cfg: HeadTreeConfig,
+        n_heads: int,
+        calibration: list[list[float]] | None,
+        load_calibration: Callable[[Path | None], list[list[float]]],
+    ) -> None:
+        self.cfg = cfg
+        self.spec, self.expected = plan(cfg, n_heads, calibration, load_calibration)
+
+    def start(self, run: RunView, prompt_feats: torch.Tensor) -> None:
+        """Nothing of the prompt to read: the heads read the run's last hidden state each step."""
+
+    def verifier(self) -> HeadsVerifier:
+        """The verifier a heads tree takes: its inner rows and the Config's rule (rule, eps and delta)."""
+        return HeadsVerifier(rule=Rule(self.cfg.rule, self.cfg.eps, self.cfg.delta))
+
+    def record(self, detail: type[D], run: RunView, draft: HeadsDraft, v: Verified, w: Walk) -> D:
+        """The step's record (a MedusaDetail, or a subclass): the verified tree, every node's fate and head, and
+        predicted against measured tokens; each node also lists what its head read when the heads read branches."""
+        text = run.lm.token_text
+        if v.probs is None:
+            raise TypeError("A heads tree's record reads the probabilities its verifier computed (HeadsVerifier).")
+        nodes = node_records(v.spec, v.tokens, draft.head_p, v.probs, w.path, w.why, text)
+        for node, seen in zip(nodes[1:], draft.reads or []):
+            node["reads"] = [text(t) for t in seen]
+        rule = "greedy" if run.sampling.greedy else self.cfg.rule
+        return detail(v.spec.parents, nodes, w.path, round(1 + self.expected, 4), len(w.path), rule)

@@ -26,7 +26,7 @@ from specviz.core import measure
 from specviz.core.model import LoadedModel
 from specviz.core.prompts import PromptItem, prepare
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods.batched.methods import NAMES, generate
+from specviz.methods.batched.methods import generate, names
 from specviz.methods.batched.record import BatchTrace
 from specviz.tuning import contexts, probe
 
@@ -45,12 +45,12 @@ def parse_batches(text: str) -> list[int]:
     return sizes
 
 
-def order(names: list[str]) -> list[str]:
+def order(asked: list[str]) -> list[str]:
     """ar first (every ratio is against it), then the other batched methods asked for."""
-    unknown = [n for n in names if n not in NAMES]
+    unknown = [n for n in asked if n not in names()]
     if unknown:
-        raise ConfigError(f"No batched {', '.join(unknown)}; batched decoding has {', '.join(NAMES)}.")
-    return ["ar"] + [n for n in dict.fromkeys(names) if n != "ar"]
+        raise ConfigError(f"No batched {', '.join(unknown)}; batched decoding has {', '.join(names())}.")
+    return ["ar"] + [n for n in dict.fromkeys(asked) if n != "ar"]
 
 
 def run_summary(trace: BatchTrace, base: BatchTrace, cpu_s: float, base_cpu_s: float) -> dict[str, Any]:

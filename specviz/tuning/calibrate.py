@@ -31,8 +31,9 @@ SWEEP_TOTAL_TOKENS = [1, 3, 5, 7, 9, 11, 13, 17, 25, 33, 49, 65]  # tree sizes, 
 def calibrate(head: str, argv: list[str]) -> int:
     """Dispatch `calibrate <kind>`: EAGLE's replay (or --live sweep), the draft's γ sweep, Medusa's --sweep, or the
     held-out rank table of any heads tree (each method whose card says held_out); returns an exit code."""
-    if head in ("eagle", "eagle3") and ("--confidence" in argv or "--budget" in argv):
-        return guard(lambda args: confidence.calibrate_budget(head, args), argv)
+    tables = {c.head: c.name for c in methods.cards() if c.confidence}  # head kind -> its method
+    if head in tables and ("--confidence" in argv or "--budget" in argv):
+        return guard(lambda args: confidence.calibrate_budget(tables[head], args), argv)
     if head == "eagle":
         return guard(sweep_eagle if "--live" in argv else eagle_replay.calibrate_main, argv)
     if head == "draft":

@@ -21,19 +21,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from specviz import methods
 from specviz.core.cli_args import Parser
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.corpus.sharegpt import training_prompts
 from specviz.heads import store
-from specviz.methods import eagle, eagle3
 from specviz.trees.draft_tree import CONFIDENCE_BINS
 from specviz.tuning import sweep
 
-METHODS = {"eagle": eagle, "eagle3": eagle3}
 FIT_SHAPE = {"depth": 4, "top_k": 4, "total_tokens": 16}  # a wide tree: many judged nodes per step
 FLOORS = ((0.1, 0.2), (0.2, 0.3), (0.3, 0.5))  # (node_floor, depth_floor) pairs swept at each min_tokens
 
@@ -92,20 +91,26 @@ def fit_table(samples: list[tuple[float, bool]], bins: int = CONFIDENCE_BINS) ->
 
 
 def _config(kind: str, **kw: Any) -> Any:
-    return METHODS[kind].Config(**kw)
+    return methods.get(kind).Config(**kw)
 
 
 def measure_table(lm: LoadedModel, kind: str, head: str, prompts: list[str], max_new_tokens: int) -> dict:
     """Decode the prompts greedily with the wide fixed tree; the fitted table and what it was fitted on."""
     cfg = _config(kind, head=head, **FIT_SHAPE)
     s = Sampling(max_new_tokens=max_new_tokens)
-    traces = [METHODS[kind].generate(lm, lm.encode_prompt(p), s, cfg) for p in prompts]
+    traces = [methods.get(kind).generate(lm, lm.encode_prompt(p), s, cfg) for p in prompts]
     samples = judged_nodes(traces)
     return {**fit_table(samples), "nodes": len(samples), "shape": FIT_SHAPE, "prompts": len(prompts)}
 
 
 def head_folder(kind: str, head: str) -> Path:
-    return Path(head) if head else METHODS[kind].CARD.models
+    """The head's folder: the one given, else its method's models folder (from its card)."""
+    if head:
+        return Path(head)
+    models = methods.card(kind).models
+    if models is None:
+        raise ValueError(f"{kind} keeps no trained head; give --head.")
+    return models
 
 
 def write_table(folder: Path, fitted: dict, where: dict) -> Path:
@@ -148,7 +153,7 @@ def measure_budget(
     and each budget setting (settings: the (node_floor, depth_floor) pairs and the min_tokens values)."""
     cfgs = budget_configs(kind, head, settings[0], shape, settings[1])
     measured, _plain = sweep.interleaved(
-        lm, prompts, cfgs, METHODS[kind].generate, max_new_tokens, repeats, print, _label
+        lm, prompts, cfgs, methods.get(kind).generate, max_new_tokens, repeats, print, _label
     )
     rows = []
     for c, m in zip(cfgs, measured, strict=True):
@@ -166,7 +171,7 @@ def measure_budget(
                 "A": m.A,
                 "nodes": round(sum(s.forward_tokens for s in steps) / max(len(steps), 1), 2),
                 "rounds": round(
-                    sum(max(s.detail_as(EagleStep).tree["expanded"]) for s in steps) / max(len(steps), 1), 2
+                    sum(max(s.detail_as(EagleDetail).tree["expanded"]) for s in steps) / max(len(steps), 1), 2
                 ),
                 "identical": m.identical,
                 "prompts": len(prompts),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from specviz import methods
 from specviz.core.measure import Provenance
 from specviz.core.paths import EAGLE_DIR, LOOKAHEAD_SWEEP, MEDUSA_DIR
 from specviz.methods import eagle, lookahead, medusa
@@ -139,21 +140,19 @@ def get(method: str, key: str) -> Preset:
     raise KeyError(f"{method} has no preset {key!r} (presets: {', '.join(p.key for p in presets(method)) or 'none'}).")
 
 
-# the Config fields a preset sets; the pages' other settings (acceptance, initial guesses…) are left as they are
-FIELDS: dict[str, tuple[str, ...]] = {
-    "medusa": ("heads", "total_tokens"),
-    "eagle": ("depth", "top_k", "total_tokens", "tree"),
-    "lookahead": ("window", "ngram", "guesses"),
-}
+def fields(method: str) -> tuple[str, ...]:
+    """The Config fields a preset sets (its card's preset_fields); the pages' other settings (acceptance, initial
+    guesses…) are left as they are."""
+    return methods.card(method).preset_fields
 
 
 def values(method: str, preset: Preset) -> dict[str, Any]:
     """The preset's values of the fields presets set."""
-    return {n: getattr(preset.config, n) for n in FIELDS[method]}
+    return {n: getattr(preset.config, n) for n in fields(method)}
 
 
 def matching(method: str, current: dict[str, Any]) -> Preset | None:
-    """The preset whose values equal `current` (a value for each of FIELDS[method]), if any."""
+    """The preset whose values equal `current` (a value for each of its fields), if any."""
     return next((p for p in presets(method) if values(method, p) == current), None)
 
 
@@ -162,10 +161,7 @@ def applied(method: str, config: Any, preset: Preset) -> Any:
     return replace(config, **values(method, preset))
 
 
-def verified_tokens(method: str, config: Any) -> int:
-    """Tokens one target forward verifies under this config (the root included), once a step is full."""
-    if method in ("medusa", "eagle"):
-        return config.total_tokens
-    if method == "lookahead":
-        return config.forward_tokens
-    raise KeyError(f"no verified-token count for {method!r}")
+def verified_tokens(config: Any) -> int:
+    """Tokens one target forward verifies under this config (the root included), once a step is full: every
+    preset method's Config says (forward_tokens)."""
+    return config.forward_tokens

@@ -23,8 +23,8 @@ from specviz.methods.prompt_lookup import Evidence, find_match
 class Chain:
     """A batched chain step; the drafts come from `propose` (none: plain decoding)."""
 
-    def __init__(self, pld: prompt_lookup.Config | None = None) -> None:
-        self.pld = pld  # None = plain decoding
+    def __init__(self, cfg: object = None) -> None:
+        self.pld = cfg if isinstance(cfg, prompt_lookup.Config) else None  # None = plain decoding
         self.evidence: dict[int, Evidence] = {}  # per request index
 
     def start(self, run: BatchRun, ids: torch.Tensor, hidden: torch.Tensor, live: torch.Tensor) -> None:

@@ -1,37 +1,36 @@
-"""The batched methods by name: plain decoding, prompt lookup and EAGLE-2, each decoding B prompts at once."""
+"""The batched methods by name: those whose card names a batched step (plain decoding, prompt lookup and EAGLE-2),
+each decoding B prompts at once."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
 
+from specviz import methods
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.heads.eagle import EagleHead, HeadError
-from specviz.methods import eagle, prompt_lookup
+from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle_drafter import head_for
 from specviz.methods.batched.chain import Chain
 from specviz.methods.batched.eagle import BatchEagle
 from specviz.methods.batched.loop import BatchRun, Method
 from specviz.methods.batched.record import BatchTrace
 
-NAMES = ("ar", "pld", "eagle")  # the methods that decode a batch
+
+def names() -> list[str]:
+    """The methods that decode a batch (their cards name a batched step), in the cards' order."""
+    return [c.name for c in methods.cards() if c.batched]
 
 
 def build(lm: LoadedModel, name: str, config: Any = None, head: EagleHead | None = None) -> tuple[Method, dict]:
-    """The batched step for a method name, and its config as plain data."""
-    if name == "ar":
-        return Chain(), {}
-    if name == "pld":
-        cfg = config or prompt_lookup.Config()
-        return Chain(cfg), asdict(cfg)
-    if name == "eagle":
-        cfg = config or eagle.Config()
-        try:
-            head = head or eagle.get_head(lm, cfg)
-        except HeadError as exc:
-            raise ConfigError(str(exc)) from None
-        return BatchEagle(lm, head, cfg), asdict(cfg)
-    raise ConfigError(f"No batched {name!r}; batched decoding has {', '.join(NAMES)}.")
+    """The batched step for a method name (its card's batched kind: a chain or an EAGLE tree), and its config as
+    plain data."""
+    if name not in names():
+        raise ConfigError(f"No batched {name!r}; batched decoding has {', '.join(names())}.")
+    cfg = config or methods.get(name).Config()
+    if methods.card(name).batched == "eagle":
+        return BatchEagle(lm, head_for(lm, cfg, head), cfg), asdict(cfg)
+    return Chain(cfg), asdict(cfg)
 
 
 def generate(

@@ -32,14 +32,18 @@ STEP = "step"  # the one name that is not a function: the step the stop shows
 FUNCTIONS = {"speedup", "A", "r", "tps", "prefill_share", "copy_share", "accepted", "proposed", "best", "kept",
              "tv", "tv_exact", "pvalue", "cost", "quiet", "same", "gap", "rejected", "alpha", "c", "best_gamma",
              "best_speedup", "alpha_for", "knee", "flat", "top1", "low", "high", "amdahl", "reached", "origin",
-             "step_ms", "entropy", "group", "sps_fit", "margin", "feature_cos",
-             "residual_tokens", "regrown", "p_below"}  # fmt: skip  # what some stop can read (lesson.facts)
+             "step_ms", "entropy", "group", "sps_fit", "margin", "feature_cos", "residual_tokens",
+             "regrown", "seeded", "p_below", "published"}  # fmt: skip  # what some stop can read (lesson.facts)
 KINDS = ("measured", "stored", "arithmetic")  # strongest first: a check is as measured as the most measured figure
 MARK = re.compile(r"\s*\[#([a-z0-9_]+)\]")  # a sentence's mark in a narration: `… decoding's [#fast].`
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z$(\"'])")  # where one sentence of a narration ends and the next begins
 # an unmarked sentence that says one of these states a number or a comparison: lesson check lists it
 STATES = re.compile(r"\d|×|\b(more|less|fewer|faster|slower|than|beats?|wins?|ahead|below|above|higher|lower|"
                     r"most|least|falls?|grows?|shrinks?|about the same)\b", re.IGNORECASE)  # fmt: skip
+
+
+# what states no number though it holds digits: a formula, a work's name with its version (EAGLE-2)
+NAMED = re.compile(r"\$\$.*?\$\$|\b[A-Z][A-Za-z]*-\d+\b")
 
 
 class ClaimError(ValueError):
@@ -219,5 +223,5 @@ def audit(
         for c, v in zip(stated, verdicts)
         if c.kind and v.kind and c.kind != v.kind
     ]
-    unmarked = [text for text, ms in sentences if not ms and STATES.search(re.sub(r"\$\$.*?\$\$", "", text))]
+    unmarked = [text for text, ms in sentences if not ms and STATES.search(NAMED.sub("", text))]
     return problems, unmarked

@@ -30,7 +30,7 @@ def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.Ar
     d.add_argument("--lecture", default="all", help="a lecture's id (the lesson file's [[lecture]]), or all")
     d.add_argument("--pack", default=str(PACK_FILE), help="a recorded pack (default: the shipped one)")
     d.add_argument("--lesson-file", help="the lesson to write (default: the shipped one)")
-    sub.add_parser("readme", help="rewrite the README's table of the four questions from the shipped lesson")
+    sub.add_parser("readme", help="rewrite the README's four questions and recording from the shipped lesson and pack")
     return p
 
 
@@ -116,10 +116,11 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
         if a.action == "deck":
             return deck(a)
         if a.action == "readme":
+            from specviz.output.lesson.pack import PACK_FILE, read
             from specviz.output.lesson.readme import README, write
 
-            done = write(load_lesson())
-            print(f"{'rewrote' if done else 'found no markers for'} the four questions' table in {README.name}")
+            done = write(load_lesson(), read(PACK_FILE))
+            print(f"{'rewrote' if done else 'found no markers for'} the lesson's table and recording in {README.name}")
             return 0 if done else 1
         return record(a, load) if a.action == "record" else check(a)
     except LessonError as exc:

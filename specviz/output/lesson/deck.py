@@ -64,7 +64,7 @@ def numbers(stop: Stop, traces: dict[str, Trace]) -> list[str]:
     for name in stop.methods:
         if (t := traces.get(name)) is None:
             continue
-        label = "Plain decoding" if name == "ar" else methods.get(name).LABEL
+        label = "Plain decoding" if name == "ar" else methods.card(name).label
         line = f"{label}: A {t.mean_accepted:.2f}, {t.new_tokens / max(t.generation_s, 1e-9):.1f} tok/s"
         if ar is not None and name != "ar" and pairable(ar, t):
             line += f", {speedup(ar, t):.2f}× plain decoding (one run each)"
@@ -120,7 +120,7 @@ def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any
     name = figure_of(at.page, at.figure).method or ""
     step = focus_step(telling([s for s in traces[name].steps if s.detail is not None]), stop.step)
     if step is None:
-        raise LessonError(f"Stop {stop.id!r}: {methods.get(name).LABEL} drafted no step to re-grow.")
+        raise LessonError(f"Stop {stop.id!r}: {methods.card(name).label} drafted no step to re-grow.")
     return regrown(lm, at, traces[name], step.index, configs(stop)[0][name])
 
 

@@ -16,6 +16,7 @@ import plotly.io as pio
 
 from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
+from specviz.output.deck import badge, machines
 from specviz.output.focus import focus_step, telling
 from specviz.output.lesson import claims, formulas, runs
 from specviz.output.lesson.model import LessonError, Stop
@@ -23,6 +24,7 @@ from specviz.output.lesson.names import display, relabel
 from specviz.output.lesson.pack import Group, Pack
 from specviz.output.lesson.pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson.settings import configs
+from specviz.output.viz.lookahead import accepted_origins
 
 STEP_FIGURES = tuple(f.name for p in PAGES.values() for f in p.figures if f.one_step)  # figures of one step
 
@@ -112,7 +114,7 @@ def _group_functions(group: Group, pack: Pack) -> dict[str, Callable[..., Any]]:
             "high": lambda st, name: runs.bound(group, st, name, max),
             "amdahl": lambda name: runs.amdahl(group, name),
             "reached": lambda name, depth: runs.reached(group.median(name), depth),
-            "origin": lambda where: runs.origins(group.median("lookahead"), _config(group, "lookahead"))[where],
+            "origin": lambda where: accepted_origins(group.median("lookahead"))[where],
             "step_ms": lambda name: runs.step_ms(group, name),
             "p_below": lambda name, bar: runs.p_below(group.median(name), bar),
             "accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed,
@@ -180,7 +182,8 @@ COMPUTED_KINDS: dict[str, claims.Kinds] = {
     "sps_exact": {"gap": "arithmetic", "rejected": "arithmetic", "residual_tokens": "arithmetic"},
     "sps_cost_model": dict.fromkeys(("alpha", "c", "best_gamma", "best_speedup", "alpha_for"), "stored"),
     "what_data_buys": {"top1": "stored"},
-    "gpu_whatif": {"flat": lambda device: "measured" if device == "this CPU" else "arithmetic", "knee": "arithmetic"},
+    "published_figures": {"published": "stored"},
+    "gpu_whatif": {"flat": lambda device: "measured" if device == "cpu" else "arithmetic", "knee": "arithmetic"},
 }
 
 
@@ -204,19 +207,17 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
 
 
 def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
-    """regrown(kind): the drafts accepted by the static or the dynamic tree of the static-against-dynamic build the
-    recording re-grew on the stop's step (read off its panel's title, 'EAGLE-2 dynamic: 3 accepted of 9')."""
-    if "eagle_static_vs_dynamic" not in stored:
-        return {}
-    notes = [
-        a.get("text", "") for a in pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["annotations"]
-    ]
-
-    def regrown(kind: str) -> int:
-        said = next(t for t in notes if ("dynamic" in t) == (kind == "dynamic") and "accepted of" in t)
-        return int(said.split(":")[1].split()[0])
-
-    return {"regrown": regrown}
+    """What the builds re-run when recorded read: regrown(kind), the drafts the static or the dynamic tree of EAGLE's
+    static-against-dynamic build accepted over every step of the run re-grown, and seeded(where), Lookahead's
+    accepted drafts by origin in the run re-made with the prompt seeding its pool (both in their layout's meta)."""
+    fns: dict[str, Callable[..., Any]] = {}
+    if "eagle_static_vs_dynamic" in stored:
+        totals = pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["meta"]["totals"]
+        fns["regrown"] = lambda kind: totals[kind]
+    if "lookahead_origins" in stored:
+        counts = pio.from_json(stored["lookahead_origins"]).to_dict()["layout"]["meta"]["origins"]
+        fns["seeded"] = lambda where: counts[-1][where]
+    return fns
 
 
 # what reading a stop's data from a checked pack can still raise: its checks are then undecided, never a traceback
@@ -240,15 +241,22 @@ def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:
 
     if stop.figure in COMPUTED:
         fig, _fns, measured = formulas.computed(stop.figure, pack.stops)
-        return relabel(fig), measured
+        return _badged(pack, relabel(fig), measured), measured
     if (stored := _stored_figure(pack, f"{stop.id}/{stop.figure}")) is not None:  # a build re-grown when recorded
         return stored, ""
     group = pack.group(stop)
     if group is None:
         entry = pack.stops[stop.id]
-        return _stored_figure(pack, stop.id) or pio.from_json(entry["figure"]), str(entry.get("measured", ""))
+        measured = str(entry.get("measured", ""))
+        return _badged(pack, _stored_figure(pack, stop.id) or pio.from_json(entry["figure"]), measured), measured
     shown = set(configs(stop)[0]) | {"ar"}  # the stop's page runs these: the race's lanes, Compare's toggles
     return relabel(from_traces(stop, {n: t for n, t in traces(group).items() if n in shown})), ""
+
+
+def _badged(pack: Pack, fig: go.Figure, measured: str) -> go.Figure:
+    """A figure measured on another machine or day than the recording wears a badge naming them (deck.badge)."""
+    p, found = pack.provenance, machines(measured)
+    return badge(fig, "stored: " + "; ".join(found)) if set(found) - {f"{p.cpu}, {p.date[:10]}"} else fig
 
 
 def _stored_figure(pack: Pack, key: str) -> go.Figure | None:

@@ -21,6 +21,7 @@ from specviz.core.paths import REPO
 TOKENS = ("cat", "dog", "fox")
 P, Q = (0.5, 0.3, 0.2), (0.2, 0.2, 0.6)
 SWEEP = REPO / "models" / "draft" / "gamma_sweep.json"  # calibrate draft: the trained draft and a layer prefix
+PUBLISHED = REPO / "docs" / "lesson" / "published.json"  # speedups and A copied from papers, each with its source
 GAMMAS = tuple(range(0, 9))  # drafts per step the cost model considers (0: plain decoding)
 
 
@@ -163,7 +164,7 @@ def flat_until(ks: list[float], ms: list[float], at: float = FLAT) -> float:
 def whatif_functions(ks: list[float], ms: list[float]) -> dict[str, Callable[..., Any]]:
     """flat(device): tokens before a pass costs 1.5× one (measured here, modelled on the GPUs), knee(gpu)."""
     knees = {k: knee(SEVEN_B, 2, c[1], c[2]) for k, c in CHIPS.items()}
-    flats = {"this CPU": flat_until(ks, ms)} | {k: FLAT * v for k, v in knees.items()}
+    flats = {"cpu": flat_until(ks, ms)} | {k: FLAT * v for k, v in knees.items()}
     return {"knee": lambda name: round(knees[name], 2), "flat": lambda name: round(flats[name], 2)}
 
 
@@ -205,15 +206,19 @@ def _power(m: re.Match[str]) -> str:
     return s.translate(SUPER) if all(ch in "0123456789+-()γ" for ch in s) else f"^({s})"
 
 
-def _curve(stored: dict[str, Any]) -> tuple[list[float], list[float]]:
-    """The recorded cost curve (the latency_curve stop's data in a pack)."""
+def _curve(stored: dict[str, Any]) -> tuple[list[float], list[float], str]:
+    """The recorded cost curve (the latency_curve stop's data in a pack) and the machine it was measured on, named
+    as its provenance names it (a pack is replayed on other screens: never "this CPU")."""
+    from specviz.output.deck import machines
+
     for entry in stored.values():
         data = entry.get("data", {}) if isinstance(entry, dict) else {}
         if "ks" in data:
             ks, ms = [float(k) for k in data["ks"]], [float(m) for m in data["ms"]]
             if not ks or len(ks) != len(ms) or not all(m > 0 and math.isfinite(m) for m in ms):
                 raise ValueError("the recorded cost curve needs one positive time for each number of tokens")
-            return ks, ms
+            named = machines(str(entry.get("measured", "")))
+            return ks, ms, named[0].split(",")[0] if named else "the recording's CPU"
     raise KeyError("the pack holds no cost curve (a latency_curve stop) to draw this machine from")
 
 
@@ -237,15 +242,30 @@ def computed(name: str, stored: dict[str, Any]) -> tuple[Any, dict[str, Callable
     if name == "gpu_whatif":
         from specviz.output.viz.whatif import whatif_figure
 
-        ks, ms = _curve(stored)
+        ks, ms, cpu = _curve(stored)
         fns = whatif_functions(ks, ms)
-        knees, flats = {n: fns["knee"](n) for n in CHIPS}, {n: fns["flat"](n) for n in ("this CPU", *CHIPS)}
-        labels = {"this CPU": "this CPU, 135M fp32"} | {k: f"7B on {c[0]}, bf16" for k, c in CHIPS.items()}
+        knees, flats = {n: fns["knee"](n) for n in CHIPS}, {n: fns["flat"](n) for n in ("cpu", *CHIPS)}
+        labels = {"cpu": f"{cpu}, 135M fp32"} | {k: f"7B on {c[0]}, bf16" for k, c in CHIPS.items()}
         fig = whatif_figure(ks, ms, knees, flats, labels)
-        return fig, fns, "this machine's recorded cost curve; the GPUs a model from published peaks"
+        return fig, fns, f"the recording's cost curve on {cpu}; the GPUs a model from published peaks"
     if name == "what_data_buys":
         return _data_buys()
+    if name == "published_figures":
+        return _published()
     raise KeyError(f"no computed figure {name!r}")
+
+
+def _published() -> tuple[Any, dict[str, Callable[..., Any]], str]:
+    """The papers' and Spec-Bench's numbers beside this project's H200 run, badged with their sources, and
+    published(source, method, stat): a stored speedup or A as the file copies it."""
+    from specviz.output.deck import badge
+    from specviz.output.viz.published import published_figure
+
+    data = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    table = {s["id"]: s["methods"] for s in data["sources"]}
+    fig = badge(published_figure(data), "stored: " + "; ".join(s["badge"] for s in data["sources"]))
+    where = "; ".join(f"{s['label']}: {s['cite']}" for s in data["sources"])
+    return fig, {"published": lambda source, method, stat: float(table[source][method][stat])}, where
 
 
 def _data_buys() -> tuple[Any, dict[str, Callable[..., Any]], str]:

@@ -8,12 +8,14 @@ import plotly.graph_objects as go
 
 from specviz import methods
 
-NAMES = {"ar": "plain decoding", "pld": "prompt lookup", "sps": "speculative sampling", "hybrid": "EAGLE-2 + n-grams"}
-
 
 def display(name: str) -> str:
-    """What a person reads for a method id: 'plain decoding', 'prompt lookup', 'EAGLE-2', …"""
-    return NAMES.get(name) or (methods.get(name).LABEL if name in methods.available() else name)
+    """What a person reads for a method id: 'plain decoding', 'prompt lookup', 'EAGLE-2', … (its card's short name,
+    else its label; an id no method has, as it is)."""
+    if name not in methods.available():
+        return name
+    card = methods.card(name)
+    return card.short or card.label
 
 
 def _swap(value: Any, names: dict[str, str]) -> Any:

@@ -1,5 +1,5 @@
 """What a stop's checks read of its group's runs beyond the medians: each number's range over the interleaved runs,
-Amdahl's prediction of the speedup, how deep the drafts reached, where Lookahead's accepted drafts came from.
+Amdahl's prediction of the speedup, how deep the drafts reached.
 
 A comparison of two methods reads ranges, never medians alone: `low("speedup", "pld") > high("speedup", "eagle")`
 holds only where every run of one beat every run of the other; where the ranges overlap the sentence says
@@ -13,10 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from specviz.core import measure
-from specviz.core.details import LookaheadStep
 from specviz.core.trace import Trace
 from specviz.output.lesson.pack import Group
-from specviz.trees.ngram_pool import NgramPool
 
 MIN_RUNS = 3  # a range over fewer interleaved runs decides nothing
 STATS = ("speedup", "A", "r", "tps", "step_ms")
@@ -75,31 +73,6 @@ def p_below(trace: Trace, bar: float) -> float:
 def step_ms(group: Group, name: str) -> float:
     """The median over the runs of one step's mean wall time, in milliseconds."""
     return round(1000 * statistics.median(measure.step_s(t) for t in group.runs[name]), 2)
-
-
-def origins(trace: Trace, config: dict[str, Any]) -> dict[str, int]:
-    """Lookahead's accepted drafted tokens by where their n-gram entered the pool: "prompt" (seeded from it before
-    decoding) or "window" (harvested from the Jacobi window), the pool replayed from the run's record."""
-    n, guesses = int(config["ngram"]), max(1, int(config["guesses"]))
-    pool, origin = NgramPool(n, guesses), {}
-    ids = trace.prompt_ids if config.get("seed_prompt", True) else []
-    for i in range(len(ids) - n + 1):
-        gram = tuple(ids[i : i + n])
-        if pool.add(gram) != "refreshed":
-            origin[gram] = "prompt"
-    counts = {"prompt": 0, "window": 0}
-    for step in trace.steps:
-        d = step.detail
-        if not isinstance(d, LookaheadStep):
-            continue
-        if d.best >= 0 and d.accepted_tokens:
-            counts[origin[(step.committed[0], *d.candidates[d.best])]] += len(d.accepted_tokens)
-        for gram, said in zip(d.harvested, d.harvest_status):
-            if (status := pool.add(gram)) != said:
-                raise ValueError(f"the pool's replay says {status!r} where the run recorded {said!r}")
-            if status != "refreshed":
-                origin[tuple(gram)] = "window"
-    return counts
 
 
 def sps_fit(group: Group, config: dict[str, Any]) -> dict[str, float]:

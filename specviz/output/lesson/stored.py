@@ -1,7 +1,8 @@
 """A pack's stops drawn from no run of their methods: the figure and the plain numbers their checks read.
 
 The cost curve (this device's probe), the losslessness lab (run once here), the stored benches (prompt kinds,
-batch size, context length) and the lineage's Spec-Bench numbers, each reduced to what a check can name.
+batch size, context length) and the lineage's Spec-Bench numbers, each reduced to what a check can name; and the
+builds re-run with the model when recorded.
 """
 
 from __future__ import annotations
@@ -93,11 +94,46 @@ REGROWN = tuple(f.name for p in PAGES.values() for f in p.figures if f.regrown)
 
 
 def regrown(lm: Any, stop: Stop, trace: Any, step_index: int, config: Any) -> Any:
-    """EAGLE-1's static tree against EAGLE-2's dynamic one, re-grown on the step the stop shows."""
+    """A build re-run with the model: EAGLE-1's static tree against EAGLE-2's dynamic one, re-grown on the step the
+    stop shows, or Lookahead's run beside one more with its pool seeded from the prompt (seeding's share)."""
+    if stop.figure == "lookahead_origins":
+        return _seeded(lm, trace, config)
+    return _static_vs_dynamic(lm, trace, step_index, config)
+
+
+def _static_vs_dynamic(lm: Any, trace: Any, step_index: int, config: Any) -> Any:
+    """Both trees on the step shown, and both re-grown on every drafted step of the run: the totals compare them
+    on all steps, not on one a rule chose for either (the layout's meta holds them for the checks)."""
     from specviz.output.viz.eagle_growth import compare_figure
     from specviz.tuning.eagle_replay import replay_trees
 
-    return compare_figure(replay_trees(lm, trace, step_index, config))
+    steps = [s.index for s in trace.steps if s.committed and s.detail is not None]
+    totals = {"static": 0, "dynamic": 0}
+    for i in steps:
+        replay = replay_trees(lm, trace, i, config)
+        for kind in totals:
+            totals[kind] += len(replay[kind]["accepted"]) - 1
+    title = f"All {len(steps)} steps re-grown: static {totals['static']}, dynamic {totals['dynamic']} drafts accepted"
+    fig = compare_figure(replay_trees(lm, trace, step_index, config), title=title)
+    return fig.update_layout(meta={"totals": totals, "steps": len(steps)})
+
+
+def _seeded(lm: Any, trace: Any, config: Any) -> Any:
+    """The run shown and the same Lookahead run with the prompt's n-grams put in its pool before decoding."""
+    from dataclasses import replace
+
+    from specviz.core.sampling import Sampling
+    from specviz.output.viz.lookahead import accepted_origins, origins_figure
+    from specviz.tuning.compare import run_once
+
+    sampling = Sampling(**trace.config["sampling"])
+    seeded = run_once(lm, "lookahead", trace.prompt_ids, sampling, replace(config, seed_prompt=True), trace.prompt)
+    share = accepted_origins(seeded)
+    title = (
+        f"Seeded with the prompt: {share['prompt']} of {sum(share.values())} accepted drafts from the prompt's "
+        f"n-grams (A {trace.mean_accepted:.2f} → {seeded.mean_accepted:.2f})"
+    )
+    return origins_figure([trace, seeded], title)
 
 
 def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:

@@ -6,12 +6,24 @@ settings against them, runs what they run and draws what they draw; the deck and
 
 from __future__ import annotations
 
-from specviz.output.pages import acceptance, compare, eagle, home, lineage, lookahead, medusa, timeline
+from specviz.output.pages import acceptance, compare, data, eagle, home, lineage, lookahead, medusa, timeline
 from specviz.output.pages.page import REPEATS, SOURCES, Control, Figure, Page, Shown
 
-__all__ = ["PAGES", "REPEATS", "SOURCES", "Control", "Figure", "Page", "Shown", "by_source", "figure", "get"]
+__all__ = [
+    "NAVIGATION",
+    "PAGES",
+    "REPEATS",
+    "SOURCES",
+    "Control",
+    "Figure",
+    "Page",
+    "Shown",
+    "by_source",
+    "figure",
+    "get",
+]
 
-# in the app's order (app.py's navigation)
+# in the app's order
 PAGES: dict[str, Page] = {
     p.id: p
     for p in (
@@ -22,9 +34,12 @@ PAGES: dict[str, Page] = {
         lookahead.PAGE,
         acceptance.PAGE,
         compare.PAGE,
+        data.PAGE,
         lineage.PAGE,
     )
 }
+# the app's navigation (app.py), the first page its default: (file, title, icon) of every page, in order
+NAVIGATION: tuple[tuple[str, str, str], ...] = tuple((p.file, p.title, p.icon) for p in PAGES.values())
 
 
 def get(page: str) -> Page:

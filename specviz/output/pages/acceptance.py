@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from specviz import methods
 from specviz.core.acceptance import RULES
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.pages.page import Control, Figure, Page, Shown, focus, own
+from specviz.output.pages.page import Control, Figure, Page, Shown, focus, given, own
 from specviz.tuning.lossless import DRAFTS
 
 METHOD = "sps"  # speculative sampling, whose chain the page judges
@@ -69,6 +69,18 @@ def residual(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return rejection_figure(rejected[0]["dists"], title)
 
 
+def last_rejected(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    """After the step's last judged draft was rejected: p, q and the residual the next token is drawn from."""
+    from specviz.output.viz.acceptance import records, rejection_figure
+
+    step = judged(traces, shown)
+    last = records(step)[-1]
+    if "dists" not in last:
+        raise IndexError("the step's last draft was accepted")
+    title = f"Step {step.index}: after rejecting {last.get('text', '')!r}, the next token is drawn from"
+    return rejection_figure(last["dists"], title=title)
+
+
 def kv_cache(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     """The cache after the step: rows kept, rows rolled back."""
     from specviz.output.viz.kvcache import cells, kv_figure
@@ -78,20 +90,15 @@ def kv_cache(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return kv_figure(cells(trace, step), after.root_from, step.index)
 
 
-PAGE = Page(
-    "acceptance",
-    "views/acceptance.py",
-    "Acceptance decisions",
-    CONTROLS,
-    runs,
-    (
-        Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
-        Figure("acceptance_typical", typical, method=METHOD),
-        Figure("acceptance_lab", source="lab", method=METHOD),
-        Figure("sps_residual", residual, method=METHOD, one_step=True, lesson_only=True),
-        Figure("kv_cache", kv_cache, method=METHOD, one_step=True, lesson_only=True),
-        Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
-        Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
-        Figure("what_data_buys", source="computed", lesson_only=True),
-    ),
+FIGURES = (
+    Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
+    Figure("acceptance_typical", typical, method=METHOD),
+    Figure("acceptance_rejection", last_rejected, method=METHOD, one_step=True),
+    Figure("acceptance_lab", given("specviz.output.viz.acceptance:lab_figure", "lab"), "lab", METHOD),
+    Figure("sps_residual", residual, method=METHOD, one_step=True, lesson_only=True),
+    Figure("kv_cache", kv_cache, method=METHOD, one_step=True, lesson_only=True),
+    Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
+    Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
+    Figure("what_data_buys", source="computed", lesson_only=True),
 )
+PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:")

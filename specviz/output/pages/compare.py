@@ -8,8 +8,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown
+from specviz.output.pages.page import REPEATS, Builder, Control, Figure, Page, Shown, given
 
+VIZ = "specviz.output.viz"
 # on by default: the fastest measured on a 2-core CPU (docs/bench: prompt lookup, EAGLE-2, and the hybrid of the
 # two), and Medusa; speculative sampling's untrained draft and Jacobi lose, and a first visit would read only that
 ON = ("pld", "medusa", "eagle", "hybrid")
@@ -24,19 +25,17 @@ def runs(values: dict[str, Any], _figure: str, _shows: Sequence[str]) -> tuple[d
     return {n: methods.make_config(n) for n in on}, None
 
 
-def speedup(traces: dict[str, Any], _shown: Shown) -> go.Figure:
-    """Each method's speedup over plain decoding (a run each, or lists of interleaved repeats: their median)."""
-    from specviz.output.viz.compare import speedup_figure
-    from specviz.tuning.compare import summarize
+def summarized(figure: str) -> Builder:
+    """viz.compare's `figure` of the methods' rows (tuning.compare.summarize: a run each, or lists of
+    interleaved repeats: their median with its range)."""
 
-    return speedup_figure(summarize(traces))
+    def draw(traces: dict[str, Any], _shown: Shown) -> go.Figure:
+        from specviz.output.viz import compare
+        from specviz.tuning.compare import summarize
 
+        return getattr(compare, figure)(summarize(traces))
 
-def a_and_r(traces: dict[str, Any], _shown: Shown) -> go.Figure:
-    from specviz.output.viz.compare import a_r_figure
-    from specviz.tuning.compare import summarize
-
-    return a_r_figure(summarize(traces))
+    return draw
 
 
 def histogram(traces: dict[str, Any], _shown: Shown) -> go.Figure:
@@ -51,19 +50,33 @@ def acceptance_rate(traces: dict[str, Any], _shown: Shown) -> go.Figure:
     return acceptance_rate_figure(traces)
 
 
-PAGE = Page(
-    "compare",
-    "views/compare.py",
-    "Compare methods",
-    CONTROLS,
-    runs,
-    (
-        Figure("speedup", speedup),
-        Figure("a_and_r", a_and_r),
-        Figure("accepted_histogram", histogram),
-        Figure("acceptance_rate", acceptance_rate),
-        Figure("where_methods_win", source="stored"),  # the prompt-kinds bench
-        Figure("speedup_vs_batch", source="stored"),  # the batched sweep
-        Figure("speedup_vs_context", source="stored"),
+FIGURES = (
+    Figure("speedup", summarized("speedup_figure")),
+    Figure("a_and_r", summarized("a_r_figure")),
+    Figure("accepted_histogram", histogram),
+    Figure("acceptance_rate", acceptance_rate),
+    Figure("throughput", summarized("throughput_figure")),
+    # stored or measured on the page's button: the prompt-kinds bench ({"bench", "where", "labels"}), a prompt
+    # set's bench, the length sweep, the batched sweeps' points, the latency surface, the what-if's model
+    Figure(
+        "where_methods_win",
+        given(f"{VIZ}.categories:wins_figure", "bench", "where=where", "labels=labels"),
+        "stored",
     ),
+    Figure("speedup_by_category", given(f"{VIZ}.categories:wins_figure", "bench", "where=where"), "stored"),
+    Figure("speedup_vs_length", given(f"{VIZ}.compare:length_figure", "points"), "stored"),
+    Figure(
+        "speedup_vs_batch",
+        given(f"{VIZ}.scaling:curve_figure", "points", axis="batch", fixed={"context": None}),
+        "stored",
+    ),
+    Figure(
+        "speedup_vs_context",
+        given(f"{VIZ}.scaling:curve_figure", "points", axis="context", fixed={"batch": 1}),
+        "stored",
+    ),
+    Figure("speculation_region", given(f"{VIZ}.scaling:region_figure", "points"), "stored"),
+    Figure("batch_surface", given(f"{VIZ}.compare:batch_figure", "surface", "modeled"), "latency"),
+    Figure("hardware_whatif", given(f"{VIZ}.compare:whatif_figure", "speedups"), "computed"),
 )
+PAGE = Page("compare", "Compare methods", CONTROLS, runs, FIGURES, icon=":material/leaderboard:")

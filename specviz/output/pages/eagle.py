@@ -8,11 +8,29 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import Trace
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
+from specviz.output.pages.page import (
+    REPEATS,
+    Builder,
+    Control,
+    Figure,
+    Page,
+    Shown,
+    focus,
+    given,
+    own,
+    per_step,
+    shape,
+    strip,
+)
 from specviz.tuning.presets import PRESETS
 
+ACCURACY = {
+    "title": "Held-out top-1 accuracy by draft depth (each head drafting from its own outputs)",
+    "ytitle": "top-1 accuracy",
+    "prefix": "depth",
+}
 DECODER_LAYERS = 30  # SmolLM2-135M's, whose low, middle and high layers EAGLE-3 fuses
 CONTROLS = (
     Control("eagle.preset", "choice", options=tuple(p.key for p in PRESETS["eagle"])),
@@ -51,7 +69,7 @@ def growth(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     """The step's tree at the page's stage ("round k"), by default the last: reranked and verified."""
     from specviz.output.viz.eagle import growth_figure
 
-    d = focus(traces["eagle"], shown).detail_as(EagleStep)
+    d = focus(traces["eagle"], shown).detail_as(EagleDetail)
     last = max(d.tree["depth"]) + 1
     stage = str(shown.values.get("eagle.stage", ""))
     rounds = int(stage.split()[-1]) if stage.startswith("round ") and stage.split()[-1].isdigit() else last
@@ -64,10 +82,23 @@ def features(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return feature_figure(focus(traces["eagle"], shown))
 
 
-def verify(traces: dict[str, Trace], shown: Shown) -> go.Figure:
-    from specviz.output.viz.eagle import verify_figures
+def verified(method: str, which: int) -> Builder:
+    """The step's verified tree (0, its accepted path highlighted) or its tree-attention mask (1)."""
 
-    return verify_figures(focus(traces["eagle"], shown))[0]
+    def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+        from specviz.output.viz.eagle import verify_figures
+
+        return verify_figures(focus(traces[method], shown))[which]
+
+    return draw
+
+
+def pooled(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    """The hybrid's step: the head's tree with the pool's grafted nodes, its accepted path."""
+    from specviz.output.viz.eagle import growth_figure
+
+    d = focus(traces["hybrid"], shown).detail_as(HybridDetail)
+    return growth_figure(d.tree, accepted=d.path, sources=d.sources)
 
 
 def origins(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
@@ -79,7 +110,7 @@ def origins(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
 def fusion(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.eagle3 import fusion_figure
 
-    return fusion_figure(focus(traces["eagle3"], shown), DECODER_LAYERS)
+    return fusion_figure(focus(traces["eagle3"], shown), int(shown.values.get("eagle.layers", DECODER_LAYERS)))
 
 
 def sampling(traces: dict[str, Trace], shown: Shown) -> go.Figure:
@@ -88,21 +119,30 @@ def sampling(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return sampling_figure(focus(traces["eagle"], shown))
 
 
-PAGE = Page(
-    "eagle",
-    "views/eagle.py",
-    "EAGLE",
-    CONTROLS,
-    runs,
-    (
-        Figure("eagle_growth", growth, method="eagle", one_step=True),
-        Figure("eagle_features", features, method="eagle", one_step=True, wide=True),
-        Figure("eagle_verify", verify, method="eagle", one_step=True),
-        Figure("eagle_steps", steps_builder("eagle")),
-        Figure("hybrid_origins", origins, method="hybrid"),
-        Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
-        # builds re-grown when recorded (output/lesson/stored.regrown): its trees at the step shown, re-run
-        Figure("eagle_static_vs_dynamic", growth, method="eagle", regrown=True),
-        Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
+FIGURES = (
+    Figure("eagle_growth", growth, method="eagle", one_step=True),
+    Figure("eagle_features", features, method="eagle", one_step=True, wide=True),
+    Figure("eagle_verify", verified("eagle", 0), method="eagle", one_step=True),
+    Figure("eagle_mask", verified("eagle", 1), method="eagle", one_step=True),
+    Figure("eagle_steps", per_step("eagle")),
+    Figure("eagle_tokens", strip("eagle"), method="eagle"),
+    Figure("eagle_costs", given("specviz.output.viz.eagle:draft_verify_figure", "eagle"), method="eagle"),
+    Figure("hybrid_origins", origins, method="hybrid"),
+    Figure("hybrid_tree", pooled, method="hybrid", one_step=True),
+    Figure("hybrid_verify", verified("hybrid", 0), method="hybrid", one_step=True),
+    Figure("hybrid_mask", verified("hybrid", 1), method="hybrid", one_step=True),
+    Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
+    # both trees re-grown on the step shown ({"regrown": tuning.eagle_replay.replay_trees}); the lesson
+    # re-grows them when it records (output/lesson/stored.regrown)
+    Figure(
+        "eagle_static_vs_dynamic",
+        given("specviz.output.viz.eagle_growth:compare_figure", "regrown"),
+        method="eagle",
+        regrown=True,
     ),
+    # stored: the calibrated sweep of tree shapes ({"sweep", "where"}), the heads' held-out top-1 by depth
+    Figure("eagle_sweep", given("specviz.output.viz.eagle:sweep_figure", "sweep", "where=where"), "stored"),
+    Figure("eagle3_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
 )
+PAGE = Page("eagle", "EAGLE", CONTROLS, runs, FIGURES, icon=":material/flight:")

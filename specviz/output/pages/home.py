@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from specviz.output.pages.page import Figure, Page
+import plotly.graph_objects as go
 
-PAGE = Page(
-    "home",
-    "views/home.py",
-    "Why parallel decoding",
-    figures=(
-        Figure("latency_curve", source="latency"),  # this device's cost curve over its roofline
-        Figure("gpu_whatif", source="computed", lesson_only=True),
-    ),
+from specviz.core.trace import Trace
+from specviz.output.pages.page import Figure, Page, Shown, given
+
+
+def serial(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    """Plain decoding's run on one clock: one forward pass a token."""
+    from specviz.output.viz.timeline import timeline_figure
+
+    return timeline_figure([traces["ar"]], title="Serial: one forward pass per token")
+
+
+# this device's cost curve over its roofline ({"curve": tuning.probe's, "here": its provenance, "roof"})
+LATENCY = given("specviz.output.viz.latency:latency_figure", "curve", "here=here", "roof=roof")
+
+FIGURES = (
+    Figure("home_timeline", serial, method="ar"),
+    Figure("latency_curve", LATENCY, source="latency"),
+    Figure("gpu_whatif", source="computed", lesson_only=True),
+    Figure("published_figures", source="computed", lesson_only=True),  # the papers' numbers, copied
 )
+PAGE = Page("home", "Why parallel decoding", figures=FIGURES, icon=":material/home:")

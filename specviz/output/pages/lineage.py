@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
-from specviz.output.pages.page import Figure, Page
+from typing import Any
 
-PAGE = Page("lineage", "views/lineage.py", "Lineage", figures=(Figure("lineage", source="lineage", wide=True),))
+import plotly.graph_objects as go
+
+from specviz.output.pages.page import Figure, Page, Shown
+
+
+def works(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The works on their timeline, with the stored bench's numbers ({"bench", "where"}; none: described only)."""
+    from specviz.output.viz.lineage import lineage_figure
+
+    return lineage_figure(inputs.get("bench"), inputs.get("where", ""))
+
+
+FIGURES = (Figure("lineage", works, "lineage", wide=True),)
+PAGE = Page("lineage", "Lineage", figures=FIGURES, icon=":material/history_edu:")

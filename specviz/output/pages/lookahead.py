@@ -8,10 +8,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, per_step, shape
 from specviz.tuning.presets import PRESETS
 
 PASSES = 8  # where the page's Jacobi pass slider starts
@@ -51,34 +51,54 @@ def window(traces: dict[str, Trace], shown: Shown) -> go.Figure:
 
     step = focus(traces["lookahead"], shown)
     title = f"Step {step.index}: the Jacobi window and the n-grams it harvests"
-    return window_figure(step.detail_as(LookaheadStep), title=title)
+    return window_figure(step.detail_as(LookaheadDetail), title=title)
 
 
 def verify(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.lookahead import verify_figure
 
     step = focus(traces["lookahead"], shown)
-    return verify_figure(step.detail_as(LookaheadStep), title=f"Verification branch: root {step.texts[0]!r}")
+    return verify_figure(step.detail_as(LookaheadDetail), title=f"Verification branch: root {step.texts[0]!r}")
 
 
 def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     from specviz.output.viz.lookahead import mask_figure
 
-    d = focus(traces["lookahead"], shown).detail_as(LookaheadStep)
+    d = focus(traces["lookahead"], shown).detail_as(LookaheadDetail)
     return mask_figure(d.layout, title="One forward, two branches: the attention mask")
 
 
-PAGE = Page(
-    "lookahead",
-    "views/lookahead.py",
-    "Lookahead & Jacobi",
-    CONTROLS,
-    runs,
-    (
-        Figure("lookahead_window", window, method="lookahead", one_step=True),
-        Figure("lookahead_verify", verify, method="lookahead", one_step=True),
-        Figure("lookahead_mask", mask, method="lookahead", one_step=True),
-        Figure("lookahead_steps", steps_builder("lookahead"), method="lookahead"),
-        Figure("jacobi_grid", grid, method="jacobi"),
-    ),
+def pool(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import final_pool, pool_figure
+
+    pool = final_pool(traces["lookahead"])
+    if not pool:
+        raise IndexError("the run left no n-gram in its pool")
+    return pool_figure(pool, title="The n-gram pool at the end: largest keys and hits")
+
+
+def sweep(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The stored window sweep ({"sweep", "where": where and when it was measured})."""
+    from specviz.output.viz.lookahead import sweep_figure
+
+    return sweep_figure(inputs["sweep"], title=f"Where a wider window stops paying ({inputs['where']})")
+
+
+def origins(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
+    from specviz.output.viz.lookahead import origins_figure
+
+    return origins_figure([traces["lookahead"]])
+
+
+FIGURES = (
+    Figure("lookahead_window", window, method="lookahead", one_step=True),
+    Figure("lookahead_verify", verify, method="lookahead", one_step=True),
+    Figure("lookahead_mask", mask, method="lookahead", one_step=True),
+    Figure("lookahead_steps", per_step("lookahead"), method="lookahead"),
+    Figure("jacobi_grid", grid, method="jacobi"),
+    Figure("lookahead_pool", pool, method="lookahead"),
+    Figure("lookahead_sweep", sweep, "stored"),
+    # a build re-run when recorded (output/lesson/stored.regrown): beside the run shown, one with a seeded pool
+    Figure("lookahead_origins", origins, method="lookahead", regrown=True),
 )
+PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:")

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.trace import Trace
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, shape, steps_builder
+from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, given, own, per_step, shape, strip
 from specviz.tuning.presets import PRESETS
 
+ACCURACY = {
+    "title": "Held-out top-1 accuracy of each head (Hydra given its branch's true tokens)",
+    "ytitle": "top-1 accuracy",
+}
 CONTROLS = (
     Control("medusa.preset", "choice", options=tuple(p.key for p in PRESETS["medusa"])),
     Control("medusa.total_tokens", "int", 1, 65, field="total_tokens"),
@@ -59,13 +64,38 @@ def mask(traces: dict[str, Trace], shown: Shown) -> go.Figure:
 
     step = focus(traces["medusa"], shown)
     parents, labels, _status, _hover = step_tree_data(step)
-    return mask_figure(parents, labels, step.detail_as(MedusaStep).path, "Tree-attention mask")
+    return mask_figure(parents, labels, step.detail_as(MedusaDetail).path, "Tree-attention mask")
 
 
-def tokens(traces: dict[str, Trace], shown: Shown) -> go.Figure:
-    from specviz.output.viz.steps import token_strip
+def twin(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+    """Hydra's tree on the step that starts at the same output token as Medusa's step in focus."""
+    from specviz.output.viz.depth import step_at
+    from specviz.output.viz.tree import step_tree_data, tree_figure
 
-    return token_strip(traces["medusa"], upto=focus(traces["medusa"], shown).index)
+    mine = traces["medusa"]
+    offset = sum(s.accepted for s in mine.steps if s.index < focus(mine, shown).index)
+    step = step_at(traces["hydra"], offset)
+    if step is None:
+        raise IndexError(f"Hydra has no step starting at output token {offset}")
+    return tree_figure(*step_tree_data(step), "Hydra (hover: what each head read)")
+
+
+def budget(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The tree-size sweep's predicted and measured A, the page's size marked ({"sweep", "total"})."""
+    from specviz.output.viz.stored import swept_sizes
+    from specviz.output.viz.tree import budget_figure
+
+    sw = inputs["sweep"]
+    return budget_figure(swept_sizes(sw), sw["predicted"], sw["measured"], inputs["total"])
+
+
+def cost(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The tree-size sweep's drafting and verifying times per size against plain decoding's."""
+    from specviz.output.viz.stored import swept_sizes
+    from specviz.output.viz.tree import cost_figure
+
+    sw = inputs["sweep"]
+    return cost_figure(swept_sizes(sw), sw["draft_ms"], sw["verify_ms"], sw["ar_ms"], sw["speedup"])
 
 
 def depths(traces: dict[str, Trace], _shown: Shown, title: str = "") -> go.Figure:
@@ -78,17 +108,17 @@ def depths(traces: dict[str, Trace], _shown: Shown, title: str = "") -> go.Figur
     return depth_figure(series, title, "share of steps", prefix="depth")
 
 
-PAGE = Page(
-    "medusa",
-    "views/medusa.py",
-    "Medusa",
-    CONTROLS,
-    runs,
-    (
-        Figure("medusa_tree", tree, method="medusa", one_step=True),
-        Figure("medusa_mask", mask, method="medusa", one_step=True),
-        Figure("medusa_steps", steps_builder("medusa")),
-        Figure("medusa_tokens", tokens, method="medusa"),
-        Figure("hydra_depths", depths),
-    ),
+FIGURES = (
+    Figure("medusa_tree", tree, method="medusa", one_step=True),
+    Figure("medusa_mask", mask, method="medusa", one_step=True),
+    Figure("medusa_steps", per_step("medusa")),
+    Figure("medusa_tokens", strip("medusa"), method="medusa"),
+    Figure("hydra_depths", depths),
+    Figure("medusa_twin", partial(tree, title="Medusa"), method="medusa", one_step=True),
+    Figure("hydra_twin", twin, method="hydra", one_step=True),
+    # stored: the heads' held-out top-1 ({"top1"}), the tree-size sweep ({"sweep"} and the page's "total")
+    Figure("hydra_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("medusa_budget", budget, "stored"),
+    Figure("medusa_cost", cost, "stored"),
 )
+PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:")

@@ -7,6 +7,7 @@ none keeps its own list of a page's settings or figures. Nothing here imports st
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,16 +81,22 @@ def no_runs(_values: dict[str, Any], _figure: str, _methods: Sequence[str]) -> t
 
 @dataclass(frozen=True)
 class Page:
-    """One page, declared once: its file and title, its controls, the methods it runs, its figures."""
+    """One page, declared once: its id (its view is views/<id>.py) and title, its controls, the methods it runs,
+    its figures, its icon."""
 
     id: str
-    file: str
     title: str
     controls: tuple[Control, ...] = ()
     # {method: Config} the page runs for a figure, from its widget values and the methods a stop shows, and the
     # temperature it sets (None: the sidebar's)
     runs: Runs = no_runs
     figures: tuple[Figure, ...] = ()
+    icon: str = ""  # its icon in the app's navigation (a Material icon's name)
+
+    @property
+    def file(self) -> str:
+        """Its Streamlit page: views/<id>.py."""
+        return f"views/{self.id}.py"
 
     @property
     def settings(self) -> dict[str, Control]:
@@ -140,7 +147,33 @@ def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -
     return {c.field: values[c.key] for c in controls if c.field and c.method == method and c.key in values}
 
 
-def steps_builder(method: str) -> Builder:
+def given(target: str, *names: str, **fixed: Any) -> Builder:
+    """A figure drawn by `target` ("module:function", imported when drawn) from the inputs the page hands over
+    (a run, a stored bench, a measured curve, a table it computed): `names` in order, "param=name" by keyword,
+    and `fixed` keywords (a title)."""
+    args = [n for n in names if "=" not in n]
+    kw = dict(n.split("=", 1) for n in names if "=" in n)
+
+    def draw(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
+        module, _, func = target.partition(":")
+        build = getattr(importlib.import_module(module), func)
+        return build(*(inputs[n] for n in args), **{k: inputs[v] for k, v in kw.items()}, **fixed)
+
+    return draw
+
+
+def strip(method: str) -> Builder:
+    """The method's output as a strip of tokens, up to the step in focus (viz.steps.token_strip)."""
+
+    def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:
+        from specviz.output.viz.steps import token_strip
+
+        return token_strip(traces[method], upto=focus(traces[method], shown).index)
+
+    return draw
+
+
+def per_step(method: str) -> Builder:
     """The per-step chart of a method's run beside plain decoding's (viz.tree.steps_figure)."""
 
     def draw(traces: dict[str, Trace], shown: Shown) -> go.Figure:

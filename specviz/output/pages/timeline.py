@@ -27,9 +27,12 @@ def lanes(traces: dict[str, Trace]) -> list[Trace]:
 
 
 def race(traces: dict[str, Trace], shown: Shown) -> go.Figure:
-    """The race on one clock: finished (a slide cannot play it), or frozen at the page's `timeline.upto` ms."""
-    from specviz.output.viz.timeline import timeline_figure
+    """The race on one clock: played on the page (`timeline.play`), finished (a slide cannot play it), or frozen
+    at the page's `timeline.upto` ms."""
+    from specviz.output.viz.timeline import timeline_animation, timeline_figure
 
+    if shown.values.get("timeline.play"):
+        return timeline_animation(lanes(traces), title="The race on one clock: press ▶ to replay it")
     upto = shown.values.get("timeline.upto")
     if upto is None:
         return timeline_figure(lanes(traces), title="Every method's forward passes on one clock")
@@ -42,11 +45,5 @@ def tokens(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
     return tokens_over_time_figure(lanes(traces))
 
 
-PAGE = Page(
-    "timeline",
-    "views/timeline.py",
-    "Timeline",
-    CONTROLS,
-    runs,
-    (Figure("timeline_race", race), Figure("timeline_at", race), Figure("tokens_over_time", tokens)),
-)
+FIGURES = (Figure("timeline_race", race), Figure("timeline_at", race), Figure("tokens_over_time", tokens))
+PAGE = Page("timeline", "Timeline", CONTROLS, runs, FIGURES, icon=":material/timeline:")

@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.core.details import ChainStep
+from specviz.core.details import ChainDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, tint, token_text
 
@@ -22,7 +22,7 @@ def _label(text: str) -> str:
 
 def records(step: StepTrace) -> list[dict[str, Any]]:
     """A chain step's decision records (sps, pld); none for a step that drafted nothing."""
-    return step.detail.records if isinstance(step.detail, ChainStep) else []
+    return step.detail.records if isinstance(step.detail, ChainDetail) else []
 
 
 def decisions_figure(step: StepTrace, title: str | None = None) -> go.Figure:
@@ -167,7 +167,7 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
 
 def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:
     """Proposed and accepted tokens per step."""
-    steps = trace.detailed(ChainStep)
+    steps = trace.detailed(ChainDetail)
     index = [s.index for s, _ in steps]
     fig = go.Figure()
     fig.add_bar(x=index, y=[len(d.records) for _, d in steps], name="proposed", marker_color=NEUTRAL)

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.theme import apply, method_color
 
 
 def acceptance_by_depth(trace: Trace, depths: int) -> list[float]:
     """P(the step accepted at least d drafted tokens), d = 1..depths, over the trace's tree steps."""
-    steps = [st for st, _ in trace.detailed(MedusaStep)]
+    steps = [st for st, _ in trace.detailed(MedusaDetail)]
     if not steps:
         return [0.0] * depths
     return [round(sum(st.drafts_accepted >= d for st in steps) / len(steps), 4) for d in range(1, depths + 1)]

@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.focus import UNCERTAIN
 from specviz.output.viz.eagle_growth import compare_figure, growth_figure, label, node_hover
@@ -34,7 +34,7 @@ EAGLE = method_color("eagle")
 
 def verified_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
     """(parents, labels, status, hover) of the nodes a step verified, for viz.tree's tree and mask figures."""
-    d = step.detail_as(EagleStep)
+    d = step.detail_as(EagleDetail)
     tree, nodes, parents = d.tree, d.verify_nodes, d.verify_parents
     path = {nodes.index(n) for n in d.path}
     judged = {r["node"]: r for r in d.decisions or []}
@@ -60,7 +60,7 @@ def verified_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str]
 POOL_MARK = "⊕"  # before the label of a verified node the n-gram pool proposed (the hybrid's trees)
 
 
-def _source(d: EagleStep, node: int) -> str:
+def _source(d: EagleDetail, node: int) -> str:
     """Who proposed a drafted node: '' for EAGLE-2 (always the head), head / pool / both for the hybrid."""
     sources = getattr(d, "sources", None)
     return sources[node] if sources and node < len(sources) else ""
@@ -86,7 +86,7 @@ def verify_figures(step: StepTrace, slide: bool = False) -> tuple[go.Figure, go.
 
 def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
     """What EAGLE's head consumes (f_t and the next token's embedding) vs a Medusa head (f_t only)."""
-    f = step.detail_as(EagleStep).features
+    f = step.detail_as(EagleDetail).features
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -203,7 +203,7 @@ def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = 
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """An EAGLE trace's own figures, for export: the busiest step's growth, verification and head inputs."""
-    steps = trace.detailed(EagleStep)
+    steps = trace.detailed(EagleDetail)
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         busiest = lambda sd: (sd[0].accepted, -sd[0].index)  # noqa: E731

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.core.details import Eagle3Detail
 from specviz.core.trace import StepTrace
-from specviz.methods.eagle3 import Eagle3Step
 from specviz.output.viz.theme import NEUTRAL, apply, method_color
 
 
@@ -24,7 +24,7 @@ def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, color: st
 def fusion_figure(step: StepTrace, n_layers: int, slide: bool = False) -> go.Figure:
     """The target's layer stack, the three layers whose inputs EAGLE-3 fuses (with this step's RMS and peak
     of each, from the trace), and EAGLE-2's single input, the final hidden state, for comparison."""
-    d = step.detail_as(Eagle3Step)
+    d = step.detail_as(Eagle3Detail)
     rms, peak = d.features.get("layer_rms", []), d.features.get("layer_peak", [])
     e3, e2 = method_color("eagle3"), method_color("eagle")
     fig = go.Figure()

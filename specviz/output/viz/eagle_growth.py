@@ -179,7 +179,7 @@ def _sources(fig: go.Figure, pos: dict, nodes: list[int], sources: list[str], sl
             )
 
 
-def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go.Figure:
+def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False, title: str | None = None) -> go.Figure:
     """A static tree next to EAGLE-2's dynamic tree, grown from the same context and root; the static one is
     Medusa's greedy sparse tree over the head's calibrated rank accuracies (EAGLE-1 ships a fixed shape of its
     own), so it is labelled by how it was built, not as EAGLE-1's."""
@@ -211,7 +211,7 @@ def compare_figure(replay: dict[str, dict[str, Any]], slide: bool = False) -> go
         fig.update_yaxes(range=[min(ys) - 0.7, max(ys) + 0.9], row=1, col=c)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    fig = apply(fig, "Same step and head: static vs dynamic tree", slide, height=min(1400, height))
+    fig = apply(fig, title or "Same step and head: static vs dynamic tree", slide, height=min(1400, height))
     # the legend below both trees, clear of the subplot titles
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0})
     return fig

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 
 from specviz import methods
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 
 
@@ -17,7 +17,7 @@ def lookahead_views(trace: Trace) -> dict[str, go.Figure]:
     """The window, verification branch and mask of the step that accepted most, and the final pool."""
     from specviz.output.viz.lookahead import final_pool, mask_figure, pool_figure, verify_figure, window_figure
 
-    work = trace.detailed(LookaheadStep)
+    work = trace.detailed(LookaheadDetail)
     if not work:
         return {}
     best, detail = max(work, key=lambda sd: sd[0].accepted)

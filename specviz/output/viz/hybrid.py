@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.core.details import HybridDetail
 from specviz.core.trace import Trace
-from specviz.methods.hybrid import HybridStep
 from specviz.output.viz.theme import LEGEND_BELOW, NEUTRAL, apply, method_color
 
 # who proposed a committed token: the target itself (the root), the head, head and pool alike, the pool's
@@ -34,7 +34,7 @@ def origins(trace: Trace) -> list[dict[str, int]]:
         row: dict[str, int] = dict.fromkeys(ORIGINS, 0)
         row["target"] = min(1, st.accepted)
         d = st.detail
-        if isinstance(d, HybridStep):
+        if isinstance(d, HybridDetail):
             for src in [d.sources[n] for n in d.path[1:]][: st.drafts_accepted]:  # clipped at EOS or the budget
                 row["copy" if d.copy else src] += 1
         rows.append(row)
@@ -59,7 +59,7 @@ def origins_figure(trace: Trace, slide: bool = False) -> go.Figure:
                 hovertemplate=f"step %{{x}}: %{{y}} token(s) from {LABELS[origin]}<extra></extra>",
             )
         )
-    copies = [st for st in trace.steps if isinstance(st.detail, HybridStep) and st.detail.copy]
+    copies = [st for st in trace.steps if isinstance(st.detail, HybridDetail) and st.detail.copy]
     share = sum(st.accepted for st in copies) / max(1, sum(st.accepted for st in trace.steps))
     sub = (
         f"{len(copies)} of {len(rows)} steps were copy steps, committing {share:.0%} of the tokens"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.core.details import JacobiStep
+from specviz.core.details import JacobiDetail
 from specviz.core.trace import Trace
 from specviz.output.viz.steps import token_squares
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, token_text
@@ -27,7 +27,7 @@ def _show(text: str) -> str:
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:
     """Plain rows of the grid: per iteration, its offset, token texts and cell statuses."""
     steps = trace.steps[: None if upto is None else upto + 1]
-    passes = [(s, s.detail) for s in steps if isinstance(s.detail, JacobiStep)]
+    passes = [(s, s.detail) for s in steps if isinstance(s.detail, JacobiDetail)]
     return [
         {"step": s.index, "offset": d.offset, "texts": d.texts, "status": d.status, "accepted": d.n_accepted}
         for s, d in passes[-last:]

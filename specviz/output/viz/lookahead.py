@@ -7,11 +7,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.core.details import LookaheadStep
+from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, add_key, apply, method_color, token_text
 from specviz.output.viz.tree import MAX_MASK
-from specviz.trees.ngram_pool import Layout
+from specviz.trees.ngram_pool import Layout, NgramPool
 
 # the pool's own events in shades of slate: the role hues (accepted, target, proposed) keep their one meaning
 HARVEST_COLORS = {"new": "#0f172a", "refreshed": "#64748b", "evicted": "#cbd5e1"}
@@ -23,7 +23,7 @@ def _show(text: str) -> str:
     return token_text(text, 8)
 
 
-def window_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+def window_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
     """The (N-1)×W Jacobi window, staggered by position; each harvested n-gram is a column outlined."""
     fig = go.Figure()
     levels = [*detail.window_texts, detail.new_texts]
@@ -85,8 +85,62 @@ def _level_cells(texts: list[str], lv: int, name: str, new: bool) -> go.Scatter:
 
 def final_pool(trace: Trace) -> list[dict] | None:
     """The n-gram pool as the run ended (recorded on its last step that ran a forward)."""
-    done = trace.detailed(LookaheadStep)
+    done = trace.detailed(LookaheadDetail)
     return done[-1][1].pool_top if done else None
+
+
+# where an accepted n-gram entered the pool: harvested from the Jacobi window, or put there from the prompt before
+# decoding (an option of the reference code; the paper's pool starts empty)
+ORIGINS = {"window": "harvested from the window", "prompt": "the prompt's n-grams (seeded)"}
+
+
+def accepted_origins(trace: Trace) -> dict[str, int]:
+    """Lookahead's accepted drafted tokens by where their n-gram entered the pool, the pool replayed from the run's
+    record (its config says whether the prompt seeded it); ValueError where the replay disagrees with the run."""
+    config = trace.config.get("method", {})
+    n, guesses = int(config["ngram"]), max(1, int(config["guesses"]))
+    pool, origin = NgramPool(n, guesses), {}
+    ids = trace.prompt_ids if config.get("seed_prompt", True) else []
+    for i in range(len(ids) - n + 1):
+        gram = tuple(ids[i : i + n])
+        if pool.add(gram) != "refreshed":
+            origin[gram] = "prompt"
+    counts = dict.fromkeys(ORIGINS, 0)
+    for step in trace.steps:
+        d = step.detail
+        if not isinstance(d, LookaheadDetail):
+            continue
+        if d.best >= 0 and d.accepted_tokens:
+            counts[origin[(step.committed[0], *d.candidates[d.best])]] += len(d.accepted_tokens)
+        for gram, said in zip(d.harvested, d.harvest_status):
+            if (status := pool.add(gram)) != said:
+                raise ValueError(f"the pool's replay says {status!r} where the run recorded {said!r}")
+            if status != "refreshed":
+                origin[tuple(gram)] = "window"
+    return counts
+
+
+def _run_label(trace: Trace) -> str:
+    seeded = trace.config.get("method", {}).get("seed_prompt", True)
+    name = "pool seeded with the prompt" if seeded else "the paper's: pool starts empty"
+    return f"{name}<br>A = {trace.mean_accepted:.2f}"
+
+
+def origins_figure(runs: list[Trace], title: str | None = None, slide: bool = False) -> go.Figure:
+    """One bar per run: its accepted drafted tokens by where their n-gram came from, so seeding's share is seen
+    beside the paper's algorithm; the counts ride in the layout's meta for the lesson's checks."""
+    counts = [accepted_origins(t) for t in runs]
+    labels = [_run_label(t) for t in runs]
+    colors = {"window": method_color("lookahead"), "prompt": method_color("pld")}
+    fig = go.Figure()
+    for origin, name in ORIGINS.items():
+        ys = [c[origin] for c in counts]
+        fig.add_trace(go.Bar(x=labels, y=ys, name=name, marker_color=colors[origin], text=ys, textposition="inside"))
+    fig.update_layout(barmode="stack", meta={"origins": counts})
+    fig.update_yaxes(title="accepted drafted tokens")
+    if title is None:
+        title = "Where Lookahead's accepted drafts came from"
+    return apply(fig, title, slide, 420)
 
 
 def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = False) -> go.Figure:
@@ -114,7 +168,7 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
     return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
 
 
-def verify_figure(detail: LookaheadStep, title: str | None = None, slide: bool = False) -> go.Figure:
+def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
     """Each verified candidate: matched tokens green, the first mismatch red, the rest unchecked grey."""
     cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
     fig = go.Figure()

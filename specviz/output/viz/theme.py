@@ -128,6 +128,10 @@ def legible(
         font.setdefault("color", INK)
     if text := lay.get("title", {}).get("text"):
         _title_on_top(lay, text, size, height or lay.get("height") or 450)
+    for trace in d.get("data", []):  # a diagram's labels (text on hidden axes), grown, may use the margins
+        axis = lay.get("xaxis" + str(trace.get("xaxis", "x"))[1:], {})
+        if trace.get("type") == "scatter" and "text" in trace.get("mode", "") and axis.get("visible") is False:
+            trace["cliponaxis"] = False
     return go.Figure(d, _validate=False)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.core.details import MedusaStep
+from specviz.core.details import MedusaDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.viz.steps import steps_figure, token_strip
 from specviz.output.viz.theme import (
@@ -222,7 +222,7 @@ def _ancestor_grid(parents: list[int], path: list[int]) -> list[list[int]]:
 
 def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], list[str]]:
     """(parents, labels, status, hover) of a Medusa (or Hydra) step's tree; Hydra's hover names what each head read."""
-    detail = step.detail_as(MedusaStep)
+    detail = step.detail_as(MedusaDetail)
     nodes: list[dict[str, Any]] = detail.nodes
     labels = [token_text(n["text"]) for n in nodes]
     hover = []
@@ -298,7 +298,7 @@ def cost_figure(
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """A Medusa trace's own figures, for export: the busiest step's tree and mask, and the token strip."""
-    steps = trace.detailed(MedusaStep)
+    steps = trace.detailed(MedusaDetail)
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))

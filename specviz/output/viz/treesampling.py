@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.core.details import EagleStep
+from specviz.core.details import EagleDetail
 from specviz.core.trace import StepTrace
 from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, apply, token_text
 
@@ -14,7 +14,7 @@ from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, apply, tok
 def sampling_figure(step: StepTrace) -> go.Figure:
     """One bar per tried child, in the order tried: p of its token (what it is kept with) and the draw u;
     then the token drawn from the residual (or the bonus token) that ends the step."""
-    d = step.detail_as(EagleStep)
+    d = step.detail_as(EagleDetail)
     texts, depths = d.tree.get("texts", []), d.tree.get("depth", [])
     tries = d.decisions or []
 

@@ -1,5 +1,5 @@
 """A roofline what-if, labelled a model: a forward's cost against the tokens it carries, relative to one token,
-for this machine (its measured curve) and for a 7B model on GPUs (published peaks), and where each knee sits."""
+for the machine a curve was measured on and for a 7B model on GPUs (published peaks), and where each knee sits."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ KS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 def whatif_figure(
     ks: Sequence[float], ms: Sequence[float], knees: dict[str, float], flats: dict[str, float], labels: dict[str, str]
 ) -> go.Figure:
-    """This machine's measured curve, and per GPU the model max(1, k / knee); a dotted line marks, for each,
-    the tokens one pass carries before it costs 1.5× one token (the end of the flat stretch)."""
+    """The measured curve (the first of `flats`, named by `labels`), and per GPU the model max(1, k / knee); a
+    dotted line marks, for each, the tokens one pass carries before it costs 1.5× one token (the flat stretch's end)."""
     fig = go.Figure()
     cpu = next(iter(flats))
     fig.add_scatter(
@@ -41,7 +41,7 @@ def whatif_figure(
     fig.update_xaxes(type="log", title="tokens in one forward pass", tickvals=KS)
     fig.update_yaxes(type="log", title="cost relative to one token", tickvals=[1, 1.5, 2, 3, 4], range=[-0.02, 0.62])
     title = (
-        "Where the knee sits: this CPU measured, 7B on GPUs modelled<br><sup>A MODEL for the GPUs: max(read the "
+        f"Where the knee sits: {labels[cpu]} measured, 7B on GPUs modelled<br><sup>A MODEL for the GPUs: max(read the "
         "weights once, 2·params FLOPs per token at the bf16 peak), from published peaks; not a measurement</sup>"
     )
     return apply(fig, title, height=440)

@@ -1,0 +1,99 @@
+"""A drafting method is its proposer plus a choice of verifier, as the field names them (transformers' candidate
+generators, vLLM's proposers beside one rejection sampler), and the outcome each kind of verified draft hands back.
+
+The Proposer drafts (Medusa's heads, Hydra's, EAGLE's head, EAGLE-3's, the hybrid's head and pool); the Verifier
+checks the draft against the target in one forward and keeps what the target agrees with (a tree's:
+specviz.trees.verifier). A Speculator holds the two for one generation. Its `start` is what every such method runs
+first, written once: the target's prefill, keeping what the proposer reads of the prompt (the final hidden states,
+or the inputs of the layers it names), then the proposer's own prefill over it. Its `step`, in the method's file,
+puts the pieces in the four phases: propose → verify → accept → commit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from specviz.core.details import Detail
+from specviz.methods.base import Outcome, Run, Step
+from specviz.trees.eagle_tree import TreeResult
+from specviz.trees.verifier import Verified
+from specviz.trees.walk import Walk
+
+
+class Proposer(Protocol):
+    """What drafts: it reads the prompt once, after the target's prefill, then drafts from the run each step."""
+
+    layers: tuple[int, ...]  # the target layers whose inputs it reads; () for the final hidden state
+
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None: ...
+
+
+class Verifier(Protocol):
+    """What checks a draft: one target forward (verify), the acceptance rule (accept), the accepted path kept in the
+    target's cache (commit)."""
+
+    def verify(self, run: Run, tokens: list[int], spec: Any) -> Verified: ...
+    def accept(self, run: Run, v: Verified) -> Walk: ...
+    def commit(self, run: Run, v: Verified, w: Walk) -> None: ...
+
+
+class Speculator(ABC):
+    """One generation of a drafting method: its proposer and its verifier over the run."""
+
+    def __init__(self, proposer: Proposer, verifier: Verifier) -> None:
+        self.proposer, self.verifier = proposer, verifier
+
+    def start(self, run: Run) -> Step:
+        """The target's prefill (keeping the prompt's features the proposer reads), then the proposer's own
+        prefill (timed as prefill); the step to decode with."""
+        self.proposer.start(run, run.prefill(self.proposer.layers))
+        return self.step
+
+    @abstractmethod
+    def step(self, run: Run, root: int) -> Outcome:
+        """propose → verify → accept → commit, written in each method's file."""
+
+
+def chain_outcome(
+    drafts: list[int],
+    n: int,
+    logits: torch.Tensor,
+    hidden: torch.Tensor,
+    next_root: int | None,
+    detail: Callable[[], Detail],
+) -> Outcome:
+    """The outcome of a verified chain whose first `n` drafts were accepted (logits/hidden [len+1, …])."""
+    return Outcome(
+        accepted=drafts[:n],
+        proposed=len(drafts),
+        forward_tokens=1 + len(drafts),
+        logits=logits[n],
+        hidden=hidden[n],
+        next_root=next_root,
+        next_from="bonus" if n == len(drafts) else "residual",
+        detail=detail,
+    )
+
+
+def path_outcome(v: Verified, w: Walk, detail: Callable[[], Detail], proposed: int | None = None) -> Outcome:
+    """The outcome of a verified tree walked by specviz.trees.walk: its accepted path, and the next step's logits
+    and feature from the path's last node (`proposed`: drafted nodes, verified or not; else the tree's)."""
+    last = w.path[-1]
+    return Outcome(
+        accepted=[v.tokens[j] for j in w.path[1:]],
+        proposed=len(v.tokens) - 1 if proposed is None else proposed,
+        forward_tokens=len(v.tokens),
+        logits=v.logits[last],
+        hidden=v.hidden[last],
+        next_root=w.next_root,
+        detail=detail,
+    )
+
+
+def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
+    """The outcome of a verified EAGLE draft tree (specviz.trees.eagle_tree), every drafted node counted."""
+    return path_outcome(res.verified, res.walk, detail, len(res.draft.tree.tokens) - 1)
