@@ -1,9 +1,10 @@
-"""The lesson in a real browser, by key presses only: one 1600 × 900 screenshot per stop, and the time it took.
+"""The lesson in a real browser, by key presses only: one screenshot per stop (1600 × 900), and the time it took.
 
 Serves the app on the built-in model, opens it at ?lesson (the lesson's first stop), and presses PageDown (what a
 presenter's clicker sends) until the last stop, waiting at each for its page to finish and its figure in focus
 to be drawn. Each stop is saved as docs/screenshots/lesson/<nn>_<stop id>.png. Run it with
-`.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE]`; tests/test_browser.py runs the same tour.
+`.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE] [--size 1280x720]` (another window size);
+tests/test_browser.py runs the same tour.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: specviz from this checkout
 CHROMIUM = "/usr/bin/chromium"
 BANNER = ".st-key-lesson_banner"
+SIZE = (1600, 900)  # the projector's screen; --size 1280x720 for a smaller one
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
@@ -103,7 +105,13 @@ def walk_builds(pg, out: Path, k: int, total: int, frames: int, name: str, key: 
 
 
 def tour(
-    url: str, out: Path, stops: list[str], key: str = "PageDown", back: tuple[str, ...] = (), start: int = 0
+    url: str,
+    out: Path,
+    stops: list[str],
+    key: str = "PageDown",
+    back: tuple[str, ...] = (),
+    start: int = 0,
+    size: tuple[int, int] = SIZE,
 ) -> list[tuple[str, float]]:
     """Every stop by key presses only (from stop `start`, 0-based), a screenshot of each and of each of its builds;
     (file, seconds until drawn) per figure. Then each key of `back` (PageUp, ArrowLeft: a clicker's other button)
@@ -113,7 +121,7 @@ def tour(
     done, frames = [], builds_of(stops)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1600, "height": 900})
+        pg = browser.new_page(viewport={"width": size[0], "height": size[1]})
         began = time.monotonic()
         pg.goto(url + (f"/?lesson={stops[start]}" if start else "/?lesson"))
         for k, stop in enumerate(stops, 1):
@@ -137,7 +145,9 @@ def tour(
     return done
 
 
-def retake(url: str, out: Path, stops: list[str], only: list[str]) -> list[tuple[str, float]]:
+def retake(
+    url: str, out: Path, stops: list[str], only: list[str], size: tuple[int, int] = SIZE
+) -> list[tuple[str, float]]:
     """Some stops again, each opened at ?lesson=<id> (after a change to them), saved under the tour's names."""
     from playwright.sync_api import sync_playwright
 
@@ -146,7 +156,7 @@ def retake(url: str, out: Path, stops: list[str], only: list[str]) -> list[tuple
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for stop in only:
             k, start = stops.index(stop) + 1, time.monotonic()
-            pg = browser.new_page(viewport={"width": 1600, "height": 900})
+            pg = browser.new_page(viewport={"width": size[0], "height": size[1]})
             pg.goto(f"{url}/?lesson={stop}")
             at_stop(pg, k, len(stops))
             if bad := problems(pg):
@@ -165,7 +175,9 @@ def main() -> int:
     ap.add_argument("--lesson", default="", help="a lesson file (default: the shipped one, or $SPECVIZ_LESSON)")
     ap.add_argument("--start", default="", help="begin the tour at this stop (its id) instead of the first")
     ap.add_argument("--only", default="", help="retake these stops (ids, comma-separated), each opened by its address")
+    ap.add_argument("--size", default="1600x900", help="the browser window, WIDTHxHEIGHT (default 1600x900)")
     a = ap.parse_args()
+    size = (int(a.size.lower().split("x")[0]), int(a.size.lower().split("x")[1]))
     from specviz.output.lesson.model import ENV, load_lesson
 
     lesson = load_lesson(a.lesson or None)
@@ -176,7 +188,7 @@ def main() -> int:
         ids = [s.id for s in lesson.stops]
         only = [x for x in a.only.split(",") if x]
         begin = ids.index(a.start) if a.start else 0
-        shots = retake(url, out, ids, only) if only else tour(url, out, ids, start=begin)
+        shots = retake(url, out, ids, only, size) if only else tour(url, out, ids, start=begin, size=size)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

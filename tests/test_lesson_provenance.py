@@ -23,7 +23,7 @@ def test_a_stored_figure_names_its_machines_and_days_and_the_recordings_own_wear
         fig, measured = figure(pack, lesson.stops[lesson.index(sid)])
         found = machines(measured)
         assert found and set(found) != {own}, sid
-        assert _badges(fig) == ["stored: " + "; ".join(found)], sid
+        assert _badges(fig) == ["stored: " + ";<br>".join(found)], sid  # a source a line
     for sid in ("race", "lookahead", "gpu"):  # the recording's runs; the GPU model names no machine
         assert not _badges(figure(pack, lesson.stops[lesson.index(sid)])[0]), sid
 

@@ -39,7 +39,7 @@ def test_page_draws_every_view_and_follows_the_sliders(real_app):
         for c in at.get("plotly_chart")
         if "attention mask" in json.loads(c.proto.spec)["layout"]["title"]["text"]
     )
-    assert "root" in mask["layout"]["yaxis"]["ticktext"]
+    assert "root<br>p" in mask["layout"]["yaxis"]["ticktext"]  # each segment with its position ids
     at.slider(key="lookahead.step").set_value(1).run()
     assert not at.exception
     at.slider(key="lookahead.window").set_value(2).run()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from specviz.output.viz.tree import mask_figure, tree_figure, tree_layout
@@ -20,7 +22,10 @@ def test_tree_figure_and_mask_on_plain_data() -> None:
     assert list(accepted.text) == ["the", "cat", "sat"]
     thick = [t for t in fig.data if t.mode == "lines" and t.line.width == 5]
     assert len(thick) == 2  # the two edges of the accepted path
-    z = mask_figure(parents, labels, [0, 1, 3]).data[0].z
+    mask: Any = mask_figure(parents, labels, [0, 1, 3])
+    z = mask.data[0].z
+    assert [t.rsplit(" ", 1)[1] for t in mask.data[0].y] == ["p+0", "p+1", "p+1", "p+2", "p+2", "p+2"]  # position ids
+    assert [t.name for t in mask.data[1:]] == ["masked", "sees: an ancestor or itself", "sees, on the accepted path"]
     assert [list(r) for r in z] == [
         [2, 0, 0, 0, 0, 0],
         [2, 2, 0, 0, 0, 0],

@@ -27,6 +27,7 @@ def test_theme_matches_the_figures(config):
     t = config["theme"]
     assert t["chartCategoricalColors"] == list(theme.method_colors().values())  # the methods' cards, in order
     assert t["font"] == theme.FONT
+    assert t["textColor"] == theme.INK  # a projected figure's type (theme.legible) in the app's ink
     assert (t["greenColor"], t["redColor"], t["blueColor"], t["orangeColor"], t["grayColor"]) == (
         theme.ACCEPT,
         theme.REJECT,

@@ -266,8 +266,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         return
     lesson, stop, side, place, replay = slot
     if replay:
-        wide = stop.figure in WIDE
-        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if wide else 0), wide)
+        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
         lesson_index.alpha_control(side, stop)
         return
     found = _noted(stop.figure) or _drawn_here(stop)
@@ -276,10 +275,10 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         place.warning(f"The page drew no figure {stop.figure!r} this time; see the page below.")
         return
     fig, measured = found
-    shown = relabel(presentation.figure_font(fig) if presentation.presenting() else go.Figure(fig))
     # a tree is as tall as its leaves need (so labels never overlap): a stop's settings keep it within the screen
     own = fig.to_dict()["layout"].get("height") or 450
     height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
+    shown = relabel(presentation.figure_font(fig, height) if presentation.presenting() else go.Figure(fig))
     place.plotly_chart(shown.update_layout(height=height), key="lesson.figure", config={"displaylogo": False})
     traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
     lines = numbers(stop, traces)

@@ -185,14 +185,14 @@ def _go_live(stop_id: str) -> None:
     st.session_state[LIVE] = stop_id
 
 
-def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool = False) -> None:
+def focus(lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> None:
     """The stop's figure, numbers and failing checks, all from the recording (no model); one sentence in the
     figure's place for whatever a visitor's recording cannot draw."""
     pack = current(lesson)
     if pack is None:
         return
     try:
-        _focus(pack, lesson, stop, side, place, height, wide)
+        _focus(pack, lesson, stop, side, place, height)
     except PACK_ERRORS as exc:  # a visitor's recording, not ours
         refused(place, exc)
 
@@ -206,14 +206,13 @@ def _replayed(pack: Pack, stop: Stop) -> tuple[Any, str, list[Any], list[str]]:
     return fig, measured, lesson_facts.check(pack, stop), lines
 
 
-def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height: int, wide: bool) -> None:
+def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> None:
     from ui import presentation
 
     # the figure, its checks and numbers depend on the recording and the stop alone: built once for every visitor
     fig, measured, verdicts, lines = shared(("focus", repr(stop)), [pack], lambda: _replayed(pack, stop))
     group = pack.group(stop)
-    big = presentation.presenting() and not wide  # a wide figure (the lineage) is laid out for its own type size
-    shown = presentation.figure_font(fig) if big else private(fig)
+    shown = presentation.figure_font(fig, height) if presentation.presenting() else private(fig)
     shown = _room(shown.update_layout(height=height))
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
     if lines:

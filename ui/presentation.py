@@ -7,7 +7,6 @@ import streamlit as st
 KEY = "sidebar.present"
 NEXT, PREV = "present_next", "present_prev"  # button keys (no dots: the shortcut finds them by CSS class)
 NEXT_KEYS, PREV_KEYS = ["pagedown", "arrowright"], ["pageup", "arrowleft"]  # a presenter's clicker sends PageDown
-FIGURE_FONT = 18  # px, against the figures' 13 on screen
 
 STYLE = """<style>
 html { font-size: 20px; }
@@ -61,8 +60,9 @@ def stepper(key: str, count: int) -> None:
     add_shortcuts(**{NEXT: NEXT_KEYS, PREV: PREV_KEYS})
 
 
-def figure_font(fig):
-    """A copy of the figure with type large enough for the back of a room (the figure itself is not changed)."""
-    from ui.memo import private
+def figure_font(fig, height: int | None = None):
+    """A copy of the figure with type large enough for the back of a room (the figure itself is not changed):
+    18 px, no text under 16, its title placed for `height` if it is shown at another than its own (theme.legible)."""
+    from specviz.output.viz.theme import legible
 
-    return private(fig).update_layout(font={"size": FIGURE_FONT})
+    return legible(fig, height=height)

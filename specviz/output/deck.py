@@ -93,9 +93,10 @@ def machines(where: str) -> list[str]:
 
 def badge(fig: go.Figure, text: str) -> go.Figure:
     """Pin where a figure's numbers come from in its top right corner (a stored figure's machines and days, or its
-    published sources), so that on someone else's screen it never reads as measured there."""
+    published sources), so that on someone else's screen it never reads as measured there; a source a line, so
+    it stays inside a narrow column."""
     return fig.add_annotation(
-        text=text,
+        text=text.replace("; ", ";<br>"),
         xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="bottom", showarrow=False,
         font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
     )  # fmt: skip

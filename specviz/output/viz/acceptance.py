@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from specviz.core.details import ChainDetail
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
+from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, tint, token_text
 
 RULE_COLORS = {"speculative": ACCEPT, "typical": DRAFT, "flawed": REJECT}
 
@@ -100,7 +100,7 @@ def typical_figure(points: list[dict[str, Any]], eps: float, delta: float, title
         )
     fig.update_layout(
         xaxis={"title": "entropy H of the target distribution (nats)", "range": [0, h_max]},
-        yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0]},
+        yaxis={"title": "target p(x)", "type": "log", "range": [math.log10(floor), 0], "exponentformat": "power"},
     )
     return apply(fig, title or "Typical acceptance: accepted above the curve, rejected below", height=420)
 
@@ -113,7 +113,7 @@ def _add_regions(fig: go.Figure, hs: list[float], thr: list[float], floor: float
         y=thr,
         mode="lines",
         fill="tonexty",
-        fillcolor="rgba(220,38,38,0.12)",
+        fillcolor=tint(REJECT, 0.12),
         line={"color": "#111827", "width": 3},
         name=name,
     )
@@ -122,7 +122,7 @@ def _add_regions(fig: go.Figure, hs: list[float], thr: list[float], floor: float
         y=[1.0] * len(hs),
         mode="lines",
         fill="tonexty",
-        fillcolor="rgba(22,163,74,0.12)",
+        fillcolor=tint(ACCEPT, 0.12),
         line={"width": 0},
         name="accepted region",
         hoverinfo="skip",
@@ -135,8 +135,9 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
     names = []
     for r in rules:
         pv = "p < 1e-300" if r["p_value"] is None or r["p_value"] == 0 else f"p = {r['p_value']:.3g}"
-        names.append(f"{r['label']} · TV = {r['tv']:.3f} (exact {r['tv_exact']:.3f}) · χ² {pv}")
+        names.append(f"<b>{r['label']}</b><br>TV = {r['tv']:.3f} (exact {r['tv_exact']:.3f}), χ² {pv}")
     fig = make_subplots(rows=len(rules), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.1)
+    fig.update_annotations(font={"color": "#111827"})  # each panel's title in the figure's ink, not a grey note
     x = [_label(t) for t in lab.get("texts", [str(t) for t in lab["tokens"]])] + ["(other)"]
     target = [*lab["p"], lab["p_other"]]
     for i, r in enumerate(rules, start=1):
@@ -161,10 +162,7 @@ def lab_figure(lab: dict[str, Any], title: str | None = None) -> go.Figure:
     fig.update_yaxes(title_text="share")
     n = lab["n"]
     apply(fig, title or f"Losslessness lab: {n:,} samples per rule vs the target p", height=220 + 230 * len(rules))
-    fig.update_layout(
-        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left", "x": 0}, margin={"t": 90, "b": 110}
-    )
-    return fig
+    return fig.update_layout(margin={"t": 90})
 
 
 def acceptance_rate_figure(trace: Trace, title: str | None = None) -> go.Figure:

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 from specviz.core.measure import acceptance_series
 from specviz.core.trace import Trace
 from specviz.output.viz.labels import annotate
-from specviz.output.viz.theme import apply, method_color
+from specviz.output.viz.theme import NEUTRAL, apply, method_color
 from specviz.tuning.compare import LengthPoint, Row
 from specviz.tuning.hardware import Surface
 
@@ -40,8 +40,8 @@ def a_r_figure(rows: list[Row], slide: bool = False) -> go.Figure:
     """Left: A and r side by side. Right: A/r against the measured speedup (the diagonal is exact)."""
     fig = make_subplots(1, 2, subplot_titles=("A (tokens per pass) and r (step cost)", "A / r against measured"))
     names = [r.method for r in rows]
-    fig.add_bar(x=names, y=[r.mean_accepted for r in rows], name="A", marker_color="#16a34a", row=1, col=1)
-    fig.add_bar(x=names, y=[r.step_cost for r in rows], name="r", marker_color="#dc2626", row=1, col=1)
+    fig.add_bar(x=names, y=[r.mean_accepted for r in rows], name="A", marker_color="#334155", row=1, col=1)
+    fig.add_bar(x=names, y=[r.step_cost for r in rows], name="r", marker_color=NEUTRAL, row=1, col=1)
     top = max([r.speedup for r in rows] + [r.predicted for r in rows] + [1.0]) * 1.15
     fig.add_scatter(
         x=[0, top],

@@ -91,11 +91,11 @@ def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
         rows=1,
         cols=2,
         column_widths=[0.62, 0.38],
-        horizontal_spacing=0.14,
-        subplot_titles=[
-            f"Feature dims (16 largest of f_t+1) · cos(pred, true) = "
-            f"{f['cos_pred_true']:.2f}, cos(f_t, true) = {f['cos_prev_true']:.2f}",
-            f"Target's x_t+1, entropy {step.entropy:.2f} nats: "
+        horizontal_spacing=0.2,  # room for the heatmap's colour bar and the bars' token labels between them
+        subplot_titles=[  # two short lines each: a subplot's title spans only its own column
+            f"16 largest dims of f_t+1<br>cos(pred, true) = {f['cos_pred_true']:.2f} · "
+            f"cos(f_t, true) = {f['cos_prev_true']:.2f}",
+            f"Target's x_t+1: entropy {step.entropy:.2f} nats<br>"
             + ("Medusa can't know which" if step.entropy >= UNCERTAIN else "sure here, little to hedge"),
         ],
     )
@@ -103,7 +103,8 @@ def feature_figure(step: StepTrace, slide: bool = False) -> go.Figure:
     fig.add_trace(_next_token_bars(step), row=1, col=2)
     fig.update_xaxes(title_text="feature dimension", row=1, col=1)
     fig.update_xaxes(title_text="target p(x_t+1)", row=1, col=2, rangemode="tozero")
-    return apply(fig, "What the head consumes: EAGLE sees the token that was actually chosen", slide, height=330)
+    fig.update_layout(margin={"t": 170 if slide else 135})  # the title, then the subplots' two-line titles
+    return apply(fig, "What EAGLE's head reads: the token actually chosen", slide, height=380)
 
 
 def _feature_heatmap(f: dict[str, Any]) -> go.Heatmap:
@@ -120,7 +121,7 @@ def _feature_heatmap(f: dict[str, Any]) -> go.Heatmap:
         x=[str(d) for d in f["dims"]],
         colorscale="RdBu",
         zmid=0,
-        showscale=False,
+        colorbar={"title": {"text": "value"}, "x": 0.5, "xanchor": "left", "thickness": 14},  # beside its own panel
         hovertemplate="%{y}<br>dim %{x}: %{z:.2f}<extra></extra>",
     )
 

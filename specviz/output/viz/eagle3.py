@@ -11,7 +11,7 @@ from specviz.output.viz.theme import NEUTRAL, apply, method_color
 
 def _box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, text: str, color: str) -> None:
     fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": color, "width": 2}, fillcolor="white")
-    fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False, font={"size": 12})
+    fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False)  # the figure's own type
 
 
 def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, color: str) -> None:
@@ -40,26 +40,27 @@ def fusion_figure(step: StepTrace, n_layers: int, slide: bool = False) -> go.Fig
     )  # fmt: skip
     for layer, i in read.items():
         y = ys[layer] + 0.4 / n_layers
-        stats = f" · RMS {rms[i]:.1f}, peak {peak[i]:.0f}" if i < len(rms) and i < len(peak) else ""
-        fig.add_annotation(  # above its arrow's start, so the arrow never crosses the text
+        stats = f"<br>RMS {rms[i]:.1f} · peak {peak[i]:.0f}" if i < len(rms) and i < len(peak) else ""
+        fig.add_annotation(  # on the side of its arrow's start away from the arrow, so the arrow never crosses it
             x=0.95,
             y=y,
             text=f"input of layer {layer}{stats}",
             showarrow=False,
             xanchor="left",
-            yanchor="bottom",
-            yshift=3,
+            yanchor="bottom" if y >= 0.5 else "top",
+            yshift=3 if y >= 0.5 else -3,
+            align="left",
         )
-        _arrow(fig, 0.9, y, 2.55, 0.5, e3)
-    _box(fig, 2.6, 3.9, 0.38, 0.62, "RMSNorm each<br>Linear(3h → h) = g", e3)
-    _box(fig, 2.6, 3.9, 0.05, 0.22, "embed(x_t+1)", NEUTRAL)
-    _box(fig, 4.3, 5.6, 0.3, 0.7, "fc([e, g]) → 1 decoder layer<br>→ norm → LM-head rows<br>→ next tokens", e3)
-    _arrow(fig, 3.9, 0.5, 4.3, 0.5, e3)
-    _arrow(fig, 3.9, 0.14, 4.3, 0.35, NEUTRAL)
-    fig.add_annotation(x=1.0, y=1.02, text="final hidden state: EAGLE-2's only input", showarrow=False, xanchor="left",
-                       font={"color": e2})  # fmt: skip
-    _arrow(fig, 0.9, 1.0, 0.62, 1.0, e2)
+        _arrow(fig, 0.9, y, 2.25, 0.5, e3)
+    _box(fig, 2.3, 3.7, 0.38, 0.62, "RMSNorm each<br>Linear(3h → h) = g", e3)
+    _box(fig, 2.3, 3.7, 0.05, 0.22, "embed(x_t+1)", NEUTRAL)
+    _box(fig, 4.1, 5.75, 0.26, 0.74, "fc([e, g])<br>→ 1 decoder layer<br>→ norm → LM head<br>→ next tokens", e3)
+    _arrow(fig, 3.7, 0.5, 4.1, 0.5, e3)
+    _arrow(fig, 3.7, 0.14, 4.1, 0.32, NEUTRAL)
+    fig.add_annotation(x=1.0, y=1.13, text="final hidden state: EAGLE-2's only input", showarrow=False, xanchor="left",
+                       font={"color": e2})  # fmt: skip  # above the top layer's label
+    _arrow(fig, 0.95, 1.13, 0.62, 1.0, e2)
     fig.update_xaxes(visible=False, range=[0, 5.8])
-    fig.update_yaxes(visible=False, range=[-0.02, 1.08])
+    fig.update_yaxes(visible=False, range=[-0.1, 1.18])
     title = f"What the head consumes: EAGLE-3 reads layers {', '.join(map(str, d.layers))} of {n_layers}"
     return apply(fig, title, slide, height=380)

@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply
+from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, tint
 
 
 def exact_figure(parts: dict[str, list[float]], tokens: Sequence[str]) -> go.Figure:
@@ -16,31 +16,15 @@ def exact_figure(parts: dict[str, list[float]], tokens: Sequence[str]) -> go.Fig
     rejection's share of the normalised residual, beside p; the flawed rule's output for contrast."""
     names = [f"“{t}”" for t in tokens]
     fig = go.Figure()
-    fig.add_bar(x=names, y=parts["q"], name="draft q(x): proposed", marker_color=DRAFT, offsetgroup="q")
-    fig.add_bar(
-        x=names,
-        y=parts["accepted"],
-        name="kept as drafted: q·min(1, p/q) = min(p, q)",
-        marker_color=ACCEPT,
-        offsetgroup="out",
-    )
-    fig.add_bar(
-        x=names,
-        y=parts["resampled"],
-        base=parts["accepted"],
-        offsetgroup="out",
-        name="after a rejection: P(reject) · norm(max(0, p − q))",
-        marker_color="#86efac",
-    )
-    fig.add_bar(x=names, y=parts["p"], name="target p(x)", marker_color=VERIFY, offsetgroup="p")
-    fig.add_bar(
-        x=names,
-        y=parts["flawed"],
-        name="flawed rule's output (threshold p/max p)",
-        marker_color=REJECT,
-        offsetgroup="flawed",
-        opacity=0.75,
-    )
+    extra = {"resampled": {"base": parts["accepted"]}, "flawed": {"opacity": 0.75}}  # stacked; in contrast
+    for part, label, colour, group in (
+        ("q", "draft q(x): proposed", DRAFT, "q"),
+        ("accepted", "kept as drafted: q·min(1, p/q) = min(p, q)", ACCEPT, "out"),
+        ("resampled", "after a rejection: P(reject) · norm(max(0, p − q))", tint(ACCEPT, 0.45), "out"),
+        ("p", "target p(x)", VERIFY, "p"),
+        ("flawed", "flawed rule's output (threshold p/max p)", REJECT, "flawed"),
+    ):
+        fig.add_bar(x=names, y=parts[part], name=label, marker_color=colour, offsetgroup=group, **extra.get(part, {}))
     for name, a, r in zip(names, parts["accepted"], parts["resampled"], strict=True):
         fig.add_annotation(x=name, y=a + r, text=f"{a:.2f} + {r:.2f} = {a + r:.2f}", showarrow=False, yshift=14)
     fig.update_layout(barmode="group", bargap=0.2, yaxis={"title": "probability", "range": [0, 0.8]})
@@ -53,11 +37,11 @@ def cost_figure(
 ) -> go.Figure:
     """Expected speedup against γ for each measured draft (solid) and for the α each would need for 1.3× at
     its own c (dashed); `speedup(α, c, γ, v)` is the cost model, `drafts` carry name, label, alpha, c, v."""
-    colors = {"trained": VERIFY, "layers": NEUTRAL}
+    colors = {"trained": DRAFT, "layers": NEUTRAL}  # the trained draft in the proposer's hue, the layers' grey
     fig = go.Figure()
     xs = list(gammas)
     for d in drafts:
-        color = colors.get(d.name, DRAFT)
+        color = colors.get(d.name, "#334155")
         fig.add_scatter(
             x=xs,
             y=[speedup(d.alpha, d.c, g, d.v) for g in xs],

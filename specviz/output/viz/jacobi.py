@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from specviz.core.details import JacobiDetail
 from specviz.core.trace import Trace
+from specviz.output.viz.steps import token_squares
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, VERIFY, apply, token_text
 
 # status -> (code, colour, legend text)
@@ -19,7 +20,8 @@ STATUS = {
 
 
 def _show(text: str) -> str:
-    return token_text(text, 8)
+    """A cell's token, cut to what a 48 px square holds at the projector's 16 px type."""
+    return token_text(text, 5)
 
 
 def grid_rows(trace: Trace, upto: int | None = None, last: int = 12) -> list[dict]:
@@ -77,19 +79,7 @@ def jacobi_grid_figure(
     for name, (_code, color, label) in STATUS.items():
         xs, ys, texts = _cells(rows, name, lo, out)
         if xs:
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="markers+text",
-                    name=label,
-                    text=texts,
-                    textfont={"size": 11},
-                    hovertext=texts,
-                    hoverinfo="text+x",
-                    marker={"symbol": "square", "size": 40, "color": color},
-                )
-            )
+            fig.add_trace(token_squares(xs, ys, texts, color, 48, 11, name=label, hovertext=texts, hoverinfo="text+x"))
     fig.add_trace(_frontier(rows))
     fig.update_yaxes(
         autorange="reversed",
@@ -99,4 +89,4 @@ def jacobi_grid_figure(
         categoryarray=[f"pass {r['step']}" for r in rows],
     )
     fig.update_xaxes(title="output position", range=[lo - 0.7, hi - 0.3], dtick=1)
-    return apply(fig, title, slide, height=140 + 46 * len(rows))
+    return apply(fig, title, slide, height=140 + 54 * len(rows))

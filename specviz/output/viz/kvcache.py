@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from specviz.core.trace import StepTrace, Trace
-from specviz.output.viz.theme import ACCEPT, REJECT, VERIFY, apply, token_text
+from specviz.output.viz.theme import ACCEPT, REJECT, VERIFY, add_key, apply, token_text
 
 STATES = {  # state -> (fill, what the legend says)
     "cache": ("#e5e7eb", "in the cache before this step"),
@@ -52,8 +52,8 @@ def _cell(fig: go.Figure, x: int, c: Cell) -> None:
     line = {"color": "#111827", "width": 2, "dash": "dash" if c.state == "next" else "solid"}
     fig.add_shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=0, y1=1, fillcolor=STATES[c.state][0], line=line)
     color = "white" if c.state in ("root", "kept", "rolled") else "#111827"
-    fig.add_annotation(x=x, y=0.5, text=token_text(c.text, 10), showarrow=False, font={"size": 22, "color": color})
-    fig.add_annotation(x=x, y=-0.12, text=f"position {c.position}", showarrow=False, font={"size": 16})
+    fig.add_annotation(x=x, y=0.5, text=token_text(c.text, 7), showarrow=False, font={"size": 22, "color": color})
+    fig.add_annotation(x=x, y=-0.12, text=f"pos {c.position}", showarrow=False, font={"size": 16})
 
 
 def kv_figure(rows: Sequence[Cell], root_from: str, index: int) -> go.Figure:
@@ -66,11 +66,11 @@ def kv_figure(rows: Sequence[Cell], root_from: str, index: int) -> go.Figure:
         first_rolled = next((i for i, c in enumerate(rows) if c.state == "rolled"), next_at)
         source = "the residual" if root_from == "residual" else "p (the bonus token)"
         where = {"xref": "x", "yref": "y", "axref": "x", "ayref": "y"}
+        side = "right" if first_rolled > len(rows) / 2 else "left"  # the label runs toward the figure's middle
         fig.add_annotation(x=next_at, y=1.0, ax=first_rolled, ay=1.55, text=f"next token: from {source}",
-                           showarrow=True, arrowhead=3, arrowwidth=2, font={"size": 20}, **where)  # fmt: skip
-    for fill, said in STATES.values():  # the legend: one invisible marker per state
-        marker = {"symbol": "square", "size": 16, "color": fill, "line": {"color": "#111827", "width": 1}}
-        fig.add_scatter(x=[None], y=[None], mode="markers", name=said, marker=marker)
+                           showarrow=True, arrowhead=3, arrowwidth=2, font={"size": 20}, xanchor=side,
+                           **where)  # fmt: skip
+    add_key(fig, [(said, fill) for fill, said in STATES.values()])
     fig.update_xaxes(visible=False, range=[-0.8, len(rows) - 0.2])
     fig.update_yaxes(visible=False, range=[-0.3, 1.75])
     return apply(fig, f"Step {index}: the target's KV cache after the verify pass and the rejection", height=360)

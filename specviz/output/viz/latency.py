@@ -120,7 +120,7 @@ def _add_curves(fig: go.Figure, curve: LatencyCurve, rel: list[float]) -> None:
         y=rel,
         mode="lines+markers",
         name="cost relative to k = 1",
-        line={"color": "#dc2626", "width": 2},
+        line={"color": "#334155", "width": 2, "dash": "dash"},
         secondary_y=True,
         hovertemplate="k=%{x}: %{y:.2f}× one token<extra></extra>",
     )

@@ -33,8 +33,8 @@ def node_caption(work: Work, measured: dict[str, tuple[float, float]]) -> str:
         a, s = measured[work.runs]
         return f"A {a:.2f} · {s:.2f}×"
     if work.runs:
-        return f"runs here ({work.runs_note or work.runs})<br>not in the stored bench"
-    return "described, not measured"
+        return "no stored bench"
+    return ""  # a hollow node: described, not measured (the subtitle says so)
 
 
 def _name(w: Work, width: int = 16) -> str:
@@ -91,19 +91,22 @@ def _sloping_leg(x0: float, y0: float, x1: float, y1: float) -> tuple[float, flo
 
 
 def _wrap(text: str) -> str:
-    """A caption's lines of over 14 characters (a column at 1280 px) wrapped at 12, so neighbours keep apart."""
+    """A caption's lines of over 16 characters (a column at the lesson's 1460 px) wrapped at 12, so neighbours
+    keep apart."""
     lines = [
         w
         for line in text.split("<br>")
-        for w in ([line] if len(line) <= 14 else textwrap.wrap(line, 12, break_long_words=False))
+        for w in ([line] if len(line) <= 16 else textwrap.wrap(line, 12, break_long_words=False))
     ]
     return "<br>".join(lines)
 
 
-def _edge_text(why: str) -> str:
-    """An arrow's label in lines of 10 characters where two lines hold it (narrow between the nodes), else 16."""
-    lines = textwrap.wrap(why, 10)
-    return "<br>".join(lines if len(lines) <= 2 else textwrap.wrap(why, 16))
+def _edge_text(why: str, level: bool) -> str:
+    """An arrow's label: above a level arrow in lines of 16 characters (a column at the lesson's 1460 px), one line
+    where it fits; beside a sloping one narrower, in lines of 10 where two hold it, so it keeps off the captions
+    of the column it leans toward."""
+    narrow = textwrap.wrap(why, 10)
+    return "<br>".join(narrow if not level and len(narrow) <= 2 else textwrap.wrap(why, 16))
 
 
 def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
@@ -134,8 +137,8 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
             showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor=line["color"], text="",
         )  # fmt: skip
         if why:
-            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why),
-                               showarrow=False, font={"size": 15 if slide else 10, "color": "#475569"})  # fmt: skip
+            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why, abs(y1 - y0) < 0.05),
+                               showarrow=False, font={"size": 16 if slide else 11, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
         fig.add_scatter(
@@ -143,13 +146,14 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
             y=[w.place[1]],
             mode="markers+text",
             marker={
-                "size": 30 if slide else 22,
+                "size": 24 if slide else 18,
                 "color": method_color(w.runs) if runs else "white",
                 "line": {"color": method_color(w.runs) if runs else DESCRIBED, "width": 3},
             },
-            text=[f"{_name(w)}<br>{_wrap(node_caption(w, measured))}"],
+            text=["<br>".join(x for x in (_name(w), _wrap(node_caption(w, measured))) if x)],
             textposition="top center" if w.place[1] < 0.5 else "bottom center",  # the top row: captions above
             textfont={"size": 16 if slide else 11},
+            cliponaxis=False,  # the top row's captions run into the margin above the plot
             hovertext=[_hover(w)],
             hoverinfo="text",
             showlegend=False,
@@ -157,8 +161,8 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px (a
     # 1280 px window): about 100 px a column, so no caption line is wider than a column
     fig.update_xaxes(visible=False, range=[-0.7, 6.45])
-    fig.update_yaxes(visible=False, range=[5.9, -1.6])  # row 0 at the top
+    fig.update_yaxes(visible=False, range=[5.2, -1.75])  # row 0 at the top, its captions above it
     title = "From blockwise decoding to DFlash: what each work changed"
-    sub = f"filled: runs here, A and speedup {where}" if where else "filled: runs here"
-    sub += "<br>hollow: described, not measured"
+    sub = "filled: runs here, " + (f"A and speedup {where}" if where else "A and speedup from stored benches")
+    sub += "; hollow: described, not measured"
     return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=660)

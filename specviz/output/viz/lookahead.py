@@ -9,11 +9,12 @@ import plotly.graph_objects as go
 
 from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, method_color, token_text
+from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, add_key, apply, method_color, token_text
 from specviz.output.viz.tree import MAX_MASK
 from specviz.trees.ngram_pool import Layout, NgramPool
 
-HARVEST_COLORS = {"new": ACCEPT, "refreshed": VERIFY, "evicted": DRAFT}
+# the pool's own events in shades of slate: the role hues (accepted, target, proposed) keep their one meaning
+HARVEST_COLORS = {"new": "#0f172a", "refreshed": "#64748b", "evicted": "#cbd5e1"}
 LEVEL_COLOR, NEW_COLOR = "#fce7f3", "#fbcfe8"
 
 
@@ -233,26 +234,31 @@ def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = 
         )
     )
     ticks, labels = _segments(fig, lay)
-    fig.update_xaxes(tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to)")
-    fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query")
-    # the three branches as legend entries, so they sit in the legend below the plot
-    for name, color in (
-        ("root (the last committed token)", NEUTRAL),
-        (f"lookahead branch ({lay.levels}×{lay.width} window)", BRANCH),
-        (f"verification branch ({lay.cands} n-grams × {lay.depth})", VERIFY),
-    ):
-        fig.add_scatter(
-            x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 14, "color": color}
-        )
+    fig.update_xaxes(
+        tickvals=ticks, ticktext=labels, tickangle=-45, title="key (may be attended to), position id", showgrid=False
+    )
+    fig.update_yaxes(tickvals=ticks, ticktext=labels, autorange="reversed", title="query, position id", showgrid=False)
+    add_key(  # what each fill means, in the legend below the plot
+        fig,
+        [
+            ("masked: may not attend", "#ffffff"),
+            ("root (the last committed token)", NEUTRAL),
+            (f"lookahead branch ({lay.levels}×{lay.width} window)", BRANCH),
+            (f"verification branch ({lay.cands} n-grams × {lay.depth})", VERIFY),
+        ],
+    )
     return apply(fig, title, slide, height=560)
 
 
 def _segments(fig: go.Figure, lay: Layout) -> tuple[list[float], list[str]]:
-    """Rule a line across and down at each segment's start; return the segments' tick positions and labels."""
-    ticks, labels = [], []
+    """Rule a line across and down at each segment's start; return the segments' tick positions and labels, each
+    with its position ids (p: the root's; a window's level and a candidate share ids, as the mask lets them)."""
+    ticks, labels, offsets = [], [], [off for off, _ in lay.sources()]
     for seg in lay.segments():
         ticks.append(seg["start"] + (seg["length"] - 1) / 2)
-        labels.append(seg["label"])
+        span = offsets[seg["start"] : seg["start"] + seg["length"]]  # the segment's position ids, past the root's
+        ids = f"p+{min(span)}" + (f"…{max(span)}" if max(span) > min(span) else "")
+        labels.append(f"{seg['label']}<br>{'p' if ids == 'p+0' else ids}")
         if seg["start"]:
             edge = seg["start"] - 0.5
             for axis in ("x", "y"):

@@ -54,9 +54,7 @@ def _methods(points: list[Point]) -> list[str]:
 def curve_figure(points: list[Point], axis: str, fixed: dict[str, Any], slide: bool = False) -> go.Figure:
     """Speedup (with its range over repeats), A and r against batch size or context length, per method."""
     label = {"batch": "batch size (requests decoded together)", "context": "context length (prompt tokens)"}[axis]
-    fig = make_subplots(
-        1, 3, subplot_titles=("speedup over plain decoding (×)", "A: tokens per row-forward", "r: step cost (×)")
-    )
+    fig = make_subplots(1, 3, subplot_titles=("speedup (×)", "A: tokens per row-forward", "r: step cost (×)"))
     for name in _methods(points):
         pts = curve(points, name, axis, fixed)
         if not pts:

@@ -3,6 +3,8 @@ with the running speedup over plain decoding."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
 from specviz.core.measure import running_speedup
@@ -10,6 +12,13 @@ from specviz.core.trace import Trace
 from specviz.output.viz.theme import VERIFY, add_speedup, apply, method_color, token_text
 
 STEP_COLORS = ["#c4b5fd", "#a5f3fc", "#fde68a", "#bbf7d0", "#fecaca", "#ddd6fe", "#bfdbfe", "#fed7aa"]
+
+
+def token_squares(xs: list, ys: list, texts: list[str], color: Any, size: int, font: int, **more: Any) -> go.Scatter:
+    """Tokens drawn as squares of `size` px in `color` (one, or one per token), each its text inside: the token
+    strip's and the Jacobi grid's cells."""
+    marker = {"symbol": "square", "size": size, "color": color}
+    return go.Scatter(x=xs, y=ys, mode="markers+text", text=texts, textfont={"size": font}, marker=marker, **more)
 
 
 def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide: bool = False) -> go.Figure:
@@ -28,16 +37,8 @@ def token_strip(trace: Trace, upto: int | None = None, per_line: int = 16, slide
             colors.append(STEP_COLORS[st.index % len(STEP_COLORS)])
             col += 1
     fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=texts,
-            hovertext=hovers,
-            hoverinfo="text",
-            marker={"symbol": "square", "size": 44 if slide else 34, "color": colors},
-            textfont={"size": 14 if slide else 11},
-            showlegend=False,
+        token_squares(xs, ys, texts, colors, 44 if slide else 34, 14 if slide else 11, hovertext=hovers).update(
+            hoverinfo="text", showlegend=False
         )
     )
     fig.update_xaxes(visible=False, range=[-0.6, per_line - 0.4])

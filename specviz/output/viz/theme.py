@@ -12,7 +12,13 @@ import plotly.io as pio
 # Tol's olive, indigo, wine and green), so no two methods differ by hue alone in the red-green range. Each method
 # declares its own (its card, specviz.methods); these are the baselines drawn beside them: transformers' own decoding
 BASELINE_COLORS = {"hf": "#b0b7c3", "hf-pld": "#0072b2"}
-ACCEPT, REJECT, NEUTRAL, DRAFT, VERIFY = "#16a34a", "#dc2626", "#94a3b8", "#f59e0b", "#2563eb"
+# the roles a draft-then-verify step gives a token, each in a hue no method's card uses (at least MIN_HUE_APART
+# degrees from every method's and baseline's hue; tests/test_palette.py holds it), so a lane's colour never reads as
+# a verdict: proposed by a drafter (magenta), accepted (leaf green), rejected (red), the target's own (royal blue)
+DRAFT, ACCEPT, REJECT, VERIFY = "#c026d3", "#43a711", "#dc2626", "#1d4ed8"
+ROLES = {"proposed": DRAFT, "accepted": ACCEPT, "rejected": REJECT, "target": VERIFY}
+MIN_HUE_APART = 20
+NEUTRAL = "#94a3b8"  # unreached, masked, plain: grey, as the plain-decoding baseline
 JUDGE = "#0f172a"  # a step's accept phase (judging the drafts), dark beside every method's colour and DRAFT
 ACCENT = "#7c3aed"  # the app's own colour (sliders, toggles), apart from every method's
 FONT = "Inter, Helvetica Neue, Arial, sans-serif"
@@ -38,6 +44,20 @@ def method_color(name: str) -> str:
     return method_colors().get(name, "#334155")
 
 
+def add_key(fig: go.Figure, entries: list[tuple[str, str]]) -> None:
+    """A colour key in the legend for what a heatmap's or a diagram's fills mean: one square per (meaning, fill),
+    outlined so a white fill shows."""
+    for name, fill in entries:
+        marker = {"symbol": "square", "size": 16, "color": fill, "line": {"color": "#111827", "width": 1}}
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=name, marker=marker, hoverinfo="skip")
+
+
+def tint(colour: str, alpha: float) -> str:
+    """A role's colour as a light fill (a region, a cell, a second bar): the same hue, `alpha` opaque."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:g})"
+
+
 def token_text(text: str, limit: int | None = 12) -> str:
     """A token's text as every figure shows it: space as '␣', newline as '⏎', tab as '⇥', other control
     characters escaped, empty as '∅', and cut to `limit` characters with an ellipsis (hover keeps the full text)."""
@@ -58,14 +78,16 @@ LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bot
 TITLE_CHARS, SUBTITLE_CHARS = {False: 62, True: 84}, {False: 96, True: 120}
 
 
-def fit_title(title: str, slide: bool = False) -> str:
-    """Wrap a title (and its <sup> subtitle lines) at word breaks so every line fits the figure's width."""
+def fit_title(title: str, slide: bool = False, chars: tuple[int, int] | None = None) -> str:
+    """Wrap a title (and its <sup> subtitle lines) at word breaks so every line fits the figure's width: `chars`
+    a line of each holds, else the page's or the slide's."""
     head, sep, rest = title.partition("<br><sup>")
-    main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), TITLE_CHARS[slide])) or head
+    most, most_sub = chars or (TITLE_CHARS[slide], SUBTITLE_CHARS[slide])
+    main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), most)) or head
     if not sep:
         return main
     sub = rest.removesuffix("</sup>")
-    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, SUBTITLE_CHARS[slide]) or [""]]
+    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, most_sub) or [""]]
     return main + "<br><sup>" + "<br>".join(lines) + "</sup>"
 
 
@@ -74,6 +96,84 @@ def _title_room(text: str, size: int) -> int:
     head, _, sub = text.partition("<br><sup>")
     lines = 1.4 * size * 1.35 * (head.count("<br>") + 1) + size * 1.6 * (sub.count("<br>") + 1 if sub else 0)
     return int(30 + lines)
+
+
+INK = "#1e293b"  # the app's text colour (.streamlit/config.toml textColor): a projected figure's type, not grey
+PROJECTOR_FONT, LEAST_FONT = 18, 16  # px: a projected figure's type, and the least any of its text may be
+NARROWEST = 780  # px: a lesson figure's column in a 1280 px window
+
+
+def legible(
+    fig: go.Figure, size: int = PROJECTOR_FONT, least: int = LEAST_FONT, height: int | None = None
+) -> go.Figure:
+    """A copy with type for the back of a room: the base font `size` (or the figure's own, if larger), every
+    font a figure set smaller for itself (a tree's labels, a diagram's notes) grown in the same proportion, to
+    at least `least` px and at most `size`; one already larger kept. `height`: what it will be shown at (px),
+    if not its own, so the title keeps its place above the plot."""
+    d = fig.to_dict()
+    lay = d.setdefault("layout", {})
+    base = lay.get("font", {}).get("size") or 12
+    size = max(size, base)  # a slide's larger type kept
+    _grow_fonts(d, size / base, least, size)
+    lay.setdefault("font", {})["size"] = size
+    # said for every text the layout draws, as Streamlit's chart theme sets its own smaller, grey type for axes,
+    # legend, notes and title where a figure leaves them to the base font
+    fonts = [lay.setdefault("legend", {}).setdefault("font", {})]
+    for key in [k for k in lay if k[1:5] == "axis"] + ["xaxis", "yaxis"]:
+        axis = lay.setdefault(key, {})
+        fonts += [axis.setdefault("tickfont", {}), axis.setdefault("title", {}).setdefault("font", {})]
+    fonts += [note.setdefault("font", {}) for note in lay.get("annotations", [])]
+    for font in fonts:
+        font.setdefault("size", size)
+        font.setdefault("color", INK)
+    if text := lay.get("title", {}).get("text"):
+        _title_on_top(lay, text, size, height or lay.get("height") or 450)
+    for trace in d.get("data", []):  # a diagram's labels (text on hidden axes), grown, may use the margins
+        axis = lay.get("xaxis" + str(trace.get("xaxis", "x"))[1:], {})
+        if trace.get("type") == "scatter" and "text" in trace.get("mode", "") and axis.get("visible") is False:
+            trace["cliponaxis"] = False
+    return go.Figure(d, _validate=False)
+
+
+def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> None:
+    """The title's block centred a fixed distance under the top at the height it is shown at (plotly centres a
+    block of lines as a whole, but anchors its top by the first line), with room under it for the subplots'
+    titles at their own size: the top margin grown to hold both."""
+    title = lay["title"]
+    tall = title.setdefault("font", {}).setdefault("size", round(size * 1.3))
+    # wrapped again for the projector's type in the narrowest column it is shown in (a 1280 px window's)
+    text = title["text"] = fit_title(text, chars=(int(NARROWEST / 0.55 / tall), int(NARROWEST / 0.55 / 0.7 / tall)))
+    block = _title_room(text, tall / 1.4) - 30  # its lines' height
+    title.update(y=1 - (12 + block / 2) / height, yref="container", yanchor="middle")
+    above = [
+        (str(a.get("text", "")).count("<br>") + 1) * 1.35 * a["font"]["size"]
+        for a in lay.get("annotations", [])
+        if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
+    ]
+    margin = lay.setdefault("margin", {})
+    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max(above, default=0)))
+
+
+def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:
+    """Every explicit font size under `node` (a figure's dict) times `grow`, within [least, most] unless it was
+    already over `most`, in place."""
+    if isinstance(node, list):
+        for item in node:
+            _grow_fonts(item, grow, least, most)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key.endswith("font") and isinstance(value, dict) and "size" in value:
+            old = value["size"]
+            value["size"] = (
+                [_grown(s, grow, least, most) for s in old] if isinstance(old, list) else _grown(old, grow, least, most)
+            )
+        _grow_fonts(value, grow, least, most)
+
+
+def _grown(size: float, grow: float, least: int, most: int) -> float:
+    return max(least, min(round(size * grow), max(size, most)))
 
 
 def add_speedup(fig: go.Figure, x: list, y: list, name: str, color: str, mode: str = "lines") -> None:

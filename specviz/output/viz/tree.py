@@ -19,9 +19,11 @@ from specviz.output.viz.theme import (
     REJECT,
     SLIDE_SIZE,
     VERIFY,
+    add_key,
     add_speedup,
     apply,
     method_color,
+    tint,
     token_text,
 )
 
@@ -44,7 +46,8 @@ __all__ = [
 STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unreached": NEUTRAL}
 # mask cell codes 0..2: masked, visible, visible on the accepted path
 MAX_MASK = 129  # nodes of a mask drawn: Medusa's largest tree; beyond, n² cells are unreadable and slow to render
-MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, "#93c5fd"], [0.66, "#93c5fd"], [0.67, ACCEPT], [1, ACCEPT]]
+SEEN = tint(VERIFY, 0.4)  # a visible cell: the target attends there
+MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, SEEN], [0.66, SEEN], [0.67, ACCEPT], [1, ACCEPT]]
 
 
 def dfs_order(parents: list[int]) -> list[int]:
@@ -137,6 +140,7 @@ def tree_figure(
                 marker={"size": marker, "color": color, "line": {"color": "white", "width": 1}},
                 hovertext=[(hover or labels)[i] for i in idx],
                 hoverinfo="text",
+                cliponaxis=False,  # the root's label may run into the left margin on a narrow column
             )
         )
     depth = max(x for x, _ in pos.values())
@@ -177,7 +181,8 @@ def mask_figure(
     if (n := len(parents)) > MAX_MASK:  # refused before the n x n grid is allocated
         return apply(go.Figure(), f"{n} nodes: too many to draw their mask (at most {MAX_MASK})", slide)
     z = _ancestor_grid(parents, path)
-    ticks = [f"{i}:{_cut(labels[i], 10)}" for i in range(n)]
+    # its position id: the root's + its depth, the number of its ancestors (the cells its row sees, less itself)
+    ticks = [f"{i}:{_cut(labels[i], 10)} p+{sum(v > 0 for v in z[i]) - 1}" for i in range(n)]
     text = [["path" if v == 2 else ("sees" if v else "masked") for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
@@ -194,10 +199,12 @@ def mask_figure(
             hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title="query node (row)", tickfont={"size": 10 if n > 24 else 12})
+    fig.update_yaxes(autorange="reversed", title="query node, position id", tickfont={"size": 10 if n > 24 else 12})
     fig.update_xaxes(
-        title="key node (column); the prefix is always visible", tickangle=-60, tickfont={"size": 10 if n > 24 else 12}
+        title="key node; the prefix is always visible", tickangle=-60, tickfont={"size": 10 if n > 24 else 12}
     )
+    add_key(fig, [("masked", "#f1f5f9"), ("sees: an ancestor or itself", SEEN), ("sees, on the accepted path", ACCEPT)])
+    fig.update_xaxes(showgrid=False).update_yaxes(showgrid=False)  # the key's traces bring the template's grid
     return apply(fig, title, slide, height=max(360, 24 * n + 160))
 
 

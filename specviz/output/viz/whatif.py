@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from specviz.output.viz.theme import ACCENT, DRAFT, VERIFY, apply
+from specviz.output.viz.theme import ACCENT, apply
 
 KS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
@@ -28,7 +28,8 @@ def whatif_figure(
         marker={"size": 10},
     )
     fig.add_vline(x=flats[cpu], line={"color": ACCENT, "dash": "dot", "width": 2})
-    for color, (name, k) in zip([VERIFY, DRAFT], knees.items(), strict=False):
+    # the GPUs in slate, dark and light: the role hues (target, proposed) keep their one meaning
+    for color, (name, k) in zip(["#0f172a", "#64748b"], knees.items(), strict=False):
         fig.add_scatter(
             x=KS,
             y=[max(1.0, x / k) for x in KS],

@@ -1,0 +1,109 @@
+"""Every lesson figure, as the projector shows it in a 1600 × 900 or 1280 × 720 window (presentation mode:
+theme.legible, the stop's height, its column's width), keeps its text at 16 px or more, inside the figure, and no
+annotation over another.
+The figures are drawn from the shipped recording, no model and no browser (scripts/lesson_shots.py looks)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+
+from specviz.output.lesson import facts
+from specviz.output.lesson.model import LESSON_FILE, Stop, load_lesson
+from specviz.output.viz.theme import legible
+from tests.layout import problems
+from ui.lesson import FIGURE_HEIGHT, WIDE
+
+# window width -> the figure's width (px): the stop's whole box for a wide figure, its right column else (measured
+# on screenshots: scripts/lesson_shots.py --size)
+WIDTH = {1600: {True: 1460, False: 1010}, 1280: {True: 1140, False: 800}}
+CLICKS = [(s.id, b) for s in load_lesson(LESSON_FILE).stops for b in range(s.frames)]
+
+
+@cache
+def pack():
+    from specviz.output.lesson.pack import read
+
+    return read()
+
+
+def stop_at(stop_id: str, b: int) -> Stop:
+    return next(s for s in load_lesson(LESSON_FILE).stops if s.id == stop_id).at(b)
+
+
+def drawn(at: Stop) -> go.Figure:
+    """The click's figure as the code draws it now: a stored bench's and the lineage drawn again (the recording
+    keeps the figure it was made with), the rest from the recording's runs."""
+    from specviz.output.lesson import figures
+    from specviz.output.lesson.names import relabel
+    from specviz.output.lesson.pages import figure_of
+
+    source, here = figure_of(at.page, at.figure).source, pack().provenance
+    if source == "stored":
+        return relabel(figures.stored(at.figure, here).figure)
+    if source == "lineage":
+        return relabel(figures.lineage(here).figure)
+    if source == "lab":
+        return lab_again(facts.figure(pack(), at)[0], pack().stops[at.id]["data"])
+    return facts.figure(pack(), at)[0]
+
+
+def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
+    """The losslessness lab's figure drawn again from the numbers the recording keeps (its bars and the target's
+    marks, its rules' statistics)."""
+    from specviz.core.acceptance import RULE_LABELS
+    from specviz.output.viz.acceptance import lab_figure
+
+    traces: list[Any] = list(fig.data)
+    bars, target = [t for t in traces if t.type == "bar"], next(t for t in traces if t.type == "scatter")
+    rules = [
+        {"rule": k, "label": RULE_LABELS[k], "empirical": list(b.y[:-1]), "other": b.y[-1], **v}
+        for (k, v), b in zip(data["rules"].items(), bars, strict=True)
+    ]
+    tokens = list(target.x[:-1])
+    return lab_figure(
+        {"rules": rules, "texts": tokens, "tokens": tokens, "p": list(target.y[:-1]), "p_other": target.y[-1]}
+        | {"n": data["n"]}
+    )
+
+
+def projected(fig: go.Figure, wide: bool, window: int = 1600) -> go.Figure:
+    """What presentation mode draws: the projector's type, the stop's height (ui.lesson / ui.lesson_pack)."""
+    tall = FIGURE_HEIGHT[1] - (80 if wide else 0)
+    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[window][wide])
+
+
+@pytest.mark.parametrize("window", sorted(WIDTH))
+@pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])
+def test_every_lesson_figure_reads_from_the_back_row(stop_id, build, window):
+    at = stop_at(stop_id, build)
+    wide = at.figure in WIDE
+    fig = projected(drawn(at), wide, window)
+    found = problems(fig, WIDTH[window][wide], FIGURE_HEIGHT[1] - (80 if wide else 0))
+    assert not found, f"{at.figure}: " + "; ".join(dict.fromkeys(found))  # one line per kind of text
+
+
+def test_the_check_finds_small_cut_and_overlapping_text():
+    """A figure with each fault is caught: an 11 px label, a note past the edge, two notes on one spot, a title
+    too long for the width."""
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="markers+text", text=["a", "b"], textfont={"size": 11}))
+    fig.add_annotation(x=1.2, y=0.5, xref="paper", yref="paper", text="a note far past the right edge", showarrow=False)
+    for _ in range(2):
+        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text="same spot", showarrow=False)
+    fig.update_layout(title="a title " * 40, font={"size": 18}, width=800, height=500)
+    found = " | ".join(problems(fig, 800, 500))
+    for fault in ("text: 11 px", "cut at the edge", "overlap", "title"):
+        assert fault in found, fault
+    assert "text: 11 px" not in " | ".join(problems(legible(fig), 800, 500))  # the projector's type grows it
+
+
+def test_the_projector_grows_every_font_and_keeps_a_slides():
+    fig = go.Figure(go.Bar(x=[1], y=[1], text=["x"], textfont={"size": 11}), layout={"font": {"size": 13}})
+    fig.add_annotation(text="note", font={"size": 12}, x=0, y=0)
+    big: Any = legible(fig)
+    assert (big.layout.font.size, big.data[0].textfont.size, big.layout.annotations[0].font.size) == (18, 16, 17)
+    slide: Any = legible(fig.update_layout(font={"size": 22}))
+    assert slide.layout.font.size == 22
