@@ -199,7 +199,7 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     at.slider(key="lesson.alpha").set_value(0.9).run()
     assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()
-    assert head().startswith("**Stop 22 of 23** · **GPUs") and not loads, "replayed: no model"
+    assert head().startswith("**Stop 22 of 23** · 1 of 2 · **GPUs") and not loads, "replayed: no model"
 
 
 @pytest.mark.full  # reads the shipped recording (about 1 s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from specviz.output.viz.theme import apply
 
@@ -13,30 +14,43 @@ SOURCE_COLORS = ("#334155", "#94a3b8", "#0d9488")  # slate, light slate, teal: s
 
 
 def published_figure(data: dict[str, Any], slide: bool = False) -> go.Figure:
-    """Horizontal bars, one group per method and one bar per source (speedup, with A beside it), the legend naming
-    each source; the papers' own summary lines under the title, each with its citation."""
+    """One panel per source (its name under it), one bar per method (speedup, with A beside it), the methods in one
+    order down every panel; the papers' own summary lines under the title, each with its citation. Panels, not
+    grouped bars: three sources' bars in one group were too thin for their labels on a projector."""
     sources = data["sources"]
     order = list(dict.fromkeys(m for s in sources for m in s["methods"]))
-    fig = go.Figure()
-    for color, src in zip(SOURCE_COLORS, sources, strict=False):
-        rows = [(m, v) for m in order if (v := src["methods"].get(m))]
-        fig.add_trace(
-            go.Bar(
-                y=[m for m, _ in rows],
-                x=[v["speedup"] for _, v in rows],
-                text=[f"{v['speedup']:.2f}× · A {v['A']:.2f}" for _, v in rows],
-                textposition="outside",
-                textfont={"size": 16},
-                orientation="h",
-                name=src["short"],
-                marker_color=color,
-            )
-        )
-    fig.add_vline(x=1, line={"color": "#0f172a", "dash": "dot", "width": 2})
-    fig.update_layout(barmode="group", bargap=0.2)
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=order)
+    fig = make_subplots(rows=1, cols=len(sources), shared_yaxes=True)
     top = max(v["speedup"] for s in sources for v in s["methods"].values())
-    fig.update_xaxes(title="speedup over plain decoding (×); A: tokens per target pass", range=[0, top * 1.3])
+    for col, (color, src) in enumerate(zip(SOURCE_COLORS, sources, strict=False), start=1):
+        rows = [(m, v) for m in order if (v := src["methods"].get(m))]
+        bars = go.Bar(
+            y=[m for m, _ in rows],
+            x=[v["speedup"] for _, v in rows],
+            text=[f"{v['speedup']:.2f}× · A {v['A']:.2f}" for _, v in rows],
+            textposition="outside",
+            cliponaxis=False,
+            orientation="h",
+            name=src["short"],
+            marker_color=color,
+            showlegend=False,
+        )
+        fig.add_trace(bars, row=1, col=col)
+        fig.add_shape(
+            type="line",
+            x0=1,
+            x1=1,
+            y0=0,
+            y1=1,
+            yref="y domain",
+            line={"color": "#0f172a", "dash": "dot", "width": 2},
+            row=1,
+            col=col,
+        )
+        # the source under its panel, in lines that fit it (the top right holds the badge)
+        name = src["short"].replace(": ", "<br>", 1).replace(", ", "<br>", 1)
+        fig.update_xaxes(range=[0, top * 1.75], title=name, row=1, col=col)
+    fig.update_layout(bargap=0.25, uniformtext={"minsize": 16, "mode": "show"})
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=order)
     said = " · ".join(f"{p['says']} ({p['cite']})" for p in data.get("papers", []))
     title = f"Published at 7B on GPUs, and this project on an H200<br><sup>{said}</sup>"
     return apply(fig, title, slide, 640)
