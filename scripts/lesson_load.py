@@ -9,7 +9,8 @@ class follows a lecturer, it does not press in step or as fast as the server all
 
 Recorded: every press's time from key to figure (median, p95, max), the stops each visitor reached, the exceptions
 (Streamlit's exception boxes and the server log's tracebacks), the server's peak RSS, the load average (the CPU is
-shared) and the provenance. Usage:
+shared), the CPU seconds the server and the browser each used (on one machine both share its cores, so the split
+says whose work a press waits for) and the provenance. Usage:
 
     .venv/bin/python scripts/lesson_load.py --visitors 10 --out docs/lesson_load.json
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -27,6 +29,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: scripts.* and specviz from this checkout
@@ -102,15 +106,39 @@ async def walk(browser, url: str, v: Visitor, presses: int, delay: float, think:
         await ctx.close()
 
 
-async def drive(url: str, visitors: int, presses: int, stagger: float, think: float) -> list[Visitor]:
+@dataclass
+class Browser:
+    """The CPU seconds chromium's processes used during the walk (read just before it closes)."""
+
+    seconds: float = 0.0
+
+
+async def drive(url: str, visitors: int, presses: int, stagger: float, think: float, used: Browser) -> list[Visitor]:
     from playwright.async_api import async_playwright
 
     walks = [Visitor(i) for i in range(visitors)]
     async with async_playwright() as p:
+        before = cpu_seconds(named="chrom")
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         await asyncio.gather(*(walk(browser, url, v, presses, i * stagger, think) for i, v in enumerate(walks)))
+        used.seconds = cpu_seconds(named="chrom") - before
         await browser.close()
     return walks
+
+
+def cpu_seconds(pids: set[int] | None = None, named: str = "") -> float:
+    """User + system CPU seconds of the processes `pids` and their children, or of every process whose name
+    contains `named` (the browser's renderers are children of playwright's driver, not of this script)."""
+    found = [psutil.Process(p) for p in pids or ()]
+    found += [c for p in list(found) for c in p.children(recursive=True)]
+    if named:
+        found += [p for p in psutil.process_iter(["name"]) if named in (p.info["name"] or "")]
+    total = 0.0
+    for proc in {p.pid: p for p in found}.values():
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
+    return total
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -119,7 +147,9 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
 
 
-def summary(walks: list[Visitor], mon: Monitor, errors: list[str], a: argparse.Namespace, wall: float) -> dict:
+def summary(
+    walks: list[Visitor], mon: Monitor, errors: list[str], a: argparse.Namespace, wall: float, cpu: dict[str, float]
+) -> dict:
     from specviz.core.measure import provenance
 
     presses = [s for v in walks for s in v.seconds[1:]]  # the first is opening the page, not a key press
@@ -148,6 +178,7 @@ def summary(walks: list[Visitor], mon: Monitor, errors: list[str], a: argparse.N
         "peak_rss_mb": round(max(mon.rss_mb), 1) if mon.rss_mb else None,
         "load_1min": {"start": mon.load[0], "max": max(mon.load), "end": mon.load[-1]} if mon.load else {},
         "cpus": os.cpu_count(),
+        "cpu_seconds": cpu,  # the server's and the browser's, over the whole walk (wall: its length)
         "app_commit": git("rev-parse", "--short", "HEAD"),
         "provenance": provenance("streamlit app · lesson from a recorded pack · no model").to_dict(),
         "walks": [asdict(v) for v in walks],
@@ -172,15 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     proc, url = serve(ROOT, log)
     mon = Monitor(proc.pid)
     threading.Thread(target=mon.run, daemon=True).start()
-    t0 = time.monotonic()
+    t0, server0 = time.monotonic(), cpu_seconds({proc.pid})
+    browser = Browser()
     try:
         where = f"{url}/?pack={a.pack}" if a.pack else f"{url}/?pack"
-        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger, a.think))
+        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger, a.think, browser))
+        server = cpu_seconds({proc.pid}) - server0
     finally:
         mon.stop.set()
         proc.terminate()
         proc.wait(timeout=30)
-    result = summary(walks, mon, tracebacks(log), a, time.monotonic() - t0)
+    wall = time.monotonic() - t0
+    cpu = {"server": round(server, 1), "browser": round(browser.seconds, 1), "wall": round(wall, 1)}
+    result = summary(walks, mon, tracebacks(log), a, wall, cpu)
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("walks", "provenance")}, indent=1))
