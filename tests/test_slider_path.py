@@ -4,6 +4,8 @@ its Configs built in pages/page.py from its Controls alone, and a Config with no
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from specviz.core.drafting import VerifyLatency, unmeasured
@@ -13,6 +15,7 @@ from specviz.tuning import compare, probe
 
 PAGE = eagle_page.PAGE
 CURVE = VerifyLatency((1, 4), (30.0, 33.0))
+NO_LM: Any = None  # the probe and the runs are stubbed: no model runs
 
 
 def test_the_eagle_page_declares_and_page_py_builds():
@@ -45,23 +48,37 @@ def test_a_config_with_nothing_to_measure_never_enters_the_probe(monkeypatch):
     monkeypatch.setattr(probe, "measured", refuse)
     cfg = eagle.Config(total_tokens=9)
     assert unmeasured(cfg) == [] and unmeasured(None) == []
-    assert compare.steered(None, cfg) is cfg
+    assert compare.steered(NO_LM, cfg) is cfg
     seen = []
     monkeypatch.setattr(compare, "run_once", lambda _lm, name, _ids, _s, config=None, prompt="": seen.append(config))
-    compare.interleaved_runs(None, [1], {"eagle": cfg}, None, repeats=1, warmup=False)  # type: ignore[arg-type]
+    compare.interleaved_runs(NO_LM, [1], {"eagle": cfg}, NO_LM, repeats=1, warmup=False)
     assert seen == [None, cfg] and seen[1] is cfg
 
 
 def test_prompt_lookup_still_gets_this_devices_verify_cost(monkeypatch):
     monkeypatch.setattr(probe, "verify_cost", lambda _lm: CURVE)
     assert unmeasured(prompt_lookup.Config()) == ["latency"]
-    assert compare.steered(None, prompt_lookup.Config()).latency == CURVE
+    assert compare.steered(NO_LM, prompt_lookup.Config()).latency == CURVE
     fixed = prompt_lookup.Config(adaptive=False)
-    assert compare.steered(None, fixed) is fixed  # a fixed draft steers by nothing: nothing to measure
+    assert compare.steered(NO_LM, fixed) is fixed  # a fixed draft steers by nothing: nothing to measure
 
 
 @pytest.mark.parametrize("name", ["eagle", "pld"])
 def test_prepare_fills_as_before(monkeypatch, name):
     monkeypatch.setattr(probe, "verify_cost", lambda _lm: CURVE)
-    cfg = probe.prepare(None, {}, [name])[name]  # type: ignore[arg-type]
+    cfg = probe.prepare(NO_LM, {}, [name])[name]
     assert getattr(cfg, "latency", CURVE) == CURVE
+
+
+def test_the_head_module_sees_the_heads_folder_and_dtype_not_the_config(tiny_lm, monkeypatch):
+    from specviz.core.sampling import Sampling
+    from specviz.trees.eagle_tree import EagleConfig
+
+    calls = []
+    for name in ("head_for", "drafter"):
+        real = getattr(eagle, name)
+        monkeypatch.setattr(eagle, name, lambda *a, _real=real: calls.append(a) or _real(*a))
+    res = eagle.tiny_resources(tiny_lm)
+    trace = eagle.generate(tiny_lm, [5, 6, 7], Sampling(max_new_tokens=3), res["config"], head=res["head"])
+    assert trace.steps and len(calls) == 2
+    assert not any(isinstance(x, EagleConfig) for a in calls for x in a)  # only cfg.head and cfg.head_dtype
