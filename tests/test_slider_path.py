@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from specviz.core.drafting import VerifyLatency, unmeasured
+from specviz.core.drafting import VerifyLatency
 from specviz.methods import eagle, prompt_lookup
+from specviz.methods.base import unmeasured
 from specviz.output.pages import eagle as eagle_page
 from specviz.tuning import compare, probe
 

@@ -5,8 +5,7 @@ batched) steers its draft length by."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -166,16 +165,6 @@ class VerifyLatency:
 # the metadata of a Config field for evidence the caller measured (a verify-cost curve), not a setting a person
 # picks: the app draws no widget for it and the command line takes no option for it (see specviz.methods.settings)
 MEASURED = {"measured": True}
-
-
-def unmeasured(cfg: Any) -> list[str]:
-    """The MEASURED fields of `cfg` still empty where it steers by them (`adaptive`): what the latency probe must
-    fill before it runs (today prompt lookup's verify cost). [] for every other Config (None, plain decoding's
-    included), so a run decides here whether it needs the probe at all, and a Config with nothing to measure never
-    goes through it."""
-    if not is_dataclass(cfg) or isinstance(cfg, type) or not getattr(cfg, "adaptive", True):
-        return []
-    return [f.name for f in fields(cfg) if f.metadata.get("measured") and getattr(cfg, f.name) is None]
 
 
 def suffix_matches(seq: list[int], max_ngram: int, min_ngram: int) -> Iterator[tuple[int, int]]:

@@ -8,11 +8,10 @@ from typing import Any
 
 from specviz import methods
 from specviz.core import measure
-from specviz.core.drafting import unmeasured
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep
+from specviz.methods.base import OnStep, unmeasured
 from specviz.tuning import probe
 
 
@@ -98,7 +97,7 @@ def replay_runs(traces: dict[str, Trace], names: list[str]) -> tuple[dict[str, l
 
 
 def steered(lm: LoadedModel, config: Any) -> Any:
-    """`config` as it runs on `lm`: one that steers by a measure of this device (core.drafting.unmeasured: prompt
+    """`config` as it runs on `lm`: one that steers by a measure of this device (methods.base.unmeasured: prompt
     lookup's verify cost) gets it from the latency probe; any other (EAGLE's, every tree's) goes on as it was built,
     never through the probe."""
     return probe.measured(lm, config) if unmeasured(config) else config

@@ -18,10 +18,11 @@ from typing import Any
 import torch
 
 from specviz import methods
-from specviz.core.drafting import VerifyLatency, unmeasured
+from specviz.core.drafting import VerifyLatency
 from specviz.core.measure import Provenance, contended, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
+from specviz.methods.base import unmeasured
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
 MAX_SPREAD = 0.25  # (max - min) / median over repeats above which a point is treated as disturbed
@@ -171,7 +172,7 @@ def prepare(lm: LoadedModel, configs: Mapping[str, Any], names: Iterable[str] = 
 
 
 def measured(lm: LoadedModel, cfg: Any) -> Any:
-    """`cfg` with each field it measures of the device (core.drafting.unmeasured: today prompt lookup's verify-cost
+    """`cfg` with each field it measures of the device (methods.base.unmeasured: today prompt lookup's verify-cost
     curve) filled with this device's; a Config left empty drafts its fixed max_draft."""
     empty = unmeasured(cfg)
     return replace(cfg, **dict.fromkeys(empty, verify_cost(lm))) if empty else cfg
