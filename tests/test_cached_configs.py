@@ -1,6 +1,6 @@
 """Frozen Configs reach Streamlit's cache as they are: st.cache_data hashes them by their fields (no JSON round
 trip), equal Configs share one run, a changed field runs again, and the Config the method runs with is the one the
-page built, prompt lookup's verify-cost curve filled in once by tuning.probe.prepare."""
+page built, prompt lookup's verify-cost curve filled in once where its runs start (tuning.compare.steered)."""
 
 from __future__ import annotations
 

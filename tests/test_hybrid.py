@@ -9,7 +9,7 @@ import torch
 
 from specviz.core.details import HybridDetail
 from specviz.core.sampling import Sampling
-from specviz.heads.eagle_drafter import proposer
+from specviz.heads.eagle_drafter import drafter
 from specviz.methods import autoregressive as ar
 from specviz.methods import hybrid
 from specviz.methods.base import Outcome, Run
@@ -17,7 +17,7 @@ from specviz.methods.speculator import tree_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import EagleDraft, TreeResult
+from specviz.trees.eagle_tree import EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
 from specviz.trees.verifier import TreeVerifier
 from tests.sampling_check import second_token_follows_p
@@ -165,7 +165,8 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
             return tree_outcome(TreeResult(draft, v, w), lambda: None)
 
         run = Run(tiny_lm, ids, s, hybrid.CARD.name, cfg)
-        drafting, verifier = proposer(tiny_lm, head, cfg), TreeVerifier()
+        tables = head.config.calibration, head.config.confidence
+        drafting, verifier = EagleProposer(drafter(tiny_lm, head, cfg.head_dtype), cfg, *tables), TreeVerifier()
         drafting.start(run, run.prefill())  # as Speculator.start does
         assert run.decode(step).output_ids == plain
         return trees[1]

@@ -41,7 +41,7 @@ def values(page: Page, **now: Any) -> dict[str, Any]:
 
 def configs(page: Page, figure: str = "", shows: Sequence[str] = (), **now: Any) -> dict[str, Any]:
     """{method: Config} the page runs for `figure`, from its widget values, as the lesson runs it."""
-    return page.runs(values(page, **now), figure, shows)[0]
+    return page.configs(values(page, **now), figure, shows)[0]
 
 
 def draw(

@@ -112,7 +112,7 @@ def replayed(method: str) -> Trace | None:
 def run(method: str, config: Any, prompt: str, sampling: Sampling, model_spec: str) -> Trace:
     """One run of a method with its frozen Config (hashed by its fields) on a prompt."""
     lm = model(model_spec)
-    config = probe.prepare(lm, {method: config})[method]  # prompt lookup's with this device's verify cost
+    config = compare.steered(lm, config)  # prompt lookup's with this device's verify cost; any other as it is
     return compare.run_once(lm, method, prepare(lm, prompt), sampling, config, prompt=prompt)
 
 
@@ -120,10 +120,10 @@ def run(method: str, config: Any, prompt: str, sampling: Sampling, model_spec: s
 def paired(
     configs: dict[str, Any], prompt: str, sampling: Sampling, model_spec: str, repeats: int
 ) -> dict[str, list[Trace]]:
-    """Plain decoding and the methods ({method: its frozen Config}) in turn, `repeats` times."""
+    """Plain decoding and the methods ({method: its frozen Config}) in turn, `repeats` times (prompt lookup's
+    given this device's verify cost where the runs start: compare.steered)."""
     lm = model(model_spec)
-    steered, ids = probe.prepare(lm, configs), prepare(lm, prompt)
-    return compare.interleaved_runs(lm, ids, steered, sampling, repeats, prompt=prompt)
+    return compare.interleaved_runs(lm, prepare(lm, prompt), configs, sampling, repeats, prompt=prompt)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

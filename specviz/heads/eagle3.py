@@ -263,7 +263,7 @@ def proposer(lm: LoadedModel, head: Eagle3Head, cfg: EagleConfig) -> Eagle3Propo
     layers, depth = list(head.config.layers), len(lm.hf.model.layers)
     if max(layers) >= depth:
         raise ConfigError(f"The EAGLE-3 head fuses layers {layers}; this model has {depth}.")
-    return Eagle3Proposer(Eagle3Drafter(head, lm, head_dtype(lm, cfg)), cfg, head)
+    return Eagle3Proposer(Eagle3Drafter(head, lm, head_dtype(lm, cfg.head_dtype)), cfg, head)
 
 
 def head_for(lm: LoadedModel, cfg: EagleConfig, head: Eagle3Head | None) -> Eagle3Head:

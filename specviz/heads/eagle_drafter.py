@@ -1,5 +1,5 @@
 """The EAGLE head at inference: a drafting copy per dtype (prepacked on the CPU) and the Drafter, which runs
-(feature, token) pairs through the head on its own KV cache; `proposer` hands one to the EAGLE proposer
+(feature, token) pairs through the head on its own KV cache; `drafter` builds one for the EAGLE proposer
 (specviz.trees.eagle_tree.EagleProposer), whose pieces each EAGLE method's step puts in order in its own file."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from specviz.core.lean import KV, DecoderLayer, Linear, Pass, rope_angles
 from specviz.core.model import LoadedModel, to_device
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, HeadError, cached_head, draft_weight, new_head, pass_through
-from specviz.trees.eagle_tree import EagleConfig, EagleProposer
 
 # head → {LM head → {dtype: (packed head, packed projection)}}; weak on both, so an entry lives only as
 # long as the head and the LM head it was made from (a new model never finds an old model's projection)
@@ -185,19 +184,21 @@ class Drafter:
             self.cache.crop(-extra)
 
 
-def head_for(lm: LoadedModel, cfg: EagleConfig, head: EagleHead | None) -> EagleHead:
-    """The head given, else the config's (ConfigError, with the reason, when none can be loaded)."""
+def head_for(lm: LoadedModel, folder: str, head: EagleHead | None) -> EagleHead:
+    """The head given, else the one in `folder`, a Config's `head` (ConfigError, with the reason, when none can be
+    loaded)."""
     try:
-        return head or load_head(lm, cfg)
+        return head or load_head(lm, folder)
     except HeadError as exc:
         raise ConfigError(str(exc)) from None
 
 
-def load_head(lm: LoadedModel, cfg: EagleConfig) -> EagleHead:
-    """The head named by the config, loaded once per (model, folder, file time); "random": untrained."""
-    if cfg.head == "random":
+def load_head(lm: LoadedModel, folder: str) -> EagleHead:
+    """The head in `folder` (a Config's `head`; "" the default), loaded once per (model, folder, file time);
+    "random": untrained."""
+    if folder == "random":
         return new_head(lm.hf.config, lm.name, seed=0).to(lm.device).eval()
-    return cached_head(lm, Path(cfg.head) if cfg.head else DEFAULT_DIR)  # on lm.device
+    return cached_head(lm, Path(folder) if folder else DEFAULT_DIR)  # on lm.device
 
 
 def tiny_head(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> EagleHead:
@@ -210,14 +211,15 @@ def tiny_head(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> EagleH
     return pass_through(head) if accepting else head
 
 
-def head_dtype(lm: LoadedModel, cfg: EagleConfig) -> torch.dtype:
-    """bf16 only where the target runs fp32 or bf16 (the float64 test model keeps its own dtype)."""
-    if cfg.head_dtype == "model" or lm.dtype == torch.float64:
+def head_dtype(lm: LoadedModel, name: str) -> torch.dtype:
+    """The draft dtype a Config names (its `head_dtype`): bf16 only where the target runs fp32 or bf16 (the float64
+    test model keeps its own dtype)."""
+    if name == "model" or lm.dtype == torch.float64:
         return lm.dtype
-    return torch.bfloat16 if cfg.head_dtype == "bf16" else torch.float32
+    return torch.bfloat16 if name == "bf16" else torch.float32
 
 
-def proposer(lm: LoadedModel, head: EagleHead, cfg: EagleConfig) -> EagleProposer:
-    """EAGLE's proposer: the head's drafter in the config's draft dtype, its tree shape and its budget."""
-    drafter = Drafter(head, lm, head_dtype(lm, cfg))
-    return EagleProposer(drafter, cfg, head.config.calibration, head.config.confidence)
+def drafter(lm: LoadedModel, head: EagleHead, dtype: str) -> Drafter:
+    """The head's drafter in the draft dtype a Config names; the Config itself goes to the proposer
+    (trees.eagle_tree.EagleProposer, with head.config's tables), not through this module."""
+    return Drafter(head, lm, head_dtype(lm, dtype))

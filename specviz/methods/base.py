@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,16 @@ class Outcome:
 
 
 Step = Callable[["Run", int], Outcome]
+
+
+def unmeasured(config: Any) -> list[str]:
+    """The fields of `config` holding evidence of the device (core.drafting.MEASURED) still empty where it steers by
+    them (`adaptive`): what the latency probe must fill before it runs (today prompt lookup's verify cost). [] for
+    every other Config (and None, plain decoding's), so where runs start (tuning.compare.steered) a Config with
+    nothing to measure is told apart here, on the path it takes anyway, and never goes through the probe."""
+    if not is_dataclass(config) or isinstance(config, type) or not getattr(config, "adaptive", True):
+        return []
+    return [f.name for f in fields(config) if f.metadata.get("measured") and getattr(config, f.name) is None]
 
 
 def plain_config(config: Any) -> dict[str, Any]:

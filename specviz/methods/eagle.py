@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from specviz.core.details import EagleDetail
 from specviz.core.model import LoadedModel
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
-from specviz.heads.eagle_drafter import head_for, load_head, proposer, tiny_head
+from specviz.heads.eagle_drafter import drafter, head_for, load_head, tiny_head
 from specviz.methods.base import Card, Run, Step, generator
 from specviz.methods.speculator import EagleSpeculator
-from specviz.trees.eagle_tree import EagleConfig
+from specviz.trees.eagle_tree import EagleConfig, EagleProposer
 from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
@@ -37,7 +37,7 @@ class Config(EagleConfig):
 
 def get_head(lm: LoadedModel, cfg: Config) -> EagleHead:
     """The head named by the config, loaded once per (model, folder, file time)."""
-    return load_head(lm, cfg)
+    return load_head(lm, cfg.head)
 
 
 class Eagle(EagleSpeculator):
@@ -49,8 +49,11 @@ class Eagle(EagleSpeculator):
 
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
-    """The head (given, else found; ConfigError when none is) drafting from the run's state."""
-    return Eagle(proposer(run.lm, head_for(run.lm, cfg, head), cfg), TreeVerifier()).start(run)
+    """The head (given, else cfg.head's; ConfigError when none is) drafting from the run's state: the proposer
+    holds the Config (its tree shape and budget), the head's module sees only its folder and draft dtype."""
+    head = head_for(run.lm, cfg.head, head)
+    tables = head.config.calibration, head.config.confidence
+    return Eagle(EagleProposer(drafter(run.lm, head, cfg.head_dtype), cfg, *tables), TreeVerifier()).start(run)
 
 
 generate = generator(CARD.name, Config, begin, "Decode with an EAGLE head until EOS or max_new_tokens.")

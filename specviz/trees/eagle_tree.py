@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -52,6 +52,16 @@ class EagleConfig:
     def __post_init__(self) -> None:
         check_shape(self)
 
+    @classmethod
+    def fitted(cls: type[C], **fields: Any) -> C:
+        """The Config a page's sliders set, none of which sees another's value: the confidence budget's floor
+        kept where check_shape accepts it (0, fixed, stays 0; else between 2 and total_tokens; none on a static
+        tree); every other field as given, checked."""
+        if least := int(fields.get("min_tokens", 0)):
+            dynamic = fields.get("tree", "dynamic") == "dynamic"
+            fields |= {"min_tokens": max(2, min(least, int(fields.get("total_tokens", least)))) if dynamic else 0}
+        return cls(**fields)
+
     @property
     def forward_tokens(self) -> int:
         """Tokens one target forward verifies once the tree is full, the root included (the pool may add more)."""
@@ -59,6 +69,7 @@ class EagleConfig:
 
 
 TREES = ("dynamic", "static")
+C = TypeVar("C", bound=EagleConfig)
 
 
 def check_shape(cfg: EagleConfig) -> None:

@@ -11,7 +11,8 @@ from specviz.core import measure
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import OnStep
+from specviz.methods.base import OnStep, unmeasured
+from specviz.tuning import probe
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,13 @@ def replay_runs(traces: dict[str, Trace], names: list[str]) -> tuple[dict[str, l
     return ({"ar": [base], **runs} if base is not None and not unrelated else runs), unrelated
 
 
+def steered(lm: LoadedModel, config: Any) -> Any:
+    """`config` as it runs on `lm`: one that steers by a measure of this device (methods.base.unmeasured: prompt
+    lookup's verify cost) gets it from the latency probe; any other (EAGLE's, every tree's) goes on as it was built,
+    never through the probe."""
+    return probe.measured(lm, config) if unmeasured(config) else config
+
+
 def run_once(
     lm: LoadedModel,
     name: str,
@@ -120,12 +128,14 @@ def interleaved_runs(
     prompt: str = "",
     progress: Callable[[float], None] | None = None,
 ) -> dict[str, list[Trace]]:
-    """Plain decoding and every method, run in turn `repeats` times after one untimed warm-up pass of each.
+    """Plain decoding and every method, run in turn `repeats` times after one untimed warm-up pass of each, a Config
+    that steers by this device's cost first given it (`steered`).
 
     Repeat i of every method ran right next to repeat i of plain decoding, so `measure.paired` can
     divide them pairwise; the warm-up pays the first-run costs (kernel selection, caches) for all.
     """
     names = ["ar"] + [n for n in configs if n != "ar"]
+    configs = {n: steered(lm, c) for n, c in configs.items()}  # once for every repeat: one curve for them all
     runs: dict[str, list[Trace]] = {n: [] for n in names}
     warm = [(n, True) for n in names] if warmup else []
     plan = warm + [(n, False) for _ in range(max(1, repeats)) for n in names]

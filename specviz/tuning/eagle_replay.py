@@ -107,7 +107,7 @@ def replay_trees(
         _, hidden = lm.forward(ids, lm.new_cache(), logits_for=slice(-1, None))
         out = {}
         for kind in TREES:
-            dr = Drafter(head, lm, head_dtype(lm, cfg))
+            dr = Drafter(head, lm, head_dtype(lm, cfg.head_dtype))
             dr.reset(ids, hidden)
             tree = DraftTree(tokens=[root])
             tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)

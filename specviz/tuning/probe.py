@@ -12,7 +12,7 @@ import json
 import statistics
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ from specviz.core.drafting import VerifyLatency
 from specviz.core.measure import Provenance, contended, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
+from specviz.methods.base import unmeasured
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
 MAX_SPREAD = 0.25  # (max - min) / median over repeats above which a point is treated as disturbed
@@ -158,22 +159,20 @@ def verify_cost(lm: LoadedModel) -> VerifyLatency:
 
 def prepare(lm: LoadedModel, configs: Mapping[str, Any], names: Iterable[str] = ()) -> dict[str, Any]:
     """Every method of `configs` and `names` with the Config it runs on `lm`: the one given, else its default, with
-    what it measures of this device filled in (`_measured`). What the app, the command line, the benches and the
-    decks run; a name that is no method (a bench peer such as `hf`) is left out."""
+    what it measures of this device filled in (`measured`). What the command line, the benches and the decks run
+    (a run's own start, tuning.compare.steered, fills the app's); a name that is no method (a bench peer such as
+    `hf`) is left out."""
     known, out = set(methods.available()), {}
     for name in dict.fromkeys([*configs, *names]):
         cfg = configs.get(name)
         if cfg is None and name not in known:
             continue
-        out[name] = _measured(lm, cfg if cfg is not None else methods.make_config(name))
+        out[name] = measured(lm, cfg if cfg is not None else methods.make_config(name))
     return out
 
 
-def _measured(lm: LoadedModel, cfg: Any) -> Any:
-    """`cfg` with each field it measures of the device (core.drafting.MEASURED: today prompt lookup's verify-cost
-    curve) filled where it is empty and the Config steers by it (`adaptive`); a Config left empty drafts its fixed
-    max_draft."""
-    empty = [f.name for f in fields(cfg) if f.metadata.get("measured") and getattr(cfg, f.name) is None]
-    if not empty or not getattr(cfg, "adaptive", True):
-        return cfg
-    return replace(cfg, **dict.fromkeys(empty, verify_cost(lm)))
+def measured(lm: LoadedModel, cfg: Any) -> Any:
+    """`cfg` with each field it measures of the device (methods.base.unmeasured: today prompt lookup's verify-cost
+    curve) filled with this device's; a Config left empty drafts its fixed max_draft."""
+    empty = unmeasured(cfg)
+    return replace(cfg, **dict.fromkeys(empty, verify_cost(lm))) if empty else cfg

@@ -48,7 +48,7 @@ class BatchEagle:
         if cfg.min_tokens:
             raise ConfigError("Batched EAGLE keeps the fixed node budget; set min_tokens=0.")
         self.cfg = cfg
-        self.dr = Drafter(head, lm, head_dtype(lm, cfg))  # the head in its draft dtype, its projection, embedding
+        self.dr = Drafter(head, lm, head_dtype(lm, cfg.head_dtype))  # the head in its draft dtype, projection, embed
         self.slots = SlotCache(head.new_cache(), 0, lm.device)
         self.queue: list[tuple[torch.Tensor, list[int]]] = []  # per batch position: true features [m, h], tokens
 

@@ -29,7 +29,7 @@ def build(lm: LoadedModel, name: str, config: Any = None, head: EagleHead | None
         raise ConfigError(f"No batched {name!r}; batched decoding has {', '.join(names())}.")
     cfg = config or methods.get(name).Config()
     if methods.card(name).batched == "eagle":
-        return BatchEagle(lm, head_for(lm, cfg, head), cfg), asdict(cfg)
+        return BatchEagle(lm, head_for(lm, cfg.head, head), cfg), asdict(cfg)
     return Chain(cfg), asdict(cfg)
 
 

@@ -10,4 +10,4 @@ from specviz.output.lesson.pages import PAGES
 
 def configs(stop: Stop) -> tuple[dict[str, Any], float | None]:
     """{method: Config} the stop's figure needs, as its page declares them, and the temperature its page sets."""
-    return PAGES[stop.page].runs(stop.widget_values(), stop.figure, stop.methods)
+    return PAGES[stop.page].configs(stop.widget_values(), stop.figure, stop.methods)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import plotly.graph_objects as go
 
-from specviz import methods
 from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import Trace
 from specviz.output.pages.page import (
     REPEATS,
+    Beside,
     Builder,
     Control,
     Figure,
@@ -19,9 +16,7 @@ from specviz.output.pages.page import (
     Shown,
     focus,
     given,
-    own,
     per_step,
-    shape,
     strip,
 )
 from specviz.tuning.presets import PRESETS
@@ -46,23 +41,6 @@ CONTROLS = (
     Control("eagle.hybrid", "bool"),  # the hybrid beside EAGLE-2
     Control("eagle.repeats", "int", *REPEATS),
 )
-
-
-def runs(values: dict[str, Any], figure: str, shows: Sequence[str]) -> tuple[dict[str, Any], float | None]:
-    """EAGLE-2 at the page's tree shape; the hybrid when a stop shows it, EAGLE-3 when its toggle is on."""
-    fields = budgeted(shape("eagle", "eagle", values) | own(values, CONTROLS))
-    names = ["eagle", *(["hybrid"] if figure == "hybrid_origins" or "hybrid" in shows else [])]
-    names += ["eagle3"] if values.get("eagle.eagle3") else []
-    return {n: methods.get(n).Config(**fields) for n in names}, values.get("eagle.temperature")
-
-
-def budgeted(fields: dict[str, Any]) -> dict[str, Any]:
-    """The confidence budget's floor of nodes kept within what the Config accepts: 0 (fixed) stays 0, else
-    between 2 and total_tokens; a static tree keeps its fixed shape."""
-    least = int(fields.get("min_tokens", 0))
-    if least and fields.get("tree", "dynamic") == "dynamic":
-        return fields | {"min_tokens": max(2, min(least, int(fields.get("total_tokens", least))))}
-    return fields | ({"min_tokens": 0} if least else {})
 
 
 def growth(traces: dict[str, Trace], shown: Shown) -> go.Figure:
@@ -145,4 +123,7 @@ FIGURES = (
     Figure("eagle3_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
     Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
 )
-PAGE = Page("eagle", "EAGLE", CONTROLS, runs, FIGURES, icon=":material/flight:")
+# EAGLE-2 at the page's tree shape, Configs built by Page.configs from CONTROLS alone; EAGLE-3 beside it while
+# its toggle is on, the hybrid when a stop shows it or focuses its figure (the page passes it while its toggle is on)
+BESIDE = (Beside("hybrid"), Beside("eagle3", "eagle.eagle3"))
+PAGE = Page("eagle", "EAGLE", CONTROLS, figures=FIGURES, icon=":material/flight:", method="eagle", beside=BESIDE)

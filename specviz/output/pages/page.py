@@ -14,6 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz import methods
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.focus import focus_step, telling
 
@@ -75,8 +76,13 @@ class Figure:
 Runs = Callable[[dict[str, Any], str, Sequence[str]], tuple[dict[str, Any], float | None]]
 
 
-def no_runs(_values: dict[str, Any], _figure: str, _methods: Sequence[str]) -> tuple[dict[str, Any], float | None]:
-    return {}, None
+@dataclass(frozen=True)
+class Beside:
+    """A method a method page runs beside its own, on the same Config fields: while its toggle (a bool control's
+    key) is on; without a toggle, when a stop shows it or focuses one of its figures."""
+
+    method: str
+    toggle: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,11 +93,13 @@ class Page:
     id: str
     title: str
     controls: tuple[Control, ...] = ()
-    # {method: Config} the page runs for a figure, from its widget values and the methods a stop shows, and the
-    # temperature it sets (None: the sidebar's)
-    runs: Runs = no_runs
+    # its own rule for the {method: Config} it runs for a figure, from its widget values and the methods a stop
+    # shows, and the temperature it sets (None: the sidebar's); None: `configs` builds them from the declaration
+    runs: Runs | None = None
     figures: tuple[Figure, ...] = ()
     icon: str = ""  # its icon in the app's navigation (a Material icon's name)
+    method: str = ""  # a method page's own method, whose Config its controls set ("" for a page that runs none)
+    beside: tuple[Beside, ...] = ()  # the methods it runs beside its own
 
     @property
     def file(self) -> str:
@@ -105,6 +113,27 @@ class Page:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.figures)
+
+    def configs(
+        self, values: dict[str, Any], figure: str = "", shows: Sequence[str] = ()
+    ) -> tuple[dict[str, Any], float | None]:
+        """{method: Config} the page runs for `figure` (the methods `shows` a stop shows) and the temperature it sets:
+        its own `runs` where it has one, else its method's Config from the preset's shape and the controls' values,
+        checked by the Config itself, and the same fields for each method beside it (the page's module is
+        declarations only: the values go from the widgets through here to the methods)."""
+        if self.runs is not None:
+            return self.runs(values, figure, shows)
+        if not self.method:
+            return {}, None
+        fields = shape(self.id, self.method, values) | own(values, self.controls)
+        names = [self.method, *(b.method for b in self.beside if self.runs_beside(b, values, figure, shows))]
+        return {n: fitted(n, fields) for n in names}, values.get(f"{self.id}.temperature")
+
+    def runs_beside(self, b: Beside, values: dict[str, Any], figure: str, shows: Sequence[str]) -> bool:
+        """Whether `b` runs: its toggle's value, or (no toggle) a stop shows it or focuses one of its figures."""
+        if b.toggle:
+            return bool(values.get(b.toggle))
+        return b.method in shows or any(f.name == figure and f.method == b.method for f in self.figures)
 
     def figure(self, name: str) -> Figure:
         """The figure called `name`; KeyError naming the page's figures."""
@@ -145,6 +174,13 @@ def shape(page: str, method: str, values: dict[str, Any]) -> dict[str, Any]:
 def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -> dict[str, Any]:
     """The fields of `method`'s Config ("" the page's own) that the controls set and the widget values hold."""
     return {c.field: values[c.key] for c in controls if c.field and c.method == method and c.key in values}
+
+
+def fitted(method: str, fields: dict[str, Any]) -> Any:
+    """`method`'s Config from a page's fields: its `fitted` where it has one (the nearest Config its checks accept,
+    since no slider sees another's value: EAGLE's budget floor within total_tokens), else the Config as given."""
+    cls = methods.get(method).Config
+    return getattr(cls, "fitted", cls)(**fields)
 
 
 def given(target: str, *names: str, **fixed: Any) -> Builder:
