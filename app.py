@@ -25,6 +25,7 @@ with st.sidebar:
     lesson.controls(st.sidebar)
     sidebar()
 stop = lesson.banner(pages, nav)  # the stop's header and narration above the page
-nav.run()
+if lesson.page_runs(stop):  # a recorded stop is its slide; its page below only when asked (ui.lesson_pack)
+    nav.run()
 lesson.focus(stop)  # the figure the page just drew, in focus at the top
 deck_button(nav.title)  # after the page: it holds every figure the page drew

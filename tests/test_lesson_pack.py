@@ -132,8 +132,11 @@ def test_the_app_replays_a_pack_with_no_model(packed, monkeypatch, app_lm, app_c
     assert any(m.value.startswith("Plain decoding: A 1.00, ") and "(3 runs)" in m.value for m in at.markdown)
     lanes = [d.get("name", "") for d in chart_specs(at)[0]["data"]]
     assert not any(n.startswith("ar ") for n in lanes), "display names, not ids"
+    assert len(chart_specs(at)) == 1 and not at.title, "a recorded stop is its slide: no page below unless asked"
+    at.toggle(key="lesson.page_below").set_value(True)
     at.button(key="lesson_next").click().run()  # Medusa's page, drawn from the recording's runs
     assert not at.exception and not at.error
+    assert at.title and len(chart_specs(at)) > 1, "its page below, asked for, runs under the slide"
     group = next(iter(read(path).groups.values()))
     said = f"{group.numbers('medusa')['speedup'].median:.2f}×"
     assert any(m.value == said for m in at.metric), "the page's median is the banner's"

@@ -138,7 +138,9 @@ def route(pages: dict[str, Any], nav: Any) -> None:
     goto, values = ss.pop(GOTO, None), ss.pop(VALUES, {})
     if goto in pages and pages[goto].url_path != nav.url_path:
         # st.switch_page drops every widget's value (its rerun carries none): keep the sidebar's and the stop's
-        ss[CARRY] = {k: ss[k] for k in list(ss) if str(k).startswith("sidebar.") or k in (ON, FILE)} | values
+        ss[CARRY] = {
+            k: ss[k] for k in list(ss) if str(k).startswith("sidebar.") or k in (ON, FILE, lesson_pack.PAGE_BELOW)
+        } | values
         st.switch_page(pages[goto])
 
 
@@ -231,6 +233,12 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
     left, right = box.columns([2, 5] if not asking else [5, 7])
     left.markdown(said)
     return lesson, stop, left.container(), right.empty(), replay
+
+
+def page_runs(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> bool:
+    """Whether the page runs under the banner: always off a recorded stop (the lesson off, a live stop, a stop of
+    another page); under a recorded stop only with its *Its page below* switch on (ui.lesson_pack.PAGE_BELOW)."""
+    return slot is None or not slot[4] or bool(st.session_state.get(lesson_pack.PAGE_BELOW))
 
 
 def _noted(name: str) -> tuple[go.Figure, str] | None:

@@ -25,6 +25,14 @@ ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "le
 NOTE = "lesson.pack_note"  # why the address's recording is not replayed, said once on the stop
 RULE = "lesson.step_rule"  # the stop's rule for the step in focus, while a lesson stop is shown
 ERROR = "lesson.pack_error"  # why the visitor's upload was refused, said once under the uploader
+# a recorded stop is its slide (figure, narration, numbers): its page's other figures, drawn again from the same
+# runs, were most of the browser's work of a press (docs/experiments/2026-12-06-lesson-load-*.json), so the page
+# runs under a recorded stop only when a visitor asks for it; a live stop always runs it (its figure comes from it)
+PAGE_BELOW = "lesson.page_below"
+PAGE_HELP = (
+    "The stop's page under its slide: its controls and every other figure, drawn from the same recorded runs. Off, "
+    "a press draws the slide alone (a class of ten on one server moves through the stops several times faster)."
+)
 # what a pack that passed its schema can still raise while it is drawn: caught at the route, banner and focus, said
 # in one sentence, with the sidebar drawn (its switch turns the recording off)
 PACK_ERRORS = (
@@ -133,10 +141,11 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     left, right = box.columns([5, 2], vertical_alignment="center")
     if pack is not None and not live and _stored(pack, stop):
         left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
-        right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
     elif pack is not None and not live:  # a visitor's pack says where it was recorded: shown as text
         left.caption(f"{escaped(pack.brief(), SHOWN)}.", help=escaped(pack.where(), SHOWN))
+    if pack is not None and not live:
         right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
+        right.toggle("Its page below", False, key=PAGE_BELOW, help=PAGE_HELP)
     elif pack is not None:
         left.caption("**Live**: measured now on this server, not the recording.")
         right.button("Back to the recording", key="lesson.recorded", on_click=_go_live, args=("",))
