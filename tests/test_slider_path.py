@@ -75,10 +75,12 @@ def test_the_head_module_sees_the_heads_folder_and_dtype_not_the_config(tiny_lm,
     from specviz.core.sampling import Sampling
     from specviz.trees.eagle_tree import EagleConfig
 
+    from specviz.methods import speculator
+
     calls = []
-    for name in ("head_for", "drafter"):
-        real = getattr(eagle, name)
-        monkeypatch.setattr(eagle, name, lambda *a, _real=real: calls.append(a) or _real(*a))
+    for name in ("head_for", "drafter"):  # where EAGLE-2's begin builds its proposer
+        real = getattr(speculator, name)
+        monkeypatch.setattr(speculator, name, lambda *a, _real=real: calls.append(a) or _real(*a))
     res = eagle.tiny_resources(tiny_lm)
     trace = eagle.generate(tiny_lm, [5, 6, 7], Sampling(max_new_tokens=3), res["config"], head=res["head"])
     assert trace.steps and len(calls) == 2

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from specviz.core.details import EagleDetail
 from specviz.core.model import LoadedModel
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead
-from specviz.heads.eagle_drafter import drafter, head_for, load_head, tiny_head
+from specviz.heads.eagle_drafter import load_head, tiny_head
 from specviz.methods.base import Card, Run, Step, generator
-from specviz.methods.speculator import EagleSpeculator
-from specviz.trees.eagle_tree import EagleConfig, EagleProposer
+from specviz.methods.speculator import EagleSpeculator, eagle_proposer
+from specviz.trees.eagle_tree import EagleConfig
 from specviz.trees.verifier import TreeVerifier
 
 CARD = Card(
@@ -51,9 +51,7 @@ class Eagle(EagleSpeculator):
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     """The head (given, else cfg.head's; ConfigError when none is) drafting from the run's state: the proposer
     holds the Config (its tree shape and budget), the head's module sees only its folder and draft dtype."""
-    head = head_for(run.lm, cfg.head, head)
-    tables = head.config.calibration, head.config.confidence
-    return Eagle(EagleProposer(drafter(run.lm, head, cfg.head_dtype), cfg, *tables), TreeVerifier()).start(run)
+    return Eagle(eagle_proposer(run.lm, cfg, head), TreeVerifier()).start(run)
 
 
 generate = generator(CARD.name, Config, begin, "Decode with an EAGLE head until EOS or max_new_tokens.")

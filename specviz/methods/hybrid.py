@@ -20,9 +20,9 @@ from specviz.core.details import HybridDetail
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import drafter, head_for, tiny_head
+from specviz.heads.eagle_drafter import tiny_head
 from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, tree_outcome
+from specviz.methods.speculator import Speculator, eagle_proposer, tree_outcome
 from specviz.trees.eagle_tree import EagleConfig, EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 from specviz.trees.verifier import TreeVerifier
@@ -137,9 +137,7 @@ class Hybrid(Speculator):
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     """EAGLE's head (given, else cfg.head's) and the n-gram pool, drafting from the run's state."""
-    head = head_for(run.lm, cfg.head, head)
-    tables = head.config.calibration, head.config.confidence
-    return Hybrid(EagleProposer(drafter(run.lm, head, cfg.head_dtype), cfg, *tables), TreeVerifier(), cfg).start(run)
+    return Hybrid(eagle_proposer(run.lm, cfg, head), TreeVerifier(), cfg).start(run)
 
 
 generate = generator(

@@ -20,8 +20,11 @@ from typing import Any, ClassVar, Protocol
 import torch
 
 from specviz.core.details import Detail, MedusaDetail
+from specviz.core.model import LoadedModel
+from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle_drafter import drafter, head_for
 from specviz.methods.base import Outcome, Run, Step
-from specviz.trees.eagle_tree import EagleProposer, TreeResult
+from specviz.trees.eagle_tree import EagleConfig, EagleProposer, TreeResult
 from specviz.trees.head_tree import HeadsProposer
 from specviz.trees.verifier import Verified
 from specviz.trees.walk import Walk
@@ -155,3 +158,10 @@ def path_outcome(v: Verified, w: Walk, detail: Callable[[], Detail], proposed: i
 def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
     """The outcome of a verified EAGLE draft tree (specviz.trees.eagle_tree), every drafted node counted."""
     return path_outcome(res.verified, res.walk, detail, len(res.draft.tree.tokens) - 1)
+
+
+def eagle_proposer(lm: LoadedModel, cfg: EagleConfig, head: EagleHead | None = None) -> EagleProposer:
+    """The EAGLE head's proposer for EAGLE-2 and the hybrid: the head given, else cfg.head's (ConfigError when none
+    is); the proposer holds the Config (tree shape, budget), the head's module sees only its folder and dtype."""
+    head = head_for(lm, cfg.head, head)
+    return EagleProposer(drafter(lm, head, cfg.head_dtype), cfg, head.config.calibration, head.config.confidence)
