@@ -73,9 +73,8 @@ def test_prepare_fills_as_before(monkeypatch, name):
 
 def test_the_head_module_sees_the_heads_folder_and_dtype_not_the_config(tiny_lm, monkeypatch):
     from specviz.core.sampling import Sampling
-    from specviz.trees.eagle_tree import EagleConfig
-
     from specviz.methods import speculator
+    from specviz.trees.eagle_tree import EagleConfig
 
     calls = []
     for name in ("head_for", "drafter"):  # where EAGLE-2's begin builds its proposer
