@@ -21,6 +21,9 @@ def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, color: st
     )  # fmt: skip
 
 
+STACK, FUSE = 1.75, 2.75  # x of the target's layer stack (its labels to its left) and of the fusion's box
+
+
 def fusion_figure(step: StepTrace, n_layers: int, slide: bool = False) -> go.Figure:
     """The target's layer stack, the three layers whose inputs EAGLE-3 fuses (with this step's RMS and peak
     of each, from the trace), and EAGLE-2's single input, the final hidden state, for comparison."""
@@ -33,33 +36,26 @@ def fusion_figure(step: StepTrace, n_layers: int, slide: bool = False) -> go.Fig
     colors = [e3 if i in read else NEUTRAL for i in range(n_layers)]
     fig.add_trace(
         go.Bar(
-            x=[0.6] * n_layers, y=[1 / n_layers * 0.8] * n_layers, base=ys[:-1], marker_color=colors,
-            orientation="v", width=0.5, hovertext=[f"decoder layer {i}" for i in range(n_layers)],
+            x=[STACK] * n_layers, y=[1 / n_layers * 0.8] * n_layers, base=ys[:-1], marker_color=colors,
+            orientation="v", width=0.35, hovertext=[f"decoder layer {i}" for i in range(n_layers)],
             hoverinfo="text", showlegend=False,
         )
     )  # fmt: skip
     for layer, i in read.items():
         y = ys[layer] + 0.4 / n_layers
         stats = f"<br>RMS {rms[i]:.1f} · peak {peak[i]:.0f}" if i < len(rms) and i < len(peak) else ""
-        fig.add_annotation(  # on the side of its arrow's start away from the arrow, so the arrow never crosses it
-            x=0.95,
-            y=y,
-            text=f"input of layer {layer}{stats}",
-            showarrow=False,
-            xanchor="left",
-            yanchor="bottom" if y >= 0.5 else "top",
-            yshift=3 if y >= 0.5 else -3,
-            align="left",
-        )
-        _arrow(fig, 0.9, y, 2.25, 0.5, e3)
-    _box(fig, 2.3, 3.7, 0.38, 0.62, "RMSNorm each<br>Linear(3h → h) = g", e3)
-    _box(fig, 2.3, 3.7, 0.05, 0.22, "embed(x_t+1)", NEUTRAL)
-    _box(fig, 4.1, 5.75, 0.26, 0.74, "fc([e, g])<br>→ 1 decoder layer<br>→ norm → LM head<br>→ next tokens", e3)
-    _arrow(fig, 3.7, 0.5, 4.1, 0.5, e3)
-    _arrow(fig, 3.7, 0.14, 4.1, 0.32, NEUTRAL)
-    fig.add_annotation(x=1.0, y=1.13, text="final hidden state: EAGLE-2's only input", showarrow=False, xanchor="left",
-                       font={"color": e2})  # fmt: skip  # above the top layer's label
-    _arrow(fig, 0.95, 1.13, 0.62, 1.0, e2)
+        # left of the stack, its arrow leaving to the right: no arrow crosses a label
+        fig.add_annotation(x=STACK - 0.25, y=y, text=f"input of layer {layer}{stats}", showarrow=False,
+                           xanchor="right", yanchor="middle", align="right")  # fmt: skip
+        _arrow(fig, STACK + 0.2, y, FUSE - 0.05, 0.5, e3)
+    _box(fig, FUSE, FUSE + 1.35, 0.38, 0.62, "RMSNorm each<br>Linear(3h → h)<br>= g", e3)
+    _box(fig, FUSE, FUSE + 1.35, 0.05, 0.22, "embed(x_t+1)", NEUTRAL)
+    _box(fig, 4.3, 5.75, 0.24, 0.76, "fc([e, g])<br>→ 1 decoder layer<br>→ norm<br>→ LM head<br>→ next tokens", e3)
+    _arrow(fig, FUSE + 1.35, 0.5, 4.3, 0.5, e3)
+    _arrow(fig, FUSE + 1.35, 0.14, 4.3, 0.32, NEUTRAL)
+    fig.add_annotation(x=STACK + 0.3, y=1.13, text="final hidden state: EAGLE-2's only input", showarrow=False,
+                       xanchor="left", font={"color": e2})  # fmt: skip  # above the top layer's arrow
+    _arrow(fig, STACK + 0.25, 1.13, STACK + 0.02, 1.0, e2)
     fig.update_xaxes(visible=False, range=[0, 5.8])
     fig.update_yaxes(visible=False, range=[-0.1, 1.18])
     title = f"What the head consumes: EAGLE-3 reads layers {', '.join(map(str, d.layers))} of {n_layers}"
