@@ -138,14 +138,15 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     live = pack is None or st.session_state.get(LIVE) == stop.id
     if note := st.session_state.pop(NOTE, None):
         box.warning(note)
-    left, right = box.columns([5, 2], vertical_alignment="center")
+    left, right = box.columns([4, 3], vertical_alignment="center")
     if pack is not None and not live and _stored(pack, stop):
         left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
     elif pack is not None and not live:  # a visitor's pack says where it was recorded: shown as text
         left.caption(f"{escaped(pack.brief(), SHOWN)}.", help=escaped(pack.where(), SHOWN))
-    if pack is not None and not live:
-        right.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
-        right.toggle("Its page below", False, key=PAGE_BELOW, help=PAGE_HELP)
+    if pack is not None and not live:  # on one line (wrapping in a narrow window), so the slide keeps its height
+        row = right.container(horizontal=True, vertical_alignment="center", horizontal_alignment="right")
+        row.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
+        row.toggle("Its page below", False, key=PAGE_BELOW, help=PAGE_HELP)
     elif pack is not None:
         left.caption("**Live**: measured now on this server, not the recording.")
         right.button("Back to the recording", key="lesson.recorded", on_click=_go_live, args=("",))
