@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 CHAR_W, LINE_H = 0.55, 1.25  # a character's width and a line's height, in font sizes (Inter/Arial, mixed text)
 OVERLAP = 0.1  # the share of the smaller of two boxes another may cover (the estimates' slack)
+INSET = 3  # px in from a text box's sides that a line may graze (the estimate's slack)
 SMALL = 0.7  # plotly draws <sup> and <sub> at 70 % of the text's size
 TAG = re.compile(r"<[^>]+>")
 
@@ -32,6 +33,25 @@ class Box:
         h = min(self.y1, other.y1) - max(self.y0, other.y0)
         small = min((self.x1 - self.x0) * (self.y1 - self.y0), (other.x1 - other.x0) * (other.y1 - other.y0))
         return max(w, 0) * max(h, 0) / max(small, 1e-9)
+
+    def crossed(self, a: tuple[float, float], b: tuple[float, float], inset: float = INSET) -> bool:
+        """Whether the segment a-b passes through the box's inner part (inset px in from each side: the estimate's
+        slack), by clipping the segment to it (Liang-Barsky)."""
+        x0, y0, x1, y1 = self.x0 + inset, self.y0 + inset, self.x1 - inset, self.y1 - inset
+        if x0 >= x1 or y0 >= y1:
+            return False
+        (ax, ay), (dx, dy) = a, (b[0] - a[0], b[1] - a[1])
+        lo, hi = 0.0, 1.0
+        for p, q in ((-dx, ax - x0), (dx, x1 - ax), (-dy, ay - y0), (dy, y1 - ay)):
+            if p == 0:
+                if q < 0:
+                    return False
+                continue
+            t = q / p
+            lo, hi = (max(lo, t), hi) if p < 0 else (lo, min(hi, t))
+            if lo > hi:
+                return False
+        return True
 
 
 def lines(text: str) -> list[str]:
@@ -170,6 +190,35 @@ def position(fig: go.Figure, v: Any, ref: str, dim: str) -> float | None:
     return lo + (v - r0) / (r1 - r0) * (hi - lo)
 
 
+Point = tuple[float, float]
+
+
+def segments(fig: go.Figure, width: int, height: int) -> list[tuple[Point, Point, str]]:
+    """The lines drawn on data axes with fixed ranges, in pixels, each with the text it belongs to: line shapes
+    (none), and arrows whose tail is a data point (axref 'x'), from tail to head (an arrow leaves its own text's
+    box, so that one it may cross)."""
+    lay: Any = fig.layout
+    m = lay.margin
+    left, top = m.l or 80, m.t or 100
+    plot_w, plot_h = width - left - (m.r or 80), height - top - (m.b or 80)
+
+    def at(x: Any, y: Any, xref: str, yref: str) -> tuple[float, float] | None:
+        px, py = position(fig, x, xref, "x"), position(fig, y, yref, "y")
+        return None if px is None or py is None else (left + px * plot_w, top + (1 - py) * plot_h)
+
+    ends = [
+        (at(s.x0, s.y0, s.xref or "x", s.yref or "y"), at(s.x1, s.y1, s.xref or "x", s.yref or "y"), "")
+        for s in lay.shapes
+        if s.type == "line"
+    ]
+    ends += [
+        (at(a.ax, a.ay, a.axref, a.ayref or "y"), at(a.x, a.y, a.xref or "x", a.yref or "y"), lines(a.text)[0][:40])
+        for a in lay.annotations
+        if a.showarrow is not False and a.axref not in (None, "pixel")
+    ]
+    return [(a, b, own) for a, b, own in ends if a is not None and b is not None]
+
+
 def title_box(fig: go.Figure, width: int, height: int) -> Box | None:
     """The title's box: its lines' width from its left, its height about where plotly puts it (a container y
     with its anchor, as apply() sets it; else the middle of the top margin)."""
@@ -209,4 +258,7 @@ def problems(fig: go.Figure, width: int, height: int, least: float = 16) -> list
     found += clipped
     for i, a in enumerate(boxes):
         found += [f"annotations {a.text!r} and {b.text!r} overlap" for b in boxes[i + 1 :] if a.overlap(b) > OVERLAP]
+    drawn = segments(fig, width, height)
+    crossed = [b for b in boxes if any(b.crossed(p, q) for p, q, own in drawn if own != b.text)]
+    found += [f"a line crosses {b.text!r}" for b in crossed]
     return found

@@ -100,6 +100,23 @@ def test_the_check_finds_small_cut_and_overlapping_text():
     assert "text: 11 px" not in " | ".join(problems(legible(fig), 800, 500))  # the projector's type grows it
 
 
+def test_the_check_finds_a_line_through_a_label_but_lets_an_arrow_leave_its_own():
+    """A line shape and an arrow drawn across other labels are caught; an arrow from its own label is not, nor a
+    line that passes beside a label."""
+    fig = go.Figure(layout={"width": 800, "height": 500, "margin": {"l": 40, "r": 40, "t": 40, "b": 40}})
+    fig.update_xaxes(range=[0, 10], visible=False).update_yaxes(range=[0, 10], visible=False)
+    for x, y, text in ((2, 8, "crossed by a line"), (7, 8, "crossed by an arrow"), (5, 2, "beside a line")):
+        fig.add_annotation(x=x, y=y, text=text, showarrow=False, font={"size": 16})
+    fig.add_shape(type="line", x0=2, y0=6, x1=2, y1=10)  # straight down through the first label
+    fig.add_shape(type="line", x0=0, y0=3.2, x1=10, y1=3.2)  # level, well above the third
+    fig.add_annotation(x=9, y=9.5, ax=5, ay=6.5, xref="x", yref="y", axref="x", ayref="y", text="")  # across the second
+    own = {"xref": "x", "yref": "y", "axref": "x", "ayref": "y", "text": "own label", "font": {"size": 16}}
+    fig.add_annotation(x=3, y=5, ax=6, ay=5, **own)
+    found = problems(fig, 800, 500)
+    assert "a line crosses 'crossed by a line'" in found and "a line crosses 'crossed by an arrow'" in found
+    assert not [f for f in found if "beside a line" in f or "own label" in f], found
+
+
 def test_the_projector_grows_every_font_and_keeps_a_slides():
     fig = go.Figure(go.Bar(x=[1], y=[1], text=["x"], textfont={"size": 11}), layout={"font": {"size": 13}})
     fig.add_annotation(text="note", font={"size": 12}, x=0, y=0)
