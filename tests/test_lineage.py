@@ -33,7 +33,7 @@ def test_measured_only_where_run_and_stored():
     assert node_caption(works["medusa"], measured) == "no stored bench"
     assert node_caption(works["hydra"], measured) == "no stored bench"  # run by the app, not in BENCH
     assert node_caption(works["dflash"], measured) == ""  # hollow: the subtitle says described, not measured
-    assert "hollow: described, not measured" in lineage_figure(BENCH).layout.title.text
+    assert "hollow: described, not measured" in lineage_figure(BENCH).layout.title.text.replace("<br>", " ")
     assert measured_values(None) == {} and measured_values({"methods": {"x": {"speedup": "?"}}}) == {}
 
 

@@ -37,7 +37,7 @@ def node_caption(work: Work, measured: dict[str, tuple[float, float]]) -> str:
     return ""  # a hollow node: described, not measured (the subtitle says so)
 
 
-def _name(w: Work, width: int = 16) -> str:
+def _name(w: Work, width: int = 12) -> str:
     """'<b>Medusa</b> 2024'; a long name breaks after its first words, so an edge column's caption fits."""
     if len(w.name) <= width:
         return f"<b>{w.name}</b> {w.year}"
@@ -55,13 +55,16 @@ def _hover(w: Work) -> str:
 def _ends(x0: float, y0: float, x1: float, y1: float, px: float = 18) -> tuple[float, float, float, float]:
     """Where an arrow starts and ends, short of its nodes: from a node's side, except that a steeply rising arrow
     (over 30°) leaves from the node's top (clear of the labels beside it and of a level arrow's label) and reaches
-    a top-row node from below (below any other node is its caption). Pixels at the figure's usual scale: about
+    a top-row node from below (below any other node is its caption), and a steeply falling one reaches its node's
+    top. Pixels at the figure's usual scale: about
     150 per column, 71 per row."""
     dx, dy = (x1 - x0) * 150, (y1 - y0) * 71
-    if dy >= 0 or abs(dy) <= 0.6 * abs(dx):
+    if abs(dy) <= 0.6 * abs(dx):
         return x0 + 0.12, y0, x1 - 0.12, y1
     norm = math.hypot(dx, dy)
     ox, oy = px * dx / norm / 150, px * dy / norm / 71
+    if dy > 0:  # falling steeply: into the child's top, clear of the level arrow's label beside it
+        return x0 + ox, y0 + oy, x1 - ox, y1 - oy
     return (x0 + ox, y0 + oy, *((x1 - ox, y1 - oy) if y1 < 0.5 else (x1 - 0.12, y1)))
 
 
@@ -101,24 +104,32 @@ def _wrap(text: str) -> str:
     return "<br>".join(lines)
 
 
-def _edge_text(why: str, level: bool) -> str:
-    """An arrow's label: above a level arrow in lines of 16 characters (a column at the lesson's 1460 px), one line
-    where it fits; beside a sloping one narrower, in lines of 10 where two hold it, so it keeps off the captions
-    of the column it leans toward."""
-    narrow = textwrap.wrap(why, 10)
-    return "<br>".join(narrow if not level and len(narrow) <= 2 else textwrap.wrap(why, 16))
+def _edge_text(why: str) -> str:
+    """An arrow's label in lines of 16 characters (a column at the lesson's 1460 px), one line where it fits."""
+    return "<br>".join(textwrap.wrap(why, 16))
 
 
-def _label_place(x0: float, y0: float, x1: float, y1: float) -> dict[str, Any]:
-    """Where an arrow's label goes, clear of the captions under the nodes: above a level arrow; beside the
-    middle of a sloping one, on the side that faces away from the node captions (rows grow downward)."""
-    mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+COL_PX, ROW_PX = 147, 52  # a column and a row at the projector's narrowest (the lesson in a 1280 px window)
+
+
+def _label_place(x0: float, y0: float, x1: float, y1: float, text: str, size: float) -> dict[str, Any]:
+    """Where an arrow's label goes, clear of the captions under the nodes: above a level arrow; beside a sloping
+    one, its centre off the line by just more than its half-extent across the line (the label's box, estimated
+    from its type, never reaches the line), on the side that faces up the screen (rows grow downward)."""
     if abs(y1 - y0) < 0.05:
-        return {"x": mx, "y": my - 0.1, "yanchor": "bottom"}
-    # 0.14 columns aside: a two-line label's corner stays off the line where it slopes gently
-    if y1 < y0:  # rising to the right: the label above the line, on its left
-        return {"x": mx - 0.14, "y": my, "xanchor": "right", "yanchor": "middle"}
-    return {"x": mx + 0.14, "y": my, "xanchor": "left", "yanchor": "middle"}
+        return {"x": (x0 + x1) / 2, "y": y0 - 0.1, "yanchor": "bottom"}
+    # two thirds of the way down the leg: below the captions of a row it leaves, clear of the row above's arrows
+    (ux, uy), (lx, ly) = sorted(((x0, y0), (x1, y1)), key=lambda p: p[1])
+    mx, my = ux + (lx - ux) * 2 / 3, uy + (ly - uy) * 2 / 3
+    rows = text.split("<br>")
+    w, h = 0.55 * size * max(len(r) for r in rows), 1.25 * size * len(rows)  # px, as tests/layout.py estimates
+    dx, dy = (x1 - x0) * COL_PX, (y1 - y0) * ROW_PX
+    norm = math.hypot(dx, dy)
+    nx, ny = -dy / norm, dx / norm  # a normal, turned to point up the screen (toward smaller rows)
+    if ny > 0:
+        nx, ny = -nx, -ny
+    off = w / 2 * abs(nx) + h / 2 * abs(ny) + 8
+    return {"x": mx + nx * off / COL_PX, "y": my + ny * off / ROW_PX, "xanchor": "center", "yanchor": "middle"}
 
 
 def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = False) -> go.Figure:
@@ -137,8 +148,9 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
             showarrow=True, arrowhead=3, arrowwidth=1.5, arrowcolor=line["color"], text="",
         )  # fmt: skip
         if why:
-            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1)), text=_edge_text(why, abs(y1 - y0) < 0.05),
-                               showarrow=False, font={"size": 16 if slide else 11, "color": "#475569"})  # fmt: skip
+            text, size = _edge_text(why), 16 if slide else 11
+            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1), text, 16), text=text,
+                               showarrow=False, font={"size": size, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
         fig.add_scatter(
@@ -162,7 +174,8 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     # 1280 px window): about 100 px a column, so no caption line is wider than a column
     fig.update_xaxes(visible=False, range=[-0.7, 6.45])
     fig.update_yaxes(visible=False, range=[5.2, -1.75])  # row 0 at the top, its captions above it
-    title = "From blockwise decoding to DFlash: what each work changed"
-    sub = "filled: runs here, " + (f"A and speedup {where}" if where else "A and speedup from stored benches")
+    title = "From blockwise decoding to DFlash"
+    sub = "what each work changed; filled: runs here, "
+    sub += f"A and speedup {where}" if where else "A and speedup from stored benches"
     sub += "; hollow: described, not measured"
     return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=660)
