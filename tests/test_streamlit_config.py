@@ -36,3 +36,9 @@ def test_theme_matches_the_figures(config):
         theme.NEUTRAL,
     )
     assert t["primaryColor"] == t["violetColor"] == theme.ACCENT
+
+
+def test_no_full_collection_after_every_script_run(config):
+    """Streamlit's gc.collect(2) after each run walked the whole heap (torch, transformers, plotly): 0.28 of the
+    0.33 CPU-s a lesson key press cost the server (docs/experiments/2026-12-06-lesson-load-gc.md)."""
+    assert config["runner"]["postScriptGC"] is False
