@@ -3,8 +3,9 @@
 Serves the app on the built-in model, opens it at ?lesson (the lesson's first stop), and presses PageDown (what a
 presenter's clicker sends) until the last stop, waiting at each for its page to finish and its figure in focus
 to be drawn. Each stop is saved as docs/screenshots/lesson/<nn>_<stop id>.png. Run it with
-`.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE] [--size 1280x720]` (another window size);
-tests/test_browser.py runs the same tour.
+`.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE] [--size 1280x720] [--zoom 0.8]` (another
+window size; the browser zoomed, as a lecturer fits the 1600 × 900 lesson on a 1280 × 720 screen); tests/test_browser.py
+runs the same tour.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ CHROMIUM = "/usr/bin/chromium"
 BANNER = ".st-key-lesson_banner"
 SIZE = (1600, 900)  # the projector's screen; --size 1280x720 for a smaller one
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+def window(size: tuple[int, int], zoom: float = 1.0) -> dict:
+    """A page's settings for a screen of `size` px with the browser zoomed to `zoom`: laid out on size / zoom CSS
+    px, each drawn on `zoom` screen px (what Ctrl − does), so a screenshot is `size`."""
+    return {"viewport": {"width": round(size[0] / zoom), "height": round(size[1] / zoom)}, "device_scale_factor": zoom}
 
 
 def free_port() -> int:
@@ -112,6 +119,7 @@ def tour(
     back: tuple[str, ...] = (),
     start: int = 0,
     size: tuple[int, int] = SIZE,
+    zoom: float = 1.0,
 ) -> list[tuple[str, float]]:
     """Every stop by key presses only (from stop `start`, 0-based), a screenshot of each and of each of its builds;
     (file, seconds until drawn) per figure. Then each key of `back` (PageUp, ArrowLeft: a clicker's other button)
@@ -121,7 +129,7 @@ def tour(
     done, frames = [], builds_of(stops)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": size[0], "height": size[1]})
+        pg = browser.new_page(**window(size, zoom))
         began = time.monotonic()
         pg.goto(url + (f"/?lesson={stops[start]}" if start else "/?lesson"))
         for k, stop in enumerate(stops, 1):
@@ -146,7 +154,7 @@ def tour(
 
 
 def retake(
-    url: str, out: Path, stops: list[str], only: list[str], size: tuple[int, int] = SIZE
+    url: str, out: Path, stops: list[str], only: list[str], size: tuple[int, int] = SIZE, zoom: float = 1.0
 ) -> list[tuple[str, float]]:
     """Some stops again, each opened at ?lesson=<id> (after a change to them), saved under the tour's names."""
     from playwright.sync_api import sync_playwright
@@ -156,7 +164,7 @@ def retake(
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for stop in only:
             k, start = stops.index(stop) + 1, time.monotonic()
-            pg = browser.new_page(viewport={"width": size[0], "height": size[1]})
+            pg = browser.new_page(**window(size, zoom))
             pg.goto(f"{url}/?lesson={stop}")
             at_stop(pg, k, len(stops))
             if bad := problems(pg):
@@ -176,6 +184,7 @@ def main() -> int:
     ap.add_argument("--start", default="", help="begin the tour at this stop (its id) instead of the first")
     ap.add_argument("--only", default="", help="retake these stops (ids, comma-separated), each opened by its address")
     ap.add_argument("--size", default="1600x900", help="the browser window, WIDTHxHEIGHT (default 1600x900)")
+    ap.add_argument("--zoom", type=float, default=1.0, help="the browser's zoom (0.8: a 1280x720 screen at 80%%)")
     a = ap.parse_args()
     size = (int(a.size.lower().split("x")[0]), int(a.size.lower().split("x")[1]))
     from specviz.output.lesson.model import ENV, load_lesson
@@ -188,7 +197,10 @@ def main() -> int:
         ids = [s.id for s in lesson.stops]
         only = [x for x in a.only.split(",") if x]
         begin = ids.index(a.start) if a.start else 0
-        shots = retake(url, out, ids, only, size) if only else tour(url, out, ids, start=begin, size=size)
+        if only:
+            shots = retake(url, out, ids, only, size, a.zoom)
+        else:
+            shots = tour(url, out, ids, start=begin, size=size, zoom=a.zoom)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -30,10 +30,24 @@ NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handl
 # figures that need the stop's whole width, as their pages declare them: the narration goes above them
 WIDE = {f.name for p in PAGES.values() for f in p.figures if f.wide}
 FIGURE_HEIGHT = (420, 640)  # px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen
+UNDER_NARRATION = 180  # px less for a wide figure: its narration (up to five lines) sits above it, not beside
+
+
+def tallest(figure: str) -> int:
+    """The most height the stop's figure gets in the banner, so it ends above a 1600 × 900 screen's fold."""
+    return FIGURE_HEIGHT[1] - (UNDER_NARRATION if figure in WIDE else 0)
+
+
+# the lesson is laid out for 1600 × 900; a shorter window (a 1280 × 720 projector) is told how to fit it: the
+# browser's zoom lays the page out as on the larger screen, where no CSS can (a zoomed plot misplaces its hover)
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding: 2rem 2.5rem 4rem 2.5rem; }
 .st-key-lesson_banner [data-testid="stMarkdownContainer"] p { font-size: 1.08rem; line-height: 1.45; }
-</style>"""
+.specviz-short { display: none; }
+@media (max-height: 860px) { .specviz-short { display: block; color: #64748b; font-size: 0.95rem; } }
+</style>
+<div class="specviz-short">This window is shorter than the 900 px the lesson is laid out for: zoom the browser out
+(Ctrl − to 80% on a 1280 × 720 screen) and each stop fits, its figure above the fold.</div>"""
 # PageDown / PageUp (what a presenter's clicker sends) and the arrow keys click ▶ / ◀; the arrows are left to a
 # focused slider or text box. Installed once on the app's window; a rerun replaces it.
 KEYS_JS = """<script>
@@ -274,7 +288,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         return
     lesson, stop, side, place, replay = slot
     if replay:
-        lesson_pack.focus(lesson, stop, side, place, FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
+        lesson_pack.focus(lesson, stop, side, place, tallest(stop.figure))
         lesson_index.alpha_control(side, stop)
         return
     found = _noted(stop.figure) or _drawn_here(stop)
@@ -285,7 +299,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     fig, measured = found
     # a tree is as tall as its leaves need (so labels never overlap): a stop's settings keep it within the screen
     own = fig.to_dict()["layout"].get("height") or 450
-    height = min(max(int(own), FIGURE_HEIGHT[0]), FIGURE_HEIGHT[1] - (80 if stop.figure in WIDE else 0))
+    height = min(max(int(own), FIGURE_HEIGHT[0]), tallest(stop.figure))
     shown = relabel(presentation.figure_font(fig, height) if presentation.presenting() else go.Figure(fig))
     place.plotly_chart(shown.update_layout(height=height), key="lesson.figure", config={"displaylogo": False})
     traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
