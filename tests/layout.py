@@ -118,7 +118,7 @@ def paper_box(fig: go.Figure, a: Any, width: int, height: int) -> Box | None:
     px, py = position(fig, a.x, a.xref or "x", "x"), position(fig, a.y, a.yref or "y", "y")
     if px is None or py is None:
         return None
-    cx, cy = left + px * plot_w, top + (1 - py) * plot_h
+    cx, cy = left + px * plot_w + (a.xshift or 0), top + (1 - py) * plot_h - (a.yshift or 0)  # shifts: px, up
     if a.showarrow is not False and a.axref in (None, "pixel"):  # the text (ax, ay) px from the point, centred
         cx, cy = cx + (a.ax if a.ax is not None else -10), cy + (a.ay if a.ay is not None else -30)
     size = a.font.size or lay.font.size or 12

@@ -15,7 +15,7 @@ from specviz.output.lesson import facts
 from specviz.output.lesson.model import LESSON_FILE, Stop, load_lesson
 from specviz.output.viz.theme import legible
 from tests.layout import problems
-from ui.lesson import FIGURE_HEIGHT, WIDE
+from ui.lesson import WIDE, tallest
 
 # window width -> the figure's width (px): the stop's whole box for a wide figure, its right column else (measured
 # on screenshots: scripts/lesson_shots.py --size)
@@ -36,16 +36,15 @@ def stop_at(stop_id: str, b: int) -> Stop:
 
 def drawn(at: Stop) -> go.Figure:
     """The click's figure as the code draws it now: a stored bench's and the lineage drawn again (the recording
-    keeps the figure it was made with), the rest from the recording's runs."""
+    keeps the figure it was made with) and badged as the lesson shows them, the rest from the recording's runs."""
     from specviz.output.lesson import figures
     from specviz.output.lesson.names import relabel
     from specviz.output.lesson.pages import figure_of
 
     source, here = figure_of(at.page, at.figure).source, pack().provenance
-    if source == "stored":
-        return relabel(figures.stored(at.figure, here).figure)
-    if source == "lineage":
-        return relabel(figures.lineage(here).figure)
+    if source in ("stored", "lineage"):  # with the badge the lesson gives a figure measured elsewhere
+        again = figures.stored(at.figure, here) if source == "stored" else figures.lineage(here)
+        return facts._badged(pack(), relabel(again.figure), again.measured)
     if source == "lab":
         return lab_again(facts.figure(pack(), at)[0], pack().stops[at.id]["data"])
     return facts.figure(pack(), at)[0]
@@ -70,19 +69,18 @@ def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
     )
 
 
-def projected(fig: go.Figure, wide: bool, window: int = 1600) -> go.Figure:
+def projected(fig: go.Figure, figure: str, window: int = 1600) -> go.Figure:
     """What presentation mode draws: the projector's type, the stop's height (ui.lesson / ui.lesson_pack)."""
-    tall = FIGURE_HEIGHT[1] - (80 if wide else 0)
-    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[window][wide])
+    tall = tallest(figure)
+    return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[window][figure in WIDE])
 
 
 @pytest.mark.parametrize("window", sorted(WIDTH))
 @pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])
 def test_every_lesson_figure_reads_from_the_back_row(stop_id, build, window):
     at = stop_at(stop_id, build)
-    wide = at.figure in WIDE
-    fig = projected(drawn(at), wide, window)
-    found = problems(fig, WIDTH[window][wide], FIGURE_HEIGHT[1] - (80 if wide else 0))
+    fig = projected(drawn(at), at.figure, window)
+    found = problems(fig, WIDTH[window][at.figure in WIDE], tallest(at.figure))
     assert not found, f"{at.figure}: " + "; ".join(dict.fromkeys(found))  # one line per kind of text
 
 
@@ -98,6 +96,12 @@ def test_the_check_finds_small_cut_and_overlapping_text():
     for fault in ("text: 11 px", "cut at the edge", "overlap", "title"):
         assert fault in found, fault
     assert "text: 11 px" not in " | ".join(problems(legible(fig), 800, 500))  # the projector's type grows it
+    apart = go.Figure(layout={"width": 800, "height": 500})  # a note shifted clear of another (as a badge is)
+    for shift in (0, 30):
+        apart.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text="one spot", showarrow=False, yshift=shift)
+    assert not [f for f in problems(apart, 800, 500) if "overlap" in f]
+    apart.layout.annotations[1].yshift = 8
+    assert [f for f in problems(apart, 800, 500) if "overlap" in f]
 
 
 def test_the_check_finds_a_line_through_a_label_but_lets_an_arrow_leave_its_own():

@@ -32,8 +32,8 @@ def test_measured_only_where_run_and_stored():
     assert node_caption(works["eagle"], measured) == "no stored bench"  # the static tree was not benched
     assert node_caption(works["medusa"], measured) == "no stored bench"
     assert node_caption(works["hydra"], measured) == "no stored bench"  # run by the app, not in BENCH
-    assert node_caption(works["dflash"], measured) == ""  # hollow: the subtitle says described, not measured
-    assert "hollow: described, not measured" in lineage_figure(BENCH).layout.title.text.replace("<br>", " ")
+    assert node_caption(works["dflash"], measured) == ""  # hollow: the subtitle says not measured
+    assert "hollow: not measured" in lineage_figure(BENCH).layout.title.text.replace("<br>", " ")
     assert measured_values(None) == {} and measured_values({"methods": {"x": {"speedup": "?"}}}) == {}
 
 
@@ -106,9 +106,10 @@ def test_edge_labels_keep_apart_and_the_figure_leaves_room_at_its_edges():
     shows it in a 1600 and a 1280 px window, and as a slide."""
     from specviz.output.viz.theme import legible
     from tests.layout import problems
+    from ui.lesson import tallest
 
     fig = lineage_figure(BENCH, slide=True)
-    for width, height in ((1460, 560), (1140, 560), (1600, 900)):
+    for width, height in ((1460, tallest("lineage")), (1140, tallest("lineage")), (1600, 900)):
         shown = legible(fig, height=height).update_layout(width=width, height=height)
         assert not problems(shown, width, height), (width, problems(shown, width, height))
     lo, hi = fig.layout.xaxis.range

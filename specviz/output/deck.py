@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from specviz.core.measure import Provenance
 from specviz.output.export import figure_bytes
+from specviz.output.viz.theme import BADGE
 
 SLIDE_IN = (13.333, 7.5)  # 16:9, PowerPoint's widescreen size in inches
 TITLE_TOP_IN, TITLE_H_IN, MARGIN_IN = 0.2, 1.0, 0.25
@@ -79,7 +80,8 @@ def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bo
 
 def stored_measurement(fig: go.Figure, where: str) -> go.Figure:
     """Mark a figure as drawn from a stored measurement, `where` being its provenance (Provenance.describe())."""
-    return fig.update_layout(meta={"measured": where})
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    return fig.update_layout(meta={**meta, "measured": where})
 
 
 # "measured on Intel(R) Xeon(R) Processor (2 cores), … on 2026-12-01": a provenance's machine and day
@@ -94,11 +96,14 @@ def machines(where: str) -> list[str]:
 def badge(fig: go.Figure, text: str) -> go.Figure:
     """Pin where a figure's numbers come from in its top right corner (a stored figure's machines and days, or its
     published sources), so that on someone else's screen it never reads as measured there; a source a line, so
-    it stays inside a narrow column."""
+    it stays inside a narrow column. Above the plot, over any subplot titles there (theme.legible stacks it), or
+    inside the plot's lower right corner where the figure says that corner is empty (`meta={"badge": "inside"}`)."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    inside = meta.get("badge") == "inside"
     return fig.add_annotation(
-        text=text.replace("; ", ";<br>"),
-        xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="bottom", showarrow=False,
-        font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
+        text=text.replace("; ", ";<br>"), name=BADGE,
+        xref="paper", yref="paper", x=1, y=0 if inside else 1, xanchor="right", yanchor="bottom",
+        showarrow=False, font={"size": 16}, bgcolor="#fff7ed", bordercolor="#9a3412", borderwidth=1, borderpad=4,
     )  # fmt: skip
 
 

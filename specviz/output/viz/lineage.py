@@ -173,9 +173,8 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
     # room left of column 0 and right of column 6 for half a caption, at a page column as narrow as 800 px (a
     # 1280 px window): about 100 px a column, so no caption line is wider than a column
     fig.update_xaxes(visible=False, range=[-0.7, 6.45])
-    fig.update_yaxes(visible=False, range=[5.2, -1.75])  # row 0 at the top, its captions above it
+    fig.update_yaxes(visible=False, range=[5.0, -1.6])  # row 0 at the top, its captions above it
     title = "From blockwise decoding to DFlash"
-    sub = "what each work changed; filled: runs here, "
-    sub += f"A and speedup {where}" if where else "A and speedup from stored benches"
-    sub += "; hollow: described, not measured"
+    sub = f"filled: runs here (A · speedup, {where or 'stored benches'}); hollow: not measured"
+    fig.update_layout(meta={"badge": "inside"})  # the corner under DFlash is empty: a badge goes there (deck.badge)
     return apply(fig, f"{title}<br><sup>{sub}</sup>", slide=slide, height=660)

@@ -135,6 +135,9 @@ def legible(
     return go.Figure(d, _validate=False)
 
 
+BADGE = "provenance badge"  # the name of the annotation deck.badge pins on a figure measured elsewhere
+
+
 def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> None:
     """The title's block centred a fixed distance under the top at the height it is shown at (plotly centres a
     block of lines as a whole, but anchors its top by the first line), with room under it for the subplots'
@@ -145,13 +148,17 @@ def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> Non
     text = title["text"] = fit_title(text, chars=(int(NARROWEST / 0.55 / tall), int(NARROWEST / 0.55 / 0.7 / tall)))
     block = _title_room(text, tall / 1.4) - 30  # its lines' height
     title.update(y=1 - (12 + block / 2) / height, yref="container", yanchor="middle")
-    above = [
-        (str(a.get("text", "")).count("<br>") + 1) * 1.35 * a["font"]["size"]
-        for a in lay.get("annotations", [])
-        if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
+    top = [
+        a for a in lay.get("annotations", []) if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
     ]
+    tall = {id(a): (str(a["text"]).count("<br>") + 1) * 1.35 * a["font"]["size"] for a in top}
+    under = max((tall[id(a)] for a in top if a.get("name") != BADGE), default=0)  # subplot titles, notes
+    for a in top:
+        if a.get("name") == BADGE and under:  # a provenance badge sits above the subplots' titles, not on them
+            a["yshift"] = under + 4
+    stacked = under + max((tall[id(a)] + 4 for a in top if a.get("name") == BADGE and under), default=0)
     margin = lay.setdefault("margin", {})
-    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max(above, default=0)))
+    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max([stacked, *tall.values()], default=0)))
 
 
 def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:
