@@ -112,10 +112,14 @@ def _edge_text(why: str) -> str:
 COL_PX, ROW_PX = 147, 52  # a column and a row at the projector's narrowest (the lesson in a 1280 px window)
 
 
-def _label_place(x0: float, y0: float, x1: float, y1: float, text: str, size: float) -> dict[str, Any]:
+def _label_place(
+    x0: float, y0: float, x1: float, y1: float, text: str, size: float, level_from: float | None = None
+) -> dict[str, Any]:
     """Where an arrow's label goes, clear of the captions under the nodes: above a level arrow; beside a sloping
     one, its centre off the line by just more than its half-extent across the line (the label's box, estimated
-    from its type, never reaches the line), on the side that faces up the screen (rows grow downward)."""
+    from its type, never reaches the line), on the side that faces up the screen (rows grow downward); beside an
+    upright leg that falls from a level part (`level_from`: the node it leaves), on the side away from that node,
+    whose caption runs down beside the leg's top."""
     if abs(y1 - y0) < 0.05:
         return {"x": (x0 + x1) / 2, "y": y0 - 0.1, "yanchor": "bottom"}
     # two thirds of the way down the leg: below the captions of a row it leaves, clear of the row above's arrows
@@ -128,6 +132,8 @@ def _label_place(x0: float, y0: float, x1: float, y1: float, text: str, size: fl
     nx, ny = -dy / norm, dx / norm  # a normal, turned to point up the screen (toward smaller rows)
     if ny > 0:
         nx, ny = -nx, -ny
+    if abs(dx) < 1 and level_from is not None:
+        nx = 1.0 if level_from < x0 else -1.0
     off = w / 2 * abs(nx) + h / 2 * abs(ny) + 8
     return {"x": mx + nx * off / COL_PX, "y": my + ny * off / ROW_PX, "xanchor": "center", "yanchor": "middle"}
 
@@ -149,7 +155,9 @@ def lineage_figure(bench: dict[str, Any] | None, where: str = "", slide: bool = 
         )  # fmt: skip
         if why:
             text, size = _edge_text(why), 16 if slide else 11
-            fig.add_annotation(**_label_place(*_sloping_leg(x0, y0, x1, y1), text, 16), text=text,
+            leg = _sloping_leg(x0, y0, x1, y1)
+            level_from = x0 if len(points) > 2 and y1 > y0 else None  # a falling arrow leaves its node level
+            fig.add_annotation(**_label_place(*leg, text, 16, level_from), text=text,
                                showarrow=False, font={"size": size, "color": "#475569"})  # fmt: skip
     for w in WORKS:
         runs = bool(w.runs)
