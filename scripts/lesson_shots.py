@@ -156,10 +156,11 @@ def tour(
 def retake(
     url: str, out: Path, stops: list[str], only: list[str], size: tuple[int, int] = SIZE, zoom: float = 1.0
 ) -> list[tuple[str, float]]:
-    """Some stops again, each opened at ?lesson=<id> (after a change to them), saved under the tour's names."""
+    """Some stops again, each opened at ?lesson=<id> (after a change to them) and its builds clicked through,
+    saved under the tour's names."""
     from playwright.sync_api import sync_playwright
 
-    done = []
+    done, frames = [], builds_of(stops)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for stop in only:
@@ -172,6 +173,7 @@ def retake(
             name = f"{k:02d}_{slug(stop)}.png"
             pg.screenshot(path=str(out / name))
             done.append((name, time.monotonic() - start))
+            done += walk_builds(pg, out, k, len(stops), frames[k - 1], name, "PageDown")
             pg.close()
         browser.close()
     return done

@@ -5,6 +5,7 @@ The figures are drawn from the shipped recording, no model and no browser (scrip
 
 from __future__ import annotations
 
+import textwrap
 from functools import cache
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from specviz.output.lesson import facts
 from specviz.output.lesson.model import LESSON_FILE, Stop, load_lesson
-from specviz.output.viz.theme import legible
+from specviz.output.viz.theme import fit_title, legible
 from tests.layout import problems
 from ui.lesson import WIDE, tallest
 
@@ -128,3 +129,13 @@ def test_the_projector_grows_every_font_and_keeps_a_slides():
     assert (big.layout.font.size, big.data[0].textfont.size, big.layout.annotations[0].font.size) == (18, 16, 17)
     slide: Any = legible(fig.update_layout(font={"size": 22}))
     assert slide.layout.font.size == 22
+
+
+def test_a_subtitle_wrapped_again_for_a_narrower_column_reflows_instead_of_orphaning_a_word():
+    said = "measured on Intel(R) Xeon(R) Processor (2 cores), smollm2-135m · cpu · float32 · onednn, on 2026-12-01, "
+    page = fit_title(f"Where each method wins<br><sup>19 prompts, one run each<br>{said}under load (2.8)</sup>")
+    assert page.count("<br>") == 3  # the page's width broke the long line once
+    for width in (80, 88):
+        lines = fit_title(page, chars=(40, width)).removesuffix("</sup>").split("<br><sup>")[1].split("<br>")
+        # the author's break kept, the page's undone: the long line in as few lines as the column allows
+        assert lines == ["19 prompts, one run each", *textwrap.wrap(said + "under load (2.8)", width)], lines

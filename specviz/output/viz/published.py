@@ -51,6 +51,6 @@ def published_figure(data: dict[str, Any], slide: bool = False) -> go.Figure:
         fig.update_xaxes(range=[0, top * 1.75], title=name, row=1, col=col)
     fig.update_layout(bargap=0.25, uniformtext={"minsize": 16, "mode": "show"})
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=order)
-    said = " · ".join(f"{p['says']} ({p['cite']})" for p in data.get("papers", []))
+    said = "<br>".join(f"{p['says']} ({p['cite']})" for p in data.get("papers", []))  # a paper a line
     title = f"Published at 7B on GPUs, and this project on an H200<br><sup>{said}</sup>"
     return apply(fig, title, slide, 640)

@@ -86,8 +86,15 @@ def fit_title(title: str, slide: bool = False, chars: tuple[int, int] | None = N
     main = "<br>".join(textwrap.wrap(head.replace("<br>", " "), most)) or head
     if not sep:
         return main
-    sub = rest.removesuffix("</sup>")
-    lines = [w for line in sub.split("<br>") for w in textwrap.wrap(line, most_sub) or [""]]
+    lines: list[str] = []
+    for line in rest.removesuffix("</sup>").split("<br>"):
+        # a break a wrap at the page's width made (the next word would not have fitted) is undone, so a figure
+        # wrapped again for a narrower column reflows its lines rather than leaving a word alone on one
+        if lines and line and len(lines[-1]) + 1 + len(line.split()[0]) > min(SUBTITLE_CHARS.values()):
+            lines[-1] += " " + line
+        else:
+            lines.append(line)
+    lines = [w for line in lines for w in textwrap.wrap(line, most_sub) or [""]]
     return main + "<br><sup>" + "<br>".join(lines) + "</sup>"
 
 
