@@ -169,32 +169,57 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
 
 
 def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
-    """Each verified candidate: matched tokens green, the first mismatch red, the rest unchecked grey."""
+    """Each verified candidate a row of cells: matched tokens green, the first mismatch red, the rest unchecked
+    grey; a cell spans its position, so a token's text fits it at any type size."""
     cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
     fig = go.Figure()
-    for c, (cand, ctext) in enumerate(zip(cands, texts)):
-        m = matched[c]
-        color = [ACCEPT if j < m else REJECT if j == m else NEUTRAL for j in range(len(cand))]
-        star = "  ★ accepted" if c == detail.best else ""
+    depth = max((len(c) for c in cands), default=1)
+    rows = [
+        f"candidate {c + 1} ({matched[c]} matched){'  ★ accepted' if c == detail.best else ''}"
+        for c in range(len(cands))
+    ]
+    # cell codes: 0 unchecked, 1 the first mismatch, 2 matched; a shorter candidate's missing cells left empty
+    code = [
+        [(2 if j < m else 1 if j == m else 0) for j in range(len(c))] + [None] * (depth - len(c))
+        for c, m in zip(cands, matched)
+    ]
+    words = [[_show(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts]
+    if cands:
         fig.add_trace(
-            go.Scatter(
-                x=list(range(1, len(cand) + 1)),
-                y=[f"candidate {c + 1} ({m} matched){star}"] * len(cand),
-                mode="markers+text",
-                text=[_show(t) for t in ctext],
-                textfont={"size": 12, "color": "white"},
-                marker={"symbol": "square", "size": 44, "color": color},
-                showlegend=False,
-                hovertext=[f"{t!r}" for t in ctext],
-                hoverinfo="text",
+            go.Heatmap(
+                z=code,
+                x=list(range(1, depth + 1)),
+                y=rows,
+                text=words,
+                texttemplate="%{text}",
+                textfont={"color": "white"},
+                colorscale=[
+                    [0, NEUTRAL],
+                    [1 / 3, NEUTRAL],
+                    [1 / 3, REJECT],
+                    [2 / 3, REJECT],
+                    [2 / 3, ACCEPT],
+                    [1, ACCEPT],
+                ],
+                zmin=-0.5,
+                zmax=2.5,
+                showscale=False,
+                xgap=6,
+                ygap=6,
+                customdata=[[repr(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts],
+                hovertemplate="%{y}, position %{x}: %{customdata}<extra></extra>",
             )
         )
-    if not cands:
+        add_key(
+            fig, [("matched the target's argmax", ACCEPT), ("the first mismatch", REJECT), ("not checked", NEUTRAL)]
+        )
+    else:
         _note(fig, "no pooled n-gram starts with this root: only the window ran", y=0.5)
-    fig.update_yaxes(autorange="reversed")
-    depth = max((len(c) for c in cands), default=1)
-    fig.update_xaxes(title="position after the root", dtick=1, range=[0.4, depth + 0.6])
-    return apply(fig, title, slide, height=120 + 60 * max(1, len(cands)))
+    # rows at most a third of the plot tall, centred: a lone candidate is a strip, not a wall
+    pad = max(0, 3 - len(cands)) / 2
+    fig.update_yaxes(range=[len(cands) - 0.5 + pad, -0.5 - pad], showgrid=False, zeroline=False)
+    fig.update_xaxes(title="position after the root", dtick=1, range=[0.5, depth + 0.5], showgrid=False)
+    return apply(fig, title, slide, height=170 + 70 * max(2, len(cands)))
 
 
 # mask cell codes 0..3: masked, the root, the lookahead branch (in the method's colour), the verification branch
