@@ -168,48 +168,18 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
     return apply(fig, title, slide, height=120 + 22 * max(1, len(labels)))
 
 
+# verify cell codes 0..2: not checked, the first mismatch, matched (a role's hue each)
+CELL_SCALE = [[0, NEUTRAL], [1 / 3, NEUTRAL], [1 / 3, REJECT], [2 / 3, REJECT], [2 / 3, ACCEPT], [1, ACCEPT]]
+
+
 def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
     """Each verified candidate a row of cells: matched tokens green, the first mismatch red, the rest unchecked
     grey; a cell spans its position, so a token's text fits it at any type size."""
-    cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
+    cands = detail.candidates
     fig = go.Figure()
     depth = max((len(c) for c in cands), default=1)
-    rows = [
-        f"candidate {c + 1} ({matched[c]} matched){'  ★ accepted' if c == detail.best else ''}"
-        for c in range(len(cands))
-    ]
-    # cell codes: 0 unchecked, 1 the first mismatch, 2 matched; a shorter candidate's missing cells left empty
-    code = [
-        [(2 if j < m else 1 if j == m else 0) for j in range(len(c))] + [None] * (depth - len(c))
-        for c, m in zip(cands, matched)
-    ]
-    words = [[_show(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts]
     if cands:
-        fig.add_trace(
-            go.Heatmap(
-                z=code,
-                x=list(range(1, depth + 1)),
-                y=rows,
-                text=words,
-                texttemplate="%{text}",
-                textfont={"color": "white"},
-                colorscale=[
-                    [0, NEUTRAL],
-                    [1 / 3, NEUTRAL],
-                    [1 / 3, REJECT],
-                    [2 / 3, REJECT],
-                    [2 / 3, ACCEPT],
-                    [1, ACCEPT],
-                ],
-                zmin=-0.5,
-                zmax=2.5,
-                showscale=False,
-                xgap=6,
-                ygap=6,
-                customdata=[[repr(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts],
-                hovertemplate="%{y}, position %{x}: %{customdata}<extra></extra>",
-            )
-        )
+        fig.add_trace(_candidate_cells(detail, depth))
         add_key(
             fig, [("matched the target's argmax", ACCEPT), ("the first mismatch", REJECT), ("not checked", NEUTRAL)]
         )
@@ -220,6 +190,34 @@ def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool
     fig.update_yaxes(range=[len(cands) - 0.5 + pad, -0.5 - pad], showgrid=False, zeroline=False)
     fig.update_xaxes(title="position after the root", dtick=1, range=[0.5, depth + 0.5], showgrid=False)
     return apply(fig, title, slide, height=170 + 70 * max(2, len(cands)))
+
+
+def _candidate_cells(detail: LookaheadDetail, depth: int) -> go.Heatmap:
+    """The candidates' cells, coded by CELL_SCALE, a shorter candidate's missing cells left empty."""
+    cands, texts, matched = detail.candidates, detail.candidate_texts, detail.matched
+    code = [
+        [(2 if j < m else 1 if j == m else 0) for j in range(len(c))] + [None] * (depth - len(c))
+        for c, m in zip(cands, matched)
+    ]
+    return go.Heatmap(
+        z=code,
+        x=list(range(1, depth + 1)),
+        y=[
+            f"candidate {c + 1} ({m} matched){'  ★ accepted' if c == detail.best else ''}"
+            for c, m in enumerate(matched)
+        ],
+        text=[[_show(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts],
+        texttemplate="%{text}",
+        textfont={"color": "white"},
+        colorscale=CELL_SCALE,
+        zmin=-0.5,
+        zmax=2.5,
+        showscale=False,
+        xgap=6,
+        ygap=6,
+        customdata=[[repr(t) for t in ctext] + [""] * (depth - len(ctext)) for ctext in texts],
+        hovertemplate="%{y}, position %{x}: %{customdata}<extra></extra>",
+    )
 
 
 # mask cell codes 0..3: masked, the root, the lookahead branch (in the method's colour), the verification branch
