@@ -141,3 +141,13 @@ def test_an_upload_is_read_once_not_per_rerun(tiny_app, monkeypatch):
     upload(opened("flat"), "again.json", raw)  # another visitor, the same file
     assert reads == ["again.json"]
     resources.uploaded_pack.clear()
+
+
+def test_a_badged_stored_figure_names_its_machine_on_the_badge_and_not_again_in_the_caption(tiny_app):
+    """The kinds stop said where it was measured three times (the figure's subtitle, its badge, the caption's
+    whole account): the caption now points at the badge, the account one hover away."""
+    at = opened("kinds")
+    said = [c for c in at.caption if c.value.startswith("From a stored measurement")]
+    assert len(said) == 1 and "the badge names" in said[0].value, [c.value for c in said]
+    assert "Xeon" not in said[0].value, "the machine is named on the badge, not again here"
+    assert "Xeon" in str(said[0].proto.help), "the whole account on hover"

@@ -18,6 +18,7 @@ from specviz.output.lesson.model import Lesson, LessonError, Stop
 from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack
 from specviz.output.lesson.pages import COMPUTED
 from specviz.output.lesson.visitor import escaped
+from specviz.output.viz.theme import BADGE
 from ui import resources
 from ui.memo import private, shared
 
@@ -236,6 +237,9 @@ def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height
         if stop.figure in COMPUTED:  # arithmetic, or a model over stored measurements: said as such
             said = f"Computed: {measured}." if measured else "Computed: exact arithmetic on the example, no run."
         short = said if len(said) <= 200 else "From stored measurements; where and when each was made: hover."
+        if any(a.name == BADGE for a in fig.layout.annotations):  # the figure names them already: said once there
+            how = "Drawn from stored measurements" if stop.figure in COMPUTED else "From a stored measurement"
+            short = f"{how}; the badge names where and when, the rest: hover."
         side.caption(short, help=said if short != said else None)
     else:
         t = f"{pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
