@@ -23,18 +23,21 @@ def published_figure(data: dict[str, Any], slide: bool = False) -> go.Figure:
     top = max(v["speedup"] for s in sources for v in s["methods"].values())
     for col, (color, src) in enumerate(zip(SOURCE_COLORS, sources, strict=False), start=1):
         rows = [(m, v) for m in order if (v := src["methods"].get(m))]
-        bars = go.Bar(
-            y=[m for m, _ in rows],
-            x=[v["speedup"] for _, v in rows],
-            text=[f"{v['speedup']:.2f}× · A {v['A']:.2f}" for _, v in rows],
-            textposition="outside",
-            cliponaxis=False,
-            orientation="h",
-            name=src["short"],
-            marker_color=color,
-            showlegend=False,
-        )
+        y, x = [m for m, _ in rows], [v["speedup"] for _, v in rows]
+        bars = go.Bar(y=y, x=x, orientation="h", name=src["short"], marker_color=color, showlegend=False)
         fig.add_trace(bars, row=1, col=col)
+        # each label right of its bar, or of the 1× line where the bar stops short of it (never across the line)
+        labels = go.Scatter(
+            y=y,
+            x=[max(v, 1) + 0.08 for v in x],
+            text=[f"{v['speedup']:.2f}× · A {v['A']:.2f}" for _, v in rows],
+            mode="text",
+            textposition="middle right",
+            cliponaxis=False,
+            showlegend=False,
+            hoverinfo="skip",
+        )
+        fig.add_trace(labels, row=1, col=col)
         fig.add_shape(
             type="line",
             x0=1,
