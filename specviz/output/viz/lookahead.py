@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, add_key, apply, method_color, token_text
+from specviz.output.viz.theme import ACCEPT, NEUTRAL, REJECT, VERIFY, add_key, apply, bands, method_color, token_text
 from specviz.output.viz.tree import MAX_MASK
 from specviz.trees.ngram_pool import Layout, NgramPool
 
@@ -169,7 +169,7 @@ def pool_figure(pool_top: list[dict], title: str | None = None, slide: bool = Fa
 
 
 # verify cell codes 0..2: not checked, the first mismatch, matched (a role's hue each)
-CELL_SCALE = [[0, NEUTRAL], [1 / 3, NEUTRAL], [1 / 3, REJECT], [2 / 3, REJECT], [2 / 3, ACCEPT], [1, ACCEPT]]
+CELL_SCALE = bands(NEUTRAL, REJECT, ACCEPT)
 
 
 def verify_figure(detail: LookaheadDetail, title: str | None = None, slide: bool = False) -> go.Figure:
@@ -222,16 +222,7 @@ def _candidate_cells(detail: LookaheadDetail, depth: int) -> go.Heatmap:
 
 # mask cell codes 0..3: masked, the root, the lookahead branch (in the method's colour), the verification branch
 BRANCH = method_color("lookahead")
-MASK_SCALE = [
-    [0, "#ffffff"],
-    [0.25, "#ffffff"],
-    [0.25, NEUTRAL],
-    [0.5, NEUTRAL],
-    [0.5, BRANCH],
-    [0.75, BRANCH],
-    [0.75, VERIFY],
-    [1, VERIFY],
-]
+MASK_SCALE = bands("#ffffff", NEUTRAL, BRANCH, VERIFY)
 
 
 def mask_figure(layout: dict[str, int], title: str | None = None, slide: bool = False) -> go.Figure:

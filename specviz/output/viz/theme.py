@@ -52,6 +52,13 @@ def add_key(fig: go.Figure, entries: list[tuple[str, str]]) -> None:
         fig.add_scatter(x=[None], y=[None], mode="markers", name=name, marker=marker, hoverinfo="skip")
 
 
+def bands(*fills: str) -> list[list[Any]]:
+    """A heatmap colour scale of equal bands, one fill per integer cell code 0, 1, …: code k lands in band k with
+    zmin = 0 and zmax the last code, or zmin = -0.5 and zmax the last code + 0.5."""
+    n = len(fills)
+    return [[edge / n, fill] for k, fill in enumerate(fills) for edge in (k, k + 1)]
+
+
 def tint(colour: str, alpha: float) -> str:
     """A role's colour as a light fill (a region, a cell, a second bar): the same hue, `alpha` opaque."""
     r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
@@ -158,14 +165,14 @@ def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> Non
     top = [
         a for a in lay.get("annotations", []) if a.get("yref") == "paper" and (a.get("y") or 0) >= 1 and a.get("text")
     ]
-    tall = {id(a): (str(a["text"]).count("<br>") + 1) * 1.35 * a["font"]["size"] for a in top}
-    under = max((tall[id(a)] for a in top if a.get("name") != BADGE), default=0)  # subplot titles, notes
+    lines_px = {id(a): (str(a["text"]).count("<br>") + 1) * 1.35 * a["font"]["size"] for a in top}
+    under = max((lines_px[id(a)] for a in top if a.get("name") != BADGE), default=0)  # subplot titles, notes
     for a in top:
         if a.get("name") == BADGE and under:  # a provenance badge sits above the subplots' titles, not on them
             a["yshift"] = under + 4
-    stacked = under + max((tall[id(a)] + 4 for a in top if a.get("name") == BADGE and under), default=0)
+    stacked = under + max((lines_px[id(a)] + 4 for a in top if a.get("name") == BADGE and under), default=0)
     margin = lay.setdefault("margin", {})
-    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max([stacked, *tall.values()], default=0)))
+    margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max([stacked, *lines_px.values()], default=0)))
 
 
 def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:

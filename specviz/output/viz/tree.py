@@ -22,6 +22,7 @@ from specviz.output.viz.theme import (
     add_key,
     add_speedup,
     apply,
+    bands,
     method_color,
     tint,
     token_text,
@@ -47,7 +48,7 @@ STATUS_COLORS = {"accepted": ACCEPT, "rejected": REJECT, "passed": DRAFT, "unrea
 # mask cell codes 0..2: masked, visible, visible on the accepted path
 MAX_MASK = 129  # nodes of a mask drawn: Medusa's largest tree; beyond, n² cells are unreadable and slow to render
 SEEN = tint(VERIFY, 0.4)  # a visible cell: the target attends there
-MASK_SCALE = [[0, "#f1f5f9"], [0.33, "#f1f5f9"], [0.34, SEEN], [0.66, SEEN], [0.67, ACCEPT], [1, ACCEPT]]
+MASK_SCALE = bands("#f1f5f9", SEEN, ACCEPT)
 
 
 def dfs_order(parents: list[int]) -> list[int]:
