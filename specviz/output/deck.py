@@ -80,8 +80,12 @@ def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bo
 
 def stored_measurement(fig: go.Figure, where: str) -> go.Figure:
     """Mark a figure as drawn from a stored measurement, `where` being its provenance (Provenance.describe())."""
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    return fig.update_layout(meta={**meta, "measured": where})
+    return fig.update_layout(meta={**_meta(fig), "measured": where})
+
+
+def _meta(fig: go.Figure) -> dict[str, Any]:
+    """What a figure says of itself in layout.meta (its provenance, where its badge goes), or nothing."""
+    return fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
 
 
 # "measured on Intel(R) Xeon(R) Processor (2 cores), … on 2026-12-01": a provenance's machine and day
@@ -98,8 +102,7 @@ def badge(fig: go.Figure, text: str) -> go.Figure:
     published sources), so that on someone else's screen it never reads as measured there; a source a line, so
     it stays inside a narrow column. Above the plot, over any subplot titles there (theme.legible stacks it), or
     inside the plot's lower right corner where the figure says that corner is empty (`meta={"badge": "inside"}`)."""
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    inside = meta.get("badge") == "inside"
+    inside = _meta(fig).get("badge") == "inside"
     return fig.add_annotation(
         text=text.replace("; ", ";<br>"), name=BADGE,
         xref="paper", yref="paper", x=1, y=0 if inside else 1, xanchor="right", yanchor="bottom",
@@ -114,8 +117,7 @@ def slides_of(figures: dict[str, go.Figure], notes: str, measured: dict[str, str
     out = []
     for name, fig in figures.items():
         title, sub = split_title(fig, name.replace("_", " "))
-        meta = fig.layout.meta
-        own = (measured or {}).get(name) or (meta.get("measured") if isinstance(meta, dict) else None)
+        own = (measured or {}).get(name) or _meta(fig).get("measured")
         text = f"Figure: {name}\n" + (
             f"From a stored measurement, {own}; not measured in this session." if own else notes
         )
