@@ -7,9 +7,10 @@
 #      the caches, the host budget, the losslessness lab, the device lint, precision;
 #   3. doctor --overhead on the GPU (torch calls and host reads a step, through the captured forward);
 #   4. the latency probe (one forward against the tokens it verifies);
-#   5. the row bench: every method at 64 tokens on scripts/gpu-prompts.txt, plain decoding paired, plus the
-#      papers' settings (Medusa 64 tokens, EAGLE-2/3 depth 5 / top-k 10 / 60 nodes, Lookahead W7 N5 G7);
-#   6. the summary table, rebuilt from whatever rows exist.
+#   5. the fit of every tree and window method to this device's curve (python -m specviz fit);
+#   6. the row bench: every method at 64 tokens at its fitted shape on scripts/gpu-prompts.txt, plain decoding
+#      paired, plus the papers' settings (Medusa 64 tokens, EAGLE-2/3 depth 5 / top-k 10 / 60 nodes, Lookahead W7 N5 G7);
+#   7. the summary table, rebuilt from whatever rows exist.
 # Usage: bash scripts/gpu-check.sh [DIR]   (DEVICE=cpu runs it on the CPU; BUDGET_S bounds the bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +92,10 @@ lm = load_model(device=sys.argv[1], progress=lambda m: None)  # SPECVIZ_GRAPHS=0
 print(json.dumps(asdict(probe_latency(lm, ks=(1, 8, 64), prefix_len=128, repeats=5))))
 PYEOF
 log "probe, eager: $(tail -c 200 "$DIR/probe.txt")"
+# the fit on this device's own curve: each tree and window method's shape, predicted A / r, the paper's priced here;
+# the bench below runs the methods at these shapes (their fields left unset) beside the papers' settings
+timeout 120 "$PY" -m specviz fit --device "$DEV" >"$DIR/fit.txt" 2>&1
+log "fit: $(tail -n 8 "$DIR/fit.txt")"
 timeout "$(( ${BUDGET_S:-240} + 60 ))" "$PY" -m specviz.tuning.rows --out "$DIR/rows.jsonl" --device "$DEV" \
   --methods ar,pld,medusa,hydra,eagle,eagle3,hybrid,lookahead,jacobi,sps \
   --set medusa:total_tokens=64 --set eagle:depth=5,top_k=10,total_tokens=60 \

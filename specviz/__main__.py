@@ -1,4 +1,4 @@
-"""Command line: python -m specviz {generate, bench, probe, train, calibrate, export, doctor, lesson, corpus}."""
+"""Command line: python -m specviz {generate, bench, probe, fit, train, calibrate, export, doctor, lesson, corpus}."""
 
 from __future__ import annotations
 
@@ -95,9 +95,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
     sampling = _sampling(a)
     config = methods.make_config(a.method, _options(a.opt))
     lm = _load(a)
-    from specviz.tuning import probe
+    from specviz.tuning import fit
 
-    config = probe.prepare(lm, {a.method: config})[a.method]  # prompt lookup's draft length: this device's curve
+    config = fit.prepare(lm, {a.method: config})[a.method]  # prompt lookup's draft length: this device's curve
     ids = prepare(lm, a.prompt)
     mod = methods.get(a.method)
     trace = mod.generate(lm, ids, sampling, config, prompt=a.prompt)
@@ -159,6 +159,21 @@ def cmd_probe(a: argparse.Namespace) -> int:
     for k, ms, rel in zip(curve.ks, curve.ms, curve.relative()):
         print(f"  k={k:>3}  {ms:8.1f} ms   {rel:5.2f}x one token")
     return 0
+
+
+def cmd_fit(a: argparse.Namespace) -> int:
+    """The tree and window shapes fitted to this device, with their predicted speedups and step splits."""
+    from specviz.tuning import fit
+
+    lm = _load(a)
+    fits = fit.fits(lm, refresh=a.refresh)
+    print(fit.report(fits, fit.device_cost(lm)))
+    return 0
+
+
+def _fit_args(ft: argparse.ArgumentParser) -> None:
+    ft.add_argument("--refresh", action="store_true", help="measure the latency curve and the heads' steps again")
+    _model_args(ft)
 
 
 def cmd_lesson_deck(a: argparse.Namespace) -> int:
@@ -255,6 +270,7 @@ def parser() -> argparse.ArgumentParser:
     _model_args(b)
     pr = sub.add_parser("probe", help="measure forward latency against the number of new tokens")
     _model_args(pr)
+    _fit_args(sub.add_parser("fit", help="fit each tree and window method's shape to this device (measured once)"))
     e = sub.add_parser("export", help="write slide-ready figures (PNG, SVG, a .pptx deck) for methods on one prompt")
     e.add_argument("--methods", default="ar,medusa,eagle,lookahead")
     e.add_argument("--all", action="store_true", help="every method, and the figures of the stored measurements")
@@ -300,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         "generate": cmd_generate,
         "bench": cmd_bench,
         "probe": cmd_probe,
+        "fit": cmd_fit,
         "export": cmd_export,
         "train": cmd_heads,
         "calibrate": cmd_heads,

@@ -41,7 +41,7 @@ def test_the_bench_speedup_is_the_median_of_paired_ratios_with_its_range(tiny_lm
         return run
 
     monkeypatch.setattr(bench, "runners", lambda _lm, names, _c: {n: runner(n) for n in ["ar", *names]})
-    monkeypatch.setattr(bench.probe, "prepare", lambda _lm, configs, _names=(): dict(configs))
+    monkeypatch.setattr(bench.fit, "prepare", lambda _lm, configs, _names=(): dict(configs))
     items = [PromptItem("Say hello to the world.", "chat"), PromptItem("Repeat: a b c", "extraction")]
     res = bench.run_bench(tiny_lm, ["pld"], items, Sampling(max_new_tokens=2), repeats=3)
     # prompt 1: paired ratios 1/0.5, 4/4, 2/4 = 2, 1, 0.5 -> 1.0 (independent medians would give 2 / 4 = 0.5)

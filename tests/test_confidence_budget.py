@@ -80,7 +80,7 @@ def test_the_depth_gate_stops_drafting_when_the_head_is_unsure(tiny_lm):
     "bad",
     [
         {"min_tokens": 1},
-        {"min_tokens": 7},  # above total_tokens (6)
+        {"min_tokens": 7, "total_tokens": 6},  # above total_tokens
         {"min_tokens": 3, "tree": "static"},
         {"node_floor": 1.5},
         {"depth_floor": -0.1},

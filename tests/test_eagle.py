@@ -140,7 +140,7 @@ def test_trace_detail_is_plain_data(tiny_lm, tiny_head):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"}, {"head_dtype": "int8"}]
+    "bad", [{"depth": -1}, {"top_k": 33}, {"total_tokens": 1}, {"tree": "bushy"}, {"head_dtype": "int8"}]
 )
 def test_bad_config_is_refused(bad):
     with pytest.raises(ConfigError):

@@ -201,7 +201,7 @@ def test_trace_detail_is_typed_plain_data(tiny_lm, tiny_head):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"depth": 0}, {"top_k": 0}, {"total_tokens": 1}, {"tree": "bushy"}, {"head_dtype": "x"}]
+    "bad", [{"depth": -1}, {"top_k": 33}, {"total_tokens": 1}, {"tree": "bushy"}, {"head_dtype": "x"}]
 )
 def test_bad_config_is_refused(bad):
     with pytest.raises(ConfigError):

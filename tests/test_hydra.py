@@ -115,7 +115,7 @@ def test_save_load_and_clear_errors(tiny_lm, tmp_path) -> None:
     with pytest.raises(HeadsError, match="calibrate hydra"):
         load_calibration(tmp_path / "h")
     with pytest.raises(ConfigError):
-        hydra.Config(total_tokens=0)
+        hydra.Config(total_tokens=-1)  # 0 is "fitted to the device"
 
 
 def test_trace_records_what_each_head_read(tiny_lm) -> None:

@@ -92,7 +92,7 @@ BAD = [
     ),
     (
         lesson_text(stop(page="medusa", figure="medusa_tree", extra='settings = { "medusa.preset" = "best" }')),
-        "'medusa.preset' must be one of fastest, paper",
+        "'medusa.preset' must be one of fitted, paper",
     ),
     (lesson_text(stop(), stop()), "the id 's1' is used by an earlier stop"),
     (lesson_text(stop(), head="max_new_tokens = 0\n"), "'max_new_tokens' must be a whole number from 1 to 512"),

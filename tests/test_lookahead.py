@@ -12,6 +12,7 @@ from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
+from specviz.methods.base import settled
 from specviz.trees.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
 
 
@@ -141,6 +142,7 @@ CONFIGS = [
 @pytest.mark.parametrize("cfg", CONFIGS[:3])
 def test_identity_when_pooled_ngrams_are_accepted(tiny_lm, cfg):
     """A pool seeded with the true continuation (plus noise) must be accepted, and change nothing."""
+    cfg = settled(cfg)  # W, N, G left for the fit take their fallback
     ids, s = tiny_lm.encode_prompt("Hello there"), Sampling(max_new_tokens=24)
     want = ar.generate(tiny_lm, ids, s).output_ids
     pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
@@ -172,7 +174,9 @@ def test_sampling_is_seeded(tiny_lm):
     assert a.output_ids == b.output_ids != c.output_ids
 
 
-@pytest.mark.parametrize("bad", [{"window": 0}, {"ngram": 1}, {"guesses": -1}, {"init": "zeros"}, {"window_vocab": -5}])
+@pytest.mark.parametrize(
+    "bad", [{"window": -1}, {"ngram": 1}, {"guesses": -2}, {"init": "zeros"}, {"window_vocab": -5}]
+)
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         la.Config(**bad)

@@ -72,7 +72,7 @@ def test_save_load_and_clear_errors(tiny_lm, tmp_path) -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ConfigError):
-        medusa.Config(total_tokens=0)
+        medusa.Config(total_tokens=-1)  # 0 is "fitted to the device"
     with pytest.raises(ConfigError):
         medusa.Config(rule="maybe")
     with pytest.raises(ConfigError):
@@ -256,9 +256,10 @@ def test_the_old_option_names_are_refused_in_one_sentence(method, old) -> None:
 def test_the_tree_size_counts_the_root() -> None:
     """total_tokens (root included) was `budget` (drafted nodes, root not counted): budget B is total_tokens B + 1."""
     from specviz import methods
+    from specviz.methods.base import settled
     from specviz.tuning import presets
 
-    assert medusa.Config().total_tokens == 5
+    assert medusa.Config().total_tokens == 0 and settled(medusa.Config()).total_tokens == 5  # fitted, else 5
     assert methods.make_config("medusa", {"total_tokens": "17"}) == medusa.Config(total_tokens=17)
     assert presets.verified_tokens(medusa.Config(total_tokens=64)) == 64
     from specviz.tuning.calibrate import _sweep_medusa_args, sweep_sizes

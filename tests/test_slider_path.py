@@ -1,6 +1,7 @@
 """The slider's short path (DESIGN.md, "From a slider to the verify step"): a method page's module only declares,
 its Configs built in pages/page.py from its Controls alone, and a Config with nothing to measure of the device
-(EAGLE's) starts its runs without going through the latency probe, while prompt lookup's still gets its curve."""
+(EAGLE's with its shape given) starts its runs without going through the probe or the fit, while prompt lookup's
+still gets its curve and a shape left unset gets the fit's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from specviz.core.drafting import VerifyLatency
 from specviz.methods import eagle, prompt_lookup
 from specviz.methods.base import unmeasured
 from specviz.output.pages import eagle as eagle_page
-from specviz.tuning import compare, probe
+from specviz.tuning import compare, fit, probe
 
 PAGE = eagle_page.PAGE
 CURVE = VerifyLatency((1, 4), (30.0, 33.0))
@@ -46,8 +47,8 @@ def test_a_config_with_nothing_to_measure_never_enters_the_probe(monkeypatch):
     def refuse(_lm, cfg):
         raise AssertionError(f"{type(cfg).__module__} went through the probe")
 
-    monkeypatch.setattr(probe, "measured", refuse)
-    cfg = eagle.Config(total_tokens=9)
+    monkeypatch.setattr(fit, "measured", refuse)
+    cfg = eagle.Config(depth=2, top_k=4, total_tokens=9)  # every field the fit chooses given: nothing to fit
     assert unmeasured(cfg) == [] and unmeasured(None) == []
     assert compare.steered(NO_LM, cfg) is cfg
     seen = []
@@ -65,10 +66,15 @@ def test_prompt_lookup_still_gets_this_devices_verify_cost(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["eagle", "pld"])
-def test_prepare_fills_as_before(monkeypatch, name):
+def test_prepare_fills_the_curve_and_the_fitted_shape(monkeypatch, name):
     monkeypatch.setattr(probe, "verify_cost", lambda _lm: CURVE)
-    cfg = probe.prepare(NO_LM, {}, [name])[name]
+    monkeypatch.setattr(fit, "fitted_fields", lambda _lm, _m: {"depth": 3, "top_k": 5, "total_tokens": 7})
+    cfg = fit.prepare(NO_LM, {}, [name])[name]
     assert getattr(cfg, "latency", CURVE) == CURVE
+    if name == "eagle":  # the shape the fit chose; a field given keeps its value
+        assert (cfg.depth, cfg.top_k, cfg.total_tokens) == (3, 5, 7)
+        given = fit.prepare(NO_LM, {"eagle": eagle.Config(total_tokens=4)})["eagle"]
+        assert (given.depth, given.top_k, given.total_tokens) == (3, 5, 4)
 
 
 def test_the_head_module_sees_the_heads_folder_and_dtype_not_the_config(tiny_lm, monkeypatch):

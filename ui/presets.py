@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import streamlit as st
 
 from specviz.core import measure
+from specviz.methods.base import settled
 from specviz.tuning import presets
 from specviz.tuning.presets import Preset, fields
 from specviz.tuning.probe import cached_curve
-from ui.resources import Settings, get_model, replaying, run_paired
+from ui.resources import Settings, fitted, get_model, replaying, run_paired
 
 CUSTOM = "custom"
 
@@ -26,25 +27,39 @@ def _clamped(name: str, value: Any, clamp: dict[str, tuple[int, int]]) -> Any:
     return min(max(value, lo), hi)
 
 
+def _shape(method: str) -> tuple[dict[str, int], str]:
+    """The fitted shape of `method` on this device and its sentence ({} and '' without a model: a replay)."""
+    f = fitted(method)
+    return (dict(f.best.fields), f.describe()) if f is not None else ({}, "")
+
+
 def _set(page: str, method: str, clamp: dict[str, tuple[int, int]]) -> None:
     key = st.session_state.get(f"{page}.preset", CUSTOM)
     if key != CUSTOM:
-        for name, value in presets.values(method, presets.get(method, key)).items():
+        shape, _ = _shape(method)
+        for name, value in _values(method, presets.get(method, key, shape)).items():
             st.session_state[_widget(page, name)] = _clamped(name, value, clamp)
+
+
+def _values(method: str, preset: Preset) -> dict[str, Any]:
+    """A preset's slider values: where the fit left a field unset (no model here), its fallback."""
+    return presets.values(method, replace(preset, config=settled(preset.config)))
 
 
 def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | None = None) -> Preset | None:
     """Presets for `method` that fill the sliders keyed `<page>.<field>`; call it before they are drawn.
 
-    The sliders must be drawn without a default value (this sets their starting values, presets.start's).
-    The control reads "custom" once a slider is moved off every preset. Returns the chosen preset, if any.
+    The sliders must be drawn without a default value (this sets their starting values, presets.start's: the shape
+    fitted to this device). The control reads "custom" once a slider is moved off every preset. Returns the chosen
+    preset, if any.
     """
     clamp = clamp or {}
-    options = presets.presets(method)
-    for name, value in presets.values(method, presets.start(method)).items():
+    shape, told = _shape(method)
+    options = presets.presets(method, shape, told)
+    for name, value in _values(method, presets.start(method, shape)).items():
         st.session_state.setdefault(_widget(page, name), _clamped(name, value, clamp))
     current = {n: st.session_state[_widget(page, n)] for n in fields(method)}
-    match = presets.matching(method, current)
+    match = next((p for p in options if _values(method, p) == current), None)
     st.session_state[f"{page}.preset"] = match.key if match else CUSTOM
     labels = {p.key: p.label for p in options} | {CUSTOM: "custom"}
     key = st.radio(
@@ -55,10 +70,11 @@ def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | N
         key=f"{page}.preset",
         on_change=_set,
         args=(page, method, clamp),
-        help="Fastest measured: the setting a sweep found fastest where it ran (named for that machine; it may "
-        "not be the fastest here, see what each preset costs below). As in the paper: the reference setting, where "
-        "the figures look as they do in the paper. A page may start elsewhere where its figures need it (and says "
-        "why beneath). Moving a slider makes it custom.",
+        help="Fitted to this device: the shape whose predicted speedup (the head's held-out acceptance over this "
+        "device's measured step cost) is largest here; on a GPU, where a wide forward costs about as much as a "
+        "narrow one, it lands near the paper's. As in the paper: the reference setting, where the figures look as "
+        "they do in the paper. A page may start elsewhere where its figures need it (and says why beneath). "
+        "Moving a slider makes it custom.",
     )
     chosen = next((p for p in options if p.key == key), None)
     if chosen is not None:
@@ -69,10 +85,10 @@ def preset_control(page: str, method: str, clamp: dict[str, tuple[int, int]] | N
 def _probe_note(method: str, widths: dict[str, int]) -> str:
     """What one forward of each preset's width costs on this device, by the latency probe; '' if unknown."""
     lm = None if replaying() else get_model()
-    if lm is None or not {presets.FASTEST, presets.PAPER} <= set(widths):
+    if lm is None or not {presets.FITTED, presets.PAPER} <= set(widths):
         return ""
     curve = cached_curve(lm)  # measured (under the model's lock) only if none is stored
-    wf, wp = widths.get(presets.FASTEST, 1), widths.get(presets.PAPER, 1)
+    wf, wp = widths.get(presets.FITTED, 1), widths.get(presets.PAPER, 1)
     ratio = curve.cost_of(wp) / max(curve.cost_of(wf), 1e-9)
     head = (
         f"On {lm.describe()}, one forward of {wp} tokens costs {ratio:.2f}× one of {wf} (the latency probe, "
@@ -81,7 +97,7 @@ def _probe_note(method: str, widths: dict[str, int]) -> str:
     if ratio < 1.15:
         return f"{head}: verifying the paper-size preset is nearly free here, so the two presets converge, as on a GPU."
     return (
-        f"{head}: the paper-size preset is where the figures teach, the fast one is where the clock wins. On a "
+        f"{head}: the paper-size preset is where the figures teach, the fitted one is where the clock wins. On a "
         "GPU, where a forward of 64 tokens costs about as much as one, the two converge."
     )
 
@@ -113,7 +129,8 @@ def preset_costs(page: str, method: str, config: Any, s: Settings | None, repeat
         st.caption("Runs plain decoding and each preset in turn on the sidebar prompt, after a warm-up.")
         return
     rows, widths = [], {}
-    for p in presets.presets(method):
+    shape, told = _shape(method)
+    for p in presets.presets(method, shape, told):
         cfg = presets.applied(method, config, p)
         runs = run_paired({method: cfg}, s, repeats)
         if "ar" in runs and method in runs:

@@ -24,7 +24,7 @@ from specviz.core.trace import Trace
 from specviz.output.lesson.model import Lesson, load_lesson
 from specviz.output.lesson.pack import Pack, from_bytes, read
 from specviz.output.lesson.visitor import escaped, visitor_model
-from specviz.tuning import compare, eagle_replay, lossless, probe
+from specviz.tuning import compare, eagle_replay, fit, lossless
 from ui import deck
 
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
@@ -73,11 +73,29 @@ def get_model(note: bool = False) -> LoadedModel | None:
     return None
 
 
+@st.cache_resource(show_spinner=False, max_entries=MAX_MODELS * 2)
+def _fits(spec: str, key: str) -> dict[str, fit.Fit]:
+    """The fit of every tree and window method on `spec`'s device (key: the device's description, so a model's
+    device or kernels that change measure again)."""
+    return fit.fits(model(spec))
+
+
+def fitted(method: str) -> fit.Fit | None:
+    """`method`'s shape fitted to this device, measured once per device and model (about 30 s the first time, then
+    read from the cache); None while traces are replayed or when no model loads."""
+    lm = None if replaying() else get_model()
+    if lm is None:
+        return None
+    spec = st.session_state.get(MODEL_KEY, "default") or "default"
+    with st.spinner("Fitting the trees to this device: its latency curve and each head's step, timed once…"):
+        return _fits(spec, lm.describe()).get(method)
+
+
 def clear() -> None:
     """Forget the loaded models (and the heads each holds), every cached run and every figure built for all."""
     from ui import memo
 
-    for cached in (_model, run, paired, race, lab, regrown):
+    for cached in (_model, _fits, run, paired, race, lab, regrown):
         cached.clear()
     memo.clear()
 
@@ -112,7 +130,7 @@ def replayed(method: str) -> Trace | None:
 def run(method: str, config: Any, prompt: str, sampling: Sampling, model_spec: str) -> Trace:
     """One run of a method with its frozen Config (hashed by its fields) on a prompt."""
     lm = model(model_spec)
-    config = compare.steered(lm, config)  # prompt lookup's with this device's verify cost; any other as it is
+    config = compare.steered(lm, config, method)  # what it measures of this device (PLD's cost, a tree's fit)
     return compare.run_once(lm, method, prepare(lm, prompt), sampling, config, prompt=prompt)
 
 
@@ -130,7 +148,7 @@ def paired(
 def race(names: tuple[str, ...], prompt: str, sampling: Sampling, model_spec: str) -> list[Trace]:
     """Plain decoding and each method once with its default Config, every lane warmed up first (compare.race)."""
     lm = model(model_spec)
-    return compare.race(lm, prepare(lm, prompt), probe.prepare(lm, {}, names), sampling, prompt=prompt)
+    return compare.race(lm, prepare(lm, prompt), fit.prepare(lm, {}, names), sampling, prompt=prompt)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

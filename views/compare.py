@@ -15,7 +15,7 @@ from specviz.output.pages.compare import ON, PAGE
 from specviz.output.viz import scaling
 from specviz.output.viz.categories import winners
 from specviz.output.viz.stored import category_bench, category_labels, kind_of, scaling_results
-from specviz.tuning import bench, compare, hardware, probe
+from specviz.tuning import bench, compare, fit, hardware
 from specviz.tuning.probe import cached_curve
 from ui.common import config_controls, download_traces, page_header, settings
 from ui.declared import draw, widget
@@ -147,7 +147,8 @@ def kinds_section() -> None:
     st.dataframe(rows, hide_index=True)
     source = "the sidebar's prompt presets" if path == PROMPT_KINDS_BENCH else "Spec-Bench's questions"
     st.caption(
-        f"Measured on {source}, every method at its default setting (the fastest measured on a 2-core CPU), stored in "
+        f"Measured on {source}, every method at the defaults of its day (constants from a 2-core CPU's sweeps, since "
+        "replaced by each device's fit), stored in "
         f"{path.relative_to(REPO)}. {data.get('note', '')} Re-measure with `{data.get('command', '')}`; the presets "
         f"by kind: `python -m specviz bench --prompts {PROMPT_PRESETS.relative_to(REPO)} --json "
         f"{PROMPT_KINDS_BENCH.relative_to(REPO)}`."
@@ -164,7 +165,7 @@ def length_section(configs: dict[str, object]) -> None:
             st.warning(str(exc))
             return
         bar = st.progress(0.0)
-        steered = probe.prepare(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
+        steered = fit.prepare(lm, configs)  # prompt lookup steers by this device's latency curve, as everywhere
         st.session_state["compare.lengths"] = compare.length_sweep(lm, ids, steered, s.sampling, progress=bar.progress)
     if pts := st.session_state.get("compare.lengths"):
         draw(PAGE, "speedup_vs_length", {"points": pts})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -165,6 +166,14 @@ class VerifyLatency:
 # the metadata of a Config field for evidence the caller measured (a verify-cost curve), not a setting a person
 # picks: the app draws no widget for it and the command line takes no option for it (see specviz.methods.settings)
 MEASURED = {"measured": True}
+
+
+def fit_field(fallback: int, unset: int = 0) -> dict[str, Any]:
+    """The metadata of a Config field the device's fit chooses (a tree's depth, width and budget; Lookahead's W, N,
+    G): `unset` (0, or -1 where 0 is a setting) means "fit it where the run starts" (specviz.tuning.fit.measured),
+    and `fallback` is what a run that skips the fit (a library call on a model without trained heads, the tests'
+    tiny models) takes instead."""
+    return {"fitted": True, "fallback": fallback, "unset": unset}
 
 
 def suffix_matches(seq: list[int], max_ngram: int, min_ngram: int) -> Iterator[tuple[int, int]]:

@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from specviz.core.measure import cpu_flags
+
 GQA_ATTENTION = "specviz_sdpa_gqa"
 
 
@@ -191,3 +193,29 @@ def pack_linears(hf: Any) -> int:
         hf.set_output_embeddings(PackedLinear(head, keep_weight=True))
         n += 1
     return n
+
+
+def cpu_isa() -> str:
+    """The vector ISA torch's own kernels run here ('AVX512', 'AVX2', 'DEFAULT', …): what the CPU has, lowered by
+    ATEN_CPU_CAPABILITY where it is set (with ONEDNN_MAX_CPU_ISA=AVX2 it makes an avx512 machine run as an AVX2 one)."""
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def bf16_native(device: torch.device) -> bool:
+    """Whether `device` computes bf16 in hardware: a GPU that supports it, or a CPU whose kernels run avx512 with
+    avx512_bf16 or AMX units that oneDNN will use. Read from the device, never guessed from its name; where bf16
+    is emulated (an AVX2 CPU, or avx512 without bf16 units) a bf16 matmul is slower than an fp32 one."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type != "cpu" or not cpu_isa().startswith("AVX512") or not can_pack(device, torch.bfloat16):
+        return False
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_flags().split()))
+
+
+def isa_note(device: torch.device) -> str:
+    """'' where torch runs the CPU's own best kernels; 'avx2 kernels' where an avx512 CPU was told to run AVX2 ones
+    (ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA): a measurement then belongs to the AVX2 kind, and says so."""
+    if device.type != "cpu":
+        return ""
+    lowered = "avx512f" in cpu_flags().split() and not cpu_isa().startswith("AVX512")
+    return f"{cpu_isa().lower()} kernels" if lowered else ""

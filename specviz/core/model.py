@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch import nn
 
-from specviz.core.kernels import can_pack, gqa_attention, pack_linears
+from specviz.core.kernels import can_pack, gqa_attention, isa_note, pack_linears
 from specviz.core.kv_cache import crop_to, growing_cache
 from specviz.core.lean import KV, LeanLlama, supports
 from specviz.core.model_files import DEFAULT_MODEL, ModelError, Progress, converted_dir, resolve
@@ -140,7 +140,8 @@ class LoadedModel:
             index = self.device.index or 0
             where = f"cuda:{index} · {torch.cuda.get_device_name(index)}"
         label = f"{self.name} · {where} · {str(self.dtype).removeprefix('torch.')}"
-        return label + (" · onednn" if self.kernels == "onednn" else "")
+        label += " · onednn" if self.kernels == "onednn" else ""
+        return label + (f" · {note}" if (note := isa_note(self.device)) else "")
 
     def precision_note(self) -> str:
         """'' in fp32 or fp64 (the default); otherwise one sentence that the reduced precision was asked for and

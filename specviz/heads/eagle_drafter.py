@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.core.kernels import PackedLinear, can_pack, pack_module
+from specviz.core.kernels import PackedLinear, bf16_native, can_pack, pack_module
 from specviz.core.lean import KV, DecoderLayer, Linear, Pass, rope_angles
 from specviz.core.model import LoadedModel, to_device
 from specviz.core.sampling import ConfigError
@@ -212,10 +212,13 @@ def tiny_head(lm: LoadedModel, seed: int = 1, accepting: bool = False) -> EagleH
 
 
 def head_dtype(lm: LoadedModel, name: str) -> torch.dtype:
-    """The draft dtype a Config names (its `head_dtype`): bf16 only where the target runs fp32 or bf16 (the float64
-    test model keeps its own dtype)."""
+    """The draft dtype a Config names (its `head_dtype`): "auto" is bf16 where the device computes bf16 in hardware
+    (core.kernels.bf16_native: a GPU, avx512_bf16 or AMX) and fp32 elsewhere, where bf16 is emulated and slower;
+    "bf16" and "fp32" as named. The float64 test model keeps its own dtype."""
     if name == "model" or lm.dtype == torch.float64:
         return lm.dtype
+    if name == "auto":
+        return torch.bfloat16 if bf16_native(lm.device) else torch.float32
     return torch.bfloat16 if name == "bf16" else torch.float32
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,31 @@ def unmeasured(config: Any) -> list[str]:
     nothing to measure is told apart here, on the path it takes anyway, and never goes through the probe."""
     if not is_dataclass(config) or isinstance(config, type) or not getattr(config, "adaptive", True):
         return []
-    return [f.name for f in fields(config) if f.metadata.get("measured") and getattr(config, f.name) is None]
+    return [
+        f.name
+        for f in fields(config)
+        if (f.metadata.get("measured") and getattr(config, f.name) is None) or f.name in unfitted(config)
+    ]
+
+
+def unfitted(config: Any) -> list[str]:
+    """The fields of `config` the device's fit chooses (core.drafting.fit_field) still unset: what the fit fills where
+    the run starts (specviz.tuning.fit.measured). [] for a Config with none."""
+    if not is_dataclass(config) or isinstance(config, type):
+        return []
+    return [
+        f.name for f in fields(config) if f.metadata.get("fitted") and getattr(config, f.name) == f.metadata["unset"]
+    ]
+
+
+def settled(config: Any) -> Any:
+    """`config` with every fitted field still unset given its declared fallback: what a run takes when its caller
+    skipped the fit (the app, the benches, the lesson and the command line never do)."""
+    empty = unfitted(config)
+    if not empty:
+        return config
+    spec = {f.name: f.metadata for f in fields(config)}
+    return replace(config, **{n: spec[n]["fallback"] for n in empty})
 
 
 def plain_config(config: Any) -> dict[str, Any]:
@@ -284,7 +308,7 @@ def generator(
         on_step: OnStep | None = None,
         **resources: Any,
     ) -> Trace:
-        cfg = config if config is not None else default()
+        cfg = settled(config if config is not None else default())
         cfg = settle(lm, cfg) if settle is not None else cfg
         run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
         return run.decode(begin(run, cfg, **resources))

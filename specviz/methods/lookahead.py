@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from specviz.core.details import LookaheadDetail
-from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
+from specviz.core.drafting import INIT_SOURCES, fit_field, initial_guesses, pad_id
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run
+from specviz.methods.base import Card, OnStep, Outcome, Run, settled
 from specviz.trees.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
 from specviz.trees.tree import commit_path
 
@@ -33,25 +33,25 @@ POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart
 class Config:
     """W, N, G; one forward feeds 1 + (N-1)·W + G·(N-1) tokens (the reference GPU setting 5/7/7 feeds 79)."""
 
-    # CPU defaults, 6 tokens per forward. Interleaved against plain decoding on 7 unseen ShareGPT prompts x
-    # 48 tokens (models/lookahead_sweep.json): W/N/G 3/2/2 ran 1.24x (A 1.29), 2/2/3 1.21x, 4/2/2 1.20x,
-    # 3/2/3 1.18x, 3/3/2 1.17x (A 1.32), 6/3/2 1.01x (A 1.38). On 5 long ShareGPT summarisation requests
-    # N = 3 pays more (3/3/2 1.39x against 1.28x: the pool copies longer runs of the prompt), but on
-    # ordinary prompts the second window level costs more than it earns on 2 cores.
-    window: int = 3  # W: columns of the Jacobi window
-    ngram: int = 2  # N: n-gram length; the window keeps N-1 levels and verifies N-1 tokens per candidate
-    guesses: int = 2  # G: n-grams verified per step (also the pool's capacity per key)
+    # W / N / G: 0 (G: -1) = fitted to the device where the run starts (specviz.tuning.fit: the acceptance the sweep in
+    # models/lookahead_sweep.json measured at each setting against this device's step cost), else as given; a run
+    # whose caller skips the fit takes the fallback 3 / 2 / 2
+    window: int = field(default=0, metadata=fit_field(3))  # W: columns of the Jacobi window
+    # N: n-gram length; the window keeps N-1 levels and verifies N-1 tokens per candidate
+    ngram: int = field(default=0, metadata=fit_field(2))
+    # G: n-grams verified per step (the pool's capacity per key); -1 = fitted (0 is a setting: no verify branch)
+    guesses: int = field(default=-1, metadata=fit_field(2, unset=-1))
     init: str = "prompt"  # the window's first level: "pad", "random" ids, or tokens drawn from the prompt
     seed_prompt: bool = True  # put every n-gram of the prompt in the pool before decoding
     window_vocab: int = 0  # > 0: the window's next level is argmax over the first K ids only (cheaper)
 
     def __post_init__(self) -> None:
-        for name, v, lo, hi in [
-            ("window", self.window, 1, 32),
-            ("ngram", self.ngram, 2, 8),
-            ("guesses", self.guesses, 0, 32),
+        for name, v, lo, hi, unset in [
+            ("window", self.window, 1, 32, 0),
+            ("ngram", self.ngram, 2, 8, 0),
+            ("guesses", self.guesses, 0, 32, -1),
         ]:
-            if not isinstance(v, int) or not lo <= v <= hi:
+            if not isinstance(v, int) or not (lo <= v <= hi or v == unset):  # unset: fitted where the run starts
                 raise ConfigError(f"lookahead {name} must be an integer from {lo} to {hi}, got {v!r}.")
         if self.init not in INIT_SOURCES:
             raise ConfigError(f"lookahead init must be one of {', '.join(INIT_SOURCES)}, got {str(self.init)[:40]!r}.")
@@ -178,7 +178,9 @@ def start(
     on_step: OnStep | None = None,
     pool: NgramPool | None = None,
 ) -> tuple[Run, LookaheadState]:
-    """A run and its window; the pool is seeded from the prompt unless one is given."""
+    """A run and its window (W, N, G left unset for the fit: their fallback); the pool is seeded from the prompt
+    unless one is given."""
+    cfg = settled(cfg)
     run = Run(lm, prompt_ids, sampling, CARD.name, cfg, prompt, on_step)
     if pool is None:
         pool = NgramPool(cfg.ngram, max(1, cfg.guesses))

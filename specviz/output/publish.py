@@ -66,9 +66,9 @@ def run_traces(lm: LoadedModel, req: Request, sampling: Sampling) -> dict[str, T
 
     One run each: the figures show the runs; for speedups with their spread, the pages or `bench`."""
     names = ["ar", *(methods.available() if req.every else [n for n in req.names if n != "ar"])]
-    from specviz.tuning import probe
+    from specviz.tuning import fit
 
-    configs = probe.prepare(lm, {}, names)  # every default Config; PLD steers by this device's curve
+    configs = fit.prepare(lm, {}, names)  # every default Config; PLD steers by this device's curve
     text, _ = prompt_text(req)
     ids = prepare(lm, text)
     warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)

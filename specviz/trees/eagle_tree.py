@@ -9,11 +9,12 @@ cache, is the tree verifier's (specviz.trees.verifier.TreeVerifier).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import torch
 
+from specviz.core.drafting import fit_field
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, check_between
 from specviz.trees.draft_tree import Budget, DraftTree, TreeDrafter, feature_view, grow, static_paths, tree_detail
@@ -27,24 +28,24 @@ class EagleConfig:
     """The tree, the head and the confidence budget, as every EAGLE-family Config (EAGLE-2's, EAGLE-3's, the
     hybrid's) sets them; each extends it with its docstring, and the hybrid with its pool's settings.
 
-    Defaults: EAGLE-2's on this 2-core CPU (GPU reference 5 / 10 / 60), from `python -m specviz calibrate eagle
-    --live` (models/eagle/live_sweep.json: 8 unseen ShareGPT prompts x 48 tokens, each shape interleaved with plain
-    decoding, 2 repeats, median ratios): 2/4/6 ran 1.66x (A 1.84); 2/2/4 1.66x (A 1.74); 3/4/6 1.60x (A 1.86);
-    3/4/8 1.49x (A 1.97); 4/4/10 1.46x (A 2.05); 5/6/16 1.37x (A 2.17); 6/6/20 1.18x (A 2.19). A draft round costs
-    ~1.2 ms and a verify pass jumps from ~34 to ~38 ms between 6 and 7 nodes, so a shallow, narrow tree wins on
-    this CPU; deeper trees raise A but not speed.
+    The shape (depth, top_k, total_tokens) is fitted to the device where a run starts (specviz.tuning.fit: the
+    head's held-out acceptance against this device's measured step cost, up to the paper's 5 / 10 / 60); a field
+    given a value keeps it. A run whose caller skips the fit takes the fallback 2 / 4 / 6.
 
     The confidence budget (draft_tree.Budget says the rule): min_tokens 0 keeps the fixed budget (total_tokens
     nodes every step); above 0 the tree keeps at least that many nodes (root included) and at most total_tokens.
     """
 
-    depth: int = 2  # draft rounds = deepest drafted token
-    top_k: int = 4  # dynamic: nodes expanded per round and children per node; static: max rank
-    total_tokens: int = 6  # nodes verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted;
-    # every tree method's Config counts the same way, Medusa's and Hydra's too)
+    # the shape: 0 = fitted to the device where the run starts (specviz.tuning.fit), else as given
+    depth: int = field(default=0, metadata=fit_field(2))  # draft rounds = deepest drafted token
+    # dynamic: nodes expanded per round and children per node; static: max rank
+    top_k: int = field(default=0, metadata=fit_field(4))
+    # nodes verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted; every tree method's Config
+    # counts the same way, Medusa's and Hydra's too)
+    total_tokens: int = field(default=0, metadata=fit_field(6))
     tree: str = "dynamic"  # "dynamic" = EAGLE-2 (expand by confidence, rerank); "static" = EAGLE-1
     head: str = ""  # folder of a trained head; "" = the method's models folder; "random" = untrained (tests)
-    head_dtype: str = "bf16"  # the draft runs in bf16 on the CPU: half the bytes, same acceptance
+    head_dtype: str = "auto"  # the draft's dtype: "auto" = bf16 where the device computes it natively, else fp32
     min_tokens: int = 0
     node_floor: float = 0.0  # a node beyond min_tokens joins while its calibrated path acceptance reaches this
     depth_floor: float = 0.0  # another draft round runs while the frontier's best path acceptance reaches this
@@ -74,17 +75,17 @@ C = TypeVar("C", bound=EagleConfig)
 
 def check_shape(cfg: EagleConfig) -> None:
     """ConfigError unless an EAGLE-family Config has a usable tree shape, head dtype and budget."""
-    check_between("depth", cfg.depth, 1, 12)
-    check_between("top_k", cfg.top_k, 1, 32)
-    check_between("total_tokens", cfg.total_tokens, 2, 256)
+    for name, low, high in (("depth", 1, 12), ("top_k", 1, 32), ("total_tokens", 2, 256)):
+        if getattr(cfg, name) != 0:  # 0: fitted where the run starts
+            check_between(name, getattr(cfg, name), low, high)
     if cfg.tree not in TREES:
         raise ConfigError(f"tree must be 'dynamic' or 'static', got {str(cfg.tree)[:40]!r}.")
-    if cfg.head_dtype not in ("bf16", "fp32", "model"):
-        raise ConfigError(f"head_dtype must be bf16, fp32 or model, got {str(cfg.head_dtype)[:40]!r}.")
+    if cfg.head_dtype not in ("auto", "bf16", "fp32", "model"):
+        raise ConfigError(f"head_dtype must be auto, bf16, fp32 or model, got {str(cfg.head_dtype)[:40]!r}.")
     if why := folder_problem(cfg.head):
         raise ConfigError(f"head {why}.")
     if cfg.min_tokens:
-        check_between("min_tokens", cfg.min_tokens, 2, cfg.total_tokens)
+        check_between("min_tokens", cfg.min_tokens, 2, cfg.total_tokens or 256)
         if cfg.tree != "dynamic":
             raise ConfigError("The confidence budget (min_tokens above 0) trims a dynamic tree; set tree='dynamic'.")
     check_between("node_floor", cfg.node_floor, 0.0, 1.0)

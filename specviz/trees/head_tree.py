@@ -10,13 +10,14 @@ with children, and the rule a Config names) and the record. Each method writes h
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
 from specviz.core.details import MedusaDetail
+from specviz.core.drafting import fit_field
 from specviz.core.paths import folder_problem
 from specviz.core.sampling import ConfigError, check_between
 from specviz.trees.tree import TreeSpec, sparse_tree
@@ -29,8 +30,10 @@ D = TypeVar("D", bound=MedusaDetail)
 def check_config(cfg: Any) -> None:
     """ConfigError unless a heads method's Config (Medusa's, Hydra's) has usable heads, total_tokens and rule.
     Called from a frozen Config's __post_init__."""
-    check_between("heads", cfg.heads, 1, 8)
-    check_between("total_tokens", cfg.total_tokens, 1, 129, " tokens verified, root included")
+    if cfg.heads:  # 0: fitted where the run starts
+        check_between("heads", cfg.heads, 1, 8)
+    if cfg.total_tokens:
+        check_between("total_tokens", cfg.total_tokens, 1, 129, " tokens verified, root included")
     if cfg.rule not in RULES:
         raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {str(cfg.rule)[:40]!r}.")
     if not (0 < cfg.eps <= 1 and 0 < cfg.delta <= 1):
@@ -46,9 +49,11 @@ class HeadTreeConfig:
     """The settings a heads method (Medusa, Hydra) shares, so the two compare at the same tree size; each method's
     Config subclasses it with its own docstring."""
 
-    heads: int = 4  # how many trained heads to use (head k guesses the token k+1 places ahead)
+    # the shape: 0 = fitted to the device where the run starts (specviz.tuning.fit, up to the paper's 4 heads and
+    # 64 tokens), else as given; a run whose caller skips the fit takes the fallback 4 heads, 5 tokens
+    heads: int = field(default=0, metadata=fit_field(4))  # trained heads used (head k guesses k+1 places ahead)
     # tokens verified in one target forward, ROOT INCLUDED (total_tokens - 1 drafted), as in every tree method's Config
-    total_tokens: int = 5  # fastest in models/medusa/sweep.json (oneDNN fp32)
+    total_tokens: int = field(default=0, metadata=fit_field(5))
     # the acceptance rule at T > 0 (`rule`, as in every Config): "exact" is
     # lossless (argmax match at T=0, tree rejection sampling at T>0), "typical" Medusa's typical acceptance
     rule: str = "exact"

@@ -28,7 +28,7 @@ from specviz.core.prompts import PromptItem, prepare
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.methods.batched.methods import generate, names
 from specviz.methods.batched.record import BatchTrace
-from specviz.tuning import contexts, probe
+from specviz.tuning import contexts, fit
 
 Progress = Callable[[int, int, str], None]
 WARM_PROMPT = 128  # tokens of each prompt (its end) that the warm-up decodes from
@@ -216,7 +216,7 @@ def cli_bench(
     batches, names = parse_batches(a.batch or "1"), order(names)  # bad input fails before the model loads
     lengths = parse_contexts(getattr(a, "context", None))
     lm = load()
-    configs = probe.prepare(lm, configs, names)  # prompt lookup's draft width follows this device's latency curve
+    configs = fit.prepare(lm, configs, names)  # prompt lookup's draft width follows this device's latency curve
     prompts = [prepare(lm, it.text) for it in items]
 
     def tick(done: int, total: int, what: str) -> None:

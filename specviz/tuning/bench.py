@@ -21,7 +21,7 @@ from specviz.core import measure
 from specviz.core.model import LoadedModel, stock_attention
 from specviz.core.prompts import PromptItem, prepare
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.tuning import probe
+from specviz.tuning import fit
 
 PEERS = {"hf": "transformers' own greedy generate", "hf-pld": "transformers' prompt lookup (10 tokens)"}
 HF_PLD_TOKENS = 10
@@ -207,7 +207,7 @@ def run_bench(
     (ar's time over the method's in the same repeat) and its median-time run (for tokens, A, r and identity)."""
     if repeats < 1:
         raise ConfigError("repeats must be at least 1.")
-    table = runners(lm, names, probe.prepare(lm, configs or {}, names))  # PLD steers by this device's curve
+    table = runners(lm, names, fit.prepare(lm, configs or {}, names))  # PLD steers by this device's curve
     encoded = [prepare(lm, it.text) for it in items]
     where = measure.provenance(lm.describe()).to_dict()  # before the runs: the load average is other work's
     warm = Sampling(max_new_tokens=4, temperature=sampling.temperature, seed=sampling.seed)

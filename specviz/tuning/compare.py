@@ -12,7 +12,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, unmeasured
-from specviz.tuning import probe
+from specviz.tuning import fit
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,11 @@ def replay_runs(traces: dict[str, Trace], names: list[str]) -> tuple[dict[str, l
     return ({"ar": [base], **runs} if base is not None and not unrelated else runs), unrelated
 
 
-def steered(lm: LoadedModel, config: Any) -> Any:
-    """`config` as it runs on `lm`: one that steers by a measure of this device (methods.base.unmeasured: prompt
-    lookup's verify cost) gets it from the latency probe; any other (EAGLE's, every tree's) goes on as it was built,
-    never through the probe."""
-    return probe.measured(lm, config) if unmeasured(config) else config
+def steered(lm: LoadedModel, config: Any, method: str = "") -> Any:
+    """`config` as it runs on `lm` (tuning.fit.measured): what it measures of the device filled in (prompt lookup's
+    verify cost from the latency probe; a tree's or a window's shape left unset, from the fit); any other Config
+    goes on as it was built, never through the probe."""
+    return fit.measured(lm, config, method) if unmeasured(config) else config
 
 
 def run_once(
@@ -135,7 +135,7 @@ def interleaved_runs(
     divide them pairwise; the warm-up pays the first-run costs (kernel selection, caches) for all.
     """
     names = ["ar"] + [n for n in configs if n != "ar"]
-    configs = {n: steered(lm, c) for n, c in configs.items()}  # once for every repeat: one curve for them all
+    configs = {n: steered(lm, c, n) for n, c in configs.items()}  # once for every repeat: one curve for them all
     runs: dict[str, list[Trace]] = {n: [] for n in names}
     warm = [(n, True) for n in names] if warmup else []
     plan = warm + [(n, False) for _ in range(max(1, repeats)) for n in names]

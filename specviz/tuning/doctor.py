@@ -1,7 +1,8 @@
 """`python -m specviz.tuning.doctor`: one short pass that says whether this device decodes correctly, and how fast.
 
 It runs, on the chosen device: greedy identity of every method against plain decoding on the real model
-(3 prompts × 64 tokens), the latency probe, and a 6-prompt interleaved bench of every method, and writes
+(3 prompts × 64 tokens), the latency probe, the fit of every tree and window method's shape to this device
+(tuning.fit, printed), and a 6-prompt interleaved bench of every method at those shapes, and writes
 one JSON report with the machine's provenance. It checks the dtype the app and the CLI run in, fp32 on every
 device, unless `--dtype` asks for another (bf16 or fp16: then the report says, as measured, which methods stayed
 identical to plain decoding; reduced precision does not promise it).
@@ -23,6 +24,7 @@ from specviz.core.cli_args import Parser, count
 from specviz.core.measure import provenance
 from specviz.core.model import LoadedModel, ModelError, load_model
 from specviz.core.sampling import Sampling
+from specviz.tuning import fit
 
 IDENTITY_PROMPTS = (
     "Explain why the sky is blue in three sentences.",
@@ -51,11 +53,12 @@ def identity(lm: LoadedModel, names: list[str], max_new_tokens: int = 64) -> dic
     """Per method: on how many identity prompts its greedy output equals plain decoding's."""
     s = Sampling(max_new_tokens=max_new_tokens)
     out = {n: {"identical": 0, "total": 0} for n in names if n != "ar"}
+    configs = fit.prepare(lm, {}, list(out))  # each as the app runs it: its shape fitted to this device
     for prompt in IDENTITY_PROMPTS:
         ids = lm.encode_prompt(prompt)
         ref = methods.get("ar").generate(lm, ids, s).output_ids
         for name in out:
-            got = methods.get(name).generate(lm, ids, s, methods.make_config(name)).output_ids
+            got = methods.get(name).generate(lm, ids, s, configs[name]).output_ids
             out[name]["total"] += 1
             out[name]["identical"] += int(got == ref)
     return out
@@ -92,6 +95,9 @@ def run(device: str, names: list[str], max_new_tokens: int = 64, repeats: int = 
         "provenance": provenance(lm.describe()).to_dict(),
         "dtype": checked,
         "probe": asdict(curve),
+        "fit": {
+            n: {**f.best.fields, "A": round(f.best.A, 3), "r": round(f.best.r, 3)} for n, f in fit.fits(lm).items()
+        },
         "bench": bench(lm, names, max_new_tokens, repeats),
     }
     report["seconds"] = round(time.perf_counter() - t0, 1)
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
     bench_rows = report["bench"]["methods"]
+    print("fit: " + "; ".join(f"{k} " + " ".join(f"{f}={v}" for f, v in s.items()) for k, s in report["fit"].items()))
     print(
         f"dtype {report['dtype']['chosen']}; identity "
         + ", ".join(

@@ -11,20 +11,16 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 import torch
 
-from specviz import methods
 from specviz.core.drafting import VerifyLatency
 from specviz.core.measure import Provenance, contended, provenance
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.paths import cache_root
-from specviz.methods.base import unmeasured
 
-DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)  # fine where trees fit on a CPU
 MAX_SPREAD = 0.25  # (max - min) / median over repeats above which a point is treated as disturbed
 ATTEMPTS = 2  # measurements tried before a disturbed curve is kept, flagged
 RETRY_AFTER_S = 600  # a flagged stored curve is shown (with its warning) this long before it is re-measured
@@ -155,24 +151,3 @@ def verify_cost(lm: LoadedModel) -> VerifyLatency:
     """This device's verify-cost curve (the stored probe curve, measured now if absent), as a Config holds it."""
     curve = cached_curve(lm)
     return VerifyLatency(tuple(curve.ks), tuple(curve.ms))
-
-
-def prepare(lm: LoadedModel, configs: Mapping[str, Any], names: Iterable[str] = ()) -> dict[str, Any]:
-    """Every method of `configs` and `names` with the Config it runs on `lm`: the one given, else its default, with
-    what it measures of this device filled in (`measured`). What the command line, the benches and the decks run
-    (a run's own start, tuning.compare.steered, fills the app's); a name that is no method (a bench peer such as
-    `hf`) is left out."""
-    known, out = set(methods.available()), {}
-    for name in dict.fromkeys([*configs, *names]):
-        cfg = configs.get(name)
-        if cfg is None and name not in known:
-            continue
-        out[name] = measured(lm, cfg if cfg is not None else methods.make_config(name))
-    return out
-
-
-def measured(lm: LoadedModel, cfg: Any) -> Any:
-    """`cfg` with each field it measures of the device (methods.base.unmeasured: today prompt lookup's verify-cost
-    curve) filled with this device's; a Config left empty drafts its fixed max_draft."""
-    empty = unmeasured(cfg)
-    return replace(cfg, **dict.fromkeys(empty, verify_cost(lm))) if empty else cfg

@@ -6,7 +6,9 @@ Plain decoding runs first on each (prompt, repeat), then each method on the same
 paired with a plain-decoding row measured just before it (core.measure's speedup, A and r on the pair).
 
 `python -m specviz.tuning.rows --out rows.jsonl [--methods …] [--prompts file] [--max-new-tokens 64]
-[--repeats 2] [--set eagle:depth=5,top_k=10,total_tokens=60 …]`; `--summary rows.jsonl` prints the table.
+[--repeats 2] [--set eagle:depth=5,top_k=10,total_tokens=60 …]`; `--summary rows.jsonl` prints the table. A
+variant's fields left unset are fitted to the device (tuning.fit); every row keeps the Config it ran and its step
+split (draft, verify, the rest, prefill).
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from specviz import methods
 from specviz.core.cli_args import Parser, count
 from specviz.core.measure import decode_s, forward_steps, generation_s, mean_accepted, provenance, spread
 from specviz.core.model import LoadedModel, ModelError, load_model
+from specviz.core.prompts import read_prompts
 from specviz.core.sampling import Sampling
+from specviz.methods.base import plain_config
+from specviz.tuning import fit
 
 
 def variant(spec: str) -> tuple[str, str, dict[str, str]]:
@@ -50,7 +55,8 @@ def run_rows(
     """Append one JSON line per finished run to `out`; stop before a run would start past `deadline` (a `clock()`
     value). Returns the rows written."""
     parsed = [variant(s) for s in specs if s != "ar"]
-    configs = {key: methods.make_config(name, opts) for key, name, opts in parsed}
+    # each as it runs here: the fields a variant leaves unset fitted to this device (tuning.fit.measured)
+    configs = {key: fit.measured(lm, methods.make_config(name, opts), name) for key, name, opts in parsed}
     written = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("a", encoding="utf-8") as f:
@@ -58,6 +64,11 @@ def run_rows(
             json.dumps({"provenance": provenance(lm.describe()).to_dict(), "max_new_tokens": sampling.max_new_tokens})
             + "\n"
         )
+        for key, name in [("ar", "ar"), *((k, n) for k, n, _ in parsed)]:  # a warm-up: first calls pay one-off costs
+            with lm.lock:
+                methods.get(name).generate(
+                    lm, lm.encode_prompt(prompts[0]), Sampling(max_new_tokens=4), configs.get(key)
+                )
         for rep in range(repeats):
             for i, prompt in enumerate(prompts):
                 ids = lm.encode_prompt(prompt)
@@ -68,21 +79,41 @@ def run_rows(
                     with lm.lock:
                         trace = methods.get(name).generate(lm, ids, sampling, configs.get(key))
                     plain = trace if key == "ar" else plain
-                    row = {
-                        "method": key,
-                        "prompt": i,
-                        "repeat": rep,
-                        "tokens": len(trace.output_ids),
-                        "generation_s": round(generation_s(trace), 6),
-                        "decode_s": round(decode_s(trace), 6),
-                        "forwards": forward_steps(trace),
-                        "A": round(mean_accepted(trace), 4),
-                        "identical": plain is not None and trace.output_ids == plain.output_ids,
-                    }
+                    row = _row(key, i, rep, trace, plain, configs.get(key))
                     f.write(json.dumps(row) + "\n")
                     f.flush()
                     written += 1
     return written
+
+
+def _row(key: str, prompt: int, rep: int, trace: Any, plain: Any, config: Any) -> dict[str, Any]:
+    """One finished run as a row: its times, forwards, A, identity with plain decoding's, step split and Config."""
+    return {
+        "method": key,
+        "prompt": prompt,
+        "repeat": rep,
+        "tokens": len(trace.output_ids),
+        "generation_s": round(generation_s(trace), 6),
+        "decode_s": round(decode_s(trace), 6),
+        "forwards": forward_steps(trace),
+        "A": round(mean_accepted(trace), 4),
+        "identical": plain is not None and trace.output_ids == plain.output_ids,
+        **step_split(trace),
+        "config": plain_config(config),
+    }
+
+
+def step_split(trace: Any) -> dict[str, float]:
+    """A run's step split: the mean milliseconds a step spends drafting, in the target's forward, and on the rest
+    (acceptance, commit, bookkeeping), over the steps that ran a forward; and its prefill (the head's included)."""
+    steps = [s for s in trace.steps if s.forward_tokens > 0]
+    n = max(len(steps), 1)
+    return {
+        "draft_ms": round(sum(s.propose_s for s in steps) / n * 1000, 3),
+        "verify_ms": round(sum(s.verify_s for s in steps) / n * 1000, 3),
+        "other_ms": round(sum(s.wall_s - s.propose_s - s.verify_s for s in steps) / n * 1000, 3),
+        "prefill_ms": round(trace.prefill_s * 1000, 3),
+    }
 
 
 def read_rows(path: Path) -> tuple[dict, list[dict]]:
@@ -127,6 +158,7 @@ def summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
             "r": round(statistics.median(cost), 3),
             "identical": f"{sum(r['identical'] for r in mine)}/{len(mine)}" if key != "ar" else "",
             "runs": len(mine),
+            **{k: round(statistics.median(r[k] for r in mine), 2) for k in SPLIT if all(k in r for r in mine)},
         }
     return out
 
@@ -153,13 +185,21 @@ def _per_forward(row: dict) -> float:
     return row["decode_s"] / max(row["forwards"], 1)
 
 
+SPLIT = ("draft_ms", "verify_ms", "other_ms", "prefill_ms")
+
+
 def table(summ: dict[str, dict[str, Any]]) -> str:
-    """The summary as a markdown table."""
-    lines = ["| method | speedup | range | tokens/s | A | r | identical |", "|---|---|---|---|---|---|---|"]
+    """The summary as a markdown table, with each method's step split (median ms: draft, verify, the rest) and its
+    prefill where the rows carry them."""
+    split = all(all(k in v for k in SPLIT) for v in summ.values())
+    head = ["method", "speedup", "range", "tokens/s", "A", "r", "identical"]
+    head += ["draft ms", "verify ms", "other ms", "prefill ms"] if split else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, v in summ.items():
         lo, hi = v["range"]
         cells = [key, f"{v['speedup']:.2f}x", f"{lo:.2f}-{hi:.2f}", f"{v['tokens_per_s']:.1f}", f"{v['A']:.2f}"]
-        lines.append("| " + " | ".join([*cells, f"{v['r']:.2f}", v["identical"]]) + " |")
+        cells += [f"{v['r']:.2f}", v["identical"]] + ([f"{v[k]:.1f}" for k in SPLIT] if split else [])
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -186,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         specs = [*a.methods.split(","), *a.set]
         for s in specs:
             variant(s)
-        if a.prompts:
+        if a.prompts and a.prompts.suffix == ".jsonl":  # a prompt set ({"prompt": …} or Spec-Bench's turns)
+            prompts = [item.text for item in read_prompts(a.prompts)]
+        elif a.prompts:
             prompts = [p for p in a.prompts.read_text(encoding="utf-8").splitlines() if p.strip()]
         else:
             from specviz.tuning.doctor import BENCH_PROMPTS

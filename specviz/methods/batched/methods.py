@@ -11,6 +11,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import head_for
+from specviz.methods.base import settled
 from specviz.methods.batched.chain import Chain
 from specviz.methods.batched.eagle import BatchEagle
 from specviz.methods.batched.loop import BatchRun, Method
@@ -27,7 +28,7 @@ def build(lm: LoadedModel, name: str, config: Any = None, head: EagleHead | None
     plain data."""
     if name not in names():
         raise ConfigError(f"No batched {name!r}; batched decoding has {', '.join(names())}.")
-    cfg = config or methods.get(name).Config()
+    cfg = settled(config or methods.get(name).Config())  # a shape left unset for the fit: its fallback
     if methods.card(name).batched == "eagle":
         return BatchEagle(lm, head_for(lm, cfg.head, head), cfg), asdict(cfg)
     return Chain(cfg), asdict(cfg)

@@ -22,14 +22,14 @@ from specviz.output.lesson.formulas import plain_math
 from specviz.output.lesson.model import Lesson, LessonError, Stop
 from specviz.output.lesson.pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson.settings import configs
-from specviz.tuning import probe
+from specviz.tuning import fit
 from specviz.tuning.compare import interleaved_runs, pairable
 
 
 def run_stop(lm: LoadedModel, lesson: Lesson, stop: Stop, seed: int = 0) -> dict[str, Trace]:
     """Plain decoding and the stop's methods on its prompt, once each after a warm-up (name -> run)."""
     cfgs, temperature = configs(stop)  # none: plain decoding alone
-    cfgs = probe.prepare(lm, cfgs)  # prompt lookup steers its draft length by this device's curve, as in the app
+    cfgs = fit.prepare(lm, cfgs)  # prompt lookup steers its draft length by this device's curve, as in the app
     text = lesson.prompt_text(stop)
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=temperature or 0.0, seed=seed)
     runs = interleaved_runs(lm, prepare(lm, text), cfgs, sampling, repeats=1, prompt=text)

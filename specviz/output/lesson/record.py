@@ -21,11 +21,11 @@ from specviz.output.lesson.pages import COMPUTED
 def _run(lm: Any, lesson: Lesson, group: Group, repeats: int, note: Callable[[str], None]) -> dict[str, list[Trace]]:
     from specviz.core.prompts import prepare
     from specviz.core.sampling import Sampling
-    from specviz.tuning import probe
+    from specviz.tuning import fit
     from specviz.tuning.compare import interleaved_runs
 
     text = lesson.prompt_text(next(s for s in lesson.stops if s.prompt == group.prompt))
-    cfgs = probe.prepare(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
+    cfgs = fit.prepare(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=group.temperature, seed=0)
     note(f"{group.key}: plain decoding and {', '.join(cfgs) or 'nothing else'}, warm-up + {repeats} interleaved")
     ids, tick = prepare(lm, text), lambda done: note(f"  {group.key}: {done:.0%} of its runs")

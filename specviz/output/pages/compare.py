@@ -11,8 +11,9 @@ from specviz import methods
 from specviz.output.pages.page import REPEATS, Builder, Control, Figure, Page, Shown, given
 
 VIZ = "specviz.output.viz"
-# on by default: the fastest measured on a 2-core CPU (docs/bench: prompt lookup, EAGLE-2, and the hybrid of the
-# two), and Medusa; speculative sampling's untrained draft and Jacobi lose, and a first visit would read only that
+# on by default: the fastest in the stored benches of 2-core CPUs (docs/bench: prompt lookup, EAGLE-2, and the
+# hybrid of the two), and Medusa; speculative sampling's untrained draft and Jacobi lose, and a first visit would
+# read only that
 ON = ("pld", "medusa", "eagle", "hybrid")
 CONTROLS = (
     *(Control(f"compare.on.{n}", "bool") for n in methods.MODULES if n != "ar"),

@@ -19,7 +19,7 @@ from specviz.output.pages.page import (
     per_step,
     strip,
 )
-from specviz.tuning.presets import PRESETS
+from specviz.tuning import presets
 
 ACCURACY = {
     "title": "Held-out top-1 accuracy by draft depth (each head drafting from its own outputs)",
@@ -28,7 +28,7 @@ ACCURACY = {
 }
 DECODER_LAYERS = 30  # SmolLM2-135M's, whose low, middle and high layers EAGLE-3 fuses
 CONTROLS = (
-    Control("eagle.preset", "choice", options=tuple(p.key for p in PRESETS["eagle"])),
+    Control("eagle.preset", "choice", options=tuple(p.key for p in presets.presets("eagle"))),
     Control("eagle.depth", "int", 1, 8, field="depth"),
     Control("eagle.top_k", "int", 1, 16, field="top_k"),
     Control("eagle.total_tokens", "int", 2, 80, field="total_tokens"),

@@ -12,11 +12,11 @@ from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, per_step, shape
-from specviz.tuning.presets import PRESETS
+from specviz.tuning import presets
 
 PASSES = 8  # where the page's Jacobi pass slider starts
 CONTROLS = (
-    Control("lookahead.preset", "choice", options=tuple(p.key for p in PRESETS["lookahead"])),
+    Control("lookahead.preset", "choice", options=tuple(p.key for p in presets.presets("lookahead"))),
     Control("lookahead.window", "int", 1, 12, field="window"),
     Control("lookahead.ngram", "int", 2, 6, field="ngram"),
     Control("lookahead.guesses", "int", 0, 8, field="guesses"),

@@ -13,14 +13,14 @@ from specviz import methods
 from specviz.core.details import MedusaDetail
 from specviz.core.trace import Trace
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, given, own, per_step, shape, strip
-from specviz.tuning.presets import PRESETS
+from specviz.tuning import presets
 
 ACCURACY = {
     "title": "Held-out top-1 accuracy of each head (Hydra given its branch's true tokens)",
     "ytitle": "top-1 accuracy",
 }
 CONTROLS = (
-    Control("medusa.preset", "choice", options=tuple(p.key for p in PRESETS["medusa"])),
+    Control("medusa.preset", "choice", options=tuple(p.key for p in presets.presets("medusa"))),
     Control("medusa.total_tokens", "int", 1, 65, field="total_tokens"),
     Control("medusa.acceptance", "choice", options=("exact", "typical"), field="rule"),
     Control("medusa.temperature", "float", 0.0, 1.5),

@@ -164,11 +164,11 @@ def focus(trace: Trace, shown: Shown, steps: Sequence[StepTrace] | None = None) 
 
 
 def shape(page: str, method: str, values: dict[str, Any]) -> dict[str, Any]:
-    """A method page's Config fields a preset sets: the fastest preset's unless the widget values set them."""
+    """A method page's Config fields a preset sets, where its widget values set them; the others are left to the
+    device's fit, which fills them where the run starts (specviz.tuning.fit.measured)."""
     from specviz.tuning import presets
 
-    first = presets.values(method, presets.presets(method)[0])
-    return {k: values.get(f"{page}.{k}", d) for k, d in first.items()}
+    return {k: values[f"{page}.{k}"] for k in presets.fields(method) if f"{page}.{k}" in values}
 
 
 def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -> dict[str, Any]:
