@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from specviz.core.kernels import can_pack, gqa_attention, isa_note, pack_linears
@@ -352,7 +353,7 @@ def load_model(
         with quiet_transformers():
             hf: Any = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation=gqa_attention())
             tok = AutoTokenizer.from_pretrained(where)
-    except (OSError, ValueError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, json.JSONDecodeError, SafetensorError) as exc:  # a file cut short: SafetensorError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         hint = f"delete {converted_dir()} and retry" if where == converted_dir() else "check the name"
         raise ModelError(f"Could not load model {spec!r} ({first[:160]}); {hint}.") from exc

@@ -3,7 +3,9 @@ a local transformers folder, or a hub id."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import time
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from specviz.core.paths import cache_root
 from specviz.core.schema import SchemaError, read_json
@@ -47,22 +50,80 @@ def converted_dir() -> Path:
     return cache_root() / "models" / DEFAULT_MODEL
 
 
-def convert_default(progress: Progress = print) -> Path:
-    """De-quantise the packaged GGUF once and store it as a plain safetensors folder."""
+CACHE_JSON = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")  # as converted
+MAX_HEADER = 100 << 20  # the most bytes safetensors itself reads as a header
+FIX_CACHE = "set SPECVIZ_CACHE to a writable folder"
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why `path` is not a whole safetensors file, read from its header alone (no tensor is loaded): too short for
+    its header, a header that is not a table of tensors, or a size other than its data offsets say; None if whole."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if size < 8 or n > min(size - 8, MAX_HEADER):
+                return f"{path.name} is {size} bytes, too short for its header"
+            header = json.loads(f.read(n))
+    except (OSError, ValueError) as exc:  # a header that is not UTF-8 or not JSON: a ValueError
+        return f"{path.name} cannot be read ({type(exc).__name__})"
+    ends = [_end(t) for k, t in header.items() if k != "__metadata__"] if isinstance(header, dict) else []
+    if not ends or min(ends) < 0:
+        return f"{path.name} has a header without its tensors' data offsets"
+    want = 8 + n + max(ends)
+    return None if size == want else f"{path.name} is {size} bytes, and its header says {want}"
+
+
+def _end(tensor: object) -> int:
+    """Where a header's entry says its tensor's bytes end; -1 where it says no such thing."""
+    span = tensor.get("data_offsets") if isinstance(tensor, dict) else None
+    if isinstance(span, list) and len(span) == 2 and all(type(x) is int for x in span) and 0 <= span[0] <= span[1]:
+        return span[1]
+    return -1
+
+
+def cache_problem(folder: Path) -> str | None:
+    """Why the converted model in `folder` would not load (a file missing, a JSON file that is not JSON, a
+    safetensors file cut short or of another size than its header says), without loading a tensor; None if it loads."""
+    if not folder.is_dir():
+        return "it is not a folder" if folder.exists() else "it is missing"
+    for name in ("model.safetensors", *CACHE_JSON):
+        if not (folder / name).is_file():
+            return f"{name} is missing"
+    for name in CACHE_JSON:  # tokenizer.json is the largest: 3.5 MB, parsed in about 50 ms
+        try:
+            json.loads((folder / name).read_bytes())
+        except (OSError, ValueError) as exc:
+            return f"{name} does not read as JSON ({type(exc).__name__})"
+    return safetensors_problem(folder / "model.safetensors")
+
+
+def _partial(out: Path) -> Path:
+    """A new folder beside `out` to convert into, one per process (two converting never share it); ModelError in one
+    line when the cache cannot hold it, before anything is de-quantised."""
+    root = cache_root()
+    if root.exists() and not root.is_dir():
+        raise ModelError(f"SPECVIZ_CACHE names {root}, which is not a folder: {FIX_CACHE}.")
+    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # a stale one of a process of this id, long gone
+        tmp.mkdir()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ModelError(f"The model cache {out.parent} is not writable ({why}): {FIX_CACHE}.") from None
+    return tmp
+
+
+def _dequantise(folder: Path, tmp: Path, progress: Progress) -> None:
+    """The packaged GGUF in `folder`, de-quantised and written into `tmp` as a transformers folder."""
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = converted_dir()
-    if (out / "model.safetensors").is_file() and (out / "config.json").is_file():
-        return out
-    folder = gguf_folder()
     progress(f"Converting {GGUF_FILE} to safetensors (once, about 20 s)…")
-    t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
     progress("De-quantised; loading the tokenizer…")
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")  # one per process: two converting never share it
-    tmp.mkdir(parents=True, exist_ok=True)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if getattr(model.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)  # tied to embed_tokens; safetensors refuses shared storage
@@ -70,14 +131,51 @@ def convert_default(progress: Progress = print) -> Path:
     model.config.to_json_file(str(tmp / "config.json"))
     model.generation_config.to_json_file(str(tmp / "generation_config.json"))
     tok.save_pretrained(tmp)
-    try:
-        tmp.rename(out)  # atomic: a half-written folder is never mistaken for a cache
-    except OSError:  # another process finished first (or a stale folder stands there): keep a complete one
-        if not (out / "model.safetensors").is_file():
-            shutil.rmtree(out, ignore_errors=True)
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Rename the finished `tmp` to `out` (a half-written folder is never mistaken for a cache): a whole cache another
+    process finished first is kept, a broken one moved aside and removed."""
+    for _ in range(3):
+        try:
             tmp.rename(out)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        except OSError:
+            if cache_problem(out) is None:  # another process finished first
+                return
+        stale = out.with_name(f"{out.name}.broken-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):  # another process moved it first
+            out.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    raise ModelError(f"Could not put the converted model in {out}; delete {out} and retry.")
+
+
+def convert_default(progress: Progress = print) -> Path:
+    """The de-quantised default model's folder: converted from the packaged GGUF once, and again when its files do
+    not load (cache_problem); ModelError in one line, before any de-quantising, when it cannot be."""
+    out = converted_dir()
+    broken = cache_problem(out)
+    if broken is None:
+        return out
+    try:
+        folder, tmp = gguf_folder(), _partial(out)
+    except ModelError as exc:
+        if not out.exists():
+            raise
+        raise ModelError(f"The cached model in {out} does not load ({broken}) and cannot be converted again: "
+                         f"{str(exc).rstrip('.')}; then delete {out}.") from None  # fmt: skip
+    if out.exists():
+        progress(f"The cached model in {out} does not load ({broken}); converting it again.")
+    t0 = time.perf_counter()
+    try:
+        _dequantise(folder, tmp, progress)
+        if why := cache_problem(tmp):
+            raise ModelError(f"The converted model in {tmp} does not load ({why}); delete {out} and retry.")
+        _install(tmp, out)
+    except (OSError, SafetensorError) as exc:  # a full disk, a cache removed under the conversion
+        raise ModelError(f"Could not write the converted model into {tmp} ({exc}); {FIX_CACHE}.") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # installed: renamed away; else: what was written so far
     progress(f"Cached the converted model in {out} ({time.perf_counter() - t0:.0f} s).")
     return out
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specviz.core.model_files import ModelError
 from specviz.output.lesson.model import LessonError, load_lesson
 from specviz.output.lesson.pack import PACK_FILE
 
@@ -50,9 +51,15 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
     return 0
 
 
-def printable(text: str) -> str:
-    """`text` with what a terminal would act on (escape sequences, carriage returns, other control codes) dropped."""
-    return "".join(c for c in text if c.isprintable())
+def printable(text: object) -> str:
+    """`text` with what a terminal would act on (ESC, C1 codes like CSI, BEL, backspace, carriage returns, line
+    breaks) shown as its Python escape, e.g. '\\x1b[2J' for a clear-screen: seen, never obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def say(line: str) -> None:
+    """Print one line of `lesson check`: every one carries a pack's or a lesson file's text, so each is escaped."""
+    print(printable(line))
 
 
 def check(a: argparse.Namespace) -> int:
@@ -65,24 +72,24 @@ def check(a: argparse.Namespace) -> int:
     from specviz.output.lesson.pack import read
 
     lesson, pack = load_lesson(a.lesson_file), read(a.pack)
-    print(f"{Path(a.pack).name}: {printable(pack.where())}")  # a visitor's pack: no terminal control codes
+    say(f"{Path(a.pack).name}: {pack.where()}")  # a visitor's pack: no terminal control codes
     failed = bare = wrong = measured = listed = 0
     for k, stop in enumerate(lesson.stops, 1):
         verdicts = check_stop(pack, stop)
         here = sum(v.kind == "measured" for v in verdicts)
-        print(f"{k:2}. {stop.id}: {len(verdicts)} check(s), {here} measured on this recording")
+        say(f"{k:2}. {stop.id}: {len(verdicts)} check(s), {here} measured on this recording")
         for v in verdicts:
-            print(f"      {v.line()}")
+            say(f"      {v.line()}")
         problems, unmarked = audit(stop.sentences, stop.checks, verdicts)
         for p in problems:
-            print(f"      PROBLEM   {p}")
+            say(f"      PROBLEM   {p}")
         for text in unmarked:
-            print(f"      unmarked  {text}")
+            say(f"      unmarked  {text}")
         failed += sum(v.holds is not True for v in verdicts)
         bare, wrong = bare + (not verdicts), wrong + len(problems)
         measured, listed = measured + here, listed + len(unmarked)
     total = sum(len(s.checks) for s in lesson.stops)
-    print(
+    say(
         f"{total - failed} of {total} checks hold ({measured} measured on this recording); {bare} stop(s) without a "
         f"check; {wrong} problem(s) with marks or kinds; {listed} unmarked sentence(s) with numbers or comparisons"
     )
@@ -123,7 +130,7 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
             print(f"{'rewrote' if done else 'found no markers for'} the lesson's table and recording in {README.name}")
             return 0 if done else 1
         return record(a, load) if a.action == "record" else check(a)
-    except LessonError as exc:
+    except (LessonError, ModelError) as exc:  # record's model that cannot load: one line too
         print(f"specviz: error: {printable(str(exc).splitlines()[0])}", file=sys.stderr)
         return 2
 
