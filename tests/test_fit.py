@@ -97,3 +97,29 @@ def test_a_damaged_stored_cost_is_measured_again(tmp_path, monkeypatch, tiny_lm)
     path.write_text("{not json")
     fit.device_cost(tiny_lm)
     assert calls == [1] and path.is_file()
+
+
+def test_drafts_run_in_bf16_only_where_the_device_computes_it(monkeypatch, tiny_lm):
+    """`auto` reads the device: bf16 with avx512 kernels and bf16 units, fp32 where bf16 would be emulated."""
+    import torch
+
+    from specviz.core import kernels
+    from specviz.heads import eagle_drafter
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: "avx2 avx512f avx512_bf16")
+    monkeypatch.setattr(kernels, "can_pack", lambda _d, _t: True)
+    monkeypatch.setattr(kernels, "cpu_isa", lambda: "AVX512")
+    assert kernels.bf16_native(cpu) and kernels.isa_note(cpu) == ""
+    monkeypatch.setattr(kernels, "cpu_isa", lambda: "AVX2")  # ATEN_CPU_CAPABILITY=avx2 on the same CPU
+    assert not kernels.bf16_native(cpu) and kernels.isa_note(cpu) == "avx2 kernels"
+    monkeypatch.setattr(kernels, "cpu_isa", lambda: "AVX512")
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: "avx2 avx512f")  # avx512 without bf16 units
+    assert not kernels.bf16_native(cpu)
+    fake = type("LM", (), {"dtype": torch.float32, "device": cpu})()
+    monkeypatch.setattr(eagle_drafter, "bf16_native", lambda _d: True)
+    assert eagle_drafter.head_dtype(fake, "auto") == torch.bfloat16
+    monkeypatch.setattr(eagle_drafter, "bf16_native", lambda _d: False)
+    assert eagle_drafter.head_dtype(fake, "auto") == torch.float32
+    assert eagle_drafter.head_dtype(fake, "bf16") == torch.bfloat16  # asked for by name: as named
+    assert eagle_drafter.head_dtype(tiny_lm, "auto") == torch.float64  # the float64 test model keeps its own
