@@ -19,7 +19,7 @@ from specviz.__main__ import main
 from specviz.output.lesson import claims
 from specviz.output.lesson.facts import check, figure, numbers
 from specviz.output.lesson.model import LESSON_FILE, LessonError, load_lesson
-from specviz.output.lesson.pack import PACK_FILE, Pack, from_bytes, from_dict
+from specviz.output.lesson.pack import PACK_FILE, Pack, fit, from_bytes, from_dict
 from specviz.output.lesson.pack_schema import (
     MAX_FIGURE_VALUES,
     MAX_PACK_BYTES,
@@ -49,10 +49,11 @@ def one_sentence(message: str) -> str:
 
 
 def load(data: Any, name: str = "upload.json") -> Pack | str:
-    """The pack `data` makes (written as JSON writes it, NaN and Infinity too), or the sentence refusing it."""
+    """The pack `data` makes (written as JSON writes it, NaN and Infinity too), fitted to the shipped lesson as the
+    app fits an upload (its figures the lesson draws validated then), or the sentence refusing it."""
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
     try:
-        return from_bytes(raw, name)
+        return fit(from_bytes(raw, name), lesson())
     except LessonError as exc:
         return one_sentence(str(exc))
 
@@ -165,7 +166,8 @@ def test_a_stored_figure_of_typed_arrays_is_counted_by_its_values():
 
 
 def test_a_stored_figure_at_its_cap_draws_under_a_second_per_rerun():
-    """The largest figure a pack may store is validated and relabelled once, when read; each rerun copies it."""
+    """The largest figure a pack may store is validated and relabelled once, when fitted to the lesson; each rerun
+    copies it."""
     n = (MAX_FIGURE_VALUES - 40) // 2
     fig = json.dumps({"data": [{"type": "scatter", "x": ["ar"] * n, "y": [0.5] * n}], "layout": {}})
     pack = load(changed(lambda d: d["stops"]["flat"].update(figure=fig)))
@@ -175,7 +177,7 @@ def test_a_stored_figure_at_its_cap_draws_under_a_second_per_rerun():
         start = time.perf_counter()
         drawn, _measured = figure(pack, stop)
         assert time.perf_counter() - start < 1.0
-    assert drawn.data[0].x[0] == "plain decoding", "relabelled when read"
+    assert drawn.data[0].x[0] == "plain decoding", "relabelled when fitted"
     drawn.update_layout(height=10)
     assert figure(pack, stop)[0].layout.height != 10, "each rerun gets its own copy"
 
@@ -250,6 +252,27 @@ def test_the_cli_prints_a_packs_provenance_without_terminal_control_codes(tmp_pa
     main(["lesson", "check", str(path)])
     first = capsys.readouterr().out.splitlines()[0]
     assert "All checks hold" in first and not any(c in first for c in "\x1b\x07\r"), repr(first)
+
+
+CONTROL = "\x1b[2J\x9b31m\x07\x08\r\x1b]8;;https://e.vil\x1b\\link\x1b]8;;\x1b\\"  # clear, CSI, BEL, BS, CR, OSC-8
+
+
+def test_the_cli_escapes_every_line_it_prints_from_a_pack(tmp_path, capsys):
+    """Issue 63: the kinds stop's category keys reached the terminal raw through its checks' figures (a method named
+    by its codes wins `best("extraction")`): every line now shows each control character as its escape."""
+
+    def marked(d: dict) -> None:
+        d["stops"]["kinds"]["data"]["categories"]["extraction"][CONTROL] = 99.0
+        d["provenance"]["cpu"] = CONTROL
+
+    path = tmp_path / "marked.json"
+    path.write_text(json.dumps(changed(marked)))
+    assert main(["lesson", "check", str(path)]) == 1  # best("extraction") is that key now: the check fails
+    out = capsys.readouterr().out
+    raw = [line for line in out.split("\n") if any(not c.isprintable() for c in line)]
+    assert not raw and "\r" not in out, raw
+    shown = next(line for line in out.split("\n") if 'best("extraction") = ' in line)
+    assert r"\x1b[2J\x9b31m\x07\x08\r\x1b]8;;https://e.vil\x1b\link" in shown, shown
 
 
 # --- the fuzz: the shipped pack with one hostile change somewhere, at any level, replayed through every stop ---

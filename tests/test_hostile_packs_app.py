@@ -137,7 +137,7 @@ def test_an_upload_is_read_once_not_per_rerun(tiny_app, monkeypatch):
     for _ in range(2):
         at.run()
     sidebar_drawn(at)
-    assert at.session_state["lesson.pack_loaded"].figures, "its stored figures checked when read"
+    assert at.session_state["lesson.pack_loaded"].fits, "fitted to the lesson (the figures it draws checked) once"
     upload(opened("flat"), "again.json", raw)  # another visitor, the same file
     assert reads == ["again.json"]
     resources.uploaded_pack.clear()

@@ -9,6 +9,7 @@ from specviz import methods
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
 from specviz.core.trace import bundle_json, load_traces
+from specviz.output.pages import ranges
 from specviz.tuning.learning import curves, eagle_checkpoints, experiment_rows
 from tests.apptest import APP, app_on, chart_specs, chart_title, titled
 
@@ -45,6 +46,8 @@ def timeline_shows_the_finished_race(at) -> None:
 def compare_opens_with_the_fastest_methods_on(at) -> None:
     on = {str(t.key).removeprefix("compare.on.") for t in at.toggle if str(t.key).startswith("compare.on.") and t.value}
     assert {"pld", "hybrid"} <= on and "sps" not in on, on
+    depth, declared = at.number_input(key="cfg.eagle.depth"), ranges("eagle")["depth"]  # its settings expander's
+    assert (depth.min, depth.max, depth.value) == (declared.low, declared.high, None), "the EAGLE page's, the fit's"
 
 
 def data_draws_its_curves_tables_and_a_bar_per_head(at) -> None:

@@ -5,6 +5,8 @@ still gets its curve and a shape left unset gets the fit's."""
 
 from __future__ import annotations
 
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -53,7 +55,8 @@ def test_a_config_with_nothing_to_measure_never_enters_the_probe(monkeypatch):
     assert compare.steered(NO_LM, cfg) is cfg
     seen = []
     monkeypatch.setattr(compare, "run_once", lambda _lm, name, _ids, _s, config=None, prompt="": seen.append(config))
-    compare.interleaved_runs(NO_LM, [1], {"eagle": cfg}, NO_LM, repeats=1, warmup=False)
+    locked = SimpleNamespace(lock=threading.Lock())  # only its lock is read (its line of jobs: tuning.turns)
+    compare.interleaved_runs(locked, [1], {"eagle": cfg}, NO_LM, repeats=1, warmup=False)
     assert seen == [None, cfg] and seen[1] is cfg
 
 

@@ -16,11 +16,12 @@ import streamlit as st
 from specviz import methods
 from specviz.core.model import ModelError
 from specviz.core.paths import MODELS, inside
-from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError
+from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError, prepare
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, Trace, TraceError, bundle_json, load_traces
 from specviz.output.lesson.visitor import escaped
-from ui import deck, memo, presentation, resources
+from specviz.output.pages import PAGES, Control, ranges
+from ui import deck, live, memo, presentation, resources
 from ui.prompt_picker import picker
 from ui.resources import Settings, get_model, replayed, replaying
 
@@ -149,13 +150,17 @@ def run_method(name: str, config: object, s: Settings | None) -> Trace | None:
         else:
             deck.note_traces([trace])
         return trace
-    if s is None or get_model() is None:
+    if s is None or (lm := get_model()) is None:
         return None
     cfg: Any = config if config is not None else methods.get(name).Config()  # the method's frozen Config
+    what = f"a run of {methods.card(name).label}"
     try:
+        p = live.price(lm, {name: cfg}, s.sampling.max_new_tokens, len(prepare(lm, s.prompt)))
         with st.spinner(f"Decoding with {methods.card(name).label}…"):
-            trace = resources.run(name, cfg, s.prompt, s.sampling, s.model_spec)
-        deck.note_traces([trace])
+            sig = live.signature("run", name, cfg, s)
+            trace = live.live(lm, sig, what, p, lambda: resources.run(name, cfg, s.prompt, s.sampling, s.model_spec))
+        if trace is not None:
+            deck.note_traces([trace])
         return trace
     except (PromptError, ConfigError, ModelError) as exc:
         st.warning(str(exc))
@@ -190,18 +195,20 @@ def page_header(title: str, question: str) -> None:
 
 
 def config_controls(name: str, container=None):
-    """Widgets for every field of a method's Config (defaults = its tuned CPU defaults); returns the Config."""
+    """Widgets for every field of a method's Config (defaults = its tuned CPU defaults); returns the Config. A number
+    a method page's control sets takes that control's range (specviz.output.pages.ranges: one visitor's settings
+    hold the one model no longer than the method pages let them); one the device's fit chooses is left to the fit
+    until the visitor sets it."""
     box = container or st
     cls = methods.get(name).Config
-    values = {}
+    values, declared = {}, ranges(name)
     for f in methods.settings(cls):  # a measured field (PLD's latency curve) is the runner's to fill
         key, default = f"cfg.{name}.{f.name}", f.default
         if isinstance(default, bool):
             values[f.name] = box.checkbox(f.name, default, key=key)
-        elif isinstance(default, int):
-            values[f.name] = int(box.number_input(f.name, value=default, step=1, key=key))
-        elif isinstance(default, float):
-            values[f.name] = float(box.number_input(f.name, value=default, format="%.3f", key=key))
+        elif isinstance(default, (int, float)):
+            if (got := number_control(box, f, key, declared.get(f.name))) is not None:
+                values[f.name] = got
         else:
             values[f.name] = box.text_input(f.name, str(default), key=key, max_chars=200)
     outside = [k for k in FOLDER_FIELDS if values.get(k) not in (None, "", "random") and not inside(values[k])]
@@ -213,6 +220,31 @@ def config_controls(name: str, container=None):
     except (ConfigError, TypeError, ValueError) as exc:
         box.warning(f"{name}: {exc}")
         return None
+
+
+def number_control(box: Any, f: Any, key: str, control: Control | None) -> int | float | None:
+    """A Config field's number input, within `control`'s range where a method page declares one. A field at its
+    unset value (the fit's: 0, Lookahead's G -1) or at a default the range leaves out (speculative sampling's γ 0:
+    the draft's own) starts empty, and an empty input passes nothing: the Config keeps its own default."""
+    kind = int if isinstance(f.default, int) else float
+    low, high = (kind(control.low), kind(control.high)) if control is not None else (None, None)
+    fitted = bool(f.metadata.get("fitted"))
+    inside_range = control is None or control.low <= f.default <= control.high
+    empty = (fitted and f.default == f.metadata.get("unset")) or not inside_range
+    where = f"{low} to {high}, as on the {PAGES[control.key.split('.')[0]].title} page" if control else ""
+    left = "fitted to the device where the run starts" if fitted else f"the method's own ({f.default})"
+    got = box.number_input(
+        f.name,
+        min_value=low,
+        max_value=high,
+        value=None if empty else f.default,
+        step=1 if kind is int else None,
+        format=None if kind is int else "%.3f",
+        key=key,
+        placeholder="fitted to this device" if fitted else f"{f.default}: the method's own",
+        help=f"{where}; empty: {left}." if where and empty else (f"{where}." if where else None),
+    )
+    return None if got is None else kind(got)
 
 
 def deck_button(page: str, model: str = "", device: str = "") -> None:

@@ -136,7 +136,7 @@ def route(pages: dict[str, Any], nav: Any) -> None:
                 start = 0
             ss[ON], ss[presentation.KEY] = True, True
             if named is not None:
-                lesson_pack.open_named(named)
+                lesson_pack.open_named(named, lesson)
             _enter(lesson, start)
     if ss.get(ON):  # slides: the sidebar folded away (its arrow brings it back), the stop's recorded runs
         st.set_page_config(initial_sidebar_state="collapsed")
@@ -177,7 +177,7 @@ def controls(sb) -> None:
             placeholder="this server's lesson" if os.environ.get(ENV) else "the shipped lesson",
             help="A TOML file of stops (copy specviz/output/lesson/lesson.toml, edit it); empty for the shipped one.",
         )
-        lesson_pack.controls(sb)
+        lesson_pack.controls(sb, current)
 
 
 def _deck(lm: Any, lesson: Lesson) -> bytes:

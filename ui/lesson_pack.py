@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
 from specviz.output.lesson import facts as lesson_facts
 from specviz.output.lesson.model import Lesson, LessonError, Stop
-from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack
+from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack, fit
 from specviz.output.lesson.pages import COMPUTED
 from specviz.output.lesson.visitor import escaped
 from specviz.output.viz.theme import BADGE
@@ -47,6 +48,7 @@ PACK_ERRORS = (
     RecursionError,
 )
 SHOWN = 300  # characters of a message about a visitor's recording shown back (escaped)
+MISFIT = 600  # of one saying which stops a recording lacks, or holds that the lesson does not (lesson.pack.fit)
 
 
 def refused(place: Any, exc: BaseException) -> None:
@@ -61,21 +63,37 @@ def step_rule() -> str:
 
 
 def current(lesson: Lesson) -> Pack | None:
-    """The pack the lesson replays (a visitor's upload, else the shipped one), None when off, unreadable or the
-    recording of another lesson (one without a stop of this one)."""
+    """The pack the lesson replays, fitted to it (a visitor's upload, else the shipped one), None when off,
+    unreadable or the recording of another lesson (one without a stop of this one: `fitted` says which)."""
+    return fitted(lesson)[0]
+
+
+def fitted(lesson: Lesson) -> tuple[Pack | None, str]:
+    """The pack replayed for `lesson` (lesson.pack.fit: the stops and stored figures it does not draw dropped
+    before any figure is validated, once per pack and lesson) and what fitting the visitor's, else the shipped
+    one, found ('' when it is just the lesson's). A visitor's that does not fit gives way to the shipped one."""
     if not st.session_state.get(ON, PACK_FILE.is_file()):
-        return None
-    pack = st.session_state.get(LOADED)
+        return None, ""
+    said = ""
+    if (loaded := st.session_state.get(LOADED)) is not None:
+        try:
+            if not (mine := fit(loaded, lesson)).lacks:
+                return mine, mine.note()
+            said = mine.note()
+        except LessonError as exc:  # fitted to another lesson when uploaded: this one draws a figure it refuses
+            said = f"{loaded.name} cannot be replayed for this lesson: {exc}"
     try:
-        if pack is None and PACK_FILE.is_file():
-            pack = resources.pack(str(PACK_FILE), PACK_FILE.stat().st_mtime)
+        if PACK_FILE.is_file():
+            shipped = fit(resources.pack(str(PACK_FILE), PACK_FILE.stat().st_mtime), lesson)
+            return (None if shipped.lacks else shipped), said or shipped.note()
     except LessonError as exc:
         st.error(f"The recorded lesson cannot be replayed: {escaped(exc, SHOWN)}")
-    return pack if pack is not None and all(s.id in pack.stops for s in lesson.stops) else None
+    return None, said
 
 
-def open_named(name: str) -> None:
-    """?pack=<name>: a recording beside the shipped one (docs/lesson/<name>.json; a bare name, nothing else)."""
+def open_named(name: str, lesson: Lesson) -> None:
+    """?pack=<name>: a recording beside the shipped one (docs/lesson/<name>.json; a bare name, nothing else), said
+    once on the stop when it cannot be replayed or does not fit the lesson (the shipped one then replays)."""
     st.session_state[ON] = True
     if not name or name == PACK_FILE.stem:
         return
@@ -85,14 +103,19 @@ def open_named(name: str) -> None:
         st.session_state[NOTE] = f"No recording {shown} here; the shipped one is replayed, if there is one."
         return
     try:
-        st.session_state[LOADED] = resources.pack(str(path), path.stat().st_mtime)
+        pack = resources.pack(str(path), path.stat().st_mtime)
+        if (lacks := fit(pack, lesson)).lacks:
+            raise LessonError(f"{lacks.note()} The shipped one is replayed, if it fits.")
+        st.session_state[LOADED] = pack
     except LessonError as exc:
-        st.session_state[NOTE] = f"The recording {name!r} cannot be replayed: {escaped(exc, SHOWN)}"
+        st.session_state[NOTE] = f"The recording {name!r} cannot be replayed: {escaped(exc, MISFIT)}"
 
 
-def _uploaded() -> None:
+def _uploaded(lessons: Callable[[], Lesson | None]) -> None:
     """A visitor's pack, read once when it is uploaded (its size first, then lesson.pack_schema's caps) and once
-    per content on the server (resources.uploaded_pack): the session keeps the checked Pack, never the raw data."""
+    per content on the server (resources.uploaded_pack), then fitted to the lesson (`lessons()`): its figures the
+    lesson draws validated, and one that lacks a stop of the lesson refused, saying which (a stop never runs live
+    because an upload lacked it). The session keeps the checked Pack, never the raw data."""
     f = st.session_state.get(UPLOAD)
     st.session_state.pop(LOADED, None)
     if f is None:
@@ -101,13 +124,17 @@ def _uploaded() -> None:
         if f.size > MAX_PACK_BYTES:
             raise LessonError(f"{f.name} is larger than a pack may be ({MAX_PACK_BYTES >> 20} MB).")
         raw = f.getvalue()
-        st.session_state[LOADED] = resources.uploaded_pack(hashlib.sha256(raw).hexdigest(), f.name, raw)
+        pack = resources.uploaded_pack(hashlib.sha256(raw).hexdigest(), f.name, raw)
+        if (lesson := lessons()) is not None and (lacks := fit(pack, lesson)).lacks:
+            raise LessonError(f"{lacks.note()} It is not replayed; the stops keep the recording they had.")
+        st.session_state[LOADED] = pack
     except LessonError as exc:
-        st.session_state[ERROR] = escaped((str(exc) or type(exc).__name__).splitlines()[0], SHOWN)
+        st.session_state[ERROR] = escaped((str(exc) or type(exc).__name__).splitlines()[0], MISFIT)
 
 
-def controls(sb) -> None:
-    """The sidebar's switch between the recording and live runs, and another pack to replay."""
+def controls(sb, lessons: Callable[[], Lesson | None]) -> None:
+    """The sidebar's switch between the recording and live runs, another pack to replay (`lessons()`: the lesson it
+    is fitted to), and what fitting it found: the stops it lacks, or those it holds that the lesson does not."""
     st.session_state.setdefault(ON, PACK_FILE.is_file())  # on by default wherever a recording ships
     sb.toggle(
         "Replay the recorded lesson",
@@ -116,9 +143,11 @@ def controls(sb) -> None:
         "stop, no model needed. Off: every stop runs live on this server.",
     )
     if st.session_state.get(ON, PACK_FILE.is_file()):
-        sb.file_uploader("Another recording (.json)", type=["json"], key=UPLOAD, on_change=_uploaded)
+        sb.file_uploader("Another recording (.json)", type=["json"], key=UPLOAD, on_change=_uploaded, args=(lessons,))
         if err := st.session_state.pop(ERROR, None):
             sb.error(err)  # escaped when it was set
+        elif (lesson := lessons()) is not None and (said := fitted(lesson)[1]):
+            sb.caption(escaped(said, MISFIT))
 
 
 def route(lesson: Lesson | None, stop: Stop | None) -> None:

@@ -25,7 +25,7 @@ from specviz.output.lesson.model import Lesson, load_lesson
 from specviz.output.lesson.pack import Pack, from_bytes, read
 from specviz.output.lesson.visitor import escaped, visitor_model
 from specviz.tuning import compare, eagle_replay, fit, lossless
-from ui import deck
+from ui import deck, live
 
 MAX_MODELS = 2  # models held at once (the default and one other): every session shares them
 MODEL_KEY = "sidebar.model"  # the sidebar's Model box
@@ -98,6 +98,7 @@ def clear() -> None:
     for cached in (_model, _fits, run, paired, race, lab, regrown):
         cached.clear()
     memo.clear()
+    live.DONE.clear()
 
 
 def set_replay(loaded: dict[str, Trace]) -> None:
@@ -216,14 +217,17 @@ def run_paired(configs: dict[str, Any], s: Settings | None, repeats: int) -> dic
                 "the loaded plain decoding, so the two are not compared."
             )
         return runs
-    if s is None or get_model() is None:
+    if s is None or (lm := get_model()) is None:
         return {}
     cfg = {n: c if c is not None else methods.get(n).Config() for n, c in configs.items() if n != "ar"}
+    what = f"plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn"
     try:
-        with st.spinner(f"Running plain decoding and {', '.join(configs) or 'nothing'} {repeats}× in turn…"):
-            runs = paired(cfg, s.prompt, s.sampling, s.model_spec, repeats)
-        deck.note_traces([ts[0] for ts in runs.values() if ts])
-        return runs
+        p = live.price(lm, {"ar": None, **cfg}, s.sampling.max_new_tokens, len(prepare(lm, s.prompt)), repeats + 1)
+        sig = live.signature("paired", cfg, s, repeats)
+        with st.spinner(f"Running {what}…"):
+            runs = live.live(lm, sig, what, p, lambda: paired(cfg, s.prompt, s.sampling, s.model_spec, repeats))
+        deck.note_traces([ts[0] for ts in (runs or {}).values() if ts])
+        return runs or {}
     except (PromptError, ConfigError, ModelError) as exc:
         st.warning(str(exc))
     return {}
@@ -234,11 +238,16 @@ def run_race(names: list[str], s: Settings | None) -> list[Trace]:
     prompt, settings). When replaying, the loaded traces of those methods."""
     if replaying():
         return [t for n in ["ar", *names] if (t := replayed(n)) is not None]
-    if s is None or get_model() is None:
+    if s is None or (lm := get_model()) is None:
         return []
+    chosen = tuple(n for n in names if n != "ar")
+    what = f"a race of plain decoding and {', '.join(names) or 'nothing'}"
     try:
+        configs = {"ar": None, **dict.fromkeys(chosen)}
+        p = live.price(lm, configs, s.sampling.max_new_tokens, len(prepare(lm, s.prompt)), warm=compare.WARM_TOKENS)
         with st.spinner(f"Warming up, then racing plain decoding and {', '.join(names) or 'nothing'}…"):
-            lanes = race(tuple(n for n in names if n != "ar"), s.prompt, s.sampling, s.model_spec)
+            sig = live.signature("race", chosen, s)
+            lanes = live.live(lm, sig, what, p, lambda: race(chosen, s.prompt, s.sampling, s.model_spec)) or []
         deck.note_traces(lanes)
         return lanes
     except (PromptError, ConfigError, ModelError) as exc:

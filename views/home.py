@@ -8,10 +8,12 @@ from specviz.core.measure import provenance
 from specviz.core.prompts import PromptError, prepare
 from specviz.output.lesson.visitor import escaped
 from specviz.output.pages.home import PAGE
+from specviz.tuning import turns
 from specviz.tuning.compare import run_once
 from specviz.tuning.probe import cached_curve
-from specviz.tuning.roofline import device_roofs
+from specviz.tuning.roofline import Busy, device_roofs, stored_curve
 from specviz.tuning.rows import latest_stored
+from ui import live
 from ui.common import page_header, settings
 from ui.declared import draw
 from ui.resources import get_model
@@ -33,6 +35,56 @@ def gpu_note() -> str:
     return (
         f"Measured on a GPU, stored (not this machine): {escaped(where.get('device', 'a GPU'))}, "
         f"{str(where.get('date', ''))[:10]}: plain decoding {plain} tokens/s; {rest} (docs/gpu)."
+    )
+
+
+def forward_cost(lm):
+    """The stored latency curve and roofline, read without waiting for the model; measured here only while the
+    model is free, else (curve, roofs) with None where the device is still to be measured, and a line that says so."""
+    refresh = st.button("Re-measure", key="home.probe")
+    curve = None if refresh else stored_curve(lm)
+    busy = turns.of(lm).busy() or "another visitor's run"
+    if curve is None and turns.occupied(lm):
+        st.info(f"The model is busy ({busy}); this device's latency curve is measured once it is free.")
+        return None, None
+    if curve is None:
+        with st.spinner("Measuring forward latency on this device (once)…"):
+            curve = cached_curve(lm, refresh=refresh)
+    try:
+        with st.spinner("Measuring this device's bandwidth and matmul peak (once)…"):
+            return curve, device_roofs(lm, curve.ks, curve.prefix_len, wait=False)
+    except Busy:
+        st.info(f"The model is busy ({busy}); the roofline is measured once it is free.")
+        return curve, None
+
+
+def draw_forward_cost(lm, curve, roofs) -> None:
+    """The latency curve over its roofline, with its caption, why-no-speedup lines and peaks."""
+    here = provenance(lm.describe())
+    if curve.contended:
+        st.warning(
+            f"This curve was measured while the machine was busy ({curve.contended}); it may "
+            "overstate the cost. Press **Re-measure** when the machine is quiet."
+        )
+    flag = f", disturbed: {curve.contended}" if curve.contended else ""
+    draw(
+        PAGE,
+        "latency_curve",
+        {"curve": curve, "here": here, "roof": roofs[0][0]},
+        measured=curve.measured(here) + flag,
+    )
+    st.caption(
+        f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. Dashed: the "
+        "roofline from this device's measured read bandwidth and matmul peak (the best of short runs). Below "
+        "the knee the curve is nearly flat: that flatness is the budget every method spends."
+    )
+    st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why, _p in roofs))
+    if gpu := gpu_note():
+        st.caption(gpu)
+    st.caption(
+        "Peaks: the best of short runs of a sum over a large buffer and of an MLP-sized matmul, "
+        + "; ".join(f"{p.dtype} {p.measured()}" for _roof, _why, p in roofs)
+        + "."
     )
 
 
@@ -58,7 +110,8 @@ if lm is not None and s is not None:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Plain decoding, live")
-        if st.button("Decode", type="primary", key="home.run"):
+        sig = live.signature("home", s)
+        if st.button("Decode", type="primary", key="home.run", on_click=live.forget):
             out = st.empty()
             pieces: list[str] = []
 
@@ -68,10 +121,15 @@ if lm is not None and s is not None:
 
             try:
                 ids = prepare(lm, s.prompt)
-                st.session_state["home.trace"] = run_once(lm, "ar", ids, s.sampling, prompt=s.prompt, on_step=stream)
+                p = live.price(lm, {"ar": None}, s.sampling.max_new_tokens, len(ids))
+                decode = lambda: run_once(lm, "ar", ids, s.sampling, prompt=s.prompt, on_step=stream)  # noqa: E731
+                if (got := live.live(lm, sig, "plain decoding", p, decode)) is not None:
+                    st.session_state["home.trace"] = got
             except PromptError as exc:
                 st.warning(str(exc))
             out.empty()
+        else:
+            live.held_back(sig)  # a run stopped here says so
         trace = st.session_state.get("home.trace")
         if trace is not None:
             st.markdown(f"> {trace.text}")
@@ -84,32 +142,6 @@ if lm is not None and s is not None:
             st.info("Press **Decode** to run plain decoding on the sidebar prompt.")
     with right:
         st.subheader("The cost of one forward pass")
-        with st.spinner("Measuring forward latency, bandwidth and matmul peak on this device (once)…"):
-            curve = cached_curve(lm, refresh=st.button("Re-measure", key="home.probe"))
-            roofs = device_roofs(lm, curve.ks, curve.prefix_len)
-        here = provenance(lm.describe())
-        if curve.contended:
-            st.warning(
-                f"This curve was measured while the machine was busy ({curve.contended}); it may "
-                "overstate the cost. Press **Re-measure** when the machine is quiet."
-            )
-        flag = f", disturbed: {curve.contended}" if curve.contended else ""
-        draw(
-            PAGE,
-            "latency_curve",
-            {"curve": curve, "here": here, "roof": roofs[0][0]},
-            measured=curve.measured(here) + flag,
-        )
-        st.caption(
-            f"Median of several interleaved runs with a fixed prefix, {curve.measured(here)}. Dashed: the "
-            "roofline from this device's measured read bandwidth and matmul peak (the best of short runs). Below "
-            "the knee the curve is nearly flat: that flatness is the budget every method spends."
-        )
-        st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why, _p in roofs))
-        if gpu := gpu_note():
-            st.caption(gpu)
-        st.caption(
-            "Peaks: the best of short runs of a sum over a large buffer and of an MLP-sized matmul, "
-            + "; ".join(f"{p.dtype} {p.measured()}" for _roof, _why, p in roofs)
-            + "."
-        )
+        curve, roofs = forward_cost(lm)
+        if curve is not None and roofs is not None:
+            draw_forward_cost(lm, curve, roofs)

@@ -27,6 +27,7 @@ from specviz.core.sampling import Sampling, choose, summary, target_probs
 from specviz.core.trace import StepTrace, Trace
 
 OnStep = Callable[[StepTrace], None]
+ShouldStop = Callable[[], bool]  # asked between steps, never inside one: True ends the run there (`Stopped`)
 PHASES = ("propose", "verify", "accept", "commit")  # the step's timed phases, as the papers name them
 
 
@@ -50,6 +51,15 @@ class Card:
     batched: str = ""  # its batched step (specviz.methods.batched): "chain" or "eagle"; "" when it has none
     preset_fields: tuple[str, ...] = ()  # the Config fields its named presets set (specviz.tuning.presets)
     short: str = ""  # what a sentence calls it ("plain decoding"), where that is not the label
+
+
+class Stopped(Exception):
+    """A run ended between two steps because its caller asked (Run.stop: a Stop pressed, a visitor gone), or before
+    its turn came (tuning.turns): not a failure of the run, so nothing of it is kept or cached."""
+
+    def __init__(self, words: str, tokens: int = 0) -> None:
+        super().__init__(words)
+        self.tokens = tokens  # tokens committed before it stopped
 
 
 @dataclass
@@ -137,6 +147,7 @@ class Run:
         self.steps: list[StepTrace] = []
         self.stopped = ""
         self.on_step = on_step
+        self.stop: ShouldStop | None = None  # asked before the prefill and between steps (`check`)
         self._pending: torch.Tensor | None = None  # logits [V] for the next position (set by the prefill)
         self._pending_hidden: torch.Tensor | None = None  # hidden [H] that produced them
         self.forced: int | None = None  # the next root, drawn by the last step's acceptance rule
@@ -204,12 +215,22 @@ class Run:
         return feats
 
     def decode(self, step: Step) -> Trace:
-        """The one decode loop: prefill if needed, then step until EOS or max_new_tokens."""
+        """The one decode loop: prefill if needed, then step until EOS or max_new_tokens, asking `stop` before each
+        step (`check`)."""
+        self.check()
         if self._pending is None:
             self.prefill()
         while not self.done:
+            self.check()
             self._step(step)
         return self.trace()
+
+    def check(self) -> None:
+        """Raise Stopped when the caller's `stop` says so: a plain call between steps, no tensor read, so an
+        abandoned or stopped run frees the model within one step."""
+        if self.stop is not None and self.stop():
+            n, of = len(self.output), self.sampling.max_new_tokens
+            raise Stopped(f"{self.method} stopped after {n} of {of} tokens", n)
 
     def _step(self, step: Step) -> None:
         self.times = dict.fromkeys(PHASES, 0.0)
@@ -285,7 +306,7 @@ class Run:
         )
 
 
-Generate = Callable[..., Trace]  # (lm, prompt_ids, sampling, config=None, prompt="", on_step=None, **resources)
+Generate = Callable[..., Trace]  # (lm, prompt_ids, sampling, config=None, prompt="", on_step=None, stop=None, **res.)
 
 
 def generator(
@@ -297,7 +318,8 @@ def generator(
 ) -> Generate:
     """A method's generate, written once: its Config (default() when none; settle(lm, cfg) when it reads the
     model), one Run, and Run.decode over the step that `begin(run, cfg, **resources)` returns (resources: trained
-    parts passed in, such as heads; else begin loads them; a Speculator's start prefills the run itself)."""
+    parts passed in, such as heads; else begin loads them; a Speculator's start prefills the run itself); `stop`,
+    asked between steps, ends the run with Stopped."""
 
     def generate(
         lm: LoadedModel,
@@ -306,11 +328,13 @@ def generator(
         config: Any = None,
         prompt: str = "",
         on_step: OnStep | None = None,
+        stop: ShouldStop | None = None,
         **resources: Any,
     ) -> Trace:
         cfg = settled(config if config is not None else default())
         cfg = settle(lm, cfg) if settle is not None else cfg
         run = Run(lm, prompt_ids, sampling, name, cfg, prompt, on_step)
+        run.stop = stop
         return run.decode(begin(run, cfg, **resources))
 
     generate.__doc__ = doc

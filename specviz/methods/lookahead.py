@@ -13,7 +13,7 @@ from specviz.core.drafting import INIT_SOURCES, fit_field, initial_guesses, pad_
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods.base import Card, OnStep, Outcome, Run, settled
+from specviz.methods.base import Card, OnStep, Outcome, Run, ShouldStop, settled
 from specviz.trees.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
 from specviz.trees.tree import commit_path
 
@@ -209,9 +209,12 @@ def generate(
     config: Config | None = None,
     prompt: str = "",
     on_step: OnStep | None = None,
+    stop: ShouldStop | None = None,
 ) -> Trace:
-    """Decode until EOS or max_new_tokens with lookahead steps."""
-    return finish(*start(lm, prompt_ids, sampling, config or Config(), prompt, on_step))
+    """Decode until EOS or max_new_tokens with lookahead steps (`stop`: asked between steps, as in Run.decode)."""
+    run, state = start(lm, prompt_ids, sampling, config or Config(), prompt, on_step)
+    run.stop = stop
+    return finish(run, state)
 
 
 def accepting_resources(lm: LoadedModel) -> dict:

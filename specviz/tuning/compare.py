@@ -12,7 +12,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.methods.base import OnStep, unmeasured
-from specviz.tuning import fit
+from specviz.tuning import fit, turns
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,12 @@ def run_once(
     prompt: str = "",
     on_step: OnStep | None = None,
 ) -> Trace:
-    """One run of a method, holding the model's lock: the model is shared (the app's sessions), one run at a time,
-    each with its own cache."""
-    with lm.lock:
-        return methods.get(name).generate(lm, ids, sampling, config, prompt=prompt, on_step=on_step)
+    """One run of a method, in its job's turn (tuning.turns: the one this thread holds, else its own), holding the
+    model's lock: the model is shared (the app's sessions), one run at a time, each with its own cache. The job's
+    `stop` is asked between steps (Run.decode): a stopped run raises methods.base.Stopped."""
+    with turns.turn(lm, turns.Request(f"a run of {name}")) as job, lm.lock:
+        gen = methods.get(name).generate
+        return gen(lm, ids, sampling, config, prompt=prompt, on_step=on_step, stop=job.request.stop)
 
 
 def interleaved_runs(
@@ -139,12 +141,13 @@ def interleaved_runs(
     runs: dict[str, list[Trace]] = {n: [] for n in names}
     warm = [(n, True) for n in names] if warmup else []
     plan = warm + [(n, False) for _ in range(max(1, repeats)) for n in names]
-    for i, (name, is_warmup) in enumerate(plan):
-        t = run_once(lm, name, ids, sampling, configs.get(name), prompt=prompt)
-        if not is_warmup:
-            runs[name].append(t)
-        if progress:
-            progress((i + 1) / len(plan))
+    with turns.turn(lm, turns.Request("a comparison")):  # one turn for every run (the caller's, when it holds one)
+        for i, (name, is_warmup) in enumerate(plan):
+            t = run_once(lm, name, ids, sampling, configs.get(name), prompt=prompt)
+            if not is_warmup:
+                runs[name].append(t)
+            if progress:
+                progress((i + 1) / len(plan))
     return runs
 
 
@@ -159,9 +162,10 @@ def race(lm: LoadedModel, ids: list[int], configs: dict[str, Any], sampling: Sam
     """
     names = ["ar"] + [n for n in configs if n != "ar"]
     warm = replace(sampling, max_new_tokens=min(WARM_TOKENS, sampling.max_new_tokens))
-    for name in names:
-        run_once(lm, name, ids, warm, configs.get(name), prompt=prompt)
-    runs = interleaved_runs(lm, ids, configs, sampling, repeats=1, warmup=False, prompt=prompt)
+    with turns.turn(lm, turns.Request("a race")):  # the warm-ups and the lanes in one turn
+        for name in names:
+            run_once(lm, name, ids, warm, configs.get(name), prompt=prompt)
+        runs = interleaved_runs(lm, ids, configs, sampling, repeats=1, warmup=False, prompt=prompt)
     return [runs[n][0] for n in names]
 
 

@@ -19,6 +19,7 @@ import torch
 from specviz.core.measure import Provenance, provenance
 from specviz.core.model import LoadedModel
 from specviz.tuning.hardware import ModelShape, model_shape
+from specviz.tuning.probe import LatencyCurve, cached_curve
 
 READ_MB = {"cpu": 256, "cuda": 2048}  # a buffer well past the caches: what a forward's weight read meets
 MATMUL = (512, 1024, 4096)  # [m, k] @ [k, n]: an MLP-shaped product, big enough to reach the peak
@@ -82,11 +83,20 @@ def measure_peaks(device: str = "cpu", dtype: str = "float32") -> Peaks:
     )
 
 
+_MEASURED: set[tuple[str, str, int]] = set()  # the settings `peaks` holds: those are read without the model's lock
+
+
 @functools.cache
 def peaks(device: str = "cpu", dtype: str = "float32", threads: int = 0) -> Peaks:
     """`measure_peaks`, once per process for each device, dtype and thread count (threads: the caller's
     torch.get_num_threads(), so a changed setting is measured again)."""
-    return measure_peaks(device, dtype)
+    got = measure_peaks(device, dtype)
+    _MEASURED.add((device, dtype, threads))
+    return got
+
+
+class Busy(RuntimeError):
+    """The model is running another visitor's job, and what was asked for must be measured on it first."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +164,11 @@ def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float, where:
     return f"{head}{tail}" + (f" ({p.measured()}.)" if where else "")
 
 
-def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof, str, Peaks]]:
+def device_roofs(lm: LoadedModel, ks: list[int], prefix: int, wait: bool = True) -> list[tuple[Roof, str, Peaks]]:
     """(roofline, its sentence without provenance, the peaks it is drawn from) for the loaded model's device and
     dtype first; then, on a CPU in fp32, the same CPU in bf16; and a GPU's in bf16 when one is present but the
-    model runs on the CPU."""
+    model runs on the CPU. Peaks measured before are read without the model's lock; a measurement takes it, and
+    with `wait` False raises Busy instead of waiting for it."""
     model = model_shape(lm)
     dtype = str(lm.dtype).removeprefix("torch.")
     settings = [(str(lm.device), dtype, lm.dtype.itemsize)]
@@ -165,10 +176,30 @@ def device_roofs(lm: LoadedModel, ks: list[int], prefix: int) -> list[tuple[Roof
         settings.append(("cpu", "bfloat16", 2))
     if lm.device.type == "cpu" and torch.cuda.is_available():
         settings.append(("cuda:0", "bfloat16", 2))
-    out = []
-    with lm.lock:  # the model is shared (the app's sessions): nothing else runs on it while this measures
-        for device, dt, nbytes in settings:
-            p = peaks(device, dt, torch.get_num_threads())
-            r = roof(p, model, ks, prefix, nbytes)
-            out.append((r, explain(p, r, model, nbytes, where=False), p))
-    return out
+    threads = torch.get_num_threads()
+    if all((device, dt, threads) in _MEASURED for device, dt, _n in settings):
+        return [_drawn(peaks(device, dt, threads), model, ks, prefix, nbytes) for device, dt, nbytes in settings]
+    if not lm.lock.acquire(blocking=wait):
+        raise Busy("the model is running another visitor's job; its peaks are measured when it is free")
+    try:  # the model is shared (the app's sessions): nothing else runs on it while this measures
+        return [_drawn(peaks(device, dt, threads), model, ks, prefix, nbytes) for device, dt, nbytes in settings]
+    finally:
+        lm.lock.release()
+
+
+def stored_curve(lm: LoadedModel) -> LatencyCurve | None:
+    """This device's stored latency curve, read without the model's lock (probe.cached_curve, told not to measure);
+    None when it has none yet, or one due to be measured again."""
+
+    def unmeasured(_lm: LoadedModel) -> LatencyCurve:
+        raise Busy("the latency curve is not measured yet")
+
+    try:
+        return cached_curve(lm, measure=unmeasured)
+    except Busy:
+        return None
+
+
+def _drawn(p: Peaks, model: ModelShape, ks: list[int], prefix: int, nbytes: float) -> tuple[Roof, str, Peaks]:
+    r = roof(p, model, ks, prefix, nbytes)
+    return r, explain(p, r, model, nbytes, where=False), p

@@ -71,8 +71,11 @@ def check(a: argparse.Namespace) -> int:
     from specviz.output.lesson.facts import check as check_stop
     from specviz.output.lesson.pack import read
 
-    lesson, pack = load_lesson(a.lesson_file), read(a.pack)
+    lesson = load_lesson(a.lesson_file)
+    pack = read(a.pack, lesson)  # fitted to the lesson: stops and figures it does not have dropped, unvalidated
     say(f"{Path(a.pack).name}: {pack.where()}")  # a visitor's pack: no terminal control codes
+    if said := pack.note():
+        say(f"      {said}")
     failed = bare = wrong = measured = listed = 0
     for k, stop in enumerate(lesson.stops, 1):
         verdicts = check_stop(pack, stop)
@@ -107,7 +110,7 @@ def deck(a: argparse.Namespace) -> int:
     if path.suffix.lower() != ".pptx":
         raise LessonError(f"A slide deck is written as .pptx; {path.name} has another suffix.")
     lesson.lecture(a.lecture)  # an unknown lecture fails before anything is drawn
-    pack = read(a.pack)
+    pack = read(a.pack, lesson)
     try:
         slides = pack_slides(pack, lesson, a.lecture)
     except UNDECIDED as exc:  # a pack that passed its schema and still cannot draw a stop: one line, exit 2
@@ -141,8 +144,8 @@ def recorded_deck(lesson: Any, path: Path) -> bool:
     from specviz.output.lesson.deck import pack_slides
     from specviz.output.lesson.pack import read
 
-    pack = read(PACK_FILE) if PACK_FILE.is_file() else None
-    if pack is None or not all(s.id in pack.stops for s in lesson.stops):
+    pack = read(PACK_FILE, lesson) if PACK_FILE.is_file() else None
+    if pack is None or pack.lacks:
         return False
     slides = pack_slides(pack, lesson)
     path.write_bytes(deck_bytes(slides))

@@ -202,20 +202,21 @@ def facts(pack: Pack, stop: Stop) -> tuple[dict[str, Callable[..., Any]], StepTr
         found = _stored_functions(stop, data)
         here = "measured" if "ks" in data or "rules" in data else "stored"  # the recording's curve and lab
         return found | _pack_functions(pack), None, dict.fromkeys(found, here) | MEASURED_HERE
-    fns = _group_functions(group, pack) | _regrown(pack.stops[stop.id].get("stored", {}))
+    fns = _group_functions(group, pack) | _regrown(pack, stop.id)
     return fns, shown_step(stop, group), dict.fromkeys(fns, "measured")
 
 
-def _regrown(stored: dict[str, str]) -> dict[str, Callable[..., Any]]:
+def _regrown(pack: Pack, sid: str) -> dict[str, Callable[..., Any]]:
     """What the builds re-run when recorded read: regrown(kind), the drafts the static or the dynamic tree of EAGLE's
     static-against-dynamic build accepted over every step of the run re-grown, and seeded(where), Lookahead's
-    accepted drafts by origin in the run re-made with the prompt seeding its pool (both in their layout's meta)."""
+    accepted drafts by origin in the run re-made with the prompt seeding its pool (both in their layout's meta, read
+    from the figure as the pack validated it: a stored figure is never parsed past its bounds)."""
     fns: dict[str, Callable[..., Any]] = {}
-    if "eagle_static_vs_dynamic" in stored:
-        totals = pio.from_json(stored["eagle_static_vs_dynamic"]).to_dict()["layout"]["meta"]["totals"]
+    if (fig := pack.figures.get(f"{sid}/eagle_static_vs_dynamic")) is not None:
+        totals = fig.to_dict()["layout"]["meta"]["totals"]
         fns["regrown"] = lambda kind: totals[kind]
-    if "lookahead_origins" in stored:
-        counts = pio.from_json(stored["lookahead_origins"]).to_dict()["layout"]["meta"]["origins"]
+    if (fig := pack.figures.get(f"{sid}/lookahead_origins")) is not None:
+        counts = fig.to_dict()["layout"]["meta"]["origins"]
         fns["seeded"] = lambda where: counts[-1][where]
     return fns
 

@@ -4,11 +4,13 @@
 every method those stops show, a warm-up then `repeats` interleaved runs (tuning.compare.interleaved_runs, the
 pages' own), so one method has one set of runs, and so one number, in every stop. A stop whose figure comes
 from no run (the cost curve, the lab, a stored bench, the lineage) keeps its figure and the data its checks
-read. `read` gives a Pack the app and `lesson check` draw from with no model.
+read. `read` gives a Pack the app and `lesson check` draw from with no model; `fit` gives it as one lesson uses it,
+so a pack costs what the lesson draws, whatever else it carries, and says which stops it lacks or holds besides.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -82,9 +84,40 @@ def plan(lesson: Lesson) -> dict[str, Group]:
     return groups
 
 
+class Figures(Mapping[str, Any]):
+    """A pack's stored figures, stop id (or "<stop id>/<build's figure>") -> the figure, each validated by plotly
+    and relabelled the first time it is asked for, then kept (never per rerun; to be copied before it is changed):
+    a figure no stop of the lesson draws is never validated. What a visitor's figure raises is one LessonError."""
+
+    def __init__(self, stops: dict[str, Any], name: str) -> None:
+        self._texts: dict[str, str] = {}
+        self._built: dict[str, Any] = {}
+        self._name = name
+        for sid, stop in stops.items():
+            self._texts |= {sid: stop["figure"]} if "figure" in stop else {}
+            self._texts |= {f"{sid}/{k}": v for k, v in stop.get("stored", {}).items()}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._built:
+            self._built[key] = _figure(self._texts[key], f"{self._name}'s stored figure {key[:80]!r}")
+        return self._built[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def validate(self) -> None:
+        """Every figure validated now: the first that cannot be drawn refused in one sentence (LessonError)."""
+        for key in self:
+            self[key]
+
+
 @dataclass(frozen=True)
 class Pack:
-    """A recorded lesson, read back: its groups, each stop's group or figure, and where and when."""
+    """A recorded lesson, read back: its groups, each stop's group or figure, and where and when; `fit` gives it as
+    one lesson uses it (the stops and stored figures it does not have dropped, with a word: `note`)."""
 
     groups: dict[str, Group]
     stops: dict[str, dict[str, Any]]
@@ -92,7 +125,13 @@ class Pack:
     load_after: float
     settings: dict[str, Any]
     lesson: dict[str, Any]
-    figures: dict[str, Any] = field(default_factory=dict)  # stored figures, validated and relabelled when read
+    figures: Mapping[str, Any] = field(default_factory=dict)  # stored figures, validated when first drawn
+    name: str = "the pack"
+    dropped: tuple[str, ...] = ()  # fitted to a lesson: the stops it does not have (their figures never validated)
+    unused: int = 0  # and how many stored figures were dropped with them or from its own stops' builds
+    lacks: tuple[str, ...] = ()  # the lesson's stops the pack does not hold
+    # fitted packs, by the figures of the lesson they were fitted to (or why that lesson's figures are refused)
+    fits: dict[tuple, Pack | LessonError] = field(default_factory=dict, repr=False, compare=False)
 
     def group(self, stop: Stop) -> Group | None:
         entry = self.stops.get(stop.id)
@@ -126,9 +165,62 @@ class Pack:
         threads = f", {self.settings['threads']} torch thread(s)" if self.settings.get("threads") else ""
         return f"{where} (load average {p.load:g} → {self.load_after:g} on {p.cores} cores{threads}), commit {p.commit}"
 
+    def note(self) -> str:
+        """What fitting it to a lesson found: the lesson's stops it lacks (it does not fit), else the stops and
+        stored figures it holds that the lesson does not draw (dropped); '' for a pack of just the lesson."""
+        extra = f"{len(self.dropped)} stop(s) the lesson does not have ({_few(self.dropped)})"
+        if self.lacks:
+            lacks = f"it lacks {len(self.lacks)} of its stops ({_few(self.lacks)})"
+            return f"{self.name} does not fit the lesson: {lacks}" + (f" and holds {extra}." if self.dropped else ".")
+        what = [extra] * bool(self.dropped) + [f"{self.unused} stored figure(s) it does not draw"] * bool(self.unused)
+        return f"{self.name} holds {' and '.join(what)}: dropped, never drawn." if what else ""
 
-def read(path: str | Path = PACK_FILE) -> Pack:
-    """A pack file; LessonError with one sentence when it cannot be used (a device or a folder is never read)."""
+
+def _few(ids: tuple[str, ...], shown: int = 4) -> str:
+    """'a', 'b' or 'a', 'b', 'c', 'd', … and 97 more: each id cut to 24 characters, as repr (a visitor's text)."""
+    named = ", ".join(repr(i[:24]) for i in ids[:shown])
+    return named + (f", … and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def fit(pack: Pack, lesson: Lesson) -> Pack:
+    """The pack as `lesson` uses it, its figures validated once (a refusal said again, not worked out again): kept
+    in the pack per lesson, so every visitor of one lesson is given the same fitted pack."""
+    want = {s.id: {s.figure, *(b.figure for b in s.builds)} for s in lesson.stops}
+    key = tuple(sorted((sid, tuple(sorted(f))) for sid, f in want.items()))
+    if (done := pack.fits.get(key)) is None:
+        try:
+            done = _fitted(pack, want)
+        except LessonError as exc:
+            done = exc
+        if len(pack.fits) >= 4:  # lessons are few (the shipped files): a bound all the same
+            pack.fits.pop(next(iter(pack.fits)))
+        pack.fits[key] = done
+    if isinstance(done, LessonError):
+        raise LessonError(str(done))
+    return done
+
+
+def _fitted(pack: Pack, want: dict[str, set[str]]) -> Pack:
+    """Before any figure is validated: the stops the lesson does not have dropped, and each kept stop's stored
+    figures but those of its own figure and its builds; then what is kept validated, so a pack costs what its
+    lesson draws (the schema's caps on one stop, times the lesson's stops), whatever else it carries."""
+    stops: dict[str, dict[str, Any]] = {}
+    for sid, entry in pack.stops.items():
+        if sid in want and "stored" in entry:
+            entry = entry | {"stored": {k: v for k, v in entry["stored"].items() if k in want[sid]}}
+        if sid in want:
+            stops[sid] = entry
+    figures = Figures(stops, pack.name)
+    figures.validate()
+    dropped = tuple(sid for sid in pack.stops if sid not in want)
+    lacks = tuple(sid for sid in want if sid not in pack.stops)
+    unused = len(pack.figures) - len(figures)
+    return replace(pack, stops=stops, figures=figures, dropped=dropped, unused=unused, lacks=lacks, fits={})
+
+
+def read(path: str | Path = PACK_FILE, lesson: Lesson | None = None) -> Pack:
+    """A pack file (fitted to `lesson` when given); LessonError with one sentence when it cannot be used (a device
+    or a folder is never read)."""
     file = Path(path)
     try:
         if not file.is_file():
@@ -139,7 +231,8 @@ def read(path: str | Path = PACK_FILE) -> Pack:
             raw = f.read(MAX_PACK_BYTES + 1)  # a file that grew since: still no more than a pack may be
     except OSError as exc:
         raise LessonError(f"The pack {file.name} could not be read ({type(exc).__name__}).") from None
-    return from_bytes(raw, file.name)
+    pack = from_bytes(raw, file.name)
+    return pack if lesson is None else fit(pack, lesson)
 
 
 def from_bytes(raw: bytes, name: str = "the pack") -> Pack:
@@ -162,7 +255,8 @@ def _load_methods(groups: Any) -> None:
 
 
 def from_dict(data: Any, name: str = "the pack") -> Pack:
-    """A pack checked against lesson.pack_schema.PACK, then built: its traces, provenance and stored figures."""
+    """A pack checked against lesson.pack_schema.PACK, then built: its traces and provenance; its stored figures
+    are validated when a lesson draws them (`fit`, Figures), never those of a stop no lesson shows."""
     if not isinstance(data, dict) or data.get("format") != PACK_FORMAT:
         raise LessonError(f"{name} is not a lesson pack ({PACK_FORMAT}).")
     from specviz import methods
@@ -184,13 +278,12 @@ def from_dict(data: Any, name: str = "the pack") -> Pack:
             for g in data["groups"]
         }
         prov = measure.Provenance.from_dict(data["provenance"])
-        figures = _figures(data["stops"], name)
     except (SchemaError, TraceError) as exc:
         raise LessonError(_sentence(str(exc))) from None
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None
-    settings, lesson = dict(data["settings"]), dict(data["lesson"])
-    return Pack(groups, dict(data["stops"]), prov, float(data["load_after"]), settings, lesson, figures)
+    settings, lesson, stops = dict(data["settings"]), dict(data["lesson"]), dict(data["stops"])
+    return Pack(groups, stops, prov, float(data["load_after"]), settings, lesson, Figures(stops, name), name)
 
 
 def _sentence(text: str) -> str:
@@ -199,18 +292,15 @@ def _sentence(text: str) -> str:
     return (line if len(line) <= 300 else line[:299] + "…").rstrip(".") + "."
 
 
-def _figures(stops: dict[str, Any], name: str) -> dict[str, Any]:
-    """Every stored figure of the pack validated by plotly and relabelled once, as it is read (never per rerun):
-    stop id (or "<stop id>/<build's figure>") -> the figure, to be copied before it is changed."""
+def _figure(text: str, where: str) -> Any:
+    """One stored figure validated by plotly and relabelled; LessonError in one sentence when it cannot be."""
     import plotly.graph_objects as go
 
     from specviz.output.lesson.names import relabel
 
-    out = {}
-    for sid, stop in stops.items():
-        found = {sid: stop["figure"]} if "figure" in stop else {}
-        found |= {f"{sid}/{k}": v for k, v in stop.get("stored", {}).items()}
-        for key, text in found.items():
-            where = f"{name}'s stored figure {key[:80]!r}"
-            out[key] = relabel(go.Figure(schema.figure_data(text, where)))
-    return out
+    try:
+        return relabel(go.Figure(schema.figure_data(text, where)))
+    except SchemaError as exc:
+        raise LessonError(_sentence(str(exc))) from None
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
+        raise LessonError(_sentence(f"{where} cannot be drawn ({type(exc).__name__}: {str(exc)[:120]})")) from None

@@ -29,7 +29,8 @@ MAX_FIGURE_VALUES = 20_000  # values in one stored figure: points, labels, layou
 MAX_FIGURE_DEPTH = 12  # nesting inside one stored figure (shipped: 6)
 # the tags a stored figure's text may keep (plotly draws them): a link (<a href>), a style or any other is dropped
 _TAG = re.compile(r"<(?!/?(?:br|b|i|em|sup|sub|extra)\s*/?>)/?[a-z][^<>]*>", re.IGNORECASE)
-# the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case)
+# the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case),
+# and read and fitted to its lesson with every figure the lesson draws at its caps (tests/test_pack_fit.py)
 MAX_PACK_MEMORY = 96 << 20
 
 NAME, LINE, NOTE = Text(64), Text(200), Text(4000)  # an id or key; a line of provenance; where a figure was measured

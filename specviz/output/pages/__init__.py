@@ -21,6 +21,7 @@ __all__ = [
     "by_source",
     "figure",
     "get",
+    "ranges",
 ]
 
 # in the app's order
@@ -54,3 +55,16 @@ def figure(name: str) -> Figure:
 def by_source(*sources: str) -> tuple[str, ...]:
     """The names of every figure drawn from one of `sources` (SOURCES)."""
     return tuple(f.name for p in PAGES.values() for f in p.figures if f.source in sources)
+
+
+def ranges(method: str) -> dict[str, Control]:
+    """`method`'s Config fields a page's number control sets, each with that control (its range: `low`, `high`): a
+    control naming its method, else the page's own method's and those it runs beside it on the same fields. The
+    Compare page's inputs for a method take these, so none reaches past the method pages' sliders."""
+    out: dict[str, Control] = {}
+    for p in PAGES.values():
+        for c in p.controls:
+            whose = {c.method} if c.method else {p.method, *(b.method for b in p.beside)}
+            if c.field and c.kind in ("int", "float") and method in whose - {""}:
+                out.setdefault(c.field, c)
+    return out

@@ -101,4 +101,4 @@ FIGURES = (
     Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
     Figure("what_data_buys", source="computed", lesson_only=True),
 )
-PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:")
+PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:", method=METHOD)

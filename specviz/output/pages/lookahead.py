@@ -101,4 +101,4 @@ FIGURES = (
     # a build re-run when recorded (output/lesson/stored.regrown): beside the run shown, one with a seeded pool
     Figure("lookahead_origins", origins, method="lookahead", regrown=True),
 )
-PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:")
+PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:", method="lookahead")

@@ -12,7 +12,20 @@ import plotly.graph_objects as go
 from specviz import methods
 from specviz.core.details import MedusaDetail
 from specviz.core.trace import Trace
-from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, given, own, per_step, shape, strip
+from specviz.output.pages.page import (
+    REPEATS,
+    Beside,
+    Control,
+    Figure,
+    Page,
+    Shown,
+    focus,
+    given,
+    own,
+    per_step,
+    shape,
+    strip,
+)
 from specviz.tuning import presets
 
 ACCURACY = {
@@ -121,4 +134,6 @@ FIGURES = (
     Figure("medusa_budget", budget, "stored"),
     Figure("medusa_cost", cost, "stored"),
 )
-PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:")
+# Medusa at the page's settings (its own `runs`), and Hydra beside it on the same tree fields while its toggle is on
+BESIDE = (Beside("hydra", "medusa.hydra"),)
+PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:", method="medusa", beside=BESIDE)
