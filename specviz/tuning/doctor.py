@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
     bench_rows = report["bench"]["methods"]
-    print("fit: " + "; ".join(f"{k} " + " ".join(f"{f}={v}" for f, v in s.items()) for k, s in report["fit"].items()))
+    fitted = report.get("fit", {})
+    print("fit: " + "; ".join(f"{k} " + " ".join(f"{f}={v}" for f, v in s.items()) for k, s in fitted.items()))
     print(
         f"dtype {report['dtype']['chosen']}; identity "
         + ", ".join(
