@@ -41,6 +41,7 @@ def test_prompt_preset_fills_the_prompt_and_says_which_methods_win(tiny_app):
 def test_presets_fill_the_sliders(tiny_app, page, method):
     at = app_on(page, max_new_tokens=8)
     assert at.radio(key=f"{method}.preset").value == presets.start(method).key
+    first = {n: at.slider(key=f"{method}.{n}").value for n in presets.fields(method) if n != "tree"}
     at.radio(key=f"{method}.preset").set_value("paper").run()
     assert not problems(at), problems(at)
     paper = presets.values(method, presets.get(method, "paper"))
@@ -51,8 +52,8 @@ def test_presets_fill_the_sliders(tiny_app, page, method):
     name, value = next((n, v) for n, v in paper.items() if n != "tree")
     at.slider(key=f"{method}.{name}").set_value(value - 1).run()  # off every preset: custom
     assert at.radio(key=f"{method}.preset").value == "custom" and not problems(at)
-    at.radio(key=f"{method}.preset").set_value("fastest").run()
-    assert at.slider(key=f"{method}.{name}").value == presets.values(method, presets.get(method, "fastest"))[name]
+    at.radio(key=f"{method}.preset").set_value(presets.start(method).key).run()  # back where the page started
+    assert at.slider(key=f"{method}.{name}").value == first[name]
 
 
 @pytest.mark.full  # a second AppTest of a page the fast tier opens (tests/test_pages_fast.py): the full tier
@@ -63,7 +64,8 @@ def test_both_presets_are_measured_on_request(tiny_app):
     assert not problems(at)
     table = next(d for d in at.dataframe if "verified tokens per forward" in d.value.columns)
     assert list(table.value["preset"]) == [p.label for p in presets.presets("eagle")]
-    assert list(table.value["verified tokens per forward"]) == [6, 60]
+    fitted, paper = table.value["verified tokens per forward"]  # the shape fitted to this device, then the paper's
+    assert 2 <= fitted <= 60 and paper == 60
     assert any("latency probe" in c.value for c in at.caption)
 
 
