@@ -3,7 +3,7 @@ sidebar allows; while it runs, visitor B opens the home page (how long until it 
 presses Decode (how long until it says it waits, and in what words); A presses Stop (how long until its run ends);
 then B's run starts (how long after A's Stop).
 
-    python scripts/two_visitors.py [--url http://127.0.0.1:8501] [--tokens 1024] [--out FILE.json]
+    python scripts/two_visitors.py [--url http://127.0.0.1:8501] [--tokens 512] [--out FILE.json]
 
 Serve the app first (streamlit run app.py --server.headless true --server.address 127.0.0.1). Debian's chromium.
 """
@@ -18,6 +18,7 @@ import time
 from playwright.async_api import async_playwright
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+LONG = "Write a long, detailed story about a lighthouse keeper and a storm, in many paragraphs."
 
 
 async def opened(browser, url: str):
@@ -43,6 +44,10 @@ async def main(url: str, tokens: int) -> dict:
         await box.fill(str(tokens))
         await box.press("Enter")
         await a.wait_for_timeout(1500)
+        prompt = a.get_by_label("Prompt", exact=True)
+        await prompt.fill(LONG)
+        await prompt.press("Control+Enter")
+        await a.wait_for_timeout(2500)
         await a.get_by_role("button", name="Decode").click()
         await a.get_by_role("button", name="Stop").wait_for(timeout=60_000)
         await a.wait_for_timeout(3000)  # A's run is under way
@@ -64,7 +69,7 @@ async def main(url: str, tokens: int) -> dict:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", default="http://127.0.0.1:8501")
-    ap.add_argument("--tokens", type=int, default=1024)
+    ap.add_argument("--tokens", type=int, default=512)  # the sidebar's largest answer
     ap.add_argument("--out")
     a = ap.parse_args()
     got = asyncio.run(main(a.url, a.tokens))

@@ -29,7 +29,7 @@ import numpy as np
 
 from specviz import methods
 from specviz.core.kernels import cpu_isa
-from specviz.core.measure import Provenance, contended, provenance
+from specviz.core.measure import Provenance, provenance
 from specviz.core.model import LoadedModel
 from specviz.core.paths import EAGLE_DIR, LOOKAHEAD_SWEEP, MODELS, cache_root
 from specviz.core.prompts import prepare as encode
@@ -348,11 +348,6 @@ def fits(lm: LoadedModel, refresh: bool = False) -> dict[str, Fit]:
         if name == "lookahead" or FAMILY[name] in cost.samples:
             out[name] = fit_method(name, cost)
     return out
-
-
-def quiet(cost: DeviceCost) -> str:
-    """'' for a quiet measurement, else why it may overstate the cost."""
-    return "" if not cost.provenance or not contended(Provenance.from_dict(cost.provenance)) else "under load"
 
 
 # ---- Configs as they run --------------------------------------------------------------------------------------
