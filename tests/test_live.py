@@ -143,3 +143,25 @@ def test_a_run_behind_another_says_where_it_stands_then_runs():
     assert not at.exception, at.exception
     assert HEARD and HEARD[0] == "waiting for one run, about 40 s" and HEARD[-1] == "", HEARD
     assert "result: finished" in [m.value for m in at.markdown]
+
+
+def test_an_uncached_run_waits_in_line_even_after_the_same_run_was_computed(monkeypatch):
+    """The home page's Decode is no cached run: computed before or not, it waits its turn (and says so); a cached
+    run computed before skips the line (its page cache answers it without the model)."""
+    from contextlib import contextmanager
+
+    from ui import live
+
+    waits = []
+
+    @contextmanager
+    def turn(_lm, ask):
+        waits.append(ask.wait)
+        yield None
+
+    monkeypatch.setattr(live.turns, "turn", turn)
+    monkeypatch.setattr(live, "held_back", lambda _sig: False)
+    live.DONE.add("computed-before")
+    assert live.live(None, "computed-before", "plain decoding", None, lambda: 1, cached=False) == 1
+    assert live.live(None, "computed-before", "a cached run", None, lambda: 2) == 2
+    assert waits == [True, False]

@@ -98,9 +98,12 @@ def held_back(sig: str) -> bool:
     return True
 
 
-def live(lm: LoadedModel, sig: str, what: str, p: budget.Price | None, work: Callable[[], T]) -> T | None:
+def live(
+    lm: LoadedModel, sig: str, what: str, p: budget.Price | None, work: Callable[[], T], cached: bool = True
+) -> T | None:
     """`work()` (a run on `lm`) in its turn, with a Stop button and its place in line shown while it waits; None,
-    with one sentence on the page, when it is refused (over the bound), stopped, or was stopped before."""
+    with one sentence on the page, when it is refused (over the bound), stopped, or was stopped before. A `cached`
+    run this process has computed (its page cache answers it) skips the line; an uncached one always waits in it."""
     if held_back(sig):
         return None
     if p is not None and (why := budget.refusal(p)):
@@ -117,7 +120,7 @@ def live(lm: LoadedModel, sig: str, what: str, p: budget.Price | None, work: Cal
         else:
             note.empty()
 
-    ask = turns.Request(what, p.seconds if p else 0.0, stop=visitor, on_wait=say, wait=sig not in DONE)
+    ask = turns.Request(what, p.seconds if p else 0.0, stop=visitor, on_wait=say, wait=not (cached and sig in DONE))
     try:
         with turns.turn(lm, ask):
             result = work()

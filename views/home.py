@@ -123,7 +123,7 @@ if lm is not None and s is not None:
                 ids = prepare(lm, s.prompt)
                 p = live.price(lm, {"ar": None}, s.sampling.max_new_tokens, len(ids))
                 decode = lambda: run_once(lm, "ar", ids, s.sampling, prompt=s.prompt, on_step=stream)  # noqa: E731
-                if (got := live.live(lm, sig, "plain decoding", p, decode)) is not None:
+                if (got := live.live(lm, sig, "plain decoding", p, decode, cached=False)) is not None:
                     st.session_state["home.trace"] = got
             except PromptError as exc:
                 st.warning(str(exc))
