@@ -123,3 +123,16 @@ def test_drafts_run_in_bf16_only_where_the_device_computes_it(monkeypatch, tiny_
     assert eagle_drafter.head_dtype(fake, "auto") == torch.float32
     assert eagle_drafter.head_dtype(fake, "bf16") == torch.bfloat16  # asked for by name: as named
     assert eagle_drafter.head_dtype(tiny_lm, "auto") == torch.float64  # the float64 test model keeps its own
+
+
+def test_the_search_runs_once_per_device_cost(monkeypatch):
+    """Every run's start asks for the fit (fit.measured) and so does its price (tuning.budget): the search over
+    every shape runs once per device cost, not at each ask."""
+    calls = []
+    search = fit._search
+    monkeypatch.setattr(fit, "_SEARCHED", {})
+    monkeypatch.setattr(fit, "_search", lambda m, c: calls.append(m) or search(m, c))
+    first = fit.fit_method("medusa", cost(0.07))
+    assert fit.fit_method("medusa", cost(0.07)) is first and calls == ["medusa"]
+    fit.fit_method("medusa", cost(0.08))  # another device's cost: searched again
+    assert calls == ["medusa", "medusa"]

@@ -53,7 +53,6 @@ class Price:
 
 
 _MEMO: dict[tuple, StepPrice] = {}  # (the cost's key, method, shape) -> the step's price
-_FITTED: dict[tuple, dict[str, int]] = {}  # (the cost's key, method) -> the fit's best shape
 
 
 def from_curve(curve: probe.LatencyCurve) -> fit.DeviceCost:
@@ -82,16 +81,9 @@ def shape(name: str, config: Any, cost: fit.DeviceCost) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
 
 
-def _key(cost: fit.DeviceCost) -> tuple:
-    return (cost.device, tuple(cost.ks), tuple(cost.ms), cost.plain_ms, repr(cost.samples))
-
-
 def _fitted(name: str, cost: fit.DeviceCost) -> dict[str, int]:
-    """The fit's best shape of `name` on this device (fit.fit_method), searched once per device cost."""
-    key = (_key(cost), name)
-    if key not in _FITTED:
-        _FITTED[key] = dict(fit.fit_method(name, cost).best.fields)
-    return dict(_FITTED[key])
+    """The fit's best shape of `name` on this device (fit.fit_method, which searches once per device cost)."""
+    return dict(fit.fit_method(name, cost).best.fields)
 
 
 def width(name: str, f: Mapping[str, Any]) -> tuple[int, int]:
@@ -126,7 +118,7 @@ def step_price(name: str, config: Any, cost: fit.DeviceCost) -> StepPrice:
     if name == "ar":
         return StepPrice("ar", 1.0, cost.plain_ms, 1, True)
     f = shape(name, config, cost)
-    key = (_key(cost), name, tuple(sorted((k, repr(v)) for k, v in f.items())))
+    key = (fit.cost_key(cost), name, tuple(sorted((k, repr(v)) for k, v in f.items())))
     if key not in _MEMO:
         if len(_MEMO) > MEMO_MAX:
             _MEMO.clear()

@@ -262,8 +262,25 @@ def _best(cands: Iterable[Candidate], paper: Mapping[str, int]) -> Candidate:
     return min(cands, key=key)
 
 
+def cost_key(cost: DeviceCost) -> tuple:
+    """What tells two device costs apart (a DeviceCost holds lists and dicts, so it is no key itself)."""
+    return (cost.device, tuple(cost.ks), tuple(cost.ms), cost.plain_ms, repr(cost.samples))
+
+
+_SEARCHED: dict[tuple, Fit] = {}  # (method, the cost's key) -> its fit: the search runs once per device cost
+
+
 def fit_method(method: str, cost: DeviceCost) -> Fit:
-    """`method`'s fitted shape on the device `cost` describes."""
+    """`method`'s fitted shape on the device `cost` describes, searched once per cost (every run's start asks for
+    it, through `measured`, and so does the run's price, tuning.budget)."""
+    key = (method, *cost_key(cost))
+    if key not in _SEARCHED:
+        _SEARCHED[key] = _search(method, cost)
+    return _SEARCHED[key]
+
+
+def _search(method: str, cost: DeviceCost) -> Fit:
+    """Every shape of `method` up to the paper's priced on `cost`: the best, the paper's, the best per width."""
     cands = window_candidates(cost) if method == "lookahead" else tree_candidates(method, cost, PAPER[method])
     paper = next((c for c in cands if c.fields == PAPER[method]), None)
     widths: dict[int, list[Candidate]] = {}
