@@ -24,10 +24,12 @@ def test_a_stored_figure_names_its_machines_and_days_and_the_recordings_own_wear
         found = machines(measured)
         assert found and set(found) != {own}, sid
         assert _badges(fig) == ["stored: " + ";<br>".join(found)], sid  # a source a line
-    # the recording's runs; the GPU model names no machine; flat: the probe's curve, measured by the recording (it
-    # would wear a badge had it been cached from another day)
-    for sid in ("race", "lookahead", "gpu", "flat"):
+    # the recording's runs; flat: the probe's curve, measured by the recording (it would wear a badge had it been
+    # cached from another day)
+    for sid in ("race", "lookahead", "flat"):
         assert not _badges(figure(pack, lesson.stops[lesson.index(sid)])[0]), sid
+    # the GPU stop: the recording's curve and a model, beside the H200's stored probe, which it names (once)
+    assert _badges(figure(pack, lesson.stops[lesson.index("gpu")])[0]) == ["stored: NVIDIA H200, 2026-12-04"]
 
 
 def test_machines_reads_each_machine_and_day_once():
@@ -61,7 +63,7 @@ def test_a_versioned_name_is_not_a_number_but_a_number_beside_it_is():
 
 def test_lookaheads_accepted_drafts_by_origin_add_up_to_its_accepted_drafts():
     pack = read(PACK_FILE)
-    run = pack.groups["code-hints@0"].median("lookahead")
+    run = pack.groups["code-class@0"].median("lookahead")
     counts = accepted_origins(run)
     assert run.config["method"]["seed_prompt"] is False and counts["prompt"] == 0
     assert sum(counts.values()) == sum(s.drafts_accepted for s in run.steps) > 0

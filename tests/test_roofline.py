@@ -71,5 +71,5 @@ def test_the_cost_curve_draws_the_roofline():
     r = roofline.roof(fake_peaks(gbs=20.0, tflops=0.1), SMALL, KS, 128, 4)
     names = [d.get("name", "") for d in latency_figure(curve, roof=r).to_dict()["data"]]
     assert any(n.startswith("memory floor") for n in names) and any(n.startswith("compute ceiling") for n in names)
-    assert any(n.startswith("nearly free: up to ~10 tokens") for n in names)
+    assert any(n.startswith("the roofline model's flat stretch: to ~10 tokens") for n in names)
     assert not any("floor" in d.get("name", "") for d in latency_figure(curve).to_dict()["data"])

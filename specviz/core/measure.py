@@ -85,8 +85,11 @@ def generation_s(trace: TraceLike) -> float:
 
 
 def speedup(baseline: TraceLike, method: TraceLike) -> float:
-    """Plain decoding's end-to-end generation wall time over the method's, for one pair of runs."""
-    return generation_s(baseline) / max(generation_s(method), 1e-12)
+    """Plain decoding's end-to-end generation wall time per token over the method's, for one pair of runs (the
+    same as their wall times' ratio where both wrote the same tokens, as greedy runs do; sampled runs may write
+    answers of different lengths)."""
+    per = lambda t: generation_s(t) / max(len(t.output_ids), 1)  # noqa: E731
+    return per(baseline) / max(per(method), 1e-12)
 
 
 def step_cost(baseline: TraceLike, method: TraceLike) -> float:

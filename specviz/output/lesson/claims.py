@@ -33,7 +33,9 @@ FUNCTIONS = {"speedup", "A", "r", "tps", "prefill_share", "copy_share", "accepte
              "tv", "tv_exact", "pvalue", "cost", "quiet", "same", "gap", "rejected", "alpha", "c", "best_gamma",
              "best_speedup", "alpha_for", "knee", "flat", "top1", "low", "high", "amdahl", "reached", "origin",
              "step_ms", "entropy", "group", "sps_fit", "margin", "feature_cos", "residual_tokens",
-             "regrown", "seeded", "p_below", "published"}  # fmt: skip  # what some stop can read (lesson.facts)
+             "regrown", "seeded", "p_below", "published", "fitted", "width", "split", "fit", "fit_knee",
+             "gamma_test", "config", "flat_at", "cpu_cost", "gpu_cost", "gpu_ms", "gpu_tokens",
+             "gpu_floor_ms"}  # fmt: skip  # what some stop can read (lesson.facts)
 KINDS = ("measured", "stored", "arithmetic")  # strongest first: a check is as measured as the most measured figure
 MARK = re.compile(r"\s*\[#([a-z0-9_]+)\]")  # a sentence's mark in a narration: `… decoding's [#fast].`
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z$(\"'])")  # where one sentence of a narration ends and the next begins
@@ -158,6 +160,22 @@ def evaluate(
     return Verdict(text, value, tuple(read.items()), kind=_strongest(seen))
 
 
+def value(text: str, functions: Mapping[str, Callable[..., Any]], step: Any = None, kinds: Kinds | None = None
+          ) -> tuple[Any, str]:
+    """An expression's value (a number to show, not a comparison) and the kind of what it read; ClaimError with
+    the reason when the data cannot give it."""
+    read: dict[str, Any] = {}
+    seen: set[str] = set()
+    try:
+        tree = parse(text, functions)
+        return _walk(tree.body, text.strip(), functions, step, (read, seen, kinds or {})), _strongest(seen)
+    except ClaimError:
+        raise
+    except (ArithmeticError, TypeError, ValueError, KeyError, IndexError, AttributeError, MemoryError,
+            RecursionError) as exc:  # fmt: skip
+        raise ClaimError(str(exc) or type(exc).__name__) from None
+
+
 def _strongest(seen: set[str]) -> str:
     return next((k for k in KINDS if k in seen), "")
 
@@ -213,7 +231,7 @@ def audit(
     backing a mark no sentence carries, a kind declared other than the one read), and the unmarked sentences
     that state a number or a comparison (listed: a sentence no check holds should state no measured fact)."""
     marks = {m for _text, ms in sentences for m in ms}
-    backed = {b for c in stated for b in c.backs}
+    backed = {b for c in stated for b in c.backs} | {"told"}  # a sentence told from the data: lesson.told
     problems = [f"no check backs the sentence marked [#{m}]: {text!r}" for text, ms in sentences for m in ms
                 if m not in backed]  # fmt: skip
     problems += [f"`{c.claim}` backs [#{b}], which no sentence carries" for c in stated for b in c.backs

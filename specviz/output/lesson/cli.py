@@ -1,5 +1,6 @@
-"""python -m specviz lesson {record, check, deck, readme}: measure a lesson once into a pack, check its claims on a
-pack, write a lecture of it as slides, and the README's table of the four questions."""
+"""python -m specviz lesson {record, retell, check, deck, readme}: measure a lesson once into a pack, tell its
+narration again from a pack's data after the lesson's wording changed, check its claims on a pack, write a lecture
+of it as slides, and the README's table of the four questions."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def parser(model_args: Callable[[argparse.ArgumentParser], None]) -> argparse.Ar
     d.add_argument("--lecture", default="all", help="a lecture's id (the lesson file's [[lecture]]), or all")
     d.add_argument("--pack", default=str(PACK_FILE), help="a recorded pack (default: the shipped one)")
     d.add_argument("--lesson-file", help="the lesson to write (default: the shipped one)")
+    t = sub.add_parser("retell", help="store the lesson's narration told from a pack's own data (no model, no run)")
+    t.add_argument("pack", help="a recorded pack, rewritten in place")
+    t.add_argument("--lesson-file", help="the lesson whose narration to tell (default: the shipped one)")
     sub.add_parser("readme", help="rewrite the README's four questions and recording from the shipped lesson and pack")
     return p
 
@@ -48,6 +52,30 @@ def record(a: argparse.Namespace, load: Callable[[argparse.Namespace], Any]) -> 
     data = record(load(a), lesson, a.repeats, note=lambda m: print(m, file=sys.stderr, flush=True))
     path = write(data, Path(a.out))
     print(f"wrote {path}: {len(data['stops'])} stops, {len(data['groups'])} groups of runs, {a.repeats} repeats")
+    return 0
+
+
+def retell(a: argparse.Namespace) -> int:
+    """A pack's narration told again from its own data for the lesson as it now reads (its wording edited after
+    the recording): the numbers and chosen sentences stored, the runs untouched."""
+    import json
+
+    from specviz.output.lesson.pack import MAX_PACK_BYTES
+    from specviz.output.lesson.record import told, write
+
+    lesson, path = load_lesson(a.lesson_file), Path(a.pack)
+    if not path.is_file() or path.stat().st_size > MAX_PACK_BYTES:
+        raise LessonError(f"{path.name} is not a pack file this command can rewrite.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LessonError(f"{path.name} could not be read ({type(exc).__name__}).") from None
+    if not isinstance(data, dict) or not isinstance(data.get("stops"), dict):
+        raise LessonError(f"{path.name} is not a lesson pack.")
+    if lacks := [s.id for s in lesson.stops if s.id not in data["stops"]]:
+        raise LessonError(f"{path.name} lacks the lesson's stops {', '.join(lacks[:4])}; record it again.")
+    write(told(data, lesson), path)
+    print(f"retold the narration of {len(lesson.stops)} stops from {path.name}'s own data")
     return 0
 
 
@@ -76,7 +104,7 @@ def check(a: argparse.Namespace) -> int:
     say(f"{Path(a.pack).name}: {pack.where()}")  # a visitor's pack: no terminal control codes
     if said := pack.note():
         say(f"      {said}")
-    failed = bare = wrong = measured = listed = 0
+    failed = bare = wrong = measured = listed = counted = 0
     for k, stop in enumerate(lesson.stops, 1):
         verdicts = check_stop(pack, stop)
         here = sum(v.kind == "measured" for v in verdicts)
@@ -88,10 +116,10 @@ def check(a: argparse.Namespace) -> int:
             say(f"      PROBLEM   {p}")
         for text in unmarked:
             say(f"      unmarked  {text}")
-        failed += sum(v.holds is not True for v in verdicts)
+        failed, counted = failed + sum(v.holds is not True for v in verdicts), counted + len(verdicts)
         bare, wrong = bare + (not verdicts), wrong + len(problems)
         measured, listed = measured + here, listed + len(unmarked)
-    total = sum(len(s.checks) for s in lesson.stops)
+    total = counted
     say(
         f"{total - failed} of {total} checks hold ({measured} measured on this recording); {bare} stop(s) without a "
         f"check; {wrong} problem(s) with marks or kinds; {listed} unmarked sentence(s) with numbers or comparisons"
@@ -132,6 +160,8 @@ def main(argv: list[str], model_args: Callable, load: Callable) -> int:
             done = write(load_lesson(), read(PACK_FILE))
             print(f"{'rewrote' if done else 'found no markers for'} the lesson's table and recording in {README.name}")
             return 0 if done else 1
+        if a.action == "retell":
+            return retell(a)
         return record(a, load) if a.action == "record" else check(a)
     except (LessonError, ModelError) as exc:  # record's model that cannot load: one line too
         print(f"specviz: error: {printable(str(exc).splitlines()[0])}", file=sys.stderr)

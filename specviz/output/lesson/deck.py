@@ -97,12 +97,20 @@ def lesson_slides(lm: LoadedModel, lesson: Lesson, progress: Callable[[str], Non
         if progress:
             progress(f"stop {k} of {len(lesson.stops)}: {stop.id}")
         drawn = draw(lm, lesson, stop)
-        text = plain_math(stop.narration)
+        text = plain_math(told_live(stop, drawn.traces).text)
         for b in range(stop.frames):  # a build is its own slide, drawn from the same runs
             fig = drawn.figure if b == 0 else _build(lm, stop, b, drawn.traces)
             sub = split_title(fig, "")[1]
             out.append(Slide(stop.at(b).title, fig, notes(lm, lesson, stop, drawn, where), sub, text))
     return out
+
+
+def told_live(stop: Stop, traces: dict[str, Trace]) -> Any:
+    """The stop's narration told from the runs just made for it (lesson.facts.live)."""
+    from specviz.output.lesson.facts import live
+
+    sampling = next((t.config.get("sampling", {}) for t in traces.values()), {})
+    return live(stop, traces, float(sampling.get("temperature", 0.0) or 0.0) if isinstance(sampling, dict) else 0.0)
 
 
 def _build(lm: LoadedModel, stop: Stop, b: int, traces: dict[str, Trace]) -> Any:

@@ -8,7 +8,7 @@ a stop drawn from a stored measurement reads that measurement (per prompt kind, 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -18,12 +18,13 @@ from specviz.core import measure
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.deck import badge, machines
 from specviz.output.focus import focus_step, telling
-from specviz.output.lesson import claims, formulas, runs
+from specviz.output.lesson import claims, fitted, formulas, runs, told
 from specviz.output.lesson.model import LessonError, Stop
 from specviz.output.lesson.names import display, relabel
 from specviz.output.lesson.pack import Group, Pack
 from specviz.output.lesson.pages import COMPUTED, PAGES, figure_of
 from specviz.output.lesson.settings import configs
+from specviz.output.viz import why
 from specviz.output.viz.lookahead import accepted_origins
 
 STEP_FIGURES = tuple(f.name for p in PAGES.values() for f in p.figures if f.one_step)  # figures of one step
@@ -80,7 +81,7 @@ def _label(group: Group, name: str) -> str:
     return {"typical": f"{text} (typical acceptance)", "flawed": f"{text} (the flawed rule)"}.get(rule, text)
 
 
-def _group_functions(group: Group, pack: Pack) -> dict[str, Callable[..., Any]]:
+def _group_functions(group: Group, pack: Pack | None) -> dict[str, Callable[..., Any]]:
     def stat(key: str) -> Callable[[str], float]:
         def read(name: str) -> float:
             if name == "ar":
@@ -120,7 +121,15 @@ def _group_functions(group: Group, pack: Pack) -> dict[str, Callable[..., Any]]:
             "accepted": lambda s: s.drafts_accepted, "proposed": lambda s: s.proposed,
             "entropy": lambda s: round(s.entropy, 4),
             "feature_cos": lambda s, which: round(s.detail.features[f"cos_{which}_true"], 4),
-            } | _pack_functions(pack)  # fmt: skip
+            "width": lambda name: fitted.width(group.median(name)),
+            "config": lambda name, key: _config(group, name)[key],
+            "split": lambda name, part: round(why.splits({name: group.runs[name]})[name][part], 2),
+            } | (_pack_functions(pack) | _fitted(pack, group) if pack is not None else {})  # fmt: skip
+
+
+def _fitted(pack: Pack, group: Group) -> dict[str, Callable[..., Any]]:
+    """fitted(m): whether m ran, in this group, at the shape the recording's fit chose on its device."""
+    return {"fitted": lambda name: fitted.ran_fitted(pack.fit, name, group.configs[name], group.runs[name])}
 
 
 def _config(group: Group, name: str) -> dict[str, Any]:
@@ -132,7 +141,7 @@ def _pack_functions(pack: Pack) -> dict[str, Callable[..., Any]]:
     """What any stop may read of the recording's groups: group(key, stat, method), a median of another group
     (e.g. greedy decoding's A beside a sampled stop's), and sps_fit(key, what), speculative sampling's run there
     as the cost model reads it (alpha, c, v, gamma, model, speedup)."""
-    return {
+    return fitted.functions(pack.fit) | {
         "group": lambda key, st, name: _stat(pack.groups[key], st, name),
         "sps_fit": lambda key, what: runs.sps_fit(pack.groups[key], _config(pack.groups[key], "sps"))[what],
     }
@@ -177,13 +186,17 @@ def _stored_functions(stop: Stop, data: dict[str, Any]) -> dict[str, Callable[..
 
 # each function's kind: measured on the recording, stored (a bench of another day, the draft sweep, the heads'
 # training logs) or arithmetic (on an example, or a model of other hardware); a stop's own group is measured
-MEASURED_HERE = {"group": "measured", "sps_fit": "measured"}
+MEASURED_HERE = {"group": "measured", "sps_fit": "measured", "fit": "measured", "fit_knee": "measured"}
 COMPUTED_KINDS: dict[str, claims.Kinds] = {
     "sps_exact": {"gap": "arithmetic", "rejected": "arithmetic", "residual_tokens": "arithmetic"},
     "sps_cost_model": dict.fromkeys(("alpha", "c", "best_gamma", "best_speedup", "alpha_for"), "stored"),
     "what_data_buys": {"top1": "stored"},
     "published_figures": {"published": "stored"},
-    "gpu_whatif": {"flat": lambda device: "measured" if device == "cpu" else "arithmetic", "knee": "arithmetic"},
+    "gpu_whatif": {
+        "flat": lambda device: "measured" if device == "cpu" else "arithmetic",
+        "knee": "arithmetic", "flat_at": "arithmetic", "cpu_cost": "measured",
+        "gpu_cost": "stored", "gpu_ms": "stored", "gpu_tokens": "stored", "gpu_floor_ms": "arithmetic",
+    },  # fmt: skip
 }
 
 
@@ -215,6 +228,10 @@ def _regrown(pack: Pack, sid: str) -> dict[str, Callable[..., Any]]:
     if (fig := pack.figures.get(f"{sid}/eagle_static_vs_dynamic")) is not None:
         totals = fig.to_dict()["layout"]["meta"]["totals"]
         fns["regrown"] = lambda kind: totals[kind]
+    if (fig := pack.figures.get(f"{sid}/sps_gamma_test")) is not None:
+        from specviz.output.lesson import gamma
+
+        fns |= gamma.functions(fig.to_dict()["layout"]["meta"]["gamma_test"])
     if (fig := pack.figures.get(f"{sid}/lookahead_origins")) is not None:
         counts = fig.to_dict()["layout"]["meta"]["origins"]
         fns["seeded"] = lambda where: counts[-1][where]
@@ -226,13 +243,36 @@ UNDECIDED = (LessonError, ArithmeticError, AttributeError, KeyError, IndexError,
 
 
 def check(pack: Pack, stop: Stop) -> list[claims.Verdict]:
-    """The stop's checks on the pack; each undecided, with the reason, when the pack cannot give their data."""
+    """The stop's checks on the pack, then its narration as recorded against as told again from the pack's data
+    (lesson.told); each undecided, with the reason, when the pack cannot give their data."""
     try:
         fns, step, kinds = facts(pack, stop)
     except UNDECIDED as exc:
         why = f"the pack cannot give this stop's data ({type(exc).__name__}: {str(exc)[:120]})"
         return [claims.Verdict(c.claim, None, (), why) for c in stop.checks]
-    return [claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks]
+    said = told.verdicts(stop.spoken, stop.tell(fns, step, kinds), pack.stops.get(stop.id, {}).get("told"))
+    return [claims.evaluate(c.claim, fns, step, kinds) for c in stop.checks] + said
+
+
+def narrate(pack: Pack, stop: Stop) -> told.Told:
+    """The stop's narration told from the pack's data (its numbers and chosen sentences); the skeleton, numbers
+    shown as …, when the pack cannot give the stop's data."""
+    try:
+        fns, step, kinds = facts(pack, stop)
+    except UNDECIDED:
+        return told.Told(told.skeleton(stop.spoken), (), ())
+    return stop.tell(fns, step, kinds)
+
+
+def live(stop: Stop, traces: Mapping[str, Trace], temperature: float = 0.0) -> told.Told:
+    """The stop's narration told from runs made live (one per method, plain decoding's among them), as a page
+    leaves them: numbers that need a range over interleaved runs, or a method not run, are shown as —."""
+    runs = {n: [t] for n, t in traces.items()}
+    if "ar" not in runs:
+        return told.Told(told.skeleton(stop.spoken), (), ())
+    group = Group("live", stop.prompt, temperature, {}, runs)
+    fns = _group_functions(group, None)
+    return stop.tell(fns, shown_step(stop, group), dict.fromkeys(fns, "measured"))
 
 
 def figure(pack: Pack, stop: Stop) -> tuple[go.Figure, str]:

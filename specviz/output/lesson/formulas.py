@@ -1,5 +1,6 @@
 """The lesson's arithmetic: why speculative sampling is exact (worked on three tokens), its cost model with the
-measured α and c of the drafts, and the roofline what-if for GPUs; each reduced to what a check can name.
+measured α and c of the drafts, and (lesson.gpu) the GPU stop's measured and modelled cost curves; each reduced to
+what a check can name.
 
 All of it is exact arithmetic or a model over stored measurements: nothing here runs the model.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.core.paths import REPO
+from specviz.output.lesson.gpu import CHIPS, FLAT, SEVEN_B, flat_until, knee, whatif_functions  # noqa: F401
 
 # the worked example: a target p and a draft q over a three-token vocabulary whose residual max(0, p − q) falls on
 # two tokens, so the slide shows the rejection's mass shared out in proportion (any such p and q would do)
@@ -135,39 +137,6 @@ def cost_functions(found: list[Draft]) -> dict[str, Callable[..., Any]]:
     }
 
 
-# published peaks (vendor data sheets), for a model of other hardware: (read TB/s, dense bf16 TFLOP/s)
-CHIPS = {"a100": ("A100 80GB (SXM)", 2.039, 312.0), "h100": ("H100 (SXM)", 3.35, 989.0)}
-SEVEN_B = 6.74e9  # a 7B model's parameters (LLaMA-2-7B)
-
-
-def knee(params: float, bytes_per: float, read_tbs: float, tflops: float) -> float:
-    """MODEL: tokens per forward where reading the weights once takes as long as their arithmetic."""
-    floor = params * bytes_per / (read_tbs * 1e12)
-    per_token = 2 * params / (tflops * 1e12)
-    return floor / per_token
-
-
-FLAT = 1.5  # a pass "costs about one" until it costs this many times one token: the end of the flat stretch
-
-
-def flat_until(ks: list[float], ms: list[float], at: float = FLAT) -> float:
-    """The tokens one pass carries before it costs `at`× one token, interpolated on the measured curve."""
-    if not ms or ms[0] <= 0:  # a curve that does not start at a positive time has no "one token" to compare to
-        raise ValueError("a cost curve starts at a positive time")
-    rel = [m / ms[0] for m in ms]
-    for (k0, r0), (k1, r1) in zip(zip(ks, rel), zip(ks[1:], rel[1:])):
-        if r0 <= at <= r1:
-            return k0 + (at - r0) * (k1 - k0) / max(r1 - r0, 1e-12)
-    return ks[-1] if rel[-1] < at else ks[0]
-
-
-def whatif_functions(ks: list[float], ms: list[float]) -> dict[str, Callable[..., Any]]:
-    """flat(device): tokens before a pass costs 1.5× one (measured here, modelled on the GPUs), knee(gpu)."""
-    knees = {k: knee(SEVEN_B, 2, c[1], c[2]) for k, c in CHIPS.items()}
-    flats = {"cpu": flat_until(ks, ms)} | {k: FLAT * v for k, v in knees.items()}
-    return {"knee": lambda name: round(knees[name], 2), "flat": lambda name: round(flats[name], 2)}
-
-
 def plain_math(text: str) -> str:
     """A narration's $$ … $$ formulas as plain Unicode for a slide: \\frac{a}{b} → (a)/(b), Greek letters, ^{…}."""
     out = re.sub(r"\s*\$\$(.+?)\$\$\s*", lambda m: f"\n    {_unlatex(m.group(1))}\n", text)
@@ -206,22 +175,6 @@ def _power(m: re.Match[str]) -> str:
     return s.translate(SUPER) if all(ch in "0123456789+-()γ" for ch in s) else f"^({s})"
 
 
-def _curve(stored: dict[str, Any]) -> tuple[list[float], list[float], str]:
-    """The recorded cost curve (the latency_curve stop's data in a pack) and the machine it was measured on, named
-    as its provenance names it (a pack is replayed on other screens: never "this CPU")."""
-    from specviz.output.deck import machines
-
-    for entry in stored.values():
-        data = entry.get("data", {}) if isinstance(entry, dict) else {}
-        if "ks" in data:
-            ks, ms = [float(k) for k in data["ks"]], [float(m) for m in data["ms"]]
-            if not ks or len(ks) != len(ms) or not all(m > 0 and math.isfinite(m) for m in ms):
-                raise ValueError("the recorded cost curve needs one positive time for each number of tokens")
-            named = machines(str(entry.get("measured", "")))
-            return ks, ms, named[0].split(",")[0] if named else "the recording's CPU"
-    raise KeyError("the pack holds no cost curve (a latency_curve stop) to draw this machine from")
-
-
 def computed(name: str, stored: dict[str, Any]) -> tuple[Any, dict[str, Callable[..., Any]], str]:
     """A computed stop's figure, the functions its checks read, and where its data was measured."""
     if name == "sps_exact":
@@ -240,14 +193,9 @@ def computed(name: str, stored: dict[str, Any]) -> tuple[Any, dict[str, Callable
         shown = [replace(d, needed=fns["alpha_for"](1.3, d.name)) if d.name == "trained" else d for d in found]
         return cost_figure(shown, model_speedup, GAMMAS, f"the sweep {where}"), fns, f"the draft sweep, {where}"
     if name == "gpu_whatif":
-        from specviz.output.viz.whatif import whatif_figure
+        from specviz.output.lesson.gpu import whatif
 
-        ks, ms, cpu = _curve(stored)
-        fns = whatif_functions(ks, ms)
-        knees, flats = {n: fns["knee"](n) for n in CHIPS}, {n: fns["flat"](n) for n in ("cpu", *CHIPS)}
-        labels = {"cpu": f"{cpu}, 135M fp32"} | {k: f"7B on {c[0]}, bf16" for k, c in CHIPS.items()}
-        fig = whatif_figure(ks, ms, knees, flats, labels)
-        return fig, fns, f"the recording's cost curve on {cpu}; the GPUs a model from published peaks"
+        return whatif(stored)
     if name == "what_data_buys":
         return _data_buys()
     if name == "published_figures":

@@ -19,13 +19,14 @@ from typing import Any
 from specviz import methods
 from specviz.core.prompts import PromptError, PromptItem, preset_prompts
 from specviz.output.focus import STEP_RULES
-from specviz.output.lesson import claims, parts
+from specviz.output.lesson import claims, parts, told
 from specviz.output.lesson.pages import PAGES, REPEATS
 from specviz.tuning import presets
 
 LESSON_FILE = Path(__file__).with_name("lesson.toml")  # shipped; a lecturer's own file replaces it
 ENV = "SPECVIZ_LESSON"  # a lesson file named here replaces the shipped one (the app's and the CLI's default)
 MAX_BYTES, MAX_STOPS, MAX_NARRATION = 256 * 1024, 60, 700  # a narration is two or three sentences
+MAX_TEMPLATE = 2400  # a narration as written: its numbers and chosen sentences spelled out (lesson.told)
 __all__ = ["PAGES", "Lesson", "LessonError", "Stop", "lesson_path", "load_lesson"]
 STOP_KEYS = {"id", "title", "page", "figure", "narration", "prompt", "methods", "settings", "step", "checks", "builds",
              "questions"}  # fmt: skip
@@ -55,6 +56,11 @@ class Stop:
     questions: tuple[tuple[str, str], ...] = ()  # a method stop's four answers (lesson.parts.QUESTIONS)
     home: str = ""  # at a build (Stop.at): the stop's own figure
     sentences: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the narration's sentences, each with its marks
+    spoken: tuple[told.Part, ...] = ()  # the narration as text, numbers read from the data and chosen sentences
+
+    def tell(self, fns: Any, step: Any = None, kinds: Any = None) -> told.Told:
+        """The narration told from a stop's facts (lesson.facts.facts): its numbers and chosen sentences."""
+        return told.tell(self.spoken or (self.narration,), fns, step, kinds)
 
     @property
     def file(self) -> str:
@@ -248,8 +254,7 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
     if not isinstance(settings, dict):
         raise LessonError(f"{where}: 'settings' must be a table of the page's widget keys and values.")
     checked = tuple(_setting(page, k, v, where) for k, v in settings.items())
-    shown, sentences = claims.marked(raw.get("narration"))  # its `[#mark]`s stripped: what a stop shows
-    narration = _text(shown, where, "narration", MAX_NARRATION)
+    narration, spoken, sentences = _narration(raw.get("narration"), where)
     title = _text(raw.get("title"), where, "title", 90)
     try:
         builds = parts.builds(raw.get("builds"), PAGES[page].names, title)
@@ -258,7 +263,22 @@ def _stop(raw: Any, where: str, default_prompt: str, shipped: dict[str, PromptIt
         raise LessonError(f"{where}: {exc}.") from None
     rule, checks = _step_checks(raw, where)
     stop = Stop(sid, title, page, figure, narration, prompt, tuple(names), checked, rule, checks, builds, questions)
-    return replace(stop, sentences=sentences)
+    return replace(stop, sentences=sentences, spoken=spoken)
+
+
+def _narration(raw: Any, where: str) -> tuple[str, tuple[told.Part, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The narration as written (its marks stripped), read into text, numbers and chosen sentences, and each
+    sentence with its marks, the numbers and choices taken out (those the data holds, never audited as unmarked)."""
+    shown, _ = claims.marked(raw)  # its `[#mark]`s stripped: what a stop shows
+    narration = _text(shown, where, "narration", MAX_TEMPLATE)
+    try:
+        spoken = told.parse(narration)
+        _, sentences = claims.marked(told.plain(told.parse(" ".join(raw.split()))))
+    except (told.ToldError, claims.ClaimError) as exc:
+        raise LessonError(f"{where}: the narration cannot be told: {exc}.") from None
+    if len(said := told.skeleton(spoken)) > MAX_NARRATION:
+        raise LessonError(f"{where}: the narration is {len(said)} characters long; at most {MAX_NARRATION} fit a stop.")
+    return narration, spoken, sentences
 
 
 def _step_checks(raw: dict[str, Any], where: str) -> tuple[str, tuple[claims.Check, ...]]:

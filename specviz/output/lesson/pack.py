@@ -132,6 +132,7 @@ class Pack:
     lacks: tuple[str, ...] = ()  # the lesson's stops the pack does not hold
     # fitted packs, by the figures of the lesson they were fitted to (or why that lesson's figures are refused)
     fits: dict[tuple, Pack | LessonError] = field(default_factory=dict, repr=False, compare=False)
+    fit: dict[str, Any] = field(default_factory=dict)  # the fit the recording ran at (lesson.fitted.summary)
 
     def group(self, stop: Stop) -> Group | None:
         entry = self.stops.get(stop.id)
@@ -148,14 +149,16 @@ class Pack:
         same = [g for g in self.groups.values() if g.prompt == stop.prompt]
         return self.groups.get(key) or (same or list(self.groups.values()))[0]
 
-    def brief(self) -> str:
-        """'Recorded on 2026-12-03 on a 2-core Intel(R) Xeon(R) Processor, under load (load average 4.1 → 5.9)'."""
+    def brief(self, runs: str = "") -> str:
+        """'Recorded on 2026-12-03 on a 2-core Intel(R) Xeon(R) Processor, under load (load average 4.1 → 5.9), 3
+        interleaved runs each'; `runs` says otherwise for a stop drawn from no interleaved runs ('run once')."""
         p = self.provenance
         after = replace(p, load=self.load_after)
         busy = "under load" if measure.contended(p) or measure.contended(after) else "quiet"
+        runs = runs or f"{self.settings.get('repeats', '?')} interleaved runs each"
         return (
             f"Recorded on {p.date[:10]} on a {p.cores}-core {p.cpu}, {busy} (load average {p.load:.1f} → "
-            f"{self.load_after:.1f}), {self.settings.get('repeats', '?')} interleaved runs each, commit {p.commit}"
+            f"{self.load_after:.1f}), {runs}, commit {p.commit}"
         )
 
     def where(self) -> str:
@@ -283,7 +286,8 @@ def from_dict(data: Any, name: str = "the pack") -> Pack:
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None
     settings, lesson, stops = dict(data["settings"]), dict(data["lesson"]), dict(data["stops"])
-    return Pack(groups, stops, prov, float(data["load_after"]), settings, lesson, Figures(stops, name), name)
+    fitted = dict(data.get("fit") or {})
+    return Pack(groups, stops, prov, float(data["load_after"]), settings, lesson, Figures(stops, name), name, fit=fitted)
 
 
 def _sentence(text: str) -> str:

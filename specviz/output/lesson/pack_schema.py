@@ -13,10 +13,10 @@ import json
 import re
 from typing import Any
 
-from specviz.core.schema import Between, MapOf, Row, SchemaError, Text, check, check_size
+from specviz.core.schema import Between, MapOf, Nullable, Row, SchemaError, Text, check, check_size
 
-MAX_PACK_BYTES = 8 << 20  # a pack file or upload (the shipped one: 1.6 MB)
-MAX_PACK_VALUES = 1 << 19  # , : and [ in its bytes, counted before parsing: a bound on its values (shipped: 203 K)
+MAX_PACK_BYTES = 8 << 20  # a pack file or upload (the shipped one: 3.3 MB)
+MAX_PACK_VALUES = 1 << 20  # , : and [ in its bytes, counted before parsing: a bound on its values (shipped: 381 K)
 MAX_PACK_DEPTH = 20  # nesting: pack, groups, runs, a trace (12 of its own)
 MAX_GROUPS = 16  # prompts × temperatures (shipped: 3)
 MAX_METHODS = 32  # methods run in one group (shipped: 9)
@@ -29,9 +29,11 @@ MAX_FIGURE_VALUES = 20_000  # values in one stored figure: points, labels, layou
 MAX_FIGURE_DEPTH = 12  # nesting inside one stored figure (shipped: 6)
 # the tags a stored figure's text may keep (plotly draws them): a link (<a href>), a style or any other is dropped
 _TAG = re.compile(r"<(?!/?(?:br|b|i|em|sup|sub|extra)\s*/?>)/?[a-z][^<>]*>", re.IGNORECASE)
-# the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case),
-# and read and fitted to its lesson with every figure the lesson draws at its caps (tests/test_pack_fit.py)
-MAX_PACK_MEMORY = 96 << 20
+# the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case:
+# 136 MB for MAX_PACK_VALUES small objects), and read and fitted to its lesson with every figure the lesson draws at
+# its caps (tests/test_pack_fit.py); a recording of 128-token answers holds 381 K values, past the 512 K cap with
+# the 230 K of an upload's extra figures
+MAX_PACK_MEMORY = 160 << 20
 
 NAME, LINE, NOTE = Text(64), Text(200), Text(4000)  # an id or key; a line of provenance; where a figure was measured
 NUMBER = Between("float", -1e9, 1e9)  # finite and in range: a speedup, a rate, a p-value
@@ -86,6 +88,17 @@ STOP = {
     "measured?": NOTE,
     "data?": DATA,
     "stored?": MapOf(FIGURE, MAX_STORED),
+    "told?": {"numbers": [Text(40), 64], "choices": ["bool?", 32]},  # the narration as recorded (lesson.told)
+}
+PRICED = {"forward_tokens": COUNT, "A": NUMBER, "r": NUMBER, "speedup": NUMBER}
+FIT = {  # the fit the recording ran at (lesson.fitted.summary)
+    "device": LINE,
+    "ks": [Between("float", 1, 1 << 20), 64],
+    "ms": [Between("float", 1e-6, 1e9), 64],
+    "plain_ms": NUMBER,
+    "knee": Nullable(Between("float", 0, 1 << 20)),
+    "methods": MapOf(PRICED | {"fields": MapOf(COUNT, 8), "paper?": PRICED,
+                               "widths": [Row((COUNT, NUMBER, NUMBER, NUMBER)), 512]}, 16),  # fmt: skip
 }
 PACK = {
     "format": Text(64),
@@ -95,6 +108,7 @@ PACK = {
     "settings": SETTINGS,
     "groups": [GROUP, MAX_GROUPS],
     "stops": MapOf(STOP, MAX_STOPS),
+    "fit?": FIT,
 }
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from specviz.core import measure
 from specviz.core.trace import Trace
-from specviz.output.lesson import stored
+from specviz.output.lesson import fitted, stored
 from specviz.output.lesson.model import Lesson, LessonError, Stop
 from specviz.output.lesson.pack import PACK_FORMAT, Group, group_key, plan
 from specviz.output.lesson.pages import COMPUTED
@@ -25,7 +25,10 @@ def _run(lm: Any, lesson: Lesson, group: Group, repeats: int, note: Callable[[st
     from specviz.tuning.compare import interleaved_runs
 
     text = lesson.prompt_text(next(s for s in lesson.stops if s.prompt == group.prompt))
-    cfgs = fit.prepare(lm, group.configs)  # prompt lookup steers its draft by this device's curve, as live
+    # as live: a tree's or a window's shape fitted to this device, prompt lookup steered by its curve; the pack
+    # keeps the Configs as they ran
+    cfgs = fit.prepare(lm, group.configs)
+    group.configs.update(cfgs)
     sampling = Sampling(max_new_tokens=lesson.max_new_tokens, temperature=group.temperature, seed=0)
     note(f"{group.key}: plain decoding and {', '.join(cfgs) or 'nothing else'}, warm-up + {repeats} interleaved")
     ids, tick = prepare(lm, text), lambda done: note(f"  {group.key}: {done:.0%} of its runs")
@@ -57,7 +60,7 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
             built = stored.stored_builds(lm, stop, groups[key])  # a build that re-runs the model once on the step shown
             stops[stop.id] = {"group": key} | ({"stored": built} if built else {})
     raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
-    return {
+    return told({
         "format": PACK_FORMAT,
         "lesson": {"title": lesson.title, "file": Path(lesson.source).name, "sha256": hashlib.sha256(raw).hexdigest()},
         "provenance": start.to_dict(),
@@ -71,7 +74,20 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
         },
         "groups": [_group_dict(g) for g in groups.values()],
         "stops": stops,
-    }
+        "fit": fitted.summary(lm),
+    }, lesson)
+
+
+def told(data: dict[str, Any], lesson: Lesson) -> dict[str, Any]:
+    """The pack with each stop's narration as told from its data (numbers as shown, sentences chosen), stored so
+    that `lesson check` fails the pack if its data is changed afterwards."""
+    from specviz.output.lesson.facts import narrate
+    from specviz.output.lesson.pack import from_dict
+
+    pack = from_dict(data, "the recording")
+    for stop in lesson.stops:
+        data["stops"][stop.id]["told"] = narrate(pack, stop).stored()
+    return data
 
 
 def _threads() -> int:
@@ -80,7 +96,18 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
+def slim(g: Group) -> Group:
+    """The group with each method's step records kept on its median run only: the one its figures and its checks
+    read a step from (lesson.facts); the other runs keep every step's tokens and times, which the numbers read."""
+    runs = {}
+    for name, ts in g.runs.items():
+        shown = g.median(name) if name != "ar" else None
+        runs[name] = [t if t is shown else replace(t, steps=[replace(s, detail=None) for s in t.steps]) for t in ts]
+    return replace(g, runs=runs)
+
+
 def _group_dict(g: Group) -> dict[str, Any]:
+    g = slim(g)
     medians = {n: {k: asdict(v) for k, v in g.numbers(n).items()} for n in g.runs if n != "ar"}
     return {
         "key": g.key,

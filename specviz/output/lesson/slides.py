@@ -84,6 +84,7 @@ def _notes(pack: Pack, lesson: Lesson, stop: Stop, k: int, measured: str) -> lis
     if group is not None:
         lines.append(f"Prompt: {lesson.prompt_label(stop)} (shipped, id {stop.prompt}), T = {group.temperature:g}")
         lines += facts.numbers(stop, group)
+        lines.append(f"The answer (plain decoding's, {group.runs['ar'][0].new_tokens} tokens): {group.runs['ar'][0].text}")
     return lines + [f"Check: {v.line()}" for v in facts.check(pack, stop)]
 
 
@@ -97,8 +98,9 @@ def stop_slides(pack: Pack, lesson: Lesson, stop: Stop, k: int) -> list[Slide]:
         fig = relabel(fig)
         notes = "\n".join([*_notes(pack, lesson, stop, k, measured), f"Build {b + 1} of {stop.frames}"])
         if b == 0:  # the narration on the stop's first slide; a build's slide gives its figure the room
-            pt, tall = fitted(plain_math(stop.narration))
-            out.append(Slide(at.title, fig, notes, subtitle(fig), plain_math(stop.narration), pt, tall))
+            said = plain_math(facts.narrate(pack, stop).text)
+            pt, tall = fitted(said)
+            out.append(Slide(at.title, fig, notes, subtitle(fig), said, pt, tall))
         else:
             out.append(Slide(at.title, fig, notes, subtitle(fig) or f"{b + 1} of {stop.frames}: {stop.title}"))
     if stop.questions:

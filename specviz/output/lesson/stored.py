@@ -141,8 +141,15 @@ def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
     from specviz.output.lesson.facts import shown_step
 
     out = {}
+    if stop.figure == "sps_gamma_test" and group is not None and "sps" in group.runs:  # the stop's own figure
+        from specviz.output.lesson import gamma
+
+        out[stop.figure] = gamma.figure(gamma.test(lm, group)).to_json()
     for b in range(1, stop.frames):
         at = stop.at(b)
+        if at.figure == "size_curve" and group is not None:
+            out[at.figure] = size_curve(lm, group).to_json()
+            continue
         name = figure_of(at.page, at.figure).method or ""
         if at.figure in REGROWN and group is not None and name in group.runs:
             step = shown_step(stop, group)
@@ -150,3 +157,13 @@ def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
                 fig = regrown(lm, at, group.median(name), step.index, group.configs[name])
                 out[at.figure] = fig.to_json()
     return out
+
+
+def size_curve(lm: Any, group: Any) -> Any:
+    """The fit's predicted speedup against tree size on `lm`'s device, its fitted and the paper's size, and the A / r
+    the group's runs measured at the fitted size (viz.why.size_figure)."""
+    from specviz.output.lesson import fitted
+    from specviz.output.viz.why import size_figure
+
+    data = fitted.summary(lm)
+    return size_figure(fitted.curves(data, fitted.measured_points(group)), data["knee"], slide=False)

@@ -100,5 +100,7 @@ FIGURES = (
     Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
     Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
     Figure("what_data_buys", source="computed", lesson_only=True),
+    # the cost model fitted at the stop's γ, against runs at other γ made when the lesson is recorded (lesson.gamma)
+    Figure("sps_gamma_test", method=METHOD, lesson_only=True, regrown=True),
 )
 PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:", method=METHOD)

@@ -51,8 +51,19 @@ def acceptance_rate(traces: dict[str, Any], _shown: Shown) -> go.Figure:
     return acceptance_rate_figure(traces)
 
 
+def step_split(traces: dict[str, Any], _shown: Shown) -> go.Figure:
+    """Each method's step split into drafting, the target's pass and the rest, against plain decoding's step."""
+    from specviz.output.viz.why import split_figure
+
+    return split_figure(traces, {n: methods.card(n).label for n in traces})
+
+
 FIGURES = (
     Figure("speedup", summarized("speedup_figure")),
+    Figure("step_split", step_split),
+    # the fit's predicted speedup against tree size, the fitted and the paper's size, the run measured: a lesson
+    # build drawn when recorded (output/lesson/stored.py) from the fit the recording ran at
+    Figure("size_curve", None, lesson_only=True, regrown=True),
     Figure("a_and_r", summarized("a_r_figure")),
     Figure("accepted_histogram", histogram),
     Figure("acceptance_rate", acceptance_rate),

@@ -28,7 +28,7 @@ def latency_figure(
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     rel = curve.relative()
     if roof is not None:
-        _add_roof(fig, roof, max(curve.ms))
+        _add_roof(fig, roof, max(curve.ms), _reaches(curve.ks, rel, 1.5))
     _add_curves(fig, curve, rel)
     k16 = curve.ks.index(16) if 16 in curve.ks else len(curve.ks) // 2
     # annotations on a log axis take log10 of the data coordinate; the label sits in the empty upper left
@@ -57,8 +57,17 @@ def latency_figure(
     return apply(fig, title, slide=slide, height=460)
 
 
-def _add_roof(fig: go.Figure, roof: Roof, top_ms: float) -> None:
-    """The floor (weights read once), the ceiling (2·params·k FLOPs) and, shaded, the stretch below the knee."""
+def _reaches(ks: list[int], rel: list[float], times: float) -> float | None:
+    """The tokens at which the measured cost first reaches `times` one token's (interpolated); None if it never does."""
+    for i in range(1, len(ks)):
+        if rel[i] >= times:
+            return ks[i - 1] + (times - rel[i - 1]) / (rel[i] - rel[i - 1]) * (ks[i] - ks[i - 1])
+    return None
+
+
+def _add_roof(fig: go.Figure, roof: Roof, top_ms: float, measured: float | None = None) -> None:
+    """The floor (weights read once), the ceiling (2·params·k FLOPs) and, shaded, the stretch below the model's
+    knee, named as the model's beside where the measured curve reaches 1.5× one token's cost."""
     ks, lo = roof.ks, roof.ks[0]
     knee = min(max(roof.knee, lo), ks[-1])
     if roof.knee > lo:  # the flat stretch, as a filled trace (data coordinates on the log axis)
@@ -69,7 +78,8 @@ def _add_roof(fig: go.Figure, roof: Roof, top_ms: float) -> None:
             fillcolor=FREE,
             line={"width": 0},
             mode="lines",
-            name=f"nearly free: up to ~{roof.knee:.0f} token{'' if round(roof.knee) == 1 else 's'}",
+            name=f"the roofline model's flat stretch: to ~{roof.knee:.0f} token{'' if round(roof.knee) == 1 else 's'}"
+            + (f" (measured: 1.5× one at ~{measured:.0f})" if measured else " (measured: under 1.5× throughout)"),
             hoverinfo="skip",
         )
     fig.add_scatter(

@@ -1,0 +1,103 @@
+"""Why a method wins or loses on this device: its step split into drafting, verifying and the rest against plain
+decoding's step, and its predicted speedup against the size of the tree it verifies (the fit's curve, with the
+fitted size, the paper's size and the measured run marked)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.core import measure
+from specviz.core.trace import Trace
+from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, VERIFY, apply, method_color
+
+PARTS = (("draft", "drafting", DRAFT), ("verify", "the target's pass", VERIFY), ("other", "the rest", JUDGE))
+
+
+def split(trace: Trace) -> dict[str, float]:
+    """A run's mean step in ms: drafting (propose), the target's verifying pass, and the rest (acceptance, commit,
+    bookkeeping); a plain-decoding run's whole step is its pass."""
+    steps = [s for s in trace.steps if s.forward_tokens > 0] or list(trace.steps)
+    n = max(1, len(steps))
+    wall = 1000 * sum(s.wall_s for s in steps) / n
+    draft = 1000 * sum(s.propose_s for s in steps) / n
+    verify = 1000 * sum(s.verify_s for s in steps) / n if any(s.verify_s for s in steps) else wall - draft
+    return {"draft": draft, "verify": verify, "other": max(0.0, wall - draft - verify), "step": wall}
+
+
+def splits(traces: Mapping[str, Sequence[Trace] | Trace]) -> dict[str, dict[str, float]]:
+    """Each method's median step split over its runs (a run, or a list of interleaved runs)."""
+    out = {}
+    for name, runs in traces.items():
+        each = [split(t) for t in ([runs] if isinstance(runs, Trace) else runs)]
+        out[name] = {k: statistics.median(e[k] for e in each) for k in each[0]}
+    return out
+
+
+def split_figure(traces: Mapping[str, Any], labels: Mapping[str, str] | None = None, slide: bool = False):
+    """One bar per method: its mean step in ms split into drafting, the target's pass and the rest, beside plain
+    decoding's step; each bar says its tokens a step (A) and what a token then costs against plain decoding's."""
+    found = splits(traces)
+    if "ar" not in found:
+        raise KeyError("plain decoding's run, which every step is measured against")
+    plain = found["ar"]["step"]
+    names = ["ar"] + [n for n in found if n != "ar"]
+    label = {n: (labels or {}).get(n, n) for n in names}
+    fig = go.Figure()
+    for key, text, color in PARTS:
+        fig.add_bar(
+            y=[label[n] for n in names], x=[found[n][key] for n in names], name=text, orientation="h",
+            marker_color=[color if n != "ar" or key == "verify" else NEUTRAL for n in names],
+            hovertemplate="%{y}: " + text + " %{x:.1f} ms<extra></extra>",
+        )  # fmt: skip
+    fig.add_vline(x=plain, line_dash="dot", line_color="#475569")
+    said = []
+    for n in names:
+        one = [traces[n]] if isinstance(traces[n], Trace) else list(traces[n])
+        a = statistics.median(measure.mean_accepted(t) for t in one) if n != "ar" else 1.0
+        r = found[n]["step"] / plain
+        said.append(f"  r {r:.2f}, A {a:.2f}: a token costs {r / a:.2f} of plain decoding's")
+    fig.add_scatter(
+        x=[found[n]["step"] for n in names], y=[label[n] for n in names], text=said, mode="text",
+        textposition="middle right", showlegend=False, hoverinfo="skip",
+    )  # fmt: skip
+    top = max(v["step"] for v in found.values())
+    fig.update_xaxes(title="mean step (ms); the dotted line: plain decoding's step", range=[0, top * 2.0])
+    fig.update_layout(barmode="stack", meta={"split": found})
+    return apply(fig, "Where a step's time goes, against plain decoding's", slide=slide, height=420)
+
+
+def size_figure(curves: Mapping[str, Mapping[str, Any]], knee: float | None, slide: bool = False) -> go.Figure:
+    """Each method's predicted speedup (A / r, the fit's model of this device) against the tokens its tree sends
+    through the target, with its fitted size, the paper's size and the measured run marked, and where a pass
+    starts to cost twice one token's."""
+    fig = go.Figure()
+    for name, c in curves.items():
+        color, label = method_color(name), c.get("label", name)
+        xs, ys = zip(*c["widths"], strict=True) if c["widths"] else ((), ())
+        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"{label}: predicted", line={"color": color, "width": 3})
+        marks = [("fitted", c.get("fitted"), "circle", 16), ("paper's size", c.get("paper"), "diamond-open", 16)]
+        for what, point, symbol, size in marks:
+            if point:
+                fig.add_scatter(
+                    x=[point[0]], y=[point[1]], mode="markers", name=f"{label}: {what}",
+                    marker={"symbol": symbol, "size": size, "color": color, "line": {"width": 2, "color": color}},
+                )  # fmt: skip
+        if c.get("measured"):
+            x, y = c["measured"]
+            fig.add_scatter(
+                x=[x], y=[y], mode="markers", name=f"{label}: measured here",
+                marker={"symbol": "x", "size": 16, "color": "#111827"},
+            )  # fmt: skip
+    if knee:
+        fig.add_vline(x=knee, line_dash="dot", line_color="#475569")
+        fig.add_annotation(x=knee, y=1, yref="paper", text=f"a pass costs 2× one token's at {knee:.0f}",
+                           showarrow=False, xanchor="left", xshift=6, yanchor="top")  # fmt: skip
+    fig.add_hline(y=1, line_dash="dot", line_color=NEUTRAL)
+    fig.update_xaxes(title="tokens the target verifies in one pass (tree size)", type="log")
+    fig.update_yaxes(title="speedup over plain decoding")
+    fig.update_layout(meta={"curves": {k: dict(v) for k, v in curves.items()}, "knee": knee})
+    return apply(fig, "Tree size against speedup on this device", slide=slide, height=460)
