@@ -62,8 +62,8 @@ def doubled(pack: Pack, stop: Stop) -> Pack:
     ks, ms = pack.fit["ks"], pack.fit["ms"]
     ratio = lambda w: float(np.interp(2 * max(w, 1), ks, ms) / np.interp(max(w, 1), ks, ms))  # noqa: E731
     runs = {n: ts if n == "ar" else [_doubled(ratio)(t) for t in ts] for n, ts in group.runs.items()}
-    configs = {n: {k: (2 * v if k in SHAPES and isinstance(v, int) else v) for k, v in
-                   (dict(c) if isinstance(c, dict) else vars(c)).items()} for n, c in group.configs.items()}  # fmt: skip
+    wide = lambda c: {k: (2 * v if k in SHAPES and isinstance(v, int) else v) for k, v in c.items()}  # noqa: E731
+    configs = {n: wide(dict(c) if isinstance(c, dict) else vars(c)) for n, c in group.configs.items()}
     return replace(pack, groups=dict(pack.groups) | {group.key: replace(group, runs=runs, configs=configs)})
 
 
@@ -132,7 +132,9 @@ def test_a_told_sentence_fails_when_its_data_changes_and_a_pack_without_its_narr
     assert said and all(v.holds for v in said)
     flipped = perturbed(pack, why, "slow" if pack.group(why).numbers("eagle")["speedup"].median > 1 else "fast")
     assert any(v.holds is False for v in check(flipped, why) if v.claim.startswith("told: speedup")), "wins/loses"
-    bare = replace(pack, stops=dict(pack.stops) | {why.id: {k: v for k, v in pack.stops[why.id].items() if k != "told"}})
+    bare = replace(
+        pack, stops=dict(pack.stops) | {why.id: {k: v for k, v in pack.stops[why.id].items() if k != "told"}}
+    )
     assert any(v.holds is None and "stores no narration" in v.error for v in check(bare, why))
 
 

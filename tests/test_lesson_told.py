@@ -65,7 +65,13 @@ def test_a_narration_that_cannot_be_told_is_refused(text, says):
 
 
 def test_a_lesson_file_with_a_bad_template_is_refused_in_one_sentence():
-    stop = {"id": "a", "title": "A", "page": "home", "figure": "latency_curve", "narration": "It costs {{ cost(8) | q }}."}
+    stop = {
+        "id": "a",
+        "title": "A",
+        "page": "home",
+        "figure": "latency_curve",
+        "narration": "It costs {{ cost(8) | q }}.",
+    }
     with pytest.raises(LessonError, match="the narration cannot be told"):
         parse_lesson({"title": "t", "stop": [stop]})
     stop["narration"] = "It costs {{ cost(8) | .2f }} passes."

@@ -32,3 +32,18 @@ def best_width(rates: list[float], available: list[int], max_draft: int, cost: C
         if gain > best_gain:
             best_w, best_gain = w, gain
     return best_w
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """(1 − α^(γ+1)) / (1 − α): tokens a speculative-sampling step commits with γ drafts each accepted with
+    probability α, the bonus token counted."""
+    return float(gamma + 1) if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def alpha_from(a: float, gamma: int) -> float:
+    """The α whose expected tokens per step at `gamma` equal the measured A (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, gamma) < a else (lo, mid)
+    return round((lo + hi) / 2, 4)

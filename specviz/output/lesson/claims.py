@@ -160,8 +160,9 @@ def evaluate(
     return Verdict(text, value, tuple(read.items()), kind=_strongest(seen))
 
 
-def value(text: str, functions: Mapping[str, Callable[..., Any]], step: Any = None, kinds: Kinds | None = None
-          ) -> tuple[Any, str]:
+def value(
+    text: str, functions: Mapping[str, Callable[..., Any]], step: Any = None, kinds: Kinds | None = None
+) -> tuple[Any, str]:
     """An expression's value (a number to show, not a comparison) and the kind of what it read; ClaimError with
     the reason when the data cannot give it."""
     read: dict[str, Any] = {}

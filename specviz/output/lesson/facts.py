@@ -194,9 +194,14 @@ COMPUTED_KINDS: dict[str, claims.Kinds] = {
     "published_figures": {"published": "stored"},
     "gpu_whatif": {
         "flat": lambda device: "measured" if device == "cpu" else "arithmetic",
-        "knee": "arithmetic", "flat_at": "arithmetic", "cpu_cost": "measured",
-        "gpu_cost": "stored", "gpu_ms": "stored", "gpu_tokens": "stored", "gpu_floor_ms": "arithmetic",
-    },  # fmt: skip
+        "knee": "arithmetic",
+        "flat_at": "arithmetic",
+        "cpu_cost": "measured",
+        "gpu_cost": "stored",
+        "gpu_ms": "stored",
+        "gpu_tokens": "stored",
+        "gpu_floor_ms": "arithmetic",
+    },
 }
 
 

@@ -10,43 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from specviz import methods
 from specviz.core.trace import Trace
 
-SHOWN = ("eagle", "eagle3", "medusa")  # the curves the size figure draws (Hydra's and the hybrid's overlap them)
+SHOWN = ("eagle", "eagle3", "medusa")  # the curves the size figure draws (viz.why.SHOWN)
 WIDER = {"hybrid": 1}  # a method whose graft may verify a token more than its tree's
 
 
-def knee(ks: list[float], ms: list[float], times: float = 2.0) -> float | None:
-    """The fewest new tokens at which a forward costs `times` one token's (interpolated), None within the curve."""
-    rel = [m / ms[0] for m in ms]
-    for i in range(1, len(ks)):
-        if rel[i] >= times:
-            return round(float(np.interp(times, rel[i - 1 : i + 1], ks[i - 1 : i + 1])), 1)
-    return None
-
-
 def summary(lm: Any) -> dict[str, Any]:
-    """What the fit chose on `lm`'s device, as plain data a pack holds."""
-    from specviz.tuning import fit
+    """What the fit chose on `lm`'s device, as plain data a pack holds (tuning.fit.summary)."""
+    from specviz.tuning import fit, fit_summary
 
-    cost = fit.device_cost(lm)
-
-    def priced(c: Any) -> dict[str, Any]:
-        return {"forward_tokens": c.forward_tokens, "A": round(c.A, 4), "r": round(c.r, 4),
-                "speedup": round(c.speedup, 4)}  # fmt: skip
-
-    out = {}
-    for name, f in fit.fits(lm).items():
-        widths = [[c.forward_tokens, round(c.A, 4), round(c.r, 4), round(c.speedup, 4)] for c in f.by_width]
-        out[name] = priced(f.best) | {"fields": dict(f.best.fields), "widths": widths}
-        out[name] |= {"paper": priced(f.paper)} if f.paper else {}
-    return {
-        "device": cost.device, "ks": list(cost.ks), "ms": [round(m, 4) for m in cost.ms],
-        "plain_ms": round(cost.plain_ms, 4), "knee": knee(list(cost.ks), list(cost.ms)), "methods": out,
-    }  # fmt: skip
+    return fit_summary.summary(fit.device_cost(lm))
 
 
 def width(trace: Trace) -> int:
@@ -66,26 +40,6 @@ def ran_fitted(data: dict[str, Any], name: str, config: Any, runs: list[Trace]) 
     if isinstance(cfg.get("copy_length"), int):  # the hybrid's copy steps verify the pool's chain alone
         most = max(most, cfg["copy_length"] + 1)
     return same and max(width(t) for t in runs) <= most
-
-
-def curves(data: dict[str, Any], numbers: dict[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
-    """The size figure's curves (viz.why.size_figure) for the methods shown: (width, predicted speedup) per
-    width, the fitted and the paper's point, and the measured A / r at the fitted width (`numbers`: name -> (the
-    width it ran, its measured A / r))."""
-    out = {}
-    for name in SHOWN:
-        f = data.get("methods", {}).get(name)
-        if f is None:
-            continue
-        paper = f.get("paper")
-        out[name] = {
-            "label": methods.card(name).label,
-            "widths": [[w[0], w[3]] for w in f["widths"]],
-            "fitted": [f["forward_tokens"], f["speedup"]],
-            "paper": [paper["forward_tokens"], paper["speedup"]] if paper else None,
-            "measured": list(numbers[name]) if name in numbers else None,
-        }
-    return out
 
 
 def measured_points(group: Any) -> dict[str, tuple[float, float]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specviz.core.draft_length import alpha_from, expected_tokens
 from specviz.core.paths import REPO
 from specviz.output.lesson.gpu import CHIPS, FLAT, SEVEN_B, flat_until, knee, whatif_functions  # noqa: F401
 
@@ -74,11 +75,6 @@ class Draft:
     needed: float = 0.0  # the α this draft's c would need for 1.3× (drawn dashed), 0 when not drawn
 
 
-def expected_tokens(alpha: float, gamma: int) -> float:
-    """(1 − α^(γ+1)) / (1 − α): tokens committed per step with γ drafts, the bonus token counted."""
-    return float(gamma + 1) if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
-
-
 def model_speedup(alpha: float, c: float, gamma: int, v: float = 1.0) -> float:
     """Expected tokens per step over its cost in plain steps, γc + v (v: the verify pass against a plain step)."""
     return expected_tokens(alpha, gamma) / (gamma * c + (v if gamma else 1.0))
@@ -98,15 +94,6 @@ def alpha_for(target: float, c: float, v: float = 1.0) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if best(mid, c, v)[1] < target else (lo, mid)
     return math.ceil(hi * 1e4) / 1e4  # rounded up: at this α the target is reached
-
-
-def alpha_from(a: float, gamma: int) -> float:
-    """The α whose expected tokens per step at `gamma` equal the measured A (bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_tokens(mid, gamma) < a else (lo, mid)
-    return round((lo + hi) / 2, 4)
 
 
 def drafts(path: Path = SWEEP) -> tuple[list[Draft], dict[str, Any]]:

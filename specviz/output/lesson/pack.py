@@ -287,7 +287,9 @@ def from_dict(data: Any, name: str = "the pack") -> Pack:
         raise LessonError(f"{name} is incomplete ({type(exc).__name__}: {str(exc)[:120]}).") from None
     settings, lesson, stops = dict(data["settings"]), dict(data["lesson"]), dict(data["stops"])
     fitted = dict(data.get("fit") or {})
-    return Pack(groups, stops, prov, float(data["load_after"]), settings, lesson, Figures(stops, name), name, fit=fitted)
+    return Pack(
+        groups, stops, prov, float(data["load_after"]), settings, lesson, Figures(stops, name), name, fit=fitted
+    )
 
 
 def _sentence(text: str) -> str:

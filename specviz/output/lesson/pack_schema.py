@@ -97,8 +97,10 @@ FIT = {  # the fit the recording ran at (lesson.fitted.summary)
     "ms": [Between("float", 1e-6, 1e9), 64],
     "plain_ms": NUMBER,
     "knee": Nullable(Between("float", 0, 1 << 20)),
-    "methods": MapOf(PRICED | {"fields": MapOf(COUNT, 8), "paper?": PRICED,
-                               "widths": [Row((COUNT, NUMBER, NUMBER, NUMBER)), 512]}, 16),  # fmt: skip
+    "methods": MapOf(
+        PRICED | {"fields": MapOf(COUNT, 8), "paper?": PRICED, "widths": [Row((COUNT, NUMBER, NUMBER, NUMBER)), 512]},
+        16,
+    ),
 }
 PACK = {
     "format": Text(64),

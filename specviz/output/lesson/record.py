@@ -60,22 +60,29 @@ def record(lm: Any, lesson: Lesson, repeats: int = 3, note: Callable[[str], None
             built = stored.stored_builds(lm, stop, groups[key])  # a build that re-runs the model once on the step shown
             stops[stop.id] = {"group": key} | ({"stored": built} if built else {})
     raw = Path(lesson.source).read_bytes() if Path(lesson.source).is_file() else b""
-    return told({
-        "format": PACK_FORMAT,
-        "lesson": {"title": lesson.title, "file": Path(lesson.source).name, "sha256": hashlib.sha256(raw).hexdigest()},
-        "provenance": start.to_dict(),
-        "load_after": measure.load_average(),
-        "settings": {
-            "model": lm.name,
-            "max_new_tokens": lesson.max_new_tokens,
-            "repeats": repeats,
-            "warmup": 1,
-            "threads": _threads(),
+    return told(
+        {
+            "format": PACK_FORMAT,
+            "lesson": {
+                "title": lesson.title,
+                "file": Path(lesson.source).name,
+                "sha256": hashlib.sha256(raw).hexdigest(),
+            },
+            "provenance": start.to_dict(),
+            "load_after": measure.load_average(),
+            "settings": {
+                "model": lm.name,
+                "max_new_tokens": lesson.max_new_tokens,
+                "repeats": repeats,
+                "warmup": 1,
+                "threads": _threads(),
+            },
+            "groups": [_group_dict(g) for g in groups.values()],
+            "stops": stops,
+            "fit": fitted.summary(lm),
         },
-        "groups": [_group_dict(g) for g in groups.values()],
-        "stops": stops,
-        "fit": fitted.summary(lm),
-    }, lesson)
+        lesson,
+    )
 
 
 def told(data: dict[str, Any], lesson: Lesson) -> dict[str, Any]:

@@ -84,7 +84,9 @@ def _notes(pack: Pack, lesson: Lesson, stop: Stop, k: int, measured: str) -> lis
     if group is not None:
         lines.append(f"Prompt: {lesson.prompt_label(stop)} (shipped, id {stop.prompt}), T = {group.temperature:g}")
         lines += facts.numbers(stop, group)
-        lines.append(f"The answer (plain decoding's, {group.runs['ar'][0].new_tokens} tokens): {group.runs['ar'][0].text}")
+        lines.append(
+            f"The answer (plain decoding's, {group.runs['ar'][0].new_tokens} tokens): {group.runs['ar'][0].text}"
+        )
     return lines + [f"Check: {v.line()}" for v in facts.check(pack, stop)]
 
 

@@ -143,8 +143,9 @@ def stored_builds(lm: Any, stop: Stop, group: Any) -> dict[str, str]:
     out = {}
     if stop.figure == "sps_gamma_test" and group is not None and "sps" in group.runs:  # the stop's own figure
         from specviz.output.lesson import gamma
+        from specviz.output.viz.gamma import figure as gamma_figure
 
-        out[stop.figure] = gamma.figure(gamma.test(lm, group)).to_json()
+        out[stop.figure] = gamma_figure(gamma.test(lm, group)).to_json()
     for b in range(1, stop.frames):
         at = stop.at(b)
         if at.figure == "size_curve" and group is not None:
@@ -163,7 +164,7 @@ def size_curve(lm: Any, group: Any) -> Any:
     """The fit's predicted speedup against tree size on `lm`'s device, its fitted and the paper's size, and the A / r
     the group's runs measured at the fitted size (viz.why.size_figure)."""
     from specviz.output.lesson import fitted
-    from specviz.output.viz.why import size_figure
+    from specviz.output.viz.why import curves, size_figure
 
     data = fitted.summary(lm)
-    return size_figure(fitted.curves(data, fitted.measured_points(group)), data["knee"], slide=False)
+    return size_figure(curves(data, fitted.measured_points(group)), data["knee"], slide=False)

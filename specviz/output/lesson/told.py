@@ -47,41 +47,57 @@ class Choice:
 Part = str | Fill | Choice
 
 
-def parse(narration: str, functions: set[str] | Mapping[str, Any] = claims.FUNCTIONS) -> tuple[Part, ...]:
-    """The narration as text, fills and choices; ToldError naming what cannot be read."""
-    out: list[Part] = []
-    branch: list[list[str | Fill]] | None = None  # inside {{? }}: its yes and no parts
-    cond, at = "", 0
-    formulas = [f.span() for f in FORMULA.finditer(narration)]  # LaTeX's braces are never read as a number
+def _tokens(narration: str) -> list[tuple[str, str, str]]:
+    """(text before, kind: "?", ":", "/" or "" for a number, body) per {{ … }} outside a $$ formula $$ (LaTeX's
+    braces are never read as a number), then ("rest", "", "") for the text after the last."""
+    formulas = [f.span() for f in FORMULA.finditer(narration)]
+    out, at = [], 0
     for m in TOKEN.finditer(narration):
-        if any(a <= m.start() < b for a, b in formulas):
-            continue
-        here: list[Any] = out if branch is None else branch[-1]
-        if narration[at : m.start()]:
-            here.append(narration[at : m.start()])
-        at, kind, body = m.end(), m.group(1), m.group(2).strip()
+        if not any(a <= m.start() < b for a, b in formulas):
+            out.append((narration[at : m.start()], m.group(1), m.group(2).strip()))
+            at = m.end()
+    return [*out, (narration[at:], "end", "")]
+
+
+class _Reader:
+    """The parts read so far, and the open choice's condition and branches (choices do not nest)."""
+
+    def __init__(self, functions: set[str] | Mapping[str, Any]) -> None:
+        self.out: list[Part] = []
+        self.branch: list[list[str | Fill]] | None = None
+        self.cond, self.functions = "", functions
+
+    def take(self, text: str, kind: str, body: str) -> None:
+        here: list[Any] = self.out if self.branch is None else self.branch[-1]
+        here.extend([text] if text else [])
         if kind == "?":
-            if branch is not None:
+            if self.branch is not None:
                 raise ToldError(f"a choice opens inside another ({{{{? {body} }}}}); choices do not nest")
-            claims.parse(body, functions)
-            branch, cond = [[]], body
+            claims.parse(body, self.functions)
+            self.branch, self.cond = [[]], body
         elif kind in (":", "/"):
-            if branch is None or (kind == ":" and len(branch) > 1):
+            if self.branch is None or (kind == ":" and len(self.branch) > 1):
                 raise ToldError(f"{{{{{kind}}}}} without the {{{{? … }}}} it belongs to")
             if kind == ":":
-                branch.append([])
+                self.branch.append([])
             else:
-                out.append(Choice(cond, tuple(branch[0]), tuple(branch[1]) if len(branch) > 1 else ()))
-                branch = None
-        else:
-            here.append(_fill(body, functions))
-    if branch is not None:
-        raise ToldError(f"the choice {{{{? {cond} }}}} is never closed with {{{{/}}}}")
-    if narration[at:]:
-        out.append(narration[at:])
-    if sum(not isinstance(p, str) for p in out) > MAX_FILLS:
+                no = tuple(self.branch[1]) if len(self.branch) > 1 else ()
+                self.out.append(Choice(self.cond, tuple(self.branch[0]), no))
+                self.branch = None
+        elif kind == "":
+            here.append(_fill(body, self.functions))
+
+
+def parse(narration: str, functions: set[str] | Mapping[str, Any] = claims.FUNCTIONS) -> tuple[Part, ...]:
+    """The narration as text, fills and choices; ToldError naming what cannot be read."""
+    reader = _Reader(functions)
+    for text, kind, body in _tokens(narration):
+        reader.take(text, kind, body)
+    if reader.branch is not None:
+        raise ToldError(f"the choice {{{{? {reader.cond} }}}} is never closed with {{{{/}}}}")
+    if sum(not isinstance(p, str) for p in reader.out) > MAX_FILLS:
         raise ToldError(f"a narration holds at most {MAX_FILLS} numbers and choices")
-    return tuple(out)
+    return tuple(reader.out)
 
 
 def _fill(body: str, functions: set[str] | Mapping[str, Any]) -> Fill:

@@ -90,6 +90,13 @@ def kv_cache(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     return kv_figure(cells(trace, step), after.root_from, step.index)
 
 
+def gamma_test(traces: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The cost model fitted on the page's run at its γ, drawn at every γ (the recording runs the others too)."""
+    from specviz.output.viz.gamma import live
+
+    return live(traces)
+
+
 FIGURES = (
     Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
     Figure("acceptance_typical", typical, method=METHOD),
@@ -101,6 +108,6 @@ FIGURES = (
     Figure("sps_cost_model", source="computed", method=METHOD, lesson_only=True),
     Figure("what_data_buys", source="computed", lesson_only=True),
     # the cost model fitted at the stop's γ, against runs at other γ made when the lesson is recorded (lesson.gamma)
-    Figure("sps_gamma_test", method=METHOD, lesson_only=True, regrown=True),
+    Figure("sps_gamma_test", gamma_test, method=METHOD, lesson_only=True, regrown=True),
 )
 PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:", method=METHOD)

@@ -58,12 +58,19 @@ def step_split(traces: dict[str, Any], _shown: Shown) -> go.Figure:
     return split_figure(traces, {n: methods.card(n).label for n in traces})
 
 
+def size_curve(traces: dict[str, Any], _shown: Shown) -> go.Figure:
+    """The fit's predicted speedup against tree size on the runs' device, with their measured A / r."""
+    from specviz.output.viz.why import live_size
+
+    return live_size(traces)
+
+
 FIGURES = (
     Figure("speedup", summarized("speedup_figure")),
     Figure("step_split", step_split),
     # the fit's predicted speedup against tree size, the fitted and the paper's size, the run measured: a lesson
     # build drawn when recorded (output/lesson/stored.py) from the fit the recording ran at
-    Figure("size_curve", None, lesson_only=True, regrown=True),
+    Figure("size_curve", size_curve, lesson_only=True, regrown=True),
     Figure("a_and_r", summarized("a_r_figure")),
     Figure("accepted_histogram", histogram),
     Figure("acceptance_rate", acceptance_rate),

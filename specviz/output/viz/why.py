@@ -15,6 +15,7 @@ from specviz.core.trace import Trace
 from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, VERIFY, apply, method_color
 
 PARTS = (("draft", "drafting", DRAFT), ("verify", "the target's pass", VERIFY), ("other", "the rest", JUDGE))
+SHOWN = ("eagle", "eagle3", "medusa")  # the curves the size figure draws (Hydra's and the hybrid's overlap them)
 
 
 def split(trace: Trace) -> dict[str, float]:
@@ -101,3 +102,40 @@ def size_figure(curves: Mapping[str, Mapping[str, Any]], knee: float | None, sli
     fig.update_yaxes(title="speedup over plain decoding")
     fig.update_layout(meta={"curves": {k: dict(v) for k, v in curves.items()}, "knee": knee})
     return apply(fig, "Tree size against speedup on this device", slide=slide, height=460)
+
+
+def curves(data: Mapping[str, Any], numbers: Mapping[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
+    """The size figure's curves from a fit's summary (tuning.fit.summary) for the methods shown: (width, predicted
+    speedup) per width, the fitted and the paper's point, and the measured A / r (`numbers`: name -> (the width it
+    ran, its measured A / r))."""
+    from specviz import methods
+
+    out = {}
+    for name in SHOWN:
+        f = data.get("methods", {}).get(name)
+        if f is None:
+            continue
+        paper = f.get("paper")
+        out[name] = {
+            "label": methods.card(name).label,
+            "widths": [[w[0], w[3]] for w in f["widths"]],
+            "fitted": [f["forward_tokens"], f["speedup"]],
+            "paper": [paper["forward_tokens"], paper["speedup"]] if paper else None,
+            "measured": list(numbers[name]) if name in numbers else None,
+        }
+    return out
+
+
+def live_size(traces: Mapping[str, Trace]) -> go.Figure:
+    """The size figure for runs just made: the fit stored for their device (python -m specviz fit measures it)
+    and each shown method's A / r beside plain decoding's run."""
+    from specviz.tuning import fit_summary
+
+    cost = fit_summary.stored_cost(traces["ar"].device)
+    if cost is None:
+        raise KeyError(f"no fit is stored for {traces['ar'].device}: python -m specviz fit measures it")
+    plain = traces["ar"]
+    numbers = {n: (max(s.forward_tokens for s in t.steps), measure.mean_accepted(t) / measure.step_cost(plain, t))
+               for n, t in traces.items() if n in SHOWN}  # fmt: skip
+    data = fit_summary.summary(cost)
+    return size_figure(curves(data, numbers), data["knee"])
