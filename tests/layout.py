@@ -86,8 +86,11 @@ def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
     for a in lay.annotations:
         if a.text and a.visible is not False:
             out.append((f"annotation {lines(a.text)[0][:30]!r}", smallest(a.text, a.font.size or base)))
+    # plotly shrinks a text that does not fit inside its bar; uniformtext shows the bars' texts at one size, down to
+    # its minsize (hidden under it), so a bar's text may be drawn that small
+    shrunk = lay.uniformtext.minsize if lay.uniformtext.mode else None
     for t in traces(fig):
-        out += trace_sizes(t, base)
+        out += [(what, min(s, shrunk) if shrunk and t.type == "bar" else s) for what, s in trace_sizes(t, base)]
     return out
 
 

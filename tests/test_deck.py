@@ -74,11 +74,16 @@ def test_deck_refuses_nothing_and_other_suffixes(tmp_path):
 
 @pytest.mark.full
 def test_deck_with_real_images(tmp_path):
-    """kaleido and chromium render the slide theme: each picture is 3200 × 1800 pixels."""
+    """kaleido and chromium render each figure at the size its picture takes on a 1600 × 900 screen, SCALE× as
+    many pixels, in the projector's type."""
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("chromium is not installed")
-    data = deck.deck_bytes(deck.slides_of(figs(), "Model: x"))
-    assert [s["pixels"] for s in read_back(data)] == [[PX], [PX]]
+    slides = deck.slides_of(figs(), "Model: x")
+    wanted = [[tuple(deck.SCALE * v for v in deck.picture_px(s))] for s in slides]
+    assert [s["pixels"] for s in read_back(deck.deck_bytes(slides))] == wanted
+    placed = deck.placed(figs()["speedup"], 10, 5)
+    assert (placed.layout.width, placed.layout.height, placed.layout.title.text) == (1200, 600, None)
+    assert placed.layout.font.size == 18 and figs()["speedup"].layout.title.text  # a copy: the figure keeps its title
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Every lesson figure, as the projector shows it in a 1600 × 900 or 1280 × 720 window (presentation mode:
-theme.legible, the stop's height, its column's width), keeps its text at 16 px or more, inside the figure, and no
-annotation over another.
+theme.legible, the height its stop gives it, its column's width) and on its slide (the deck's picture on a
+1600 × 900 screen), keeps its text at 16 px or more, inside the figure, and no annotation over another; and every
+stop's narration, figure, numbers and caption end above the 900 px fold (ui.lesson_frame's estimate).
 The figures are drawn from the shipped recording, no model and no browser (scripts/lesson_shots.py looks)."""
 
 from __future__ import annotations
@@ -12,16 +13,21 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
+from specviz.output.deck import SCREEN_PX, SLIDE_IN, Slide, picture_px, placed
 from specviz.output.lesson import facts
 from specviz.output.lesson.model import LESSON_FILE, Stop, load_lesson
+from specviz.output.lesson.visitor import escaped
 from specviz.output.viz.theme import fit_title, legible
 from tests.layout import problems
 from ui.lesson import WIDE, tallest
+from ui.lesson_frame import FOLD, LEAST, SCREEN, Frame, caption, frame_of
 
 # window width -> the figure's width (px): the stop's whole box for a wide figure, its right column else (measured
 # on screenshots: scripts/lesson_shots.py --size)
 WIDTH = {1600: {True: 1460, False: 1010}, 1280: {True: 1140, False: 800}}
 CLICKS = [(s.id, b) for s in load_lesson(LESSON_FILE).stops for b in range(s.frames)]
+EVERY = [(s.id, b) for s in load_lesson(LESSON_FILE).stops for b in range(s.clicks)]  # the four questions' too
+PX_IN = SCREEN_PX / SLIDE_IN[0]  # a slide's px an inch on a 1600 × 900 screen
 
 
 @cache
@@ -70,19 +76,64 @@ def lab_again(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
     )
 
 
-def projected(fig: go.Figure, figure: str, window: int = 1600) -> go.Figure:
+@cache
+def framed(stop_id: str, click: int) -> Frame:
+    """Where the stop's parts go at this click, as ui.lesson_pack's focus places them from the recording."""
+    from ui.lesson_pack import SHOWN, _replayed
+
+    whole = next(s for s in load_lesson(LESSON_FILE).stops if s.id == stop_id)
+    at = whole.at(min(click, whole.frames - 1))
+    fig, measured, verdicts, lines = _replayed(pack(), at)
+    warnings = [escaped(v.sentence(), SHOWN) for v in verdicts if v.holds is not True]
+    below = (lines, warnings, caption(pack(), load_lesson(LESSON_FILE), at, fig, measured)[0])
+    return frame_of(pack(), load_lesson(LESSON_FILE), at, click >= whole.frames, tallest(at.figure), below)
+
+
+def projected(fig: go.Figure, figure: str, window: int = 1600, tall: int | None = None) -> go.Figure:
     """What presentation mode draws: the projector's type, the stop's height (ui.lesson / ui.lesson_pack)."""
-    tall = tallest(figure)
+    tall = tall or tallest(figure)
     return legible(fig, height=tall).update_layout(height=tall, width=WIDTH[window][figure in WIDE])
 
 
 @pytest.mark.parametrize("window", sorted(WIDTH))
 @pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])
 def test_every_lesson_figure_reads_from_the_back_row(stop_id, build, window):
-    at = stop_at(stop_id, build)
-    fig = projected(drawn(at), at.figure, window)
-    found = problems(fig, WIDTH[window][at.figure in WIDE], tallest(at.figure))
+    at, tall = stop_at(stop_id, build), framed(stop_id, build).height
+    fig = projected(drawn(at), at.figure, window, tall)
+    found = problems(fig, WIDTH[window][at.figure in WIDE], tall)
     assert not found, f"{at.figure}: " + "; ".join(dict.fromkeys(found))  # one line per kind of text
+
+
+@pytest.mark.parametrize(("stop_id", "click"), EVERY, ids=[f"{i}-{b + 1}" for i, b in EVERY])
+def test_every_stop_ends_above_the_fold(stop_id, click):
+    """Its narration (or its questions answered), figure, numbers, failing checks and caption, stacked as the
+    lesson shows them on a 1600 × 900 screen: none past the fold, and the figure no shorter than LEAST."""
+    f = framed(stop_id, click)
+    where = ", ".join(sorted(f.under)) or "nothing"
+    assert f.fits(), (
+        f"{stop_id}: the text ends at {f.text_bottom:.0f} px, the figure ({f.height} px, {where} under it) at "
+        f"{f.figure_bottom:.0f} px of {SCREEN[1] - FOLD}; at least {LEAST} px for the figure"
+    )
+
+
+@cache
+def slides_of(stop_id: str) -> list[Slide]:
+    from specviz.output.lesson.slides import stop_slides
+
+    lesson = load_lesson(LESSON_FILE)
+    return stop_slides(pack(), lesson, lesson.stops[lesson.index(stop_id)], lesson.index(stop_id) + 1)
+
+
+@pytest.mark.parametrize(("stop_id", "build"), CLICKS, ids=[f"{i}-{b + 1}" for i, b in CLICKS])
+def test_every_slide_figure_reads_on_the_screen(stop_id, build):
+    """On its slide (the narration's slide, a build's, the four questions'), the figure drawn at the size its
+    picture takes on a 1600 × 900 screen (deck.placed) keeps its text at 16 px or more, inside, apart."""
+    at, slides = stop_at(stop_id, build), slides_of(stop_id)
+    mine = [slides[build]] + (slides[build + 1 :] if build == at.frames - 1 else [])  # its questions' slide
+    for slide in mine:
+        width, height = picture_px(slide)
+        found = problems(placed(drawn(at), width / PX_IN, height / PX_IN), width, height)
+        assert not found, f"{at.figure} at {width} × {height}: " + "; ".join(dict.fromkeys(found))
 
 
 def test_the_check_finds_small_cut_and_overlapping_text():
@@ -139,3 +190,20 @@ def test_a_subtitle_wrapped_again_for_a_narrower_column_reflows_instead_of_orpha
         lines = fit_title(page, chars=(40, width)).removesuffix("</sup>").split("<br><sup>")[1].split("<br>")
         # the author's break kept, the page's undone: the long line in as few lines as the column allows
         assert lines == ["19 prompts, one run each", *textwrap.wrap(said + "under load (2.8)", width)], lines
+
+
+def test_a_stops_numbers_go_where_the_figure_keeps_the_most_height():
+    """Beside a short narration the numbers sit under it and the figure keeps its height; under a long one they go
+    under the figure, which gives up theirs; a wide figure gives up the narration's lines above it too."""
+    from ui.lesson_frame import TOP, blocks, plan
+
+    numbers = ["Medusa: A 1.60, r 1.22, 27.6 tok/s, speedup 1.29× (1.21–1.33), 3 runs"]
+    below = blocks(numbers, [], "Prompt: x.", "The answer: 32 tokens, every method wrote it")
+    short = plan("Each lane is one method.", below, False, False, 620)
+    assert short.under == frozenset() and short.height == 620 and short.fits()
+    long = plan("Each lane is one method writing the same answer. " * 14, below, False, False, 620)
+    assert long.under and long.height < 620 and long.fits() and long.figure_bottom > long.text_bottom - 1
+    wide = [plan(said, below, True, False, 440) for said in ("One line.", "Five lines of narration above. " * 20)]
+    assert wide[0].split and wide[0].height > wide[1].height and all(f.figure_bottom <= SCREEN[1] - FOLD for f in wide)
+    assert plan("word " * 2000, below, False, False, 620).text_bottom > SCREEN[1]  # too long to fit: told, not hidden
+    assert TOP + short.height <= SCREEN[1] - FOLD

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specviz.core.prompts import prepare
 from specviz.core.sampling import Sampling
-from specviz.output.viz.timeline import timeline_animation
+from specviz.output.viz.timeline import race_title, timeline_animation
 from specviz.tuning import compare
 from specviz.tuning.compare import race
 
@@ -36,12 +36,16 @@ def test_the_race_is_drawn_finished_and_replays_from_the_start(tiny_lm):
     lanes = race(tiny_lm, ids, {"pld": None}, s, prompt=PROMPT)
     fig = timeline_animation(lanes)
     spec = fig.to_dict()
-    drawn = sum(len(b.get("x", ())) for b in spec["data"])
+    drawn = sum(len(b.get("x", ())) for b in spec["data"] if b["type"] == "bar")  # not the legend's key
     bars = [
         1 + len(t.steps) + sum((x.proposed > 0) * ((x.propose_s > 0) + (x.accept_s > 0)) for x in t.steps)
         for t in lanes
     ]
     assert drawn == sum(bars)  # every bar
     first = spec["frames"][0]["data"]
+    keyed = [d["name"] for d in spec["data"] if d["type"] == "scatter"]
+    assert keyed[:3] == ["prefill (the prompt)", "ar", "pld"]  # every lane's colour named, whatever a frame drew
     assert sum(len(b.get("x", ())) for b in first) < drawn  # ▶ replays from t ≈ 0
     assert spec["layout"]["sliders"][0]["active"] == len(spec["frames"]) - 1  # the slider sits at the finish
+    # whichever lane ends first, the title holds: greedy lanes write one answer
+    assert race_title(lanes) == "The same answer, each lane one method" and "sooner" not in race_title(lanes[:1])

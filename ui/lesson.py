@@ -17,20 +17,26 @@ import streamlit as st
 
 from specviz.core.measure import provenance
 from specviz.core.trace import Trace
-from specviz.output.lesson.deck import numbers
+from specviz.output.lesson.deck import numbers, told_live
 from specviz.output.lesson.formulas import display_math
 from specviz.output.lesson.model import ENV, PAGES, Lesson, LessonError, Stop, lesson_path
 from specviz.output.lesson.names import relabel
 from specviz.output.lesson.visitor import escaped, lesson_file
-from ui import deck, lesson_index, lesson_pack, presentation, resources
+from ui import deck, lesson_frame, lesson_index, lesson_pack, presentation, resources
+from ui.lesson_frame import WIDE
 
 ON, AT, FILE, GOTO, STARTED = "lesson.on", "lesson.at", "lesson.file", "lesson.goto", "lesson.started"
 VALUES, CARRY = "lesson.values", "lesson.carry"  # the stop's settings; what a page switch must carry over
 NEXT, PREV = "lesson_next", "lesson_prev"  # button keys: no dots, the key handler finds them by CSS class
-# figures that need the stop's whole width, as their pages declare them: the narration goes above them
-WIDE = {f.name for p in PAGES.values() for f in p.figures if f.wide}
-FIGURE_HEIGHT = (420, 640)  # px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen
+# px: a figure keeps its own height inside these, so a stop fits a 1600 × 900 screen (its body starts 268 px down,
+# ui.lesson_frame; a recorded stop's figure gives up more where its numbers need the room)
+FIGURE_HEIGHT = (420, 620)
 UNDER_NARRATION = 180  # px less for a wide figure: its narration (up to five lines) sits above it, not beside
+
+
+# what banner() leaves for focus(): the lesson, the stop at its build, the column for its numbers, the figure's
+# place, whether it replays the recording, and the narration's place (a live stop's is told again after its runs)
+Slot = tuple[Lesson, Stop, Any, Any, bool, Any]
 
 
 def tallest(figure: str) -> int:
@@ -209,7 +215,7 @@ def deck_control(lesson: Lesson) -> None:
     )
 
 
-def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, bool] | None:
+def banner(pages: dict[str, Any], nav: Any) -> Slot | None:
     """Before the page runs: the stop's header, ◀ / ▶ and narration (or, on a method stop's last click, its four
     questions answered); returns where its numbers and figure go. `pages`: file -> st.Page, as for route()."""
     if not st.session_state.get(ON) or (lesson := current()) is None:
@@ -233,7 +239,7 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
         box.info(f"This stop is on the {PAGES[stop.page].title} page.")
         box.button("Go to this stop", key="lesson.return", on_click=_enter, args=(lesson, i))
         return None
-    said = display_math(stop.narration)
+    said = _told(lesson, whole, replay)
     if asking:  # the four questions answered, the measured lines from the recording when one is replayed
         try:
             answered = lesson_index.answers_of(lesson, stop, lesson_pack.current(lesson) if replay else None)
@@ -241,15 +247,32 @@ def banner(pages: dict[str, Any], nav: Any) -> tuple[Lesson, Stop, Any, Any, boo
             answered = lesson_index.answers_of(lesson, stop, None)
         said = lesson_index.asked(answered)
     if stop.figure in WIDE:  # side by side, its panels' titles would run into each other
-        box.markdown(said)
+        told = box.empty()
+        told.markdown(said)
         place = box.empty()  # the figure straight under the narration, its numbers beneath it
-        return lesson, stop, box.container(), place, replay
+        return lesson, stop, box.container(), place, replay, told
     left, right = box.columns([2, 5] if not asking else [5, 7])
-    left.markdown(said)
-    return lesson, stop, left.container(), right.empty(), replay
+    told = left.empty()  # a live stop's narration, told again once its runs are made (focus)
+    told.markdown(said)
+    return lesson, stop, left.container(), right.empty(), replay, told
 
 
-def page_runs(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> bool:
+def _told(lesson: Lesson, stop: Stop, replay: bool) -> str:
+    """The stop's narration told from the recording it replays (its numbers and chosen sentences, as the frame
+    plans it: ui.lesson_frame.said), or before a live stop's runs are made, its numbers as … (focus tells it again
+    from the runs)."""
+    from specviz.output.lesson import told
+
+    pack = lesson_pack.current(lesson) if replay else None
+    try:
+        if pack is not None:
+            return lesson_frame.said(pack, lesson, stop, False)
+    except lesson_pack.PACK_ERRORS:
+        pass
+    return display_math(told.skeleton(stop.spoken))
+
+
+def page_runs(slot: Slot | None) -> bool:
     """Whether the page runs under the banner: always off a recorded stop (the lesson off, a live stop, a stop of
     another page); under a recorded stop only with its *Its page below* switch on (ui.lesson_pack.PAGE_BELOW)."""
     return slot is None or not slot[4] or bool(st.session_state.get(lesson_pack.PAGE_BELOW))
@@ -281,12 +304,12 @@ def _drawn_here(stop: Stop) -> tuple[go.Figure, str] | None:
         return None
 
 
-def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
+def focus(slot: Slot | None) -> None:
     """After the page ran: its figure in focus at the top, the stop's numbers and where they were measured (from
     the recording when the stop replays one, else from the runs the page just made)."""
     if slot is None:
         return
-    lesson, stop, side, place, replay = slot
+    lesson, stop, side, place, replay, told = slot
     if replay:
         lesson_pack.focus(lesson, stop, side, place, tallest(stop.figure))
         lesson_index.alpha_control(side, stop)
@@ -303,6 +326,7 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
     shown = relabel(presentation.figure_font(fig, height) if presentation.presenting() else go.Figure(fig))
     place.plotly_chart(shown.update_layout(height=height), key="lesson.figure", config={"displaylogo": False})
     traces: dict[str, Trace] = dict(st.session_state.get(deck.TRACES, {}))
+    _tell_live(lesson, stop, traces, told)
     lines = numbers(stop, traces)
     if lines:
         side.markdown("  \n".join(lines))
@@ -318,3 +342,10 @@ def focus(slot: tuple[Lesson, Stop, Any, Any, bool] | None) -> None:
         where = ""
     own = ", this stop's own" if stop.prompt != lesson.prompt else ""
     side.caption(f"{where} Prompt: {lesson.prompt_label(stop)} (shipped{own}).")
+
+
+def _tell_live(lesson: Lesson, stop: Stop, traces: dict[str, Trace], place: Any) -> None:
+    """A live stop's narration told again from the runs its page just made (numbers a range needs stay —)."""
+    whole = lesson.stops[lesson.index(stop.id)]
+    if whole.spoken and lesson_index.build() < whole.frames:
+        place.markdown(display_math(told_live(whole, traces).text))

@@ -12,6 +12,7 @@ from specviz.output.lesson.model import Lesson, Stop
 from specviz.output.lesson.parts import walk
 
 BUILD = "lesson.build"  # which of the stop's figures is shown (0: its own, then its builds)
+ALPHA_FIGURE = "sps_cost_model"  # the stop whose figure gets the α slider beside it
 
 
 def build() -> int:
@@ -80,7 +81,7 @@ def answers_of(lesson: Lesson, stop: Stop, pack: Any) -> list[tuple[str, str]]:
 
 def alpha_control(side: Any, stop: Stop) -> None:
     """On the cost model's stop: a slider for α, and what the trained draft's measured c would make of it."""
-    if stop.figure != "sps_cost_model":
+    if stop.figure != ALPHA_FIGURE:
         return
     from specviz.output.lesson import formulas
 

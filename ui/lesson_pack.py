@@ -19,8 +19,7 @@ from specviz.output.lesson.model import Lesson, LessonError, Stop
 from specviz.output.lesson.pack import MAX_PACK_BYTES, PACK_FILE, Pack, fit
 from specviz.output.lesson.pages import COMPUTED
 from specviz.output.lesson.visitor import escaped
-from specviz.output.viz.theme import BADGE
-from ui import resources
+from ui import lesson_frame, resources
 from ui.memo import private, shared
 
 ON, UPLOAD, LIVE, LOADED = "lesson.pack", "lesson.pack_file", "lesson.live", "lesson.pack_loaded"
@@ -172,7 +171,7 @@ def banner(box: Any, lesson: Lesson, stop: Stop) -> bool:
     if pack is not None and not live and _stored(pack, stop):
         left.caption("From the recording: a figure of a stored measurement, where and when beside it.")
     elif pack is not None and not live:  # a visitor's pack says where it was recorded: shown as text
-        left.caption(f"{escaped(pack.brief(), SHOWN)}.", help=escaped(pack.where(), SHOWN))
+        left.caption(f"{escaped(pack.brief(_runs(pack, stop)), SHOWN)}.", help=escaped(pack.where(), SHOWN))
     if pack is not None and not live:  # on one line (wrapping in a narrow window), so the slide keeps its height
         row = right.container(horizontal=True, vertical_alignment="center", horizontal_alignment="right")
         row.button("Measure this stop again (live)", key="lesson.measure", on_click=_go_live, args=(stop.id,))
@@ -205,6 +204,17 @@ def deck_button(lesson: Lesson) -> bool:
         "it was recorded, its numbers and every check in the notes (python -m specviz export --lesson deck.pptx).",
     )
     return True
+
+
+def _runs(pack: Pack, stop: Stop) -> str:
+    """What the recording did for a stop drawn from none of its interleaved runs: computed (arithmetic or a model
+    over the recording's curve and stored sweeps) or run once (the lab); '' for a stop of interleaved runs."""
+    try:
+        if pack.group(stop) is not None:
+            return ""
+    except PACK_ERRORS:
+        return ""
+    return "computed when shown, no run" if stop.figure in COMPUTED else "this figure run once"
 
 
 def _stored(pack: Pack, stop: Stop) -> bool:
@@ -247,29 +257,34 @@ def _replayed(pack: Pack, stop: Stop) -> tuple[Any, str, list[Any], list[str]]:
 
 
 def _focus(pack: Pack, lesson: Lesson, stop: Stop, side: Any, place: Any, height: int) -> None:
-    from ui import presentation
+    from ui import lesson_index, presentation
 
     # the figure, its checks and numbers depend on the recording and the stop alone: built once for every visitor
     fig, measured, verdicts, lines = shared(("focus", repr(stop)), [pack], lambda: _replayed(pack, stop))
     group = pack.group(stop)
-    shown = presentation.figure_font(fig, height) if presentation.presenting() else private(fig)
-    shown = _room(shown.update_layout(height=height))
+    caption, told = lesson_frame.caption(pack, lesson, stop, fig, measured)
+    warnings = [escaped(v.sentence(), SHOWN) for v in verdicts if v.holds is not True]  # a visitor's keys, maybe
+    whole = lesson.stops[lesson.index(stop.id)]
+    asking = min(lesson_index.build(), whole.clicks - 1) >= whole.frames
+    frame = lesson_frame.frame_of(pack, lesson, stop, asking, height, (lines, warnings, caption))
+    shown = presentation.figure_font(fig, frame.height) if presentation.presenting() else private(fig)
+    shown = _room(shown.update_layout(height=frame.height))
+    low = place = place.container() if frame.under else place  # what the narration's column has no room for
     place.plotly_chart(shown, key="lesson.figure", config={"displaylogo": False})
+    at = {k: low if k in frame.under else side for k in ("numbers", "warnings", "caption", "answer")}
+    if frame.split:  # under a wide figure: its numbers beside its caption
+        at["numbers"], at["caption"] = low.columns(2)
+        at["warnings"], at["answer"] = at["numbers"], at["caption"]
     if lines:
-        side.markdown("  \n".join(lines))
-    for v in verdicts:
-        if v.holds is not True:
-            side.warning(escaped(v.sentence(), SHOWN))  # its figures may be a visitor's keys
-    if group is None:
-        measured = escaped(measured, 1000)  # where a visitor's pack says it was measured
-        said = f"From a stored measurement, {measured}." if measured else "Run once for the recording."
-        if stop.figure in COMPUTED:  # arithmetic, or a model over stored measurements: said as such
-            said = f"Computed: {measured}." if measured else "Computed: exact arithmetic on the example, no run."
-        short = said if len(said) <= 200 else "From stored measurements; where and when each was made: hover."
-        if any(a.name == BADGE for a in fig.layout.annotations):  # the figure names them already: said once there
-            how = "Drawn from stored measurements" if stop.figure in COMPUTED else "From a stored measurement"
-            short = f"{how}; the badge names where and when, the rest: hover."
-        side.caption(short, help=said if short != said else None)
-    else:
-        t = f"{pack.settings.get('max_new_tokens')} new tokens, T = {group.temperature:g}"
-        side.caption(f"Prompt: the shipped {lesson.prompt_label(stop)!r} ({stop.prompt}), {t}.")
+        at["numbers"].markdown("  \n".join(lines))
+    for w in warnings:
+        at["warnings"].warning(w)
+    at["caption"].caption(caption, help=told)
+    if group is not None:
+        _answer(at["answer"], group)
+
+
+def _answer(side: Any, group: Any) -> None:
+    """The answer the stop's runs wrote (greedy: every method's, token for token), to read under the figure."""
+    with side.expander(lesson_frame.answer_label(group)):
+        st.code(group.runs["ar"][0].text[:4000], language=None, wrap_lines=True)  # a visitor's pack: text, no markup

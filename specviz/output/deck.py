@@ -1,8 +1,8 @@
-"""Slide decks: figures as a .pptx, one per slide in the slide theme, a title, and the provenance in the notes."""
+"""Slide decks: figures as a .pptx, one per slide with a title, each drawn at the size it takes on a 1600 × 900
+screen in the projector's type, and the provenance in the notes."""
 
 from __future__ import annotations
 
-import copy
 import html
 import io
 import re
@@ -20,7 +20,9 @@ from specviz.output.viz.theme import BADGE
 SLIDE_IN = (13.333, 7.5)  # 16:9, PowerPoint's widescreen size in inches
 TITLE_TOP_IN, TITLE_H_IN, MARGIN_IN = 0.2, 1.0, 0.25
 TEXT_H_IN = 1.15  # a slide's text under its title (a lesson stop's narration: three or four lines at 16 pt)
-SCALE = 2  # the figure's 1600 × 900 slide theme at 2×: 3200 × 1800 pixels
+# a figure is drawn at the size its picture takes on the slide shown on a 1600 × 900 screen (120 px an inch), in
+# the projector's type (no text under 16 px there), and rendered at SCALE× that for a sharper screen
+SCREEN_PX, SCALE = 1600, 3
 
 
 class DeckError(ValueError):
@@ -51,16 +53,20 @@ def split_title(fig: go.Figure, fallback: str) -> tuple[str, str]:
     return plain(head) or fallback, plain(rest)
 
 
-def untitled(fig: go.Figure) -> go.Figure:
-    """A copy without its own title: on a slide the title is the slide's, as editable text."""
-    out = go.Figure(copy.deepcopy(fig.to_dict()))
-    out.update_layout(title=None)
-    return out
+def placed(fig: go.Figure, width_in: float, height_in: float) -> go.Figure:
+    """A copy of the figure as its slide shows it on a 1600 × 900 screen: as many px as it takes there, its type
+    the projector's (theme.legible: 18 px, none under 16), white, without its title (the slide's)."""
+    from specviz.output.viz import theme
+
+    px = SCREEN_PX / SLIDE_IN[0]
+    width, height = round(width_in * px), round(height_in * px)
+    out = theme.without_title(theme.legible(fig, height=height), height)  # titled, a badge clears the subplots' titles
+    return out.update_layout(width=width, height=height, paper_bgcolor="white", plot_bgcolor="white")
 
 
 def render_png(fig: go.Figure) -> bytes:
-    """The figure in the slide theme (1600 × 900) at 2×, without its title."""
-    return figure_bytes(untitled(fig), "png", slide=True, scale=SCALE)
+    """A placed figure (placed()) as PNG, SCALE× its size on the screen."""
+    return figure_bytes(fig, "png", slide=False, scale=SCALE)
 
 
 def notes_text(where: Provenance, model: str, settings: dict[str, Any], live: bool = True) -> str:
@@ -179,10 +185,27 @@ def _notes(slide: Any, notes: str) -> None:
         frame.text = notes
 
 
+def picture(s: Slide) -> tuple[int, int, int]:
+    """(top, width, height) in EMU of a slide's figure: under its title and text, down to the margin, 16:9."""
+    from pptx.util import Inches
+
+    # in EMU, as the boxes above were placed: the picture starts where the text ends, not a unit above it
+    top = Inches(TITLE_TOP_IN) + Inches(TITLE_H_IN) + (Inches(s.text_in) if s.text else 0)
+    height = Inches(SLIDE_IN[1] - MARGIN_IN) - top
+    return top, int(height * 16 / 9), height
+
+
+def picture_px(s: Slide) -> tuple[int, int]:
+    """(width, height) of a slide's figure in px on a 1600 × 900 screen: the size placed() draws it at."""
+    _top, width, height = picture(s)
+    px = SCREEN_PX / SLIDE_IN[0] / 914400  # EMU an inch
+    return round(width * px), round(height * px)
+
+
 def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | None = None) -> bytes:
     """The .pptx file: per slide a title (and its text), the figure's image below, centred at 16:9, and the notes.
 
-    `render` turns a figure into PNG bytes (default: render_png, the slide theme through kaleido).
+    `render` turns a placed figure (placed()) into PNG bytes (default: render_png, through kaleido).
     """
     from pptx import Presentation
     from pptx.util import Emu, Inches
@@ -199,11 +222,8 @@ def deck_bytes(slides: Iterable[Slide], render: Callable[[go.Figure], bytes] | N
         if s.figure is None:
             _notes(slide, s.notes)
             continue
-        # in EMU, as the boxes above were placed: the picture starts where the text ends, not a unit above it
-        top = Inches(TITLE_TOP_IN) + Inches(TITLE_H_IN) + (Inches(s.text_in) if s.text else 0)
-        height = Inches(SLIDE_IN[1] - MARGIN_IN) - top
-        width = int(height * 16 / 9)
-        image = io.BytesIO(render(s.figure))
+        top, width, height = picture(s)
+        image = io.BytesIO(render(placed(s.figure, width / Inches(1), height / Inches(1))))
         left = Emu((Inches(SLIDE_IN[0]) - width) // 2)
         slide.shapes.add_picture(image, left, Emu(top), Emu(width), Emu(height))
         _notes(slide, s.notes)

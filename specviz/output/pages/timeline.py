@@ -29,13 +29,13 @@ def lanes(traces: dict[str, Trace]) -> list[Trace]:
 def race(traces: dict[str, Trace], shown: Shown) -> go.Figure:
     """The race on one clock: played on the page (`timeline.play`), finished (a slide cannot play it), or frozen
     at the page's `timeline.upto` ms."""
-    from specviz.output.viz.timeline import timeline_animation, timeline_figure
+    from specviz.output.viz.timeline import race_title, timeline_animation, timeline_figure
 
     if shown.values.get("timeline.play"):
         return timeline_animation(lanes(traces), title="The race on one clock: press ▶ to replay it")
     upto = shown.values.get("timeline.upto")
     if upto is None:
-        return timeline_figure(lanes(traces), title="Every method's forward passes on one clock")
+        return timeline_figure(lanes(traces), title=race_title(lanes(traces)))
     return timeline_figure(lanes(traces), upto_s=upto / 1000, title=f"All lanes at t = {upto} ms")
 
 

@@ -42,7 +42,7 @@ def a_r_figure(rows: list[Row], slide: bool = False) -> go.Figure:
     names = [r.method for r in rows]
     fig.add_bar(x=names, y=[r.mean_accepted for r in rows], name="A", marker_color="#334155", row=1, col=1)
     fig.add_bar(x=names, y=[r.step_cost for r in rows], name="r", marker_color=NEUTRAL, row=1, col=1)
-    top = max([r.speedup for r in rows] + [r.predicted for r in rows] + [1.0]) * 1.15
+    top = max([r.speedup for r in rows] + [r.predicted for r in rows] + [1.0]) * 1.3  # room for a label on the right
     fig.add_scatter(
         x=[0, top],
         y=[0, top],

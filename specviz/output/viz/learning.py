@@ -106,7 +106,8 @@ def learning_figure(curves: list[Curve], rows: list[Row], depth: int = 1, slide:
     _spread_start_labels(fig)
     for data in dict.fromkeys(r.data for r in rows if len(r.top1) >= depth):
         fig.add_trace(_rows_trace(rows, data, depth))
-    fig.update_xaxes(type="log", title="training positions seen (log scale)")
+    # a label at each power of ten alone: between them plotly writes 2 … 9 at 3/4 of the type, under 16 px projected
+    fig.update_xaxes(type="log", title="training positions seen (log scale)", dtick=1)
     top = max([y for t in fig.data for y in (t.y or ())] + [0.1])  # type: ignore[attr-defined]
     fig.update_yaxes(title=f"held-out top-1 at depth {depth}", range=[0, top * 1.12])  # room for the start labels
     fig.update_layout(legend=LEGEND_BELOW)

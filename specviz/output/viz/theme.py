@@ -130,6 +130,8 @@ def legible(
     size = max(size, base)  # a slide's larger type kept
     _grow_fonts(d, size / base, least, size)
     lay.setdefault("font", {})["size"] = size
+    if "minsize" in (uniform := lay.get("uniformtext", {})):  # a bar's text shrunk to fit it: hidden under `least`
+        uniform["minsize"] = max(uniform["minsize"], least)
     # said for every text the layout draws, as Streamlit's chart theme sets its own smaller, grey type for axes,
     # legend, notes and title where a figure leaves them to the base font
     fonts = [lay.setdefault("legend", {}).setdefault("font", {})]
@@ -173,6 +175,16 @@ def _title_on_top(lay: dict[str, Any], text: str, size: int, height: int) -> Non
     stacked = under + max((lines_px[id(a)] + 4 for a in top if a.get("name") == BADGE and under), default=0)
     margin = lay.setdefault("margin", {})
     margin["t"] = max(margin.get("t", 0), 12 + block + 10 + int(max([stacked, *lines_px.values()], default=0)))
+
+
+def without_title(fig: go.Figure, height: int) -> go.Figure:
+    """A legible() figure, shown `height` px tall, with its title taken off (a slide's title is the slide's own
+    text) and the top margin the title took given back: its subplots' titles and a badge keep their room."""
+    lay: Any = fig.layout
+    if lay.title.text and lay.title.yref == "container" and lay.title.y is not None:
+        block = 2 * ((1 - lay.title.y) * height - 12)  # _title_on_top centres the block 12 px + half of it down
+        fig.update_layout(margin={"t": max(20, round((lay.margin.t or 0) - 12 - block))})
+    return fig.update_layout(title=None)
 
 
 def _grow_fonts(node: Any, grow: float, least: int, most: int) -> None:

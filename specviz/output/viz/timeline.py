@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from specviz.core import measure
 from specviz.core.trace import Trace
-from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, SLIDE_SIZE, apply, method_color, token_text
+from specviz.output.viz.theme import DRAFT, JUDGE, NEUTRAL, SLIDE_SIZE, add_key, apply, method_color, tint, token_text
 
 
 def _label(texts: list[str], limit: int = 14) -> str:
@@ -17,6 +17,8 @@ def _label(texts: list[str], limit: int = 14) -> str:
 
 # drawn in this order, overlaid: a step's accept bar lies over the end of its forward-pass bar
 PARTS = (("prefill", NEUTRAL, 0.6), ("propose", DRAFT, 0.9), ("verify", None, 0.95), ("accept", JUDGE, 0.9))
+# what the legend calls each part; a lane's forward passes are keyed by its method, in its colour
+KEYS = {"prefill": "prefill (the prompt)", "propose": "drafting (propose)", "accept": "judging drafts (accept)"}
 
 
 def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> list[go.Bar]:
@@ -33,13 +35,12 @@ def _bars_at(traces: list[Trace], lanes: list[str], upto_s: float | None) -> lis
                     base=[b["start"] * 1000 for b in rows],
                     orientation="h",
                     name=part if part != "verify" else "forward pass",
-                    legendgroup=part,
                     marker={
                         "color": color or method_color(trace.method),
                         "opacity": opacity,
                         "line": {"width": 0.5, "color": "white"},
                     },
-                    showlegend=(lane == lanes[0] and part != "verify") or (part == "verify" and lane == lanes[-1]),
+                    showlegend=False,  # the key (_key) names every lane and part, whatever a frame has drawn
                     text=[b["label"] for b in rows],
                     textposition="inside",
                     insidetextanchor="middle",
@@ -56,6 +57,26 @@ def _lanes(traces: list[Trace]) -> list[str]:
     return [f"{t.method}  ({t.new_tokens} tok)" for t in traces]
 
 
+def _key(fig: go.Figure, traces: list[Trace]) -> None:
+    """The legend, readable alone: the prefill, each lane's forward passes by its method in its colour, and the
+    drafting and judging slivers where a lane has them; the bars themselves stay out of it (a frame of the
+    replay may not have drawn them yet, and plotly keys no empty trace)."""
+    shade = {part: opacity for part, _c, opacity in PARTS}
+    found = {b["part"] for t in traces for b in _lane_bars(t, None)}
+    entries = [(KEYS["prefill"], tint(NEUTRAL, shade["prefill"]))]
+    entries += [(m, tint(method_color(m), shade["verify"])) for m in dict.fromkeys(t.method for t in traces)]
+    entries += [(KEYS[p], tint(c, shade[p])) for p, c in (("propose", DRAFT), ("accept", JUDGE)) if p in found]
+    add_key(fig, entries)
+
+
+def race_title(traces: list[Trace]) -> str:
+    """A title that holds whichever lane ends first: what the lanes share, and that each is one method."""
+    if len(traces) < 2:
+        return "Each bar one forward pass, as long as it took"
+    same = all(t.output_ids == traces[0].output_ids for t in traces)
+    return f"The same {'answer' if same else 'prompt'}, each lane one method"
+
+
 def timeline_figure(
     traces: list[Trace], upto_s: float | None = None, title: str | None = None, slide: bool = False
 ) -> go.Figure:
@@ -65,6 +86,7 @@ def timeline_figure(
     """
     lanes = _lanes(traces)
     fig = go.Figure(_bars_at(traces, lanes, upto_s))
+    _key(fig, traces)
     # a bar's tokens show inside it only at full size (where they fit); the others keep them on hover
     size = 18 if slide else 12
     fig.update_traces(textfont={"size": size}, selector={"type": "bar"})
