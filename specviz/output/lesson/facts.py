@@ -123,7 +123,7 @@ def _group_functions(group: Group, pack: Pack | None) -> dict[str, Callable[...,
             "feature_cos": lambda s, which: round(s.detail.features[f"cos_{which}_true"], 4),
             "width": lambda name: fitted.width(group.median(name)),
             "config": lambda name, key: _config(group, name)[key],
-            "split": lambda name, part: round(why.splits({name: group.runs[name]})[name][part], 2),
+            "split": lambda name, part: round(why.split(traces(group)[name])[part], 2),  # the run the figure draws
             } | (_pack_functions(pack) | _fitted(pack, group) if pack is not None else {})  # fmt: skip
 
 

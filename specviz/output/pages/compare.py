@@ -55,7 +55,7 @@ def step_split(traces: dict[str, Any], _shown: Shown) -> go.Figure:
     """Each method's step split into drafting, the target's pass and the rest, against plain decoding's step."""
     from specviz.output.viz.why import split_figure
 
-    return split_figure(traces, {n: methods.card(n).label for n in traces})
+    return split_figure(traces, {n: "plain decoding" if n == "ar" else methods.card(n).label for n in traces})
 
 
 def size_curve(traces: dict[str, Any], _shown: Shown) -> go.Figure:

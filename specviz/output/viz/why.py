@@ -4,6 +4,7 @@ fitted size, the paper's size and the measured run marked)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,35 +41,42 @@ def splits(traces: Mapping[str, Sequence[Trace] | Trace]) -> dict[str, dict[str,
 
 def split_figure(traces: Mapping[str, Any], labels: Mapping[str, str] | None = None, slide: bool = False):
     """One bar per method: its mean step in ms split into drafting, the target's pass and the rest, beside plain
-    decoding's step; each bar says its tokens a step (A) and what a token then costs against plain decoding's."""
+    decoding's step (grey, and the dotted line); each bar says its r, its tokens a step (A) and what a token then
+    costs against plain decoding's."""
     found = splits(traces)
     if "ar" not in found:
         raise KeyError("plain decoding's run, which every step is measured against")
     plain = found["ar"]["step"]
-    names = ["ar"] + [n for n in found if n != "ar"]
-    label = {n: (labels or {}).get(n, n) for n in names}
+    names = [n for n in found if n != "ar"]
+    label = {n: (labels or {}).get(n, n) for n in ["ar", *names]}
     fig = go.Figure()
+    fig.add_bar(y=[label["ar"]], x=[plain], name="plain decoding's step", orientation="h", marker_color=NEUTRAL,
+                hovertemplate="%{y}: %{x:.1f} ms a step<extra></extra>")  # fmt: skip
     for key, text, color in PARTS:
         fig.add_bar(
             y=[label[n] for n in names], x=[found[n][key] for n in names], name=text, orientation="h",
-            marker_color=[color if n != "ar" or key == "verify" else NEUTRAL for n in names],
-            hovertemplate="%{y}: " + text + " %{x:.1f} ms<extra></extra>",
+            marker_color=color, hovertemplate="%{y}: " + text + " %{x:.1f} ms<extra></extra>",
         )  # fmt: skip
     fig.add_vline(x=plain, line_dash="dot", line_color="#475569")
     said = []
-    for n in names:
+    for n in ["ar", *names]:
         one = [traces[n]] if isinstance(traces[n], Trace) else list(traces[n])
         a = statistics.median(measure.mean_accepted(t) for t in one) if n != "ar" else 1.0
         r = found[n]["step"] / plain
         said.append(f"  r {r:.2f}, A {a:.2f}: a token costs {r / a:.2f} of plain decoding's")
     fig.add_scatter(
-        x=[found[n]["step"] for n in names], y=[label[n] for n in names], text=said, mode="text",
-        textposition="middle right", showlegend=False, hoverinfo="skip",
+        x=[found[n]["step"] for n in ["ar", *names]], y=[label[n] for n in ["ar", *names]], text=said,
+        mode="text", textposition="middle right", showlegend=False, hoverinfo="skip",
     )  # fmt: skip
     top = max(v["step"] for v in found.values())
     fig.update_xaxes(title="mean step (ms); the dotted line: plain decoding's step", range=[0, top * 2.0])
+    fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", meta={"split": found})
     return apply(fig, "Where a step's time goes, against plain decoding's", slide=slide, height=420)
+
+
+MARKS = (("fitted", "circle", 16), ("paper", "diamond-open", 16), ("measured", "x", 14))
+MARKED = {"fitted": "the fitted size", "paper": "the paper's size", "measured": "measured here (A / r)"}
 
 
 def size_figure(curves: Mapping[str, Mapping[str, Any]], knee: float | None, slide: bool = False) -> go.Figure:
@@ -77,28 +85,27 @@ def size_figure(curves: Mapping[str, Mapping[str, Any]], knee: float | None, sli
     starts to cost twice one token's."""
     fig = go.Figure()
     for name, c in curves.items():
-        color, label = method_color(name), c.get("label", name)
+        color = method_color(name)
         xs, ys = zip(*c["widths"], strict=True) if c["widths"] else ((), ())
-        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"{label}: predicted", line={"color": color, "width": 3})
-        marks = [("fitted", c.get("fitted"), "circle", 16), ("paper's size", c.get("paper"), "diamond-open", 16)]
-        for what, point, symbol, size in marks:
-            if point:
+        fig.add_scatter(x=xs, y=ys, mode="lines", name=c.get("label", name), line={"color": color, "width": 3})
+        for key, symbol, size in MARKS:
+            if c.get(key):
                 fig.add_scatter(
-                    x=[point[0]], y=[point[1]], mode="markers", name=f"{label}: {what}",
-                    marker={"symbol": symbol, "size": size, "color": color, "line": {"width": 2, "color": color}},
+                    x=[c[key][0]], y=[c[key][1]], mode="markers", showlegend=False,
+                    name=f"{c.get('label', name)}: {MARKED[key]}",
+                    marker={"symbol": symbol, "size": size, "color": "#111827" if key == "measured" else color,
+                            "line": {"width": 2, "color": color}},
                 )  # fmt: skip
-        if c.get("measured"):
-            x, y = c["measured"]
-            fig.add_scatter(
-                x=[x], y=[y], mode="markers", name=f"{label}: measured here",
-                marker={"symbol": "x", "size": 16, "color": "#111827"},
-            )  # fmt: skip
+    for key, symbol, size in MARKS:  # one legend entry per mark, in grey: the colour is the method's
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=MARKED[key],
+                        marker={"symbol": symbol, "size": size, "color": "#475569"})  # fmt: skip
     if knee:
         fig.add_vline(x=knee, line_dash="dot", line_color="#475569")
-        fig.add_annotation(x=knee, y=1, yref="paper", text=f"a pass costs 2× one token's at {knee:.0f}",
+        fig.add_annotation(x=math.log10(knee), y=1, yref="paper", text=f"a pass costs 2× one token's at {knee:.0f}",
                            showarrow=False, xanchor="left", xshift=6, yanchor="top")  # fmt: skip
     fig.add_hline(y=1, line_dash="dot", line_color=NEUTRAL)
-    fig.update_xaxes(title="tokens the target verifies in one pass (tree size)", type="log")
+    ticks = [2, 4, 8, 16, 32, 64]
+    fig.update_xaxes(title="tokens the target verifies in one pass (tree size)", type="log", tickvals=ticks)
     fig.update_yaxes(title="speedup over plain decoding")
     fig.update_layout(meta={"curves": {k: dict(v) for k, v in curves.items()}, "knee": knee})
     return apply(fig, "Tree size against speedup on this device", slide=slide, height=460)
