@@ -184,7 +184,7 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
         assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
         return next(m.value for m in at.markdown if m.value.startswith("**Stop "))
 
-    assert head().startswith("**Stop 4 of 23** · 1 of 4 · **Speculative sampling")
+    assert head().startswith("**Stop 4 of 25** · 1 of 4 · **Speculative sampling")
     assert any("\n$$\n" in m.value for m in at.markdown), "the formula as display math"
     at.button(key="lesson_next").click().run()
     assert "2 of 4 · **At the rejection" in head()
@@ -193,13 +193,13 @@ def test_the_app_walks_a_stops_builds_and_questions_and_jumps_by_the_index(monke
     said = next(m.value for m in at.markdown if m.value.startswith("**Where do the drafts come from?**"))
     assert "Measured (speculative sampling): propose" in said and "drafts accepted" in said
     at.button(key="lesson_next").click().run()
-    assert head().startswith("**Stop 5 of 23** · **Why it is exact")
+    assert head().startswith("**Stop 5 of 25** · **Why it is exact")
     at.button(key="lesson.index.cost_model").click().run()
-    assert head().startswith("**Stop 17 of 23** · 1 of 2 · **The cost model")
+    assert head().startswith("**Stop 18 of 25** · 1 of 2 · **The cost model")
     at.slider(key="lesson.alpha").set_value(0.9).run()
     assert any("speculation pays" in m.value for m in at.markdown), "a high α pays in the model"
     at.button(key="lesson.index.gpu").click().run()
-    assert head().startswith("**Stop 22 of 23** · 1 of 2 · **GPUs") and not loads, "replayed: no model"
+    assert head().startswith("**Stop 24 of 25** · 1 of 2 · **GPUs") and not loads, "replayed: no model"
 
 
 @pytest.mark.full  # reads the shipped recording (about 1 s)
