@@ -12,7 +12,7 @@ made, its lines and its one measured point.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ def measured(pairs: Sequence[tuple[Trace, Trace]]) -> dict[str, float]:
     }
 
 
-def table(f: dict[str, float], runs: dict[int, Sequence[tuple[Trace, Trace]]], curve: Any = None) -> dict[str, Any]:
+def table(f: dict[str, float], runs: Mapping[int, Sequence[tuple[Trace, Trace]]], curve: Any = None) -> dict[str, Any]:
     """The figure's data: the fit, and at each γ the model's A and A / r beside the runs measured there (None where
     none were made)."""
     gammas = sorted({*GAMMAS, *runs})
