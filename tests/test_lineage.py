@@ -32,7 +32,8 @@ def test_measured_only_where_run_and_stored():
     assert node_caption(works["eagle"], measured) == "no stored bench"  # the static tree was not benched
     assert node_caption(works["medusa"], measured) == "no stored bench"
     assert node_caption(works["hydra"], measured) == "no stored bench"  # run by the app, not in BENCH
-    assert node_caption(works["dflash"], measured) == ""  # hollow: the subtitle says not measured
+    assert node_caption(works["dflash"], measured) == "no stored bench"  # run by the app since its drafter exists
+    assert node_caption(works["specinfer"], measured) == ""  # hollow: the subtitle says not measured
     assert "hollow: not measured" in lineage_figure(BENCH).layout.title.text.replace("<br>", " ")
     assert measured_values(None) == {} and measured_values({"methods": {"x": {"speedup": "?"}}}) == {}
 

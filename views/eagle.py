@@ -11,6 +11,8 @@ import streamlit as st
 
 from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import StepTrace, Trace
+from specviz.heads.dflash import DEFAULT_DIR as DFLASH_DIR
+from specviz.heads.dflash import read_config as read_dflash
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
 from specviz.heads.eagle3 import check_fits
@@ -35,6 +37,7 @@ BUDGET_HELP = (
     "floor (up to depth); the head's confidence table is measured on unseen prompts."
 )
 POOL_HELP = "The same head and tree, with the text's own n-gram continuations grafted on, in the same runs"
+DF_HELP = "A block drafter that fills its whole block in one pass, at the block fitted to this device, in the same runs"
 
 page_header(
     "EAGLE-2: draft features, grow the tree where the draft is confident",
@@ -73,7 +76,12 @@ except HeadError as exc:
     e3_cfg, e3_missing = None, str(exc)
 with_e3 = e3_cfg is not None and widget(c3, PAGE, "eagle.eagle3", "Run EAGLE-3 beside it", value=True, help=E3_HELP)
 with_pool = widget(c3, PAGE, "eagle.hybrid", "Run EAGLE-2 + n-gram pool beside it", value=True, help=POOL_HELP)
-cfgs = configs(PAGE, shows=("hybrid",) if with_pool else (), eagle3=with_e3)  # EAGLE-2 and those beside it
+try:
+    df_cfg = read_dflash(DFLASH_DIR)
+except HeadError as exc:
+    df_cfg, df_missing = None, str(exc)
+with_df = df_cfg is not None and widget(c3, PAGE, "eagle.dflash", "Run DFlash beside it", value=True, help=DF_HELP)
+cfgs = configs(PAGE, shows=("hybrid",) if with_pool else (), eagle3=with_e3, dflash=with_df)  # EAGLE-2 and beside
 cfg = cfgs["eagle"]
 other = replace(cfg, tree="static" if tree_kind == "dynamic" else "dynamic", min_tokens=0)
 s = at_temperature(s, temperature)
@@ -188,6 +196,29 @@ if "eagle3" in runs:
         lm = get_model()  # None while traces are loaded
         layers = int(getattr(lm.hf.config, "num_hidden_layers", 30)) if lm is not None else 30
         draw(PAGE, "eagle3_fusion", {"eagle3": t3}, layers=layers)  # its own step, by the step rule
+
+st.subheader("DFlash beside EAGLE-3: a whole block drafted in one pass")
+st.caption(
+    "EAGLE-3's head drafts one tree level per round, each round waiting for the one before. DFlash's drafter reads "
+    "the same fused layers as context and fills a whole block of masked positions at once, with no causal mask "
+    "among them: one pass, however long the block. The target verifies the block as a chain, so one early miss "
+    "ends it. Block drafted here at the size fitted to this device."
+)
+if df_cfg is None:
+    st.info(f"DFlash is not available here: {df_missing}")
+elif "dflash" not in runs:
+    st.info("Turn on *Run DFlash beside it* above to run it on this prompt, in the same runs.")
+else:
+    td = beside_eagle("dflash", "DFlash", "DFlash's")
+    if "eagle3" in runs:
+        draw(PAGE, "dflash_drafting", {"eagle3": t3, "dflash": td})
+    draw(PAGE, "dflash_blocks", {"dflash": td})
+    draw(PAGE, "dflash_positions", {"dflash": td})
+    top1 = [round(row[0], 3) for row in df_cfg.calibration]
+    st.caption(
+        f"Held-out top-1 of the drafter by block position, measured when it was trained: {top1}. Each position "
+        "is guessed without knowing the drafts before it, so the later ones fall faster than EAGLE's depths."
+    )
 
 st.subheader("EAGLE-2 + n-gram pool: the text's own n-grams in the head's tree")
 st.caption(

@@ -230,6 +230,32 @@ class Eagle3Detail(EagleDetail):
 
 
 @dataclass(frozen=True)
+class DFlashDetail(Detail):
+    """One DFlash step: the block drafted in one pass after the root, the drafter's confidence at each position,
+    and how many positions the target kept (a chain: the first miss ends it)."""
+
+    METHOD: ClassVar[str] = "dflash"
+    NESTED: ClassVar[dict[str, Any]] = {
+        "drafts": ["int", MAX_CHAIN],
+        "texts": ["str", MAX_CHAIN],
+        "conf": [PROB, MAX_CHAIN],
+        "target": ["int", MAX_CHAIN],
+    }
+    block: int  # the drafter's block: the root and block - 1 masked positions, filled in one forward
+    drafts: list[int]  # the drafted tokens after the root (cut at an EOS or at the answer's end)
+    texts: list[str]
+    conf: list[float]  # the drafter's probability of each draft, by block position
+    target: list[int]  # the target's own token after each kept prefix: the draft kept where they agree (T = 0)
+    n_accepted: int  # how many drafts the target kept
+
+    def problem(self) -> str | None:
+        n = len(self.drafts)
+        if not (len(self.texts) == len(self.conf) == n and len(self.target) <= n + 1):
+            return "its drafts, texts, confidences and target tokens differ in length"
+        return None if 0 <= self.n_accepted <= n < self.block else "it keeps more drafts than it drafted"
+
+
+@dataclass(frozen=True)
 class HybridDetail(EagleDetail):
     """An EAGLE step whose tree also holds n-gram candidates: who proposed each drafted node."""
 

@@ -82,7 +82,7 @@ WORKS: tuple[Work, ...] = (
     Work("dflash", "DFlash", 2026, "Chen, Liang & Liu", "2602.06036",
          "a light block-diffusion model: a whole block of drafts in one parallel, non-causal pass",
          "a block", "yes", BANDWIDTH + "; drafting stops being serial",
-         parents=(("eagle3", "drafts by diffusion"),), place=(6, 1.6)),
+         parents=(("eagle3", "drafts by diffusion"),), runs="dflash", place=(6, 1.6)),
 )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ from specviz.corpus.data import held_out, open_folders
 from specviz.corpus.features import corpus_features
 from specviz.corpus.heldout import heldout_set
 from specviz.corpus.shards import Sequence
+from specviz.training.dflash_train import corpus_data
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
@@ -73,7 +74,7 @@ def parser(cls: type[Trainer]) -> Parser:
     """`train KIND`'s options: where things are, then the loop's settings, then the trainer's."""
     doc = (cls.__doc__ or "").strip()
     ap = Parser(prog=f"python -m specviz train {cls.kind}", description=doc, formatter_class=DEFAULTS_SHOWN)
-    data = cache_root() / getattr(cls, "data_dir", "distill")
+    data = Path(CORPUS) if getattr(cls, "reads_ids", False) else cache_root() / getattr(cls, "data_dir", "distill")
     ap.add_argument(
         "--data",
         type=Path,
@@ -124,9 +125,14 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     from_corpus = [str(f) == CORPUS and not f.is_dir() for f in a.data]
     if any(from_corpus) and getattr(cls, "data_dir", "") == "distill-layers":
         raise ValueError(f"{cls.kind} reads three layers' inputs, which corpus features do not hold; see its --help.")
-    data = None if any(from_corpus) else open_folders(a.data)  # a bad folder fails before the model loads
-    if data is None and not all(from_corpus):  # beside the corpus: feature folders, opened lazily, checked first
-        open_folders([f for f, c in zip(a.data, from_corpus, strict=True) if not c])
+    if getattr(cls, "reads_ids", False):  # the trainer makes its own features: the corpus's ids are its data
+        if a.data != [Path(CORPUS)]:
+            raise ValueError(f"{cls.kind} reads the committed corpus's token ids: --data {CORPUS} (its default).")
+        data = corpus_data(trainer.max_len)  # type: ignore[attr-defined]  # an ids-reading trainer has one
+    else:
+        data = None if any(from_corpus) else open_folders(a.data)  # a bad folder fails before the model loads
+        if data is None and not all(from_corpus):  # beside the corpus: feature folders, opened lazily, checked first
+            open_folders([f for f, c in zip(a.data, from_corpus, strict=True) if not c])
     torch.set_num_threads(a.threads)
     # plain kernels: a trainer reads the target's own weights (the draft copies its layers), which packing drops
     given = lm is not None

@@ -46,8 +46,9 @@ PAPER: dict[str, dict[str, int]] = {
     "medusa": {"heads": 4, "total_tokens": 64},
     "hydra": {"heads": 4, "total_tokens": 64},
     "lookahead": {"window": 7, "ngram": 5, "guesses": 7},
+    "dflash": {"block": 16},  # the paper's drafters draft blocks of 16; ours is capped by the block it was trained on
 }
-FAMILY = {"eagle": "eagle", "eagle3": "eagle3", "hybrid": "eagle", "medusa": "medusa", "hydra": "hydra"}
+FAMILY = {m: m for m in PAPER if m != "lookahead"} | {"hybrid": "eagle"}  # whose head's acceptance a method reads
 # the steps timed for the draft model of each head (the fields set; the rest fitted or default): enough points to
 # fit its terms (EAGLE: a round's fixed part and its part per expanded node; Medusa: per head; Hydra: per depth)
 SAMPLES: dict[str, tuple[dict[str, int], ...]] = {
@@ -64,11 +65,12 @@ SAMPLES: dict[str, tuple[dict[str, int], ...]] = {
     "medusa": ({"heads": 1, "total_tokens": 3}, {"heads": 4, "total_tokens": 6}),
     "hydra": ({"heads": 1, "total_tokens": 2}, {"heads": 4, "total_tokens": 8}),
     "lookahead": ({"window": 3, "ngram": 2, "guesses": 2},),
+    "dflash": ({"block": 2}, {"block": 8}),  # one drafter pass whatever the block: its cost is one term
 }
 # what the fit times its steps on: a fixed request, never a prompt anything is evaluated on
 PROMPT = "Describe, step by step, how a refrigerator keeps the food inside it cold."
 TOKENS = 32
-VERSION = 1
+VERSION = 2  # 2: DFlash's steps timed too
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,9 @@ class Fit:
 
     def describe(self) -> str:
         """'fitted to this device: 6 nodes (predicted 1.31×, A 1.7 / r 1.30)'."""
-        what = (
-            f"W {self.best.fields['window']} / N {self.best.fields['ngram']} / G {self.best.fields['guesses']}"
-            if (self.method == "lookahead")
-            else f"{self.best.forward_tokens} nodes"
-        )
-        b = self.best
+        b, f = self.best, self.best.fields
+        what = {"lookahead": "W {window} / N {ngram} / G {guesses}", "dflash": "a block of {block}"}.get(self.method)
+        what = what.format(**f) if what else f"{b.forward_tokens} nodes"
         return f"fitted to this device: {what} (predicted {b.speedup:.2f}×, A {b.A:.2f} / r {b.r:.2f})"
 
 
@@ -186,8 +185,8 @@ def _hydra_depth(method: str, f: Mapping[str, int]) -> int:
 def acceptance(method: str) -> tuple[tuple[float, ...], ...]:
     """The head's held-out rank acceptance, [depth or head][rank] (device-independent; committed with the head)."""
     family = FAMILY[method]
-    if family in ("eagle", "eagle3"):
-        folder = EAGLE_DIR if family == "eagle" else MODELS / "eagle3"
+    if family in ("eagle", "eagle3", "dflash"):
+        folder = EAGLE_DIR if family == "eagle" else MODELS / family
         table = json.loads((folder / "config.json").read_text(encoding="utf-8"))["calibration"]
     else:
         table = json.loads((MODELS / family / "calibration.json").read_text(encoding="utf-8"))["accuracy"]
@@ -212,6 +211,13 @@ def tree_candidates(method: str, cost: DeviceCost, cap: Mapping[str, int]) -> li
     coef, scale = draft_model(method, samples), interp_or(samples, cost)
     other = statistics.median([s.other_ms for s in samples]) if samples else 0.0
     out = []
+    if family == "dflash":  # a chain: block position i is kept when every one before it was
+        n_max = min(cap["block"], len(acc) + 1)
+        gains = _prefix_gains([row[:1] for row in acc], n_max)
+        return [
+            Candidate({"block": n}, n, gains[n - 1], scale * cost.forward_ms(n), float(coef[0]), other, cost.plain_ms)
+            for n in range(2, n_max + 1)
+        ]
     n_max = cap["total_tokens"]
     if family in ("eagle", "eagle3"):
         for depth in range(1, min(cap["depth"], len(acc)) + 1):

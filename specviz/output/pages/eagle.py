@@ -39,6 +39,7 @@ CONTROLS = (
     Control("eagle.temperature", "float", 0.0, 1.5),
     Control("eagle.eagle3", "bool"),  # EAGLE-3 beside EAGLE-2
     Control("eagle.hybrid", "bool"),  # the hybrid beside EAGLE-2
+    Control("eagle.dflash", "bool"),  # DFlash beside EAGLE-3
     Control("eagle.repeats", "int", *REPEATS),
 )
 
@@ -110,6 +111,9 @@ FIGURES = (
     Figure("hybrid_verify", verified("hybrid", 0), method="hybrid", one_step=True),
     Figure("hybrid_mask", verified("hybrid", 1), method="hybrid", one_step=True),
     Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
+    Figure("dflash_blocks", given("specviz.output.viz.dflash:block_figure", "dflash"), method="dflash"),
+    Figure("dflash_positions", given("specviz.output.viz.dflash:position_figure", "dflash"), method="dflash"),
+    Figure("dflash_drafting", given("specviz.output.viz.dflash:drafting_figure", "eagle3", "dflash"), method="dflash"),
     # both trees re-grown on the step shown ({"regrown": tuning.eagle_replay.replay_trees}); the lesson
     # re-grows them when it records (output/lesson/stored.regrown)
     Figure(
@@ -125,5 +129,5 @@ FIGURES = (
 )
 # EAGLE-2 at the page's tree shape, Configs built by Page.configs from CONTROLS alone; EAGLE-3 beside it while
 # its toggle is on, the hybrid when a stop shows it or focuses its figure (the page passes it while its toggle is on)
-BESIDE = (Beside("hybrid"), Beside("eagle3", "eagle.eagle3"))
+BESIDE = (Beside("hybrid"), Beside("eagle3", "eagle.eagle3"), Beside("dflash", "eagle.dflash"))
 PAGE = Page("eagle", "EAGLE", CONTROLS, figures=FIGURES, icon=":material/flight:", method="eagle", beside=BESIDE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as config_fields
 from typing import Any
 
 import plotly.graph_objects as go
@@ -127,7 +128,9 @@ class Page:
             return {}, None
         fields = shape(self.id, self.method, values) | own(values, self.controls)
         names = [self.method, *(b.method for b in self.beside if self.runs_beside(b, values, figure, shows))]
-        return {n: fitted(n, fields) for n in names}, values.get(f"{self.id}.temperature")
+        return {n: fitted(n, fields if n == self.method else shared(n, fields)) for n in names}, values.get(
+            f"{self.id}.temperature"
+        )
 
     def runs_beside(self, b: Beside, values: dict[str, Any], figure: str, shows: Sequence[str]) -> bool:
         """Whether `b` runs: its toggle's value, or (no toggle) a stop shows it or focuses one of its figures."""
@@ -174,6 +177,13 @@ def shape(page: str, method: str, values: dict[str, Any]) -> dict[str, Any]:
 def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -> dict[str, Any]:
     """The fields of `method`'s Config ("" the page's own) that the controls set and the widget values hold."""
     return {c.field: values[c.key] for c in controls if c.field and c.method == method and c.key in values}
+
+
+def shared(method: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The page's fields that `method`'s Config has: a method beside the page's takes those (EAGLE-3 the tree's
+    shape), and its own fit or defaults for the rest (DFlash, whose block is no tree)."""
+    have = {f.name for f in config_fields(methods.get(method).Config)}
+    return {k: v for k, v in fields.items() if k in have}
 
 
 def fitted(method: str, fields: dict[str, Any]) -> Any:
