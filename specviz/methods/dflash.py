@@ -17,6 +17,7 @@ drafter's cache. One step:
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,13 +76,27 @@ class Block:
     conf: list[float]
 
 
+_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # head -> {(device, dtype): its drafting copy}
+
+
+def drafting_copy(head: DFlashHead, device: torch.device, dtype: torch.dtype) -> DFlashHead:
+    """The drafter in the draft dtype, made once per (head, device, dtype) and kept as long as the head is: the
+    loaded drafter is shared by every session of the model, so it is never cast in place."""
+    if head.fuse.weight.dtype == dtype and head.fuse.weight.device == device:
+        return head
+    per = _COPIES.setdefault(head, {})
+    if (str(device), dtype) not in per:
+        per[(str(device), dtype)] = copy.deepcopy(head).to(device, dtype).eval().requires_grad_(False)
+    return per[(str(device), dtype)]
+
+
 class BlockProposer:
     """The drafter over one generation: its context cache (each layer's keys and values of every committed
     position), and one forward a step that drafts a whole block."""
 
     def __init__(self, lm: LoadedModel, head: DFlashHead, cfg: Config) -> None:
         self.lm, self.dtype = lm, head_dtype(lm, cfg.head_dtype)
-        self.head = copy.deepcopy(head).to(lm.device, self.dtype) if head.fuse.weight.dtype != self.dtype else head
+        self.head = drafting_copy(head, lm.device, self.dtype)
         self.layers = tuple(head.config.layers)
         self.block = head.config.block  # the drafter always fills the block it was trained on
         self.sent = min(cfg.block or self.block, self.block)  # the positions sent to the target, the root included
