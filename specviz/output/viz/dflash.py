@@ -90,7 +90,7 @@ def gallery(trace: Trace) -> dict[str, go.Figure]:
     }
 
 
-def passes(n: float) -> str:
+def pass_words(n: float) -> str:
     """'1 drafter pass a step', '2 drafter passes a step', '1.9 drafter passes a step' (a mean over steps)."""
     return f"{n:.2g} drafter pass{'' if n == 1 else 'es'} a step"
 
@@ -110,7 +110,7 @@ def drafting_figure(eagle3: Trace, dflash: Trace, title: str | None = None, slid
         else:
             passes = 1.0
         rows.append((name, split[0], split[1], max(0.0, rest), passes, trace.mean_accepted))
-    labels = [f"{'EAGLE-3' if r[0] == 'eagle3' else 'DFlash'}<br>{passes(r[4])} · A {r[5]:.2f}" for r in rows]
+    labels = [f"{'EAGLE-3' if r[0] == 'eagle3' else 'DFlash'}<br>{pass_words(r[4])} · A {r[5]:.2f}" for r in rows]
     fig = go.Figure()
     for j, (part, colour) in enumerate((("drafting", DRAFT), ("the target's pass", VERIFY), ("the rest", NEUTRAL))):
         vals = [r[1 + j] for r in rows]
