@@ -138,7 +138,7 @@ def test_many_traces_are_refused():
         big = max(d["groups"], key=lambda g: sum(map(len, g["runs"].values())))
         d["groups"] += [big | {"key": f"copy{i}"} for i in range(4)]
 
-    with pytest.raises(LessonError, match=f"holds 150 traces; a pack holds at most {MAX_PACK_TRACES}"):
+    with pytest.raises(LessonError, match=f"holds 165 traces; a pack holds at most {MAX_PACK_TRACES}"):
         from_dict(changed(copies), "upload.json")  # past the bytes' pre-count: the parsed data's own cap
 
 
