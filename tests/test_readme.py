@@ -19,6 +19,7 @@ OPENING_NAMES = (
     "Hydra",
     "EAGLE-2",
     "EAGLE-3",
+    "DFlash",
     "Jacobi",
     "Lookahead",
     "EAGLE + n-gram hybrid",

@@ -17,9 +17,9 @@ import pytest
 
 from specviz.core.paths import MODELS, REPO
 from specviz.core.trace import BUNDLE_FORMAT, TRACE_FORMAT, Trace, TraceError, load_traces
-from specviz.heads import draft, eagle, eagle3, hydra, medusa, store
+from specviz.heads import dflash, draft, eagle, eagle3, hydra, medusa, store
 
-KINDS = {k.fmt: k for k in (eagle.KIND, eagle3.KIND, medusa.KIND, hydra.KIND, draft.KIND)}
+KINDS = {k.fmt: k for k in (eagle.KIND, eagle3.KIND, medusa.KIND, hydra.KIND, draft.KIND, dflash.KIND)}
 HEADS = sorted(p.parent for p in MODELS.rglob("config.json"))
 SWEEPS = sorted(MODELS.rglob("*sweep*.json"))
 PACK = REPO / "docs" / "lesson" / "pack.json"

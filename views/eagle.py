@@ -12,6 +12,7 @@ import streamlit as st
 from specviz.core.details import EagleDetail, HybridDetail
 from specviz.core.trace import StepTrace, Trace
 from specviz.heads.dflash import DEFAULT_DIR as DFLASH_DIR
+from specviz.heads.dflash import KIND as DFLASH_KIND
 from specviz.heads.dflash import read_config as read_dflash
 from specviz.heads.eagle import DEFAULT_DIR, HeadError, read_config
 from specviz.heads.eagle3 import DEFAULT_DIR as EAGLE3_DIR
@@ -78,6 +79,8 @@ with_e3 = e3_cfg is not None and widget(c3, PAGE, "eagle.eagle3", "Run EAGLE-3 b
 with_pool = widget(c3, PAGE, "eagle.hybrid", "Run EAGLE-2 + n-gram pool beside it", value=True, help=POOL_HELP)
 try:
     df_cfg = read_dflash(DFLASH_DIR)
+    if (lm := get_model()) is not None and not replaying():  # a drafter for another model must not stop EAGLE-2's
+        check_fits(df_cfg, lm.hf.config, DFLASH_DIR, DFLASH_KIND)
 except HeadError as exc:
     df_cfg, df_missing = None, str(exc)
 with_df = df_cfg is not None and widget(c3, PAGE, "eagle.dflash", "Run DFlash beside it", value=True, help=DF_HELP)

@@ -33,6 +33,7 @@ from specviz.core.paths import MODELS
 from specviz.core.schema import Between
 from specviz.heads import store
 from specviz.heads.eagle import SPECS, HeadConfig, HeadError, check_shape, draft_ids_fit, init_linears
+from specviz.heads.eagle3 import check_fits
 from specviz.heads.files import Kind, read_weights, stamp
 
 DFLASH_FORMAT = "specviz-dflash/1"
@@ -242,12 +243,6 @@ def warm_start(head: DFlashHead, folder: str | Path) -> list[str]:
     return sorted(picked)
 
 
-def draft_rows(head: DFlashHead, lm_head: nn.Module, dtype: torch.dtype) -> torch.Tensor:
-    """The target's LM-head rows of the draft vocabulary [Vd, h] in `dtype`."""
-    w = lm_head.get_parameter("weight").detach()
-    return w.to(dtype) if head.full_vocab else w.index_select(0, head.draft_ids.to(w.device)).to(dtype)
-
-
 def save_head(
     head: DFlashHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
 ) -> Path:
@@ -274,13 +269,7 @@ def load_head(
     """A saved drafter, frozen, in `dtype` (checked against `hf_config` when given); HeadError in one sentence."""
     cfg = read_config(folder)
     if hf_config is not None:
-        want = HeadConfig.from_target(hf_config)
-        depth = int(hf_config.num_hidden_layers)
-        if (want.hidden_size, want.vocab_size) != (cfg.hidden_size, cfg.vocab_size) or max(cfg.layers) >= depth:
-            raise HeadError(
-                f"The DFlash drafter in {folder} was trained for another model (hidden {cfg.hidden_size}, "
-                f"vocab {cfg.vocab_size}, layers {cfg.layers}); {KIND.hint}"
-            )
+        check_fits(cfg, hf_config, folder, KIND)
     weights = Path(folder) / WEIGHTS
     state = read_weights(weights, KIND)
     draft_ids = state.pop("draft_ids", None)

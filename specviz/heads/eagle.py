@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -173,7 +173,16 @@ class EagleHead(nn.Module):
         return growing_cache(self.llama)
 
 
-def draft_weight(head: EagleHead, lm_head: nn.Module, dtype: torch.dtype) -> torch.Tensor:
+class DraftVocab(Protocol):
+    """A draft over a reduced vocabulary (EAGLE's heads, DFlash's drafter): its rows' token ids, or all of them."""
+
+    draft_ids: torch.Tensor
+
+    @property
+    def full_vocab(self) -> bool: ...
+
+
+def draft_weight(head: DraftVocab, lm_head: nn.Module, dtype: torch.dtype) -> torch.Tensor:
     """The LM-head rows of the draft vocabulary, [Vd, h], in the draft's dtype."""
     w = lm_head.get_parameter("weight").detach()
     return w.to(dtype) if head.full_vocab else w.index_select(0, head.draft_ids.to(w.device)).to(dtype)

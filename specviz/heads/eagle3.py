@@ -137,14 +137,15 @@ def read_config(folder: str | Path) -> Eagle3Config:
     return cfg
 
 
-def check_fits(cfg: Eagle3Config, hf_config: Any, folder: str | Path) -> None:
-    """HeadError unless the head was made for a model of this width, vocabulary and depth."""
+def check_fits(cfg: Any, hf_config: Any, folder: str | Path, kind: Kind = KIND) -> None:
+    """HeadError unless the head (EAGLE-3's, or another `kind` reading fused layers: DFlash's drafter) was made for a
+    model of this width, vocabulary and depth."""
     want = HeadConfig.from_target(hf_config)
     n_layers = int(hf_config.num_hidden_layers)
     if (want.hidden_size, want.vocab_size) != (cfg.hidden_size, cfg.vocab_size) or max(cfg.layers) >= n_layers:
         raise HeadError(
-            f"The EAGLE-3 head in {folder} was trained for another model (hidden {cfg.hidden_size}, "
-            f"vocab {cfg.vocab_size}, layers {cfg.layers}); retrain with: {TRAIN_HINT}"
+            f"The {kind.name.split(' ', 1)[1]} in {folder} was trained for another model (hidden {cfg.hidden_size}, "
+            f"vocab {cfg.vocab_size}, layers {cfg.layers}); {kind.hint}"
         )
 
 

@@ -29,8 +29,8 @@ from specviz.core.drafting import fit_field
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
-from specviz.heads.dflash import DEFAULT_DIR, MAX_BLOCK, DFlashHead, cached_head, draft_rows, new_head, pass_root
-from specviz.heads.eagle import HeadError
+from specviz.heads.dflash import DEFAULT_DIR, MAX_BLOCK, DFlashHead, cached_head, new_head, pass_root
+from specviz.heads.eagle import HeadError, draft_weight
 from specviz.heads.eagle_drafter import head_dtype
 from specviz.methods.base import Card, Outcome, Run, Step, generator
 from specviz.methods.speculator import TreeSpeculator, path_outcome
@@ -100,7 +100,7 @@ class BlockProposer:
         self.layers = tuple(head.config.layers)
         self.block = head.config.block  # the drafter always fills the block it was trained on
         self.sent = min(cfg.block or self.block, self.block)  # the positions sent to the target, the root included
-        self.rows = draft_rows(head, lm.lm_head, self.dtype)  # [Vd, h]
+        self.rows = draft_weight(head, lm.lm_head, self.dtype)  # [Vd, h]
         self.context: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.last: torch.Tensor | None = None  # the last committed position's context feature [1, 1, h]
 

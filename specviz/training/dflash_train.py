@@ -30,7 +30,8 @@ from specviz.core.model import LoadedModel
 from specviz.corpus.data import Data, in_memory
 from specviz.corpus.features import corpus_windows
 from specviz.corpus.shards import Sequence
-from specviz.heads.dflash import DEFAULT_DIR, DFlashHead, draft_rows, load_head, new_head, save_head, warm_start
+from specviz.heads.dflash import DEFAULT_DIR, DFlashHead, load_head, new_head, save_head, warm_start
+from specviz.heads.eagle import draft_weight
 from specviz.training.eagle_loss import batches, draft_index, draft_vocab
 from specviz.training.trainer import Batch, TrainConfig, summary, token_ranks
 
@@ -154,7 +155,7 @@ class DFlashTrainer:
         """Σ_i exp(-(i-1)/decay) · CE(target's distribution, drafter's) at block positions i = 1 … block - 1."""
         layers, final = teacher(lm, b["ids"], head.config.layers)
         out = block_outputs(head, lm, b["ids"], layers, b["starts"])
-        weight, starts = draft_rows(head, lm.lm_head, torch.float32), b["starts"]
+        weight, starts = draft_weight(head, lm.lm_head, torch.float32), b["starts"]
         total, logs = torch.zeros(()), {}
         for i in range(1, head.config.block):
             at = starts + i  # the position whose token block position i drafts
@@ -180,7 +181,7 @@ class DFlashTrainer:
     def ranks(self, lm: LoadedModel, head: Any, held: abc.Sequence[Sequence]) -> list[torch.Tensor]:
         """Rank of the target's token at every block position 1 … block - 1, a block anchored at every answer
         position of every held-out sequence (its layer inputs computed once, in the model's own dtype)."""
-        weight, tok2draft = draft_rows(head, lm.lm_head, torch.float32), draft_index(head, lm.hf.config.vocab_size)
+        weight, tok2draft = draft_weight(head, lm.lm_head, torch.float32), draft_index(head, lm.hf.config.vocab_size)
         per: list[list[torch.Tensor]] = [[] for _ in range(head.config.block - 1)]
         for s in held:
             if s.layers is None:

@@ -6,11 +6,8 @@ settings against them, runs what they run and draws what they draw; the deck and
 
 from __future__ import annotations
 
-import dataclasses
-
-from specviz import methods
 from specviz.output.pages import acceptance, compare, data, eagle, home, lineage, lookahead, medusa, timeline
-from specviz.output.pages.page import REPEATS, SOURCES, Control, Figure, Page, Shown
+from specviz.output.pages.page import REPEATS, SOURCES, Control, Figure, Page, Shown, config_names
 
 __all__ = [
     "NAVIGATION",
@@ -65,7 +62,7 @@ def ranges(method: str) -> dict[str, Control]:
     control naming its method, else the page's own method's and those it runs beside it on the same fields. The
     Compare page's inputs for a method take these, so none reaches past the method pages' sliders."""
     out: dict[str, Control] = {}
-    have = {f.name for f in dataclasses.fields(methods.get(method).Config)}  # DFlash beside EAGLE has no tree
+    have = config_names(method)  # DFlash beside EAGLE has no tree
     for p in PAGES.values():
         for c in p.controls:
             whose = {c.method} if c.method else {p.method, *(b.method for b in p.beside)}

@@ -182,8 +182,13 @@ def own(values: dict[str, Any], controls: Sequence[Control], method: str = "") -
 def shared(method: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The page's fields that `method`'s Config has: a method beside the page's takes those (EAGLE-3 the tree's
     shape), and its own fit or defaults for the rest (DFlash, whose block is no tree)."""
-    have = {f.name for f in config_fields(methods.get(method).Config)}
+    have = config_names(method)
     return {k: v for k, v in fields.items() if k in have}
+
+
+def config_names(method: str) -> set[str]:
+    """The names of `method`'s Config fields."""
+    return {f.name for f in config_fields(methods.get(method).Config)}
 
 
 def fitted(method: str, fields: dict[str, Any]) -> Any:

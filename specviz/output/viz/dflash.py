@@ -9,6 +9,7 @@ from specviz.core.details import DFlashDetail, Eagle3Detail
 from specviz.core.trace import Trace
 from specviz.output.viz.steps import token_squares, token_strip
 from specviz.output.viz.theme import ACCEPT, DRAFT, NEUTRAL, REJECT, VERIFY, apply, token_text
+from specviz.output.viz.why import split
 
 KEPT, MISSED, AFTER = ("kept by the target", ACCEPT), ("the target's token differed", REJECT), ("after a miss", NEUTRAL)
 
@@ -100,16 +101,13 @@ def drafting_figure(eagle3: Trace, dflash: Trace, title: str | None = None, slid
     a step ran: EAGLE-3's head once per draft round, DFlash's drafter once."""
     rows = []
     for name, trace in (("eagle3", eagle3), ("dflash", dflash)):
-        steps = trace.drafted_steps or trace.steps
-        n = max(1, len(steps))
-        split = [sum(getattr(s, f"{k}_s") for s in steps) / n * 1000 for k in ("propose", "verify")]
-        rest = sum(s.wall_s for s in steps) / n * 1000 - sum(split)
+        part = split(trace)  # the step split the lesson's narration reads (viz.why)
         if name == "eagle3":
             depths = [max(d.tree["depth"], default=0) for _s, d in trace.detailed(Eagle3Detail)]
             passes = sum(depths) / max(1, len(depths))
         else:
             passes = 1.0
-        rows.append((name, split[0], split[1], max(0.0, rest), passes, trace.mean_accepted))
+        rows.append((name, part["draft"], part["verify"], part["other"], passes, trace.mean_accepted))
     labels = [f"{'EAGLE-3' if r[0] == 'eagle3' else 'DFlash'}<br>{pass_words(r[4])} · A {r[5]:.2f}" for r in rows]
     fig = go.Figure()
     for j, (part, colour) in enumerate((("drafting", DRAFT), ("the target's pass", VERIFY), ("the rest", NEUTRAL))):
