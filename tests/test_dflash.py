@@ -122,3 +122,14 @@ def test_the_fit_drafts_a_long_block_on_a_flat_curve_and_a_short_one_on_a_steep_
     assert flat.best.fields == {"block": 8}, "capped by the block the drafter was trained on"
     assert steep.best.fields["block"] < 8 and steep.best.speedup > 1
     assert "a block of" in flat.describe()
+
+
+def test_the_block_figure_lists_its_steps_in_decoding_order(sticky, sticky_prompt):
+    """Its rows are categories: drawn verdict by verdict, a step whose first draft was kept came before earlier steps
+    whose first draft missed, unless the axis names the order."""
+    from specviz.output.viz.dflash import block_figure
+
+    kw = method_kwargs("dflash", sticky)
+    trace = methods.get("dflash").generate(sticky, sticky_prompt[:30], Sampling(max_new_tokens=24), **kw)
+    rows = [f"step {s.index}" for s in trace.steps if s.proposed][-10:]
+    assert list(block_figure(trace).layout.yaxis.categoryarray) == rows

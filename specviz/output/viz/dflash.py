@@ -37,12 +37,16 @@ def block_figure(trace: Trace, last: int = 10, title: str | None = None, slide: 
                     texts.append(token_text(text, 5))
                     hover.append(f"{token_text(text)!s} · drafter {conf:.0%}")
         if xs:
-            fig.add_trace(token_squares(xs, ys, texts, colour, 48, 11, name=label, hovertext=hover, hoverinfo="text"))
-    fig.update_yaxes(autorange="reversed", type="category", title="step (one drafter pass, one target pass)")
+            fig.add_trace(token_squares(xs, ys, texts, colour, 44, 11, name=label, hovertext=hover, hoverinfo="text"))
+    order = [f"step {index}" for index, _d in rows]  # the steps in decoding order, whichever verdict drew first
+    fig.update_yaxes(
+        autorange="reversed", type="category", categoryorder="array", categoryarray=order,
+        title="step (one drafter pass, one target pass)",
+    )  # fmt: skip
     width = max(len(d.drafts) for _i, d in rows)
     fig.update_xaxes(title="block position (1 = the token after the root)", range=[0.4, width + 0.6], dtick=1)
     head = title or f"Each block drafted in one pass: {sum(d.n_accepted for _i, d in rows)} drafts kept"
-    return apply(fig, head, slide, height=150 + 54 * len(rows))
+    return apply(fig, head, slide, height=160 + 58 * len(rows))
 
 
 def position_rates(trace: Trace) -> list[dict]:
