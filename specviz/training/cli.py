@@ -27,7 +27,6 @@ from specviz.corpus.data import held_out, open_folders
 from specviz.corpus.features import corpus_features
 from specviz.corpus.heldout import heldout_set
 from specviz.corpus.shards import Sequence
-from specviz.training.dflash_train import corpus_data
 from specviz.training.kinds import TRAINERS
 from specviz.training.loop import finish, fit
 from specviz.training.trainer import TrainConfig, Trainer, rank_accuracy
@@ -128,7 +127,7 @@ def run(cls: type[Trainer], argv: list[str], lm: LoadedModel | None = None) -> i
     if getattr(cls, "reads_ids", False):  # the trainer makes its own features: the corpus's ids are its data
         if a.data != [Path(CORPUS)]:
             raise ValueError(f"{cls.kind} reads the committed corpus's token ids: --data {CORPUS} (its default).")
-        data = corpus_data(trainer.max_len)  # type: ignore[attr-defined]  # an ids-reading trainer has one
+        data = trainer.own_data()  # type: ignore[attr-defined]  # an ids-reading trainer opens its own
     else:
         data = None if any(from_corpus) else open_folders(a.data)  # a bad folder fails before the model loads
         if data is None and not all(from_corpus):  # beside the corpus: feature folders, opened lazily, checked first

@@ -132,6 +132,10 @@ class DFlashTrainer:
         if not (2 <= self.block <= 16 and 1 <= self.depth <= 8 and self.decay > 0 and self.anchor_every >= 1):
             raise ValueError("--block must be 2-16, --depth 1-8, --decay > 0 and --anchor-every >= 1.")
 
+    def own_data(self) -> Data:
+        """What `--data corpus` means for this trainer: the corpus's windows, ids only (corpus_data)."""
+        return corpus_data(self.max_len)
+
     def new_head(self, lm: LoadedModel, data: Data, seed: int) -> DFlashHead:
         """A fresh drafter over the data's most frequent answer tokens (warm-started from `init` when given)."""
         draft_ids, _coverage = draft_vocab(data.sample(), self.draft_vocab, lm.hf.config.vocab_size)
