@@ -112,7 +112,10 @@ def test_eagle_page_live(real_app):
     assert "A, EAGLE-2 → EAGLE-3" in labels and "EAGLE-3's speedup" in labels
     # and EAGLE-2 + n-gram pool on the same tree: A, speedup, identity, who proposed each token, its tree
     assert "A, EAGLE-2 → with the pool" in labels and "Its speedup" in labels
-    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 3
+    # and DFlash's block drafter beside EAGLE-3: its A, speedup and identity
+    assert "A, EAGLE-2 → DFlash" in labels and "DFlash's speedup" in labels
+    assert titled(specs, "Each block drafted in one pass") and titled(specs, "What each block position earns")
+    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 4
     origins = titled(specs, "Who proposed each committed token")
     assert sum(sum(d["y"]) for d in origins["data"]) == 16  # every committed token has one origin
     assert len([s for s in specs if "Tree-attention mask" in chart_title(s)]) == 2
