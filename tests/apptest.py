@@ -44,3 +44,20 @@ def chart_title(spec: dict) -> str:
 def titled(specs: list[dict], word: str) -> dict:
     """The first chart whose title contains `word`."""
     return next(s for s in specs if word in chart_title(s))
+
+
+def turns_taken(monkeypatch, module, name: str) -> list[str | None]:
+    """Spy on `module.name`, a library function that runs the model (its first argument): the name of the turn in
+    line (specviz.tuning.turns) each call ran in, None for a call made outside any turn."""
+    from specviz.tuning import turns
+
+    seen: list[str | None] = []
+    real = getattr(module, name)
+
+    def spy(lm, *args, **kw):
+        job = turns.of(lm).held()
+        seen.append(job.request.what if job is not None else None)
+        return real(lm, *args, **kw)
+
+    monkeypatch.setattr(module, name, spy)
+    return seen

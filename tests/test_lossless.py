@@ -116,3 +116,14 @@ def test_the_page_says_when_the_lab_cannot_run(tiny_app, monkeypatch) -> None:
     at = app_on("views/acceptance.py", max_new_tokens=4, prompt="A prompt only this test uses, for the lab.")
     assert not at.exception
     assert any("The lab could not run" in w.value and "device-side assert" in w.value for w in at.warning)
+
+
+def test_the_lab_takes_its_turn_on_the_model_in_line_with_the_runs(fresh_app, monkeypatch) -> None:
+    """The lab runs the model over the prompt: it waits in line with the other visitors' runs (and says so while it
+    waits, as every live run does) instead of on the model's lock without a word."""
+    from tests.apptest import app_on, turns_taken
+
+    held = turns_taken(monkeypatch, lossless, "lab")
+    at = app_on("views/acceptance.py", max_new_tokens=4, prompt="A prompt only the lab's turn test uses.")
+    assert not at.exception and not at.error
+    assert held == ["the lab"]

@@ -11,7 +11,7 @@ from specviz.methods import eagle
 from specviz.output.viz import eagle as viz
 from specviz.tuning import sweep
 from specviz.tuning.eagle_replay import replay_trees
-from tests.apptest import app_on, chart_specs, chart_title, titled
+from tests.apptest import app_on, chart_specs, chart_title, titled, turns_taken
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,10 @@ def test_sweep_measures_every_shape_against_plain_decoding(tiny_lm):
 
 
 @pytest.mark.real_model
-def test_eagle_page_live(real_app):
+def test_eagle_page_live(real_app, monkeypatch):
+    from specviz.tuning import eagle_replay
+
+    regrown = turns_taken(monkeypatch, eagle_replay, "replay_trees")  # it runs the model: in line with other runs
     at = app_on("views/eagle.py", max_new_tokens=16)
     assert not at.exception and not at.error
     specs = chart_specs(at)
@@ -119,6 +122,7 @@ def test_eagle_page_live(real_app):
     origins = titled(specs, "Who proposed each committed token")
     assert sum(sum(d["y"]) for d in origins["data"]) == 16  # every committed token has one origin
     assert len([s for s in specs if "Tree-attention mask" in chart_title(s)]) == 2
+    assert regrown == ["re-growing both trees"] and titled(specs, "static vs dynamic")
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception
     assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6

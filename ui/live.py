@@ -79,6 +79,12 @@ def price(lm: LoadedModel, configs: dict, tokens: int, prompt: int, runs: int = 
     return budget.price(device_cost(lm, list(configs)), configs, tokens, runs, warm, prompt)
 
 
+def one_pass(lm: LoadedModel, sig: str, what: str, prompt: int, work: Callable[[], T]) -> T | None:
+    """`work()` that runs the model over one context of `prompt` tokens (the lab, a re-grown tree): priced as that
+    prefill, in line with the other visitors' runs and said so while it waits, stoppable until it starts."""
+    return live(lm, sig, what, price(lm, {"ar": None}, 0, prompt), work)
+
+
 def _mark(sig: str) -> None:
     st.session_state[STOPPED] = sig
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import streamlit as st
 
 from specviz.core.acceptance import RULE_LABELS
-from specviz.core.prompts import PromptError
+from specviz.core.prompts import PromptError, prepare
 from specviz.heads.draft import DraftError, cached_draft
 from specviz.methods import speculative
 from specviz.output.pages.acceptance import PAGE
 from specviz.output.viz.acceptance import records
 from specviz.tuning.draft_sweep import SPS_PATH
 from specviz.tuning.lossless import DRAFTS, LabConfig
-from ui import resources
+from ui import live, resources
 from ui.common import download_traces, page_header, run_method, settings
 from ui.declared import configs, draw, widget
 from ui.method_page import focused_step, stored_sweep
@@ -35,6 +36,26 @@ def trained_draft_ready() -> bool:
     except DraftError:
         return False
     return True
+
+
+def show_lab(res: dict) -> None:
+    """The lab's figure and its table: each rule's distance from p, its test and the drafts it kept."""
+    draw(PAGE, "acceptance_lab", {"lab": res})
+    st.dataframe(
+        [
+            {
+                "rule": r["label"],
+                "TV distance": r["tv"],
+                "exact TV": r["tv_exact"],
+                "χ²": r["chi2"],
+                "dof": r["dof"],
+                "p-value": r["p_value"],
+                "drafts kept": r["accept_rate"],
+            }
+            for r in res["rules"]
+        ],
+        hide_index=True,
+    )
 
 
 def decision_rows(records: list[dict]) -> list[dict]:
@@ -133,25 +154,12 @@ if replaying():
     st.info("The lab runs the model; remove the loaded traces to use it.")
 elif s is not None and (lm := get_model()) is not None:
     try:
+        cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
+        sig, context = live.signature("lab", s.model_spec, s.prompt, cfg), len(prepare(lm, s.prompt))
         with st.spinner(f"Sampling {n:,} times per rule…"):
-            cfg = LabConfig(temp, n, s.sampling.seed, eps, delta, f"0-{depth - 1}", draft=lab_draft)
-            res = resources.lab(s.model_spec, s.prompt, cfg)
-        draw(PAGE, "acceptance_lab", {"lab": res})
-        st.dataframe(
-            [
-                {
-                    "rule": r["label"],
-                    "TV distance": r["tv"],
-                    "exact TV": r["tv_exact"],
-                    "χ²": r["chi2"],
-                    "dof": r["dof"],
-                    "p-value": r["p_value"],
-                    "drafts kept": r["accept_rate"],
-                }
-                for r in res["rules"]
-            ],
-            hide_index=True,
-        )
+            res = live.one_pass(lm, sig, "the lab", context, partial(resources.lab, s.model_spec, s.prompt, cfg))
+        if res is not None:  # else stopped or refused: live.one_pass said so
+            show_lab(res)
     except PromptError as exc:
         st.warning(str(exc))
     except (ValueError, RuntimeError) as exc:  # a bad draft setting, or the device (out of memory, a kernel error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, replace
+from functools import partial
 from statistics import median
 
 import streamlit as st
@@ -20,7 +21,7 @@ from specviz.heads.eagle3 import check_fits
 from specviz.heads.eagle3 import read_config as read_eagle3
 from specviz.output.pages.eagle import PAGE
 from specviz.tuning.sweep import EAGLE_PATH as SWEEP_PATH
-from ui import resources
+from ui import live, resources
 from ui.common import page_header, run_method, settings
 from ui.declared import configs, draw, widget
 from ui.method_page import Beside, at_temperature, beside, focused_step, main_run, need, step_caption, stored_sweep
@@ -155,7 +156,10 @@ if drafted:
         st.caption("Static against dynamic trees on this step's context: not while traces are loaded.")
     elif (lm := get_model()) is not None:
         key = json.dumps([asdict(cfg), s.model_spec if s else "", hashlib.sha256(trace.to_json().encode()).hexdigest()])
-        draw(PAGE, "eagle_static_vs_dynamic", {"regrown": resources.regrown(key, step.index, lm, trace, cfg)})
+        context = len(trace.prompt_ids) + len(trace.output_ids)  # at most: the step's context
+        regrow = partial(resources.regrown, key, step.index, lm, trace, cfg)
+        if both := live.one_pass(lm, live.signature(key, step.index), "re-growing both trees", context, regrow):
+            draw(PAGE, "eagle_static_vs_dynamic", {"regrown": both})
     draw(PAGE, "eagle_tokens", {"eagle": trace}, step.index)
 draw(PAGE, "eagle_costs", {"eagle": trace})
 preset_costs("eagle", "eagle", cfg, s, repeats)
