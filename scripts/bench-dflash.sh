@@ -1,22 +1,6 @@
 #!/usr/bin/env bash
-# DFlash against EAGLE-3 (issue 65): both at the shape fitted to this device, with plain decoding, in the same
-# interleaved runs on the 12 held-out prompts never used to train or tune (docs/bench/heldout-2026-12-07.jsonl),
-# 3 repeats, natively and with AVX2 kernels; each table gives speedup, A, r and the step split (draft, verify, other).
+# DFlash against EAGLE-3 (issue 65), with plain decoding, on the held-out prompts (scripts/bench-heldout.sh).
 #   bash scripts/bench-dflash.sh [OUT_DIR] [TOKENS...]      (default docs/bench/dflash-<date>, 64 then 128)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-docs/bench/dflash-$(date +%F)}
-shift || true
-tokens=("${@:-64 128}")
-mkdir -p "$out"
-PY=.venv/bin/python
-for n in ${tokens[@]}; do
-  for kind in native avx2; do
-    env=()
-    [ "$kind" = avx2 ] && env=(ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
-    env "${env[@]}" "$PY" -m specviz fit > "$out/fit-$kind.txt"
-    env "${env[@]}" "$PY" -m specviz.tuning.rows --out "$out/rows-$kind-$n.jsonl" \
-      --prompts docs/bench/heldout-2026-12-07.jsonl --max-new-tokens "$n" --repeats 3 --methods ar,eagle3,dflash \
-      > "$out/table-$kind-$n.md"
-  done
-done
+exec bash scripts/bench-heldout.sh ar,eagle3,dflash "${1:-docs/bench/dflash-$(date +%F)}" "${@:2}"

@@ -88,10 +88,15 @@ def test_the_tables_of_methods_are_the_cards():
     heads = {c.head for c in cards if c.head}
     assert set(KIND_NAMES) == heads and heads <= set(TRAINERS), (heads, set(TRAINERS))  # every head has a trainer
     assert {n: methods.get(n).__name__ for n in methods.available()} == methods.MODULES
+    # no method imports another (every one is listed apart) but a composition, a layer above the methods it composes
+    composed = {c.name for c in cards if c.composes}
+    assert composed and all(set(c.composes) <= set(methods.available()) - composed for c in cards)
+    single = sorted(m for n, m in methods.MODULES.items() if n not in composed)
     apart = next(c["modules"] for c in contracts() if c["type"] == "independence")
-    assert sorted(apart) == sorted(methods.MODULES.values())  # no method imports another: every one is listed
+    assert sorted(apart) == single
     inside = next(c["layers"] for c in contracts() if c.get("containers") == ["specviz.methods"])
-    assert sorted(inside[1].split(" : ")) == sorted(m.rpartition(".")[2] for m in methods.MODULES.values())
+    assert sorted(inside[1].split(" : ")) == sorted(methods.MODULES[n].rpartition(".")[2] for n in composed)
+    assert sorted(inside[2].split(" : ")) == sorted(m.rpartition(".")[2] for m in single)
 
 
 def test_the_cards_fields_name_real_settings():

@@ -17,6 +17,7 @@ OPENING_NAMES = (
     "prompt lookup",
     "Medusa",
     "Hydra",
+    "Medusa + Lookahead",
     "EAGLE-2",
     "EAGLE-3",
     "DFlash",

@@ -61,7 +61,9 @@ hydra_acc, hydra_trained = hydra or (None, None)
 HYDRA_HELP = "Hydra's heads at the same tree size, interleaved in the same runs"
 with_hydra = hydra_trained is not None and widget(c2, PAGE, "medusa.hydra", "Run Hydra beside it", value=True,
                                                   help=HYDRA_HELP)  # fmt: skip
-cfgs = configs(PAGE, hydra=with_hydra)  # Medusa, and Hydra beside it: as the lesson runs them
+PAIR_HELP = "Lookahead's window and n-gram pool added to the same heads' tree, interleaved in the same runs"
+with_pool = widget(c3, PAGE, "medusa.lookahead", "Run Medusa + Lookahead beside it", value=True, help=PAIR_HELP)
+cfgs = configs(PAGE, hydra=with_hydra, lookahead=with_pool)  # Medusa, and the methods beside it
 cfg, hydra_k = cfgs["medusa"], cfgs["hydra"].heads if "hydra" in cfgs else heads
 s = at_temperature(s, temperature)
 runs = run_paired(cfgs, s, repeats)
@@ -148,6 +150,30 @@ if "hydra" in runs:
                 draw(PAGE, "medusa_twin", {"medusa": trace}, step.index)
             with t2:
                 draw(PAGE, "hydra_twin", {"medusa": trace, "hydra": htrace}, step.index)
+
+st.subheader("Medusa + Lookahead: the window's n-grams in the heads' tree")
+st.caption(
+    "The same heads fill the same sparse tree; Lookahead's pool then hangs the n-grams it holds for the root onto "
+    "it (walking the heads' nodes where they agree), and its Jacobi window rides in the same forward beside the "
+    "tree, seeing the root and its own columns only. The tree is judged as Medusa's is, so the output stays plain "
+    "decoding's; the window's new level fills the pool for the steps after."
+)
+if "medusa_lookahead" not in runs:
+    st.info("Turn on *Run Medusa + Lookahead beside it* above to run it on this prompt, in the same runs.")
+else:
+    names = Beside(
+        "A, Medusa → with Lookahead",
+        "same heads and tree",
+        "Its speedup",
+        "Medusa + Lookahead's runs interleaved with Medusa's and plain decoding's.",
+        "Same tokens as plain decoding",
+    )
+    paired = beside(runs, ar, trace, "medusa_lookahead", names)
+    p1, p2 = st.columns(2)
+    with p1:
+        draw(PAGE, "medusa_lookahead_origins", {"medusa_lookahead": paired})
+    with p2:
+        draw(PAGE, "medusa_lookahead_tree", {"medusa_lookahead": paired})
 
 sw, unreadable = stored_sweep(models_dir() / "sweep.json")
 if unreadable:

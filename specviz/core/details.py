@@ -193,6 +193,35 @@ class HydraDetail(MedusaDetail):
 
 
 @dataclass(frozen=True)
+class MedusaLookaheadDetail(MedusaDetail):
+    """A Medusa step whose tree also holds Lookahead's pooled n-grams, and the window that rode beside it: who
+    proposed each node (the pool's nodes have no head rank), the n-grams grafted, the window's levels."""
+
+    METHOD: ClassVar[str] = "medusa_lookahead"
+    NESTED: ClassVar[dict[str, Any]] = {
+        **MedusaDetail.NESTED,
+        "sources": [OneOf(("root", "head", "pool", "both")), MAX_VERIFIED],
+        "candidates": [["int", 7], 16],
+        "window": [["int", 16], 7],
+    }
+    sources: list[str]  # per node, root first: "root", "head", "pool" or "both"
+    candidates: list[list[int]]  # the pool's n-grams grafted onto the tree
+    window: list[list[int]]  # the Jacobi window's levels fed beside the tree
+    harvested: int  # n-grams the window put in the pool after this step
+
+    def problem(self) -> str | None:
+        if len(self.sources) != len(self.nodes):
+            return "its sources should name one proposer per node"
+        pooled = [i for i, s in enumerate(self.sources) if s == "pool"]
+        unranked = [i for i, n in enumerate(self.nodes) if i and n["rank"] is None]
+        if pooled != unranked:
+            return "exactly the pool's nodes should lack a head rank"
+        unjudged = any(n["target_prob"] is None for n in self.nodes[1:])
+        why = bad_lengths(parents=self.parents, nodes=self.nodes) or bad_tree(self.parents, self.path)
+        return why or ("a node lacks its target probability" if unjudged else None)
+
+
+@dataclass(frozen=True)
 class EagleDetail(Detail):
     """The drafted tree (kept and pruned), what was verified, and what the head consumed."""
 

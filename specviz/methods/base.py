@@ -51,6 +51,9 @@ class Card:
     batched: str = ""  # its batched step (specviz.methods.batched): "chain" or "eagle"; "" when it has none
     preset_fields: tuple[str, ...] = ()  # the Config fields its named presets set (specviz.tuning.presets)
     short: str = ""  # what a sentence calls it ("plain decoding"), where that is not the label
+    # a composition's parts: the methods it is built from (and imports, from the layer above theirs); its shape
+    # fields take the first one's fitted shape
+    composes: tuple[str, ...] = ()
 
 
 class Stopped(Exception):

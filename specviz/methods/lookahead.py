@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -94,7 +95,7 @@ class LookaheadState:
         if m:
             self.pool.hit(root, cands[best])
         window = [list(lv) for lv in self.levels]
-        grams, status = _advance_window(self, new, cfg.ngram - 1)
+        grams, status = advance_window(self, new, cfg.ngram - 1)
         return Outcome(
             accepted=verdict.accepted,
             proposed=sum(map(len, cands)),
@@ -158,8 +159,9 @@ def _project(lm: LoadedModel, hidden: torch.Tensor, lay: Layout, vocab: int) -> 
     return full[0], full[1:split].view(lay.cands, lay.depth, full.shape[-1]), window.argmax(-1)
 
 
-def _advance_window(state: LookaheadState, new: list[int], full: int) -> tuple[list[list[int]], list[str]]:
-    """Append the new level; once N-1 levels exist, harvest one n-gram per column and drop the oldest."""
+def advance_window(state: Any, new: list[int], full: int) -> tuple[list[list[int]], list[str]]:
+    """Append the new level to `state.levels`; once N-1 levels exist, harvest one n-gram per column into `state.pool`
+    and drop the oldest (Lookahead's window, and the one Medusa + Lookahead runs beside its tree)."""
     if len(state.levels) < full:
         state.levels.append(new)
         return [], []

@@ -36,7 +36,7 @@ class Config(HeadTreeConfig):
     """Medusa settings; the defaults are the ones measured best on 2 CPU cores."""
 
 
-def get_heads(lm: LoadedModel, cfg: Config) -> MedusaHeads:
+def get_heads(lm: LoadedModel, cfg: HeadTreeConfig) -> MedusaHeads:
     """Trained heads for this model, loaded once per (folder, heads, file time) and kept with the model."""
     return cached_heads(lm, cfg.heads_dir or None, cfg.heads)
 
@@ -54,7 +54,7 @@ def propose(heads: MedusaHeads, hidden: torch.Tensor, spec: TreeSpec) -> tuple[l
 class MedusaProposer(HeadsProposer):
     """Medusa's heads, all on the last hidden state, filling the planned tree."""
 
-    def __init__(self, cfg: Config, heads: MedusaHeads, calibration: list[list[float]] | None) -> None:
+    def __init__(self, cfg: HeadTreeConfig, heads: MedusaHeads, calibration: list[list[float]] | None) -> None:
         super().__init__(cfg, len(heads.blocks), calibration, load_calibration)
         self.heads = heads
 

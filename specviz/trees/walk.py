@@ -155,7 +155,7 @@ def _fate(j: int, parent: int, on_path: set[int], why: dict[int, str]) -> tuple[
 def node_records(
     spec: TreeSpec,
     tokens: list[int],
-    head_p: list[float],
+    head_p: list[float] | list[float | None],
     probs: torch.Tensor,
     path: list[int],
     why: dict[int, str],
@@ -176,7 +176,7 @@ def node_records(
                 "token": tok,
                 "text": text(tok),
                 "head": spec.depths[j],
-                "rank": spec.ranks[j][-1] if j else None,
+                "rank": spec.ranks[j][-1] if j < len(spec.ranks) and spec.ranks[j] else None,  # None: not a head's
                 "head_prob": head_p[j - 1] if j else None,
                 "target_prob": round(target[j], 6) if j else None,
                 "status": status,

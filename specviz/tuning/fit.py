@@ -377,8 +377,10 @@ def fits(lm: LoadedModel, refresh: bool = False) -> dict[str, Fit]:
 
 
 def fitted_fields(lm: LoadedModel, method: str) -> dict[str, int]:
-    """The fitted shape of `method` on `lm`'s device ({} where it has none here)."""
-    fit = fits(lm).get(method)
+    """The fitted shape of `method` on `lm`'s device ({} where it has none here); a composition's, the shape of the
+    method its card names (Medusa + Lookahead's tree is Medusa's)."""
+    parts = methods.card(method).composes if method in methods.available() else ()
+    fit = fits(lm).get(parts[0] if parts else method)
     return dict(fit.best.fields) if fit else {}
 
 

@@ -40,14 +40,24 @@ CONTROLS = (
     Control("medusa.eps", "float", 0.01, 0.5, field="eps"),
     Control("medusa.delta", "float", 0.05, 1.0, field="delta"),
     Control("medusa.hydra", "bool"),  # Hydra beside Medusa
+    Control("medusa.lookahead", "bool"),  # Medusa + Lookahead beside Medusa
     Control("medusa.repeats", "int", *REPEATS),
 )
 
 
 def runs(values: dict[str, Any], _figure: str, _methods: Sequence[str]) -> tuple[dict[str, Any], float | None]:
-    """Medusa at the page's settings, and Hydra beside it when its toggle is on."""
+    """Medusa at the page's settings, and Hydra and Medusa + Lookahead beside it while their toggles are on."""
     cfg = methods.get("medusa").Config(**(shape("medusa", "medusa", values) | own(values, CONTROLS)))
-    return {"medusa": cfg, **hydra(cfg, values.get("medusa.hydra", False))}, values.get("medusa.temperature")
+    paired = paired_with_lookahead(cfg, values.get("medusa.lookahead", False))
+    return {"medusa": cfg, **hydra(cfg, values.get("medusa.hydra", False)), **paired}, values.get("medusa.temperature")
+
+
+def paired_with_lookahead(medusa: Any, on: bool) -> dict[str, Any]:
+    """Medusa + Lookahead beside Medusa: the same heads, tree and rule, Lookahead's window and pool added."""
+    if not on:
+        return {}
+    fields = {f: getattr(medusa, f) for f in ("heads", "total_tokens", "rule", "eps", "delta", "heads_dir")}
+    return {"medusa_lookahead": methods.get("medusa_lookahead").Config(**fields)}
 
 
 def hydra(medusa: Any, on: bool) -> dict[str, Any]:
@@ -129,11 +139,22 @@ FIGURES = (
     Figure("hydra_depths", depths),
     Figure("medusa_twin", partial(tree, title="Medusa"), method="medusa", one_step=True),
     Figure("hydra_twin", twin, method="hydra", one_step=True),
+    Figure(
+        "medusa_lookahead_origins",
+        given("specviz.output.viz.hybrid:origins_figure", "medusa_lookahead"),
+        method="medusa_lookahead",
+    ),
+    Figure(
+        "medusa_lookahead_tree",
+        given("specviz.output.viz.tree:busiest_tree", "medusa_lookahead"),
+        method="medusa_lookahead",
+    ),
     # stored: the heads' held-out top-1 ({"top1"}), the tree-size sweep ({"sweep"} and the page's "total")
     Figure("hydra_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
     Figure("medusa_budget", budget, "stored"),
     Figure("medusa_cost", cost, "stored"),
 )
-# Medusa at the page's settings (its own `runs`), and Hydra beside it on the same tree fields while its toggle is on
-BESIDE = (Beside("hydra", "medusa.hydra"),)
+# Medusa at the page's settings (its own `runs`), Hydra and Medusa + Lookahead beside it on the same tree fields while
+# their toggles are on
+BESIDE = (Beside("hydra", "medusa.hydra"), Beside("medusa_lookahead", "medusa.lookahead"))
 PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:", method="medusa", beside=BESIDE)

@@ -1,10 +1,11 @@
-"""EAGLE-2 + n-gram pool: each step's committed tokens by who proposed them, drawn from the trace."""
+"""A drafter with an n-gram pool beside it (EAGLE-2 + n-grams, Medusa + Lookahead): each step's committed tokens by
+who proposed them, drawn from the trace."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.core.details import HybridDetail
+from specviz.core.details import HybridDetail, MedusaLookaheadDetail
 from specviz.core.trace import Trace
 from specviz.output.viz.theme import LEGEND_BELOW, NEUTRAL, apply, method_color
 
@@ -34,9 +35,10 @@ def origins(trace: Trace) -> list[dict[str, int]]:
         row: dict[str, int] = dict.fromkeys(ORIGINS, 0)
         row["target"] = min(1, st.accepted)
         d = st.detail
-        if isinstance(d, HybridDetail):
+        if isinstance(d, (HybridDetail, MedusaLookaheadDetail)):  # each node's proposer, the root's first
+            copy = isinstance(d, HybridDetail) and d.copy
             for src in [d.sources[n] for n in d.path[1:]][: st.drafts_accepted]:  # clipped at EOS or the budget
-                row["copy" if d.copy else src] += 1
+                row["copy" if copy else src] += 1
         rows.append(row)
     return rows
 
@@ -45,6 +47,9 @@ def origins_figure(trace: Trace, slide: bool = False) -> go.Figure:
     """Stacked bars, one per step: the committed tokens by who proposed them; copy steps stand out."""
     rows = origins(trace)
     steps = list(range(len(rows)))
+    heads = any(isinstance(st.detail, MedusaLookaheadDetail) for st in trace.steps)  # Medusa's heads, not EAGLE's
+    labels = LABELS | ({"head": "Medusa's heads", "pool": "the pool's n-gram, in the heads' tree"} if heads else {})
+    colors = COLORS | ({"head": method_color("medusa")} if heads else {})
     fig = go.Figure()
     for origin in ORIGINS:
         ys = [r[origin] for r in rows]
@@ -54,15 +59,19 @@ def origins_figure(trace: Trace, slide: bool = False) -> go.Figure:
             go.Bar(
                 x=steps,
                 y=ys,
-                name=LABELS[origin],
-                marker_color=COLORS[origin],
-                hovertemplate=f"step %{{x}}: %{{y}} token(s) from {LABELS[origin]}<extra></extra>",
+                name=labels[origin],
+                marker_color=colors[origin],
+                hovertemplate=f"step %{{x}}: %{{y}} token(s) from {labels[origin]}<extra></extra>",
             )
         )
     copies = [st for st in trace.steps if isinstance(st.detail, HybridDetail) and st.detail.copy]
     share = sum(st.accepted for st in copies) / max(1, sum(st.accepted for st in trace.steps))
+    drafted = sum(r["head"] + r["both"] + r["pool"] for r in rows)
+    pooled = sum(r["both"] + r["pool"] for r in rows)
     sub = (
-        f"{len(copies)} of {len(rows)} steps were copy steps, committing {share:.0%} of the tokens"
+        f"{pooled} of the {drafted} drafted tokens committed were the pool's (alone or with the heads')"
+        if heads
+        else f"{len(copies)} of {len(rows)} steps were copy steps, committing {share:.0%} of the tokens"
         if copies
         else "no copy step: the pool's n-grams only joined the head's trees"
     )

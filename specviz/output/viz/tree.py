@@ -232,11 +232,12 @@ def step_tree_data(step: StepTrace) -> tuple[list[int], list[str], list[str], li
             hover.append(f"root {n['text']!r}: the target's own token")
             continue
         reads = f"<br>head read: {' '.join(repr(t) for t in n['reads'])}" if n.get("reads") else ""
-        hover.append(
-            f"node {i} {n['text']!r}<br>head {n['head']}, rank {n['rank'] + 1}{reads}<br>"
-            f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}<br>"
-            f"{n['status']}: {n['reason']}"
-        )
+        if n["rank"] is None:  # a pooled n-gram's node (Medusa + Lookahead): no head proposed it
+            who = f"from the n-gram pool, depth {n['head']}<br>target p = {n['target_prob']:.3f}"
+        else:
+            who = f"head {n['head']}, rank {n['rank'] + 1}{reads}<br>"
+            who += f"head p = {n['head_prob']:.3f}, target p = {n['target_prob']:.3f}"
+        hover.append(f"node {i} {n['text']!r}<br>{who}<br>{n['status']}: {n['reason']}")
     return detail.parents, labels, [n["status"] for n in nodes], hover
 
 
@@ -303,7 +304,19 @@ def gallery(trace: Trace) -> dict[str, go.Figure]:
     out = {"tokens": token_strip(trace, slide=True)}
     if steps:
         best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
-        parents, labels, status, hover = step_tree_data(best)
-        out["tree"] = tree_figure(parents, labels, status, hover, f"Candidate tree, step {best.index}", slide=True)
+        parents, labels, _status, _hover = step_tree_data(best)
+        out["tree"] = busiest_tree(trace, slide=True)
         out["mask"] = mask_figure(parents, labels, detail.path, "Tree-attention mask", slide=True)
     return out
+
+
+def busiest_tree(trace: Trace, title: str | None = None, slide: bool = False) -> go.Figure:
+    """The tree of the step that committed most (the earliest of equals), titled with its step and, where a pool
+    joined the heads' tree, how many of its nodes the pool proposed."""
+    steps = trace.detailed(MedusaDetail)
+    if not steps:
+        return apply(go.Figure(), title or "No drafted steps yet", slide)
+    best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
+    pooled = sum(n["rank"] is None for n in detail.nodes[1:])
+    head = title or f"Candidate tree, step {best.index}" + (f": {pooled} nodes from the n-gram pool" if pooled else "")
+    return tree_figure(*step_tree_data(best), head, slide=slide)
