@@ -52,9 +52,13 @@ HEAD, POOL, BOTH = "head", "pool", "both"
 class Config(HeadTreeConfig):
     """Medusa's tree (heads, total_tokens: fitted to the device as Medusa's are) and Lookahead's window."""
 
-    window: int = 3  # W: columns of the Jacobi window, in the same forward as the tree
+    # W / N / G: chosen on the doctor's six prompts x 64 tokens, one run each beside Medusa and Lookahead (2-core
+    # AMD EPYC with avx512_bf16, fp32, 2026-12-07; docs/experiments/2026-12-07-medusa-lookahead.md): 2 / 3 / 1 ran
+    # 1.33x median (A 1.73, r 1.24), 3 / 3 / 2 1.25x (A 1.77, r 1.33), 3 / 2 / 2 1.28x, 4 / 4 / 2 1.12x (A 1.94,
+    # r 1.57): every token the window adds widens the forward, and on a CPU the forward's width is the cost
+    window: int = 2  # W: columns of the Jacobi window, in the same forward as the tree
     ngram: int = 3  # N: the pool's n-grams; the window keeps N - 1 levels, a grafted branch is N - 1 tokens
-    guesses: int = 2  # G: the pool's n-grams for the root grafted onto the tree each step
+    guesses: int = 1  # G: the pool's n-grams for the root grafted onto the tree each step
     init: str = "prompt"  # the window's first level: "pad", "random" ids, or tokens drawn from the prompt
     seed_prompt: bool = True  # every n-gram of the prompt in the pool before decoding
 
