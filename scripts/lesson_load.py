@@ -10,9 +10,11 @@ class follows a lecturer, it does not press in step or as fast as the server all
 Recorded: every press's time from key to figure (median, p95, max), the stops each visitor reached, the exceptions
 (Streamlit's exception boxes and the server log's tracebacks), the server's peak RSS, the load average (the CPU is
 shared), the CPU seconds the server and the browser each used (on one machine both share its cores, so the split
-says whose work a press waits for) and the provenance. Usage:
+says whose work a press waits for) and the provenance. With --live-tokens N, one more visitor decodes N tokens on
+the home page again and again until the class has finished (the largest answer the sidebar allows is 512), and the
+result counts its runs. Usage:
 
-    .venv/bin/python scripts/lesson_load.py --visitors 10 --out docs/lesson_load.json
+    .venv/bin/python scripts/lesson_load.py --visitors 10 [--live-tokens 512] --out docs/lesson_load.json
 """
 
 from __future__ import annotations
@@ -113,14 +115,50 @@ class Browser:
     seconds: float = 0.0
 
 
-async def drive(url: str, visitors: int, presses: int, stagger: float, think: float, used: Browser) -> list[Visitor]:
+LONG = "Write a long, detailed story about a lighthouse keeper and a storm, in many paragraphs."
+
+
+async def live_runs(browser, url: str, tokens: int, live: dict, done: asyncio.Event) -> None:
+    """One more visitor, on the home page, decoding `tokens` tokens of a long story (the largest answer the sidebar
+    allows: 512) again and again until the class has finished: the model is never free while the class walks."""
+    ctx = await browser.new_context(viewport={"width": 1600, "height": 900})
+    pg = await ctx.new_page()
+    await pg.goto(url.split("?")[0], timeout=WAIT_MS)
+    await pg.get_by_role("button", name="Decode").wait_for(timeout=WAIT_MS)
+    box = pg.get_by_label("Max new tokens")
+    await box.fill(str(tokens))
+    await box.press("Enter")
+    prompt = pg.get_by_label("Prompt", exact=True)
+    await prompt.fill(LONG)
+    await prompt.press("Control+Enter")
+    await pg.wait_for_selector(IDLE, timeout=WAIT_MS)
+    live["runs"], began = 0, time.monotonic()
+    while not done.is_set():
+        await pg.get_by_role("button", name="Decode").click()
+        await pg.get_by_role("button", name="Stop").wait_for(timeout=WAIT_MS)
+        await pg.get_by_role("button", name="Stop").wait_for(state="detached", timeout=WAIT_MS)
+        live["runs"] += 1
+    live["seconds"] = round(time.monotonic() - began, 1)
+    await ctx.close()
+
+
+async def drive(
+    url: str, visitors: int, presses: int, stagger: float, think: float, used: Browser, live: dict
+) -> list[Visitor]:
     from playwright.async_api import async_playwright
 
     walks = [Visitor(i) for i in range(visitors)]
     async with async_playwright() as p:
         before = cpu_seconds(named="chrom")
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        done = asyncio.Event()
+        runner = asyncio.create_task(live_runs(browser, url, live["tokens"], live, done)) if live["tokens"] else None
+        if runner is not None:
+            await asyncio.sleep(20)  # the first live run under way before the class arrives
         await asyncio.gather(*(walk(browser, url, v, presses, i * stagger, think) for i, v in enumerate(walks)))
+        done.set()
+        if runner is not None:
+            await runner
         used.seconds = cpu_seconds(named="chrom") - before
         await browser.close()
     return walks
@@ -195,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stagger", type=float, default=1.0, help="seconds between two visitors' arrivals")
     ap.add_argument("--think", type=float, default=5.0, help="seconds a visitor reads a stop before pressing on")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON result here")
+    ap.add_argument("--live-tokens", type=int, default=0, help="one more visitor decodes this many tokens meanwhile")
     a = ap.parse_args(argv)
     from specviz.output.lesson.model import load_lesson
 
@@ -207,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     browser = Browser()
     try:
         where = f"{url}/?pack={a.pack}" if a.pack else f"{url}/?pack"
-        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger, a.think, browser))
+        live = {"tokens": a.live_tokens}
+        walks = asyncio.run(drive(where, a.visitors, 4 * a.stops, a.stagger, a.think, browser, live))
         server = cpu_seconds({proc.pid}) - server0
     finally:
         mon.stop.set()
@@ -215,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(timeout=30)
     wall = time.monotonic() - t0
     cpu = {"server": round(server, 1), "browser": round(browser.seconds, 1), "wall": round(wall, 1)}
-    result = summary(walks, mon, tracebacks(log), a, wall, cpu)
+    result = summary(walks, mon, tracebacks(log), a, wall, cpu) | ({"live_run": live} if a.live_tokens else {})
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("walks", "provenance")}, indent=1))

@@ -1,7 +1,7 @@
 """Two visitors on one served app (issue 63's check): visitor A starts plain decoding at the largest answer the
-sidebar allows; while it runs, visitor B opens the home page (how long until it renders, and what it says) and
-presses Decode (how long until it says it waits, and in what words); A presses Stop (how long until its run ends);
-then B's run starts (how long after A's Stop).
+sidebar allows; while it runs, visitor B opens the home page (how long until it renders, against the same page
+opened while nothing runs, and what it says) and presses Decode (how long until it says it waits, and in what
+words); A presses Stop (how long until its run ends); then B's run starts (how long after A's Stop).
 
     python scripts/two_visitors.py [--url http://127.0.0.1:8501] [--tokens 512] [--out FILE.json]
 
@@ -40,6 +40,8 @@ async def main(url: str, tokens: int) -> dict:
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         a, out["a_first_render_s"] = await opened(browser, url)
+        idle, out["b_home_render_idle_s"] = await opened(browser, url)  # the same page with no run going: the floor
+        await idle.context.close()
         box = a.get_by_label("Max new tokens")
         await box.fill(str(tokens))
         await box.press("Enter")

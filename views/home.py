@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from specviz.core.measure import provenance
@@ -17,6 +19,8 @@ from ui import live
 from ui.common import page_header, settings
 from ui.declared import draw
 from ui.resources import get_model
+
+STREAM_EVERY_S = 0.2  # the live answer's refresh
 
 
 def gpu_note() -> str:
@@ -114,10 +118,13 @@ if lm is not None and s is not None:
         if st.button("Decode", type="primary", key="home.run", on_click=live.forget):
             out = st.empty()
             pieces: list[str] = []
+            shown = [0.0]  # when the text was last sent
 
-            def stream(step) -> None:
-                pieces.extend(step.texts)
-                out.markdown("".join(pieces).replace("\n", "  \n") + " ▌")
+            def stream(step) -> None:  # at most 5 updates a second: each resends the whole text, and the browser
+                pieces.extend(step.texts)  # redraws it (a 512-token answer at every step kept a core busy)
+                if (now := time.monotonic()) - shown[0] >= STREAM_EVERY_S:
+                    shown[0] = now
+                    out.markdown("".join(pieces).replace("\n", "  \n") + " ▌")
 
             try:
                 ids = prepare(lm, s.prompt)
