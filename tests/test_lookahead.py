@@ -13,7 +13,8 @@ from specviz.core.trace import Trace
 from specviz.methods import autoregressive as ar
 from specviz.methods import lookahead as la
 from specviz.methods.base import settled
-from specviz.trees.ngram_pool import Layout, NgramPool, accept_candidates, additive_mask
+from specviz.trees.ngram_pool import Layout, NgramPool, additive_mask
+from specviz.trees.walk import judge
 
 
 def test_mask_layout_w2_n3_g1_cell_by_cell():
@@ -101,10 +102,10 @@ def _onehot_logits(tokens: list[int], vocab: int = 6) -> torch.Tensor:
 def test_greedy_verify_longest_match():
     root = _onehot_logits([4])[0]
     cands = [[4, 1, 0], [4, 2, 5], [3, 2, 5]]
-    rows = [_onehot_logits([1, 3, 0]), _onehot_logits([2, 5, 1]), _onehot_logits([2, 5, 1])]
-    v = accept_candidates(root, cands, rows, Sampling(), torch.Generator())
-    assert v.matched == [2, 3, 0] and v.best == 1 and v.accepted == [4, 2, 5] and v.forced is None
-    none = accept_candidates(root, [[3, 2, 5]], rows[2:], Sampling(), torch.Generator())
+    rows = [_onehot_logits([2, 5, 1])] * 3  # after 4 the target says 2, then 5 (the same on every branch)
+    v = judge(root, cands, rows, Sampling(), torch.Generator())
+    assert v.matched == [1, 3, 0] and v.best == 1 and v.accepted == [4, 2, 5] and v.forced is None
+    none = judge(root, [[3, 2, 5]], rows[2:], Sampling(), torch.Generator())
     assert none.best == -1 and none.accepted == []
 
 
@@ -118,7 +119,7 @@ def test_sampling_verify_is_lossless():
     gen, s, n = torch.Generator().manual_seed(1), Sampling(temperature=1.0), 20000
     first, second = Counter(), Counter()
     for _ in range(n):
-        v = accept_candidates(root, cands, rows, s, gen)
+        v = judge(root, cands, rows, s, gen)
         seq = [*v.accepted, v.forced] if v.forced is not None else v.accepted
         first[seq[0]] += 1
         if seq[0] == 0:

@@ -161,3 +161,19 @@ def test_the_contract_bites_on_the_fixture_method_too(runon, sticky, sticky_prom
         assert contract._differs(sticky, sticky_prompt, runon, want)
     contract.shift_drafts_one_position(monkeypatch)  # mutation: drafts verified one position too far
     assert contract._differs(sticky, sticky_prompt, runon, want)
+
+
+def test_a_method_that_fails_to_import_stops_the_scan_loudly(monkeypatch):
+    """A broken method module is never left out without a word (it was kept aside in a BROKEN table): the registry's
+    scan stops on it, naming the module and why, so the app's start, the CLI and the tests fail on it."""
+    real = methods.importlib.import_module
+
+    def import_module(name: str, *args, **kw):
+        if name == "specviz.methods.jacobi":
+            raise SyntaxError("invalid syntax (jacobi.py, line 1)")
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(methods.importlib, "import_module", import_module)
+    monkeypatch.setattr(methods, "_FOUND", {})
+    with pytest.raises(methods.BrokenMethod, match=r"specviz\.methods\.jacobi fails to import: invalid syntax"):
+        methods.available()

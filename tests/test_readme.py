@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from specviz import methods
 from specviz.core.paths import REPO
 
@@ -55,3 +57,12 @@ def test_the_experiments_index_lists_every_experiment_file():
     files = {p.name for p in EXPERIMENTS.iterdir() if p.is_file() and p.name != "README.md"}
     assert files - linked == set(), sorted(files - linked)
     assert linked - files == set(), sorted(linked - files)  # no link to a file that is not there
+
+
+@pytest.mark.real_model
+def test_the_readmes_python_use_runs(capsys):
+    """The README's use of the library from Python runs as written and prints an answer and its A."""
+    code = README.split("**From Python**:")[1].split("```python")[1].split("```")[0]
+    exec(compile(code, "README.md", "exec"), {})
+    text, a = capsys.readouterr().out.rstrip().rsplit(" ", 1)
+    assert len(text.split()) > 5 and float(a) >= 1.0

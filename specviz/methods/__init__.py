@@ -7,13 +7,15 @@ fits a model of any depth) under which the method runs on a tiny random model, a
 `accepting_resources(lm)`: the same with drafts that are all right on a model whose next token does not depend
 on its input (heads that hand the target's own prediction on), for the contract test's acceptance check.
 No method imports another; what two share lives below them, in specviz.trees (tree, walk,
-draft_tree, ngram_pool, verifier, …) or specviz.core (acceptance, drafting, …), or in base and speculator.
+draft_tree, ngram_pool, verifier, …) or specviz.core (acceptance, drafting, …), or in base and speculator. A
+composition is the exception that proves it: Medusa + Lookahead imports the two methods it is built from (its card's
+`composes`), from a layer of its own above theirs (pyproject.toml's contracts).
 
 The registry is found, not written: every module of this package but base, speculator (and batched) is a method,
 known by its card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES
 here, the colours, the galleries, the learning curves' kinds, the calibration) is derived from the cards, so adding
-a method touches its own file (DESIGN.md, "Adding a method"). A module that fails to import is left out (BROKEN says
-why), so one broken method cannot break the rest.
+a method touches its own file (DESIGN.md, "Adding a method"). A module that fails to import stops the scan with
+BrokenMethod, naming it: a method never disappears from the app, the CLI or the tests without a word.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from specviz.methods.base import Card
 NOT_METHODS = ("base", "batched", "speculator")  # the package's modules that are not methods
 _FOUND: dict[str, ModuleType] = {}  # name -> module, once the package has been scanned
 _ADDED: dict[str, ModuleType] = {}  # name -> module registered from outside the package
-BROKEN: dict[str, str] = {}  # module -> why it failed to import
 
 
 class UnknownMethod(ValueError):
     """A method name that specviz does not have."""
+
+
+class BrokenMethod(ImportError):
+    """A module of this package that fails to import: said loudly, with the module and why, where it was left out."""
 
 
 def _scan() -> dict[str, ModuleType]:
@@ -44,9 +49,8 @@ def _scan() -> dict[str, ModuleType]:
                 continue
             try:
                 module = importlib.import_module(f"{__name__}.{info.name}")
-            except Exception as exc:  # a broken method must not break the rest
-                BROKEN[info.name] = f"{type(exc).__name__}: {exc}"
-                continue
+            except Exception as exc:  # never silently: the app, the CLI and the tests stop on it
+                raise BrokenMethod(f"The method module {__name__}.{info.name} fails to import: {exc}") from exc
             _FOUND[module.CARD.name] = module
     every = {**_FOUND, **_ADDED}
     return dict(sorted(every.items(), key=lambda kv: kv[1].CARD.order))

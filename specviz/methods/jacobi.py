@@ -11,7 +11,7 @@ from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel, crop_to
 from specviz.core.sampling import ConfigError
 from specviz.methods.base import Card, Outcome, Run, generator
-from specviz.trees.ngram_pool import accept_candidates
+from specviz.trees.walk import judge
 
 __all__ = ["INIT_SOURCES", "Config", "generate", "initial_guesses", "jacobi_fixed_point", "pad_id"]
 
@@ -82,7 +82,7 @@ class JacobiState:
         with run.phase("verify"):
             logits, hidden = run.lm.forward([root, *guesses], run.cache)  # [n+1, V]: row j predicts index j+1
         with run.phase("accept"):
-            verdict = accept_candidates(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)
+            verdict = judge(logits[0], [guesses], [logits[1:]], run.sampling, run.gen)  # the row: a one-branch tree
         m, row = len(verdict.accepted), [root, *guesses]
         with run.phase("commit"):
             crop_to(run.cache, base + 1 + m)

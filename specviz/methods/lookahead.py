@@ -15,8 +15,9 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
 from specviz.methods.base import Card, OnStep, Outcome, Run, ShouldStop, settled
-from specviz.trees.ngram_pool import Layout, NgramPool, Verdict, accept_candidates, additive_mask
+from specviz.trees.ngram_pool import Layout, NgramPool, additive_mask
 from specviz.trees.tree import commit_path
+from specviz.trees.walk import Verdict, judge
 
 CARD = Card(
     name="lookahead",
@@ -88,7 +89,7 @@ class LookaheadState:
             root_logits, cand_rows, new_level = _project(lm, hidden, lay, cfg.window_vocab)
             new = new_level.tolist()
         with run.phase("accept"):
-            verdict = accept_candidates(root_logits, cands, list(cand_rows), run.sampling, run.gen)
+            verdict = judge(root_logits, cands, list(cand_rows), run.sampling, run.gen)  # the candidates as a tree
         m, best = len(verdict.accepted), verdict.best
         with run.phase("commit"):
             commit_path(run.cache, base, [0, *(lay.cand_slot(best, j) for j in range(m))])

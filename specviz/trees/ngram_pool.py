@@ -1,4 +1,4 @@
-"""Lookahead's n-gram pool, its attention-mask layout, and the acceptance of guessed continuations."""
+"""Lookahead's n-gram pool and its attention-mask layout (its candidates are judged as a tree: trees.walk.judge)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-
-from specviz.core.acceptance import draw, point_mass_siblings
-from specviz.core.sampling import Sampling, target_probs
 
 Gram = tuple[int, ...]
 
@@ -137,73 +134,3 @@ def additive_mask(layout: Layout, neg_inf: float) -> torch.Tensor:
     """The float mask the model takes: 0 where attention is allowed, neg_inf where blocked; [k, k]."""
     allowed = torch.tensor(layout.allowed(), dtype=torch.bool)
     return torch.full(allowed.shape, neg_inf, dtype=torch.float64).masked_fill(allowed, 0.0)
-
-
-@dataclass
-class Verdict:
-    """The outcome of verifying guessed continuations of the root."""
-
-    best: int  # index of the accepted candidate, -1 when none matched
-    matched: list[int]  # per candidate, how many of its tokens agree with what was committed
-    accepted: list[int]  # tokens accepted after the root
-    forced: int | None  # at T > 0 after a rejection, the next token drawn from the residual
-
-
-def accept_candidates(
-    root_logits: torch.Tensor,
-    cands: list[list[int]],
-    rows: list[torch.Tensor],
-    sampling: Sampling,
-    gen: torch.Generator,
-) -> Verdict:
-    """Acceptance over guessed continuations of the root: greedy at T = 0, point-mass sampling at T > 0.
-
-    Greedy: the longest prefix equal to the argmax chain. T > 0: each distinct guessed token is a point
-    mass q = δ_x, tried in turn (specviz.core.acceptance), so the output distribution stays the target's.
-    root_logits [V] predicts each candidate's first token; rows[c] [len(cands[c]), V] holds the logits at
-    candidate c's own tokens.
-    """
-    if sampling.greedy:
-        return _accept_greedy(root_logits, cands, rows)
-    if not cands:
-        return Verdict(-1, [], [], None)
-    depth, live, acc = 0, list(range(len(cands))), []
-    probs = target_probs(root_logits, sampling).double()
-    while True:
-        guesses = list(dict.fromkeys(cands[c][depth] for c in live))  # distinct, first guessed first
-        won, left, _ = point_mass_siblings(probs, guesses, gen)
-        if won is None:  # every guess rejected: draw from what is left
-            return Verdict(live[0] if acc else -1, _common(cands, acc), acc, draw(left, gen))
-        chosen = guesses[won]
-        acc.append(chosen)
-        live = [c for c in live if cands[c][depth] == chosen]
-        depth += 1
-        if depth == len(cands[live[0]]):  # every candidate has the same length
-            return Verdict(live[0], _common(cands, acc), acc, None)
-        probs = target_probs(rows[live[0]][depth - 1], sampling).double()
-
-
-def _accept_greedy(root_logits: torch.Tensor, cands: list[list[int]], rows: list[torch.Tensor]) -> Verdict:
-    first = int(torch.argmax(root_logits))
-    matched = []
-    for c, cand in enumerate(cands):
-        m = 0
-        if cand and cand[0] == first:  # rows of candidates that miss at once are never read (may be empty)
-            want = [first, *torch.argmax(rows[c], dim=-1).tolist()]
-            while m < len(cand) and cand[m] == want[m]:
-                m += 1
-        matched.append(m)
-    best = max(range(len(cands)), key=lambda c: (matched[c], -c)) if cands else -1
-    if best < 0 or matched[best] == 0:
-        return Verdict(-1, matched, [], None)
-    return Verdict(best, matched, cands[best][: matched[best]], None)
-
-
-def _common(cands: list[list[int]], acc: list[int]) -> list[int]:
-    out = []
-    for cand in cands:
-        m = 0
-        while m < min(len(cand), len(acc)) and cand[m] == acc[m]:
-            m += 1
-        out.append(m)
-    return out

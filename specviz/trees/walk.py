@@ -1,5 +1,7 @@
 """The acceptance walk over a verified token tree, one for every tree method (Medusa, Hydra, EAGLE-2, EAGLE-3,
-the hybrid): which path is accepted, what the next root is, and why every judged node off it was rejected.
+the hybrid, Medusa + Lookahead) and for guessed continuations (Jacobi's row, Lookahead's pooled n-grams: `judge`
+lays them out as one tree under the root, a shared prefix one branch): which path is accepted, what the next root
+is, and why every judged node off it was rejected.
 
 At T = 0 the path is the longest one matching the target's argmax. At T > 0 the "exact" rule is tree
 speculative sampling: tree nodes are deterministic top-k picks, so each sibling's proposal is a point mass
@@ -12,7 +14,7 @@ acceptance (not lossless): the longest path whose every token beats min(eps, del
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,3 +186,56 @@ def node_records(
             }
         )
     return out
+
+
+@dataclass
+class Verdict:
+    """Guessed continuations of the root judged as one tree: which was accepted and how far."""
+
+    best: int  # the first candidate through the accepted path's last node, -1 when none of its tokens was accepted
+    matched: list[int]  # per candidate, how many of its tokens agree with what was accepted
+    accepted: list[int]  # tokens accepted after the root
+    forced: int | None  # at T > 0 after a rejection, the next token drawn from the residual
+
+
+def candidate_tree(cands: list[list[int]]) -> tuple[list[int], TreeSpec, list[int], list[int]]:
+    """The candidates as one tree under the root (a trie: a prefix two share is one branch, children in the order
+    first guessed): its tokens (the root's a placeholder), its spec, each node's row among the candidates' rows laid
+    end to end after the root's (the first candidate through it), and the first candidate through each node."""
+    tokens, parents, row, first = [0], [-1], [0], [-1]
+    child: dict[tuple[int, int], int] = {}
+    offset = 1
+    for c, cand in enumerate(cands):
+        node = 0
+        for j, tok in enumerate(cand):
+            if (node, tok) not in child:
+                child[(node, tok)] = len(tokens)
+                tokens.append(tok)
+                parents.append(node)
+                row.append(offset + j)
+                first.append(c)
+            node = child[(node, tok)]
+        offset += len(cand)
+    return tokens, TreeSpec(parents), row, first
+
+
+def judge(
+    root_logits: torch.Tensor,
+    cands: list[list[int]],
+    rows: Sequence[torch.Tensor],
+    sampling: Sampling,
+    gen: torch.Generator,
+    text: Callable[[int], str] = str,
+) -> Verdict:
+    """Guessed continuations of the root (Jacobi's row, Lookahead's n-grams) judged by the one walk, as a tree:
+    root_logits [V] predicts each candidate's first token, rows[c] [len(cands[c]), V] the logits at candidate c's
+    own tokens. Greedy: the longest prefix equal to the argmax chain; T > 0: tree speculative sampling, each
+    distinct guess a point mass, so the tokens committed are distributed as the target's."""
+    if not cands:  # nothing to judge: the run draws the next root from root_logits as after any step
+        return Verdict(-1, [], [], None)
+    tokens, spec, row, first = candidate_tree(cands)
+    flat = torch.cat([root_logits[None], *(r[: len(c)] for r, c in zip(rows, cands, strict=True))])
+    w = walk(sampling, gen, tokens, spec, flat[row], None, text)
+    accepted = [tokens[n] for n in w.path[1:]]
+    matched = [next((m for m in range(len(c)) if m >= len(accepted) or c[m] != accepted[m]), len(c)) for c in cands]
+    return Verdict(first[w.path[-1]], matched, accepted, w.next_root)
