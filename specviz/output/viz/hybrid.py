@@ -48,7 +48,8 @@ def origins_figure(trace: Trace, slide: bool = False) -> go.Figure:
     rows = origins(trace)
     steps = list(range(len(rows)))
     heads = any(isinstance(st.detail, MedusaLookaheadDetail) for st in trace.steps)  # Medusa's heads, not EAGLE's
-    labels = LABELS | ({"head": "Medusa's heads", "pool": "the pool's n-gram, in the heads' tree"} if heads else {})
+    medusa = {"head": "Medusa's heads", "both": "heads and pool alike", "pool": "the pool's n-gram, in the heads' tree"}
+    labels = LABELS | (medusa if heads else {})
     colors = COLORS | ({"head": method_color("medusa")} if heads else {})
     fig = go.Figure()
     for origin in ORIGINS:

@@ -318,5 +318,6 @@ def busiest_tree(trace: Trace, title: str | None = None, slide: bool = False) ->
         return apply(go.Figure(), title or "No drafted steps yet", slide)
     best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
     pooled = sum(n["rank"] is None for n in detail.nodes[1:])
-    head = title or f"Candidate tree, step {best.index}" + (f": {pooled} nodes from the n-gram pool" if pooled else "")
+    pool = f": {pooled} node{'s' if pooled > 1 else ''} from the n-gram pool" if pooled else ""
+    head = title or f"Candidate tree, step {best.index}{pool}"
     return tree_figure(*step_tree_data(best), head, slide=slide)
