@@ -30,6 +30,8 @@ ALLOWED = {
     ("trees/tree.py", "positions", "tensor"): "TreeSpec is plain data built once per shape; lm.forward moves it",
     ("trees/ngram_pool.py", "additive_mask", "tensor"): "Lookahead's mask is plain data; lm.forward moves it",
     ("trees/ngram_pool.py", "additive_mask", "full"): "Lookahead's mask is plain data; lm.forward moves it",
+    ("methods/medusa_lookahead.py", "layout", "zeros"): "the tree-and-window mask is plain data; lm.forward moves it",
+    ("methods/medusa_lookahead.py", "verify", "full"): "the tree-and-window mask is plain data; lm.forward moves it",
     ("heads/eagle.py", "__init__", "arange"): "a module buffer: it moves with the head's .to(device)",
     ("heads/dflash.py", "__init__", "arange"): "a module buffer: it moves with the drafter's .to(device)",
     ("heads/dflash.py", "__init__", "zeros"): "a module parameter (the mask embedding): it moves with the drafter",
