@@ -195,9 +195,13 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
         init(self, proposer, verifier, cfg)
         self.pool_run = cfg.copy_after  # as if the step before had accepted a copy
 
+    argmax: dict[tuple[int, ...], int] = {}  # the runs share a prompt: a context's argmax is computed once
+
     def greedy_pool(seq, max_ngram, min_ngram, length, count):
-        with torch.no_grad():
-            return [[int(peaked.hf(torch.tensor([seq], device=peaked.device)).logits[0, -1].argmax())]]
+        if tuple(seq) not in argmax:
+            with torch.no_grad():
+                argmax[tuple(seq)] = int(peaked.hf(torch.tensor([seq], device=peaked.device)).logits[0, -1].argmax())
+        return [[argmax[tuple(seq)]]]
 
     monkeypatch.setattr(hybrid.Hybrid, "__init__", copying)
     monkeypatch.setattr(hybrid, "lookup_tails", greedy_pool)
