@@ -189,10 +189,10 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
     by the tree rule over a point mass, is still distributed as p. The pool proposes the target's argmax, so
     both acceptance and the residual draw happen often."""
     kw = hybrid.tiny_resources(peaked)
-    init = hybrid.Hybrid.__init__
+    init = hybrid.PoolProposer.__init__
 
-    def copying(self, proposer, verifier, cfg) -> None:
-        init(self, proposer, verifier, cfg)
+    def copying(self, head, cfg) -> None:
+        init(self, head, cfg)
         self.pool_run = cfg.copy_after  # as if the step before had accepted a copy
 
     argmax: dict[tuple[int, ...], int] = {}  # the runs share a prompt: a context's argmax is computed once
@@ -203,7 +203,7 @@ def test_copy_steps_keep_the_target_distribution(peaked, monkeypatch):
                 argmax[tuple(seq)] = int(peaked.hf(torch.tensor([seq], device=peaked.device)).logits[0, -1].argmax())
         return [[argmax[tuple(seq)]]]
 
-    monkeypatch.setattr(hybrid.Hybrid, "__init__", copying)
+    monkeypatch.setattr(hybrid.PoolProposer, "__init__", copying)
     monkeypatch.setattr(hybrid, "lookup_tails", greedy_pool)
     copied: list[bool] = []
 

@@ -14,18 +14,22 @@ fewer hands back to the tree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from specviz.core.details import HybridDetail
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import tiny_head
-from specviz.methods.base import Card, Outcome, Run, Step, generator
-from specviz.methods.speculator import Speculator, eagle_proposer, tree_outcome
+from specviz.methods.base import Card, Run, Step, generator
+from specviz.methods.speculator import EagleSpeculator, eagle_proposer
 from specviz.trees.eagle_tree import EagleConfig, EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
-from specviz.trees.verifier import TreeVerifier
+from specviz.trees.verifier import TreeVerifier, Verified
 
 CARD = Card(
     name="hybrid",
@@ -76,18 +80,21 @@ class Config(EagleConfig):
             raise ConfigError(f"need 1 ≤ min_ngram ≤ max_ngram ≤ 8, got {self.min_ngram}, {self.max_ngram}.")
 
 
-class Hybrid(Speculator):
-    """EAGLE's proposer and the tree verifier, plus this step's candidates, who proposed each node, and whether to
-    copy."""
+class PoolProposer:
+    """EAGLE's proposer with the n-gram pool: the head's tree with the text's continuations grafted on, or on a copy
+    step the pool's candidate alone; it remembers who proposed each node and how many of the pool's tokens the
+    target kept, which decides the next copy step."""
 
-    proposer: EagleProposer
-
-    def __init__(self, proposer: EagleProposer, verifier: TreeVerifier, cfg: Config) -> None:
-        super().__init__(proposer, verifier)
-        self.cfg = cfg
+    def __init__(self, head: EagleProposer, cfg: Config) -> None:
+        self.head, self.cfg, self.layers = head, cfg, head.layers
         self.sources: list[str] = []
         self.tails: list[list[int]] = []
+        self.copied = False
         self.pool_run = 0  # the pool's tokens on the last step's accepted path
+        self.draft: EagleDraft | None = None
+
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
+        self.head.start(run, prompt_feats)
 
     def copy_tail(self, run: Run, root: int) -> list[int]:
         """The pool's candidate for a copy step: [] unless the last step accepted copy_after of its tokens and
@@ -99,45 +106,43 @@ class Hybrid(Speculator):
         tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, length, 1)
         return tails[0] if tails and len(tails[0]) >= min(c.copy_after, length) else []
 
-    def propose(self, run: Run, root: int, copy: list[int]) -> EagleDraft:
+    def propose(self, run: Run, root: int) -> EagleDraft:
         """The head's tree with the pool's candidates grafted on under the node budget, or on a copy step the
         pool's candidate alone (the head sits out)."""
-        c, f_t = self.cfg, self.proposer.root_feature(run)
+        c, f_t, copy = self.cfg, self.head.root_feature(run), self.copy_tail(run, root)
         if copy:
-            tree, self.tails, budget = self.proposer.skip(f_t, root), [copy], 1 + len(copy)
+            tree, self.tails, budget = self.head.skip(f_t, root), [copy], 1 + len(copy)
         else:
-            tree = self.proposer.draft(f_t, root)
+            tree = self.head.draft(f_t, root)
             self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
             budget = c.total_tokens + (c.pool_extra if self.tails else 0)
         self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
-        return EagleDraft.of(tree, f_t)
+        self.copied, self.draft = bool(copy), EagleDraft.of(tree, f_t)
+        return self.draft
 
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (head tree + pool n-grams, or the pool's copy alone) → verify (one target forward) → accept
-        (specviz.trees.walk) → commit (the target's cache, and the head's queue)."""
-        with run.phase("propose"):
-            tail = self.copy_tail(run, root)
-            draft = self.propose(run, root, tail)
-        with run.phase("verify"):
-            v = self.verifier.verify(run, draft.tokens, draft.spec)
-        with run.phase("accept"):
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)
-            self.proposer.commit(v, w.path)
-        res = TreeResult(draft, v, w)
-        sources, tails, copied = list(self.sources), [list(t) for t in self.tails], bool(tail)
-        self.pool_run = sum(sources[draft.nodes[i]] != HEAD for i in w.path[1:])
-        record = self.proposer.record
-        return tree_outcome(
-            res,
-            lambda: HybridDetail(**record(res, run.lm.token_text), sources=sources, candidates=tails, copy=copied),
-        )
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """The head keeps the accepted path's features; the pool counts its tokens on it."""
+        self.head.commit(v, path)
+        nodes = self.draft.nodes if self.draft is not None else []
+        self.pool_run = sum(self.sources[nodes[i]] != HEAD for i in path[1:])
+
+    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
+        """EAGLE's record of the step, with who proposed each drafted node, the candidates and whether it copied."""
+        tails = [list(t) for t in self.tails]
+        return {**self.head.record(res, text), "sources": list(self.sources), "candidates": tails, "copy": self.copied}
+
+
+class Hybrid(EagleSpeculator):
+    """The pool's proposer and the tree verifier, in the tree methods' one step (methods.speculator.TreeSpeculator:
+    propose → verify → accept → commit); the step's record says who proposed each node."""
+
+    DETAIL = HybridDetail
+    proposer: PoolProposer  # type: ignore[assignment]
 
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     """EAGLE's head (given, else cfg.head's) and the n-gram pool, drafting from the run's state."""
-    return Hybrid(eagle_proposer(run.lm, cfg, head), TreeVerifier(), cfg).start(run)
+    return Hybrid(PoolProposer(eagle_proposer(run.lm, cfg, head), cfg), TreeVerifier()).start(run)
 
 
 generate = generator(

@@ -29,12 +29,12 @@ from specviz.heads.medusa import MedusaHeads
 from specviz.methods import medusa
 from specviz.methods.base import Card, Outcome, Run, Step, generator
 from specviz.methods.lookahead import advance_window
-from specviz.methods.speculator import Speculator, path_outcome
+from specviz.methods.speculator import TreeSpeculator, path_outcome
 from specviz.trees.head_tree import HeadsDraft, HeadTreeConfig
 from specviz.trees.ngram_pool import Layout, NgramPool
 from specviz.trees.tree import TreeSpec
-from specviz.trees.verifier import Verified, projected_rows
-from specviz.trees.walk import node_records
+from specviz.trees.verifier import HeadsVerifier, RunView, Verified, projected_rows
+from specviz.trees.walk import Rule, Walk, node_records
 
 CARD = Card(
     name="medusa_lookahead",
@@ -112,49 +112,55 @@ def layout(spec: TreeSpec, lay: Layout, prefix: int) -> tuple[list[int], torch.T
     return positions, seen
 
 
-class MedusaLookahead(Speculator):
-    """Medusa's proposer and Lookahead's window and pool over one run; one tree forward with the window beside it."""
+@dataclass
+class PooledDraft:
+    """One step's tree: the heads' nodes and the pool's branches, each node's head probability and proposer."""
 
-    DETAIL: ClassVar[type[MedusaLookaheadDetail]] = MedusaLookaheadDetail
-    proposer: medusa.MedusaProposer
+    tokens: list[int]
+    spec: TreeSpec
+    head_p: list[float | None]
+    sources: list[str]
+    candidates: list[list[int]]
 
-    def __init__(self, proposer: medusa.MedusaProposer, cfg: Config, first: list[int], pool: NgramPool) -> None:
-        super().__init__(proposer, proposer.verifier())
+
+class PoolHeadsProposer:
+    """Medusa's heads fill their planned tree; the pool's n-grams for the root are grafted onto it."""
+
+    layers: tuple[int, ...] = ()  # the heads read the final hidden state
+
+    def __init__(self, heads: medusa.MedusaProposer, pool: NgramPool, guesses: int) -> None:
+        self.heads, self.pool, self.guesses = heads, pool, guesses
+
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
+        """Nothing of the prompt to read (the pool was seeded with its n-grams when it was made)."""
+
+    def propose(self, run: Run, root: int) -> PooledDraft:
+        cands = self.pool.candidates(root, self.guesses)
+        return PooledDraft(*graft(self.heads.propose(run, root), cands), cands)
+
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """Nothing to keep of the path: the heads read the next root's hidden state, the window fills the pool."""
+
+
+class WindowVerifier(HeadsVerifier):
+    """Medusa's verifier with Lookahead's window beside the tree in the same forward: after the walk, the window
+    moves on (its new level: the argmax of its last level's rows) and harvests one n-gram per column into the pool."""
+
+    def __init__(self, rule: Rule, cfg: Config, first: list[int], pool: NgramPool) -> None:
+        super().__init__(rule=rule)
         self.cfg, self.levels, self.pool = cfg, [first], pool
+        self.new_level: list[int] = []
+        self.fed: list[list[int]] = []  # the levels the last forward carried
+        self.harvested = 0  # n-grams the last step put in the pool
 
-    @torch.no_grad()
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (the heads' tree, the pool's branches grafted on, the window beside) → verify (one forward) →
-        accept (the tree walk) → commit (the accepted path; the window moves on and fills the pool)."""
-        with run.phase("propose"):
-            cands = self.pool.candidates(root, self.cfg.guesses)
-            tokens, spec, head_p, sources = graft(self.proposer.propose(run, root), cands)
-            lay = Layout(len(self.levels), self.cfg.window, 0, self.cfg.ngram - 1)
-        with run.phase("verify"):
-            v, new_level = self.verify(run, tokens, spec, lay)
-        with run.phase("accept"):
-            w = self.verifier.accept(run, v)
-        with run.phase("commit"):
-            self.verifier.commit(run, v, w)  # the accepted path's keys and values; the window's slots dropped
-        window = [list(level) for level in self.levels]
-        grams, _status = advance_window(self, new_level, self.cfg.ngram - 1)
-
-        def record() -> MedusaLookaheadDetail:
-            nodes = node_records(spec, tokens, head_p, v.probs, w.path, w.why, run.lm.token_text)  # type: ignore[arg-type]
-            rule = "greedy" if run.sampling.greedy else self.cfg.rule
-            base = (spec.parents, nodes, w.path, round(1 + self.proposer.expected, 4), len(w.path), rule)
-            return self.DETAIL(*base, sources=sources, candidates=cands, window=window, harvested=len(grams))
-
-        return path_outcome(v, w, record)
-
-    def verify(self, run: Run, tokens: list[int], spec: TreeSpec, lay: Layout) -> tuple[Verified, list[int]]:
+    def verify(self, run: RunView, tokens: list[int], spec: TreeSpec) -> Verified:
         """One target forward over the tree and the window; LM-head rows for the tree's inner nodes (every node of a
         small tree, as Medusa's verifier projects them) and the window's last level, in one product."""
         lm, prefix = run.lm, run.seq_len
-        levels = [t for level in self.levels for t in level]
+        lay = Layout(len(self.levels), self.cfg.window, 0, self.cfg.ngram - 1)
         positions, seen = layout(spec, lay, prefix)
         mask = torch.full(seen.shape, lm.neg_inf(), dtype=lm.dtype).masked_fill_(seen, 0.0)
-        ids = [*tokens, *levels]
+        ids = [*tokens, *(t for level in self.levels for t in level)]
         _, hidden = lm.forward(ids, run.cache, torch.tensor(positions, device=lm.device), mask, slice(0, 0))
         inner, n = projected_rows(spec), len(spec)
         last = [n - 1 + lay.slot(lay.levels - 1, i) for i in range(lay.width)]
@@ -163,8 +169,37 @@ class MedusaLookahead(Speculator):
         probs = rows.new_zeros(n, rows.shape[-1])
         logits[inner] = rows[: len(inner)]
         probs[inner] = target_probs(rows[: len(inner)], run.sampling)
-        new_level = rows[len(inner) :].argmax(-1).tolist()  # the window's next level: the Jacobi update needs it
-        return Verified(tokens, spec, prefix, logits, hidden[:n], hidden[:n], probs), new_level
+        self.new_level = rows[len(inner) :].argmax(-1).tolist()  # the window's next level: the Jacobi update
+        return Verified(tokens, spec, prefix, logits, hidden[:n], hidden[:n], probs)
+
+    def commit(self, run: RunView, v: Verified, w: Walk) -> None:
+        """The accepted path's keys and values (the window's slots dropped with the rest); then the window moves."""
+        super().commit(run, v, w)
+        self.fed = [list(level) for level in self.levels]
+        self.harvested = len(advance_window(self, self.new_level, self.cfg.ngram - 1)[0])
+
+
+class MedusaLookahead(TreeSpeculator):
+    """The pooled heads' proposer and the window's verifier, in the tree methods' one step
+    (methods.speculator.TreeSpeculator: propose → verify → accept → commit)."""
+
+    DETAIL: ClassVar[type[MedusaLookaheadDetail]] = MedusaLookaheadDetail
+    proposer: PoolHeadsProposer
+    verifier: WindowVerifier
+
+    def outcome(self, run: Run, draft: PooledDraft, v: Verified, w: Walk) -> Outcome:
+        """The accepted path's outcome; its record: Medusa's, with who proposed each node and the window it fed."""
+        heads, rule = self.proposer.heads, self.verifier.rule
+        window, harvested = self.verifier.fed, self.verifier.harvested
+
+        def record() -> MedusaLookaheadDetail:
+            nodes = node_records(v.spec, v.tokens, draft.head_p, v.probs, w.path, w.why, run.lm.token_text)  # type: ignore[arg-type]
+            said = "greedy" if run.sampling.greedy else rule.name
+            base = (v.spec.parents, nodes, w.path, round(1 + heads.expected, 4), len(w.path), said)
+            extra = {"sources": draft.sources, "candidates": draft.candidates, "window": window}
+            return self.DETAIL(*base, **extra, harvested=harvested)
+
+        return path_outcome(v, w, record)
 
 
 def begin(
@@ -172,13 +207,14 @@ def begin(
 ) -> Step:
     """Medusa's heads (given, else loaded once per folder) and their planned tree; the window's first level and the
     pool (seeded with the prompt's n-grams)."""
-    proposer = medusa.MedusaProposer(cfg, heads if heads is not None else medusa.get_heads(run.lm, cfg), calibration)
+    drafting = medusa.MedusaProposer(cfg, heads if heads is not None else medusa.get_heads(run.lm, cfg), calibration)
     pool = NgramPool(cfg.ngram, max(1, cfg.guesses))
     if cfg.seed_prompt:
         pool.seed(run.prompt_ids)
     lm = run.lm
     first = initial_guesses(cfg.init, cfg.window, run.prompt_ids, pad_id(lm), lm.hf.config.vocab_size, run.gen)
-    return MedusaLookahead(proposer, cfg, first, pool).start(run)
+    verifier = WindowVerifier(Rule(cfg.rule, cfg.eps, cfg.delta), cfg, first, pool)
+    return MedusaLookahead(PoolHeadsProposer(drafting, pool, cfg.guesses), verifier).start(run)
 
 
 generate = generator(
