@@ -82,6 +82,17 @@ def test_unset_fields_take_the_fit_and_given_ones_keep_their_value(monkeypatch):
     assert settled(medusa.Config()).total_tokens == 5 and unfitted(settled(medusa.Config())) == []
 
 
+def test_a_composition_takes_the_fitted_shape_of_its_first_part(monkeypatch):
+    """Medusa + Lookahead's tree is Medusa's, fitted to the device; its window stays as given."""
+    from specviz.methods import medusa_lookahead
+
+    best = fit.Candidate({"heads": 3, "total_tokens": 7}, 7, 1.6, 30.0, 2.0, 1.0, 30.0)
+    fitted = {"medusa": fit.Fit("medusa", best, None, (best,), "cpu", {})}
+    monkeypatch.setattr(fit, "fits", lambda _lm, refresh=False: fitted)
+    got = fit.measured(None, medusa_lookahead.Config(window=2), medusa_lookahead.CARD.name)  # type: ignore[arg-type]
+    assert (got.heads, got.total_tokens, got.window) == (3, 7, 2)
+
+
 def test_a_damaged_stored_cost_is_measured_again(tmp_path, monkeypatch, tiny_lm):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     calls = []

@@ -137,6 +137,15 @@ def test_a_tree_is_priced_by_the_fits_candidate_of_its_shape_and_past_the_tables
     assert unset.width == fit.fit_method("eagle", c).best.forward_tokens
 
 
+def test_a_tree_with_a_window_beside_it_is_priced_by_everything_its_forward_carries():
+    """Medusa + Lookahead's forward carries the heads' tree, the pool's branches and the window: all are priced."""
+    from specviz.methods import medusa_lookahead
+
+    cfg = medusa_lookahead.Config(heads=2, total_tokens=5, window=3, ngram=3, guesses=2)
+    s = budget.step_price(medusa_lookahead.CARD.name, cfg, cost())
+    assert s.width == 5 + 2 * (3 + 2) == cfg.forward_tokens and s.step_ms >= cost().forward_ms(15)
+
+
 def test_a_run_over_the_bound_is_refused_with_what_to_lower(monkeypatch):
     monkeypatch.delenv(budget.ENV, raising=False)
     c = cost()

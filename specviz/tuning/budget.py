@@ -90,6 +90,9 @@ def width(name: str, f: Mapping[str, Any]) -> tuple[int, int]:
     """(tokens the verify forward carries, drafting rounds a step) for a method at fields `f`."""
     if name == "lookahead":
         return 1 + (int(f["ngram"]) - 1) * (int(f["window"]) + max(0, int(f["guesses"]))), 0
+    if "total_tokens" in f and "window" in f:  # a tree with a Jacobi window beside it (Medusa + Lookahead)
+        n = int(f["ngram"]) - 1
+        return int(f["total_tokens"]) + n * (int(f["window"]) + max(0, int(f["guesses"]))), 1
     if "total_tokens" in f:
         return int(f["total_tokens"]), int(f.get("depth", 1))
     if name == "sps":
