@@ -123,6 +123,8 @@ def test_eagle_page_live(real_app, monkeypatch):
     assert sum(sum(d["y"]) for d in origins["data"]) == 16  # every committed token has one origin
     assert len([s for s in specs if "Tree-attention mask" in chart_title(s)]) == 2
     assert regrown == ["re-growing both trees"] and titled(specs, "static vs dynamic")
+    at.slider(key="eagle.depth").set_value(2)  # a tree that can hold 6 nodes whatever this device's fit chose
+    at.slider(key="eagle.top_k").set_value(3)
     at.slider(key="eagle.total_tokens").set_value(6).run()
     assert not at.exception
     assert len(titled(chart_specs(at), "Tree-attention mask")["data"][0]["z"]) == 6

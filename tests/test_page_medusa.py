@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from specviz.output.viz.tree import mask_figure, tree_figure, tree_layout
-from tests.apptest import app_on, chart_specs, titled
+from tests.apptest import app_on, chart_specs, chart_title, titled
 
 
 def test_tree_figure_and_mask_on_plain_data() -> None:
@@ -52,7 +52,11 @@ def test_medusa_page_live(real_app) -> None:
     assert titled(specs, "Hydra (hover")
     labels = [m.label for m in at.metric]
     assert "A, Medusa → Hydra" in labels and "Hydra's speedup" in labels
-    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 2
+    # and Medusa + Lookahead beside it: its A, speedup, identity, who proposed each token and its tree
+    assert "A, Medusa → with Lookahead" in labels and "Its speedup" in labels
+    assert titled(specs, "Who proposed each committed token")
+    assert len([s for s in specs if "Candidate tree" in chart_title(s)]) == 2  # Medusa's, then the pairing's
+    assert sum(m.label.startswith("Same tokens") and m.value == "yes" for m in at.metric) == 3
     at.slider(key="medusa.total_tokens").set_value(4).run()  # the live run changes with the tree size
     assert not at.exception
     tree = titled(chart_specs(at), "Candidate tree")
