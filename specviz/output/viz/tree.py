@@ -318,6 +318,21 @@ def busiest_tree(trace: Trace, title: str | None = None, slide: bool = False) ->
         return apply(go.Figure(), title or "No drafted steps yet", slide)
     best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
     pooled = sum(n["rank"] is None for n in detail.nodes[1:])
-    pool = f": {pooled} node{'s' if pooled > 1 else ''} from the n-gram pool" if pooled else ""
+    pool = f": {pooled} node{'s' if pooled > 1 else ''} from the n-gram pool (ringed)" if pooled else ""
     head = title or f"Candidate tree, step {best.index}{pool}"
-    return tree_figure(*step_tree_data(best), head, slide=slide)
+    fig = tree_figure(*step_tree_data(best), head, slide=slide)
+    if pooled:  # the pool's nodes ringed: the two proposers apart at a glance
+        pos, (_h, _f, marker) = tree_layout(detail.parents), tree_sizes(detail.parents, slide)
+        ringed = [i for i, n in enumerate(detail.nodes) if i and n["rank"] is None]
+        ring = method_color("pld")  # the pool's colour in the who-proposed bars
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[i][0] for i in ringed],
+                y=[pos[i][1] for i in ringed],
+                mode="markers",
+                name="from the n-gram pool",
+                marker={"size": marker + 10, "color": "rgba(0,0,0,0)", "line": {"color": ring, "width": 3}},
+                hoverinfo="skip",
+            )
+        )
+    return fig
