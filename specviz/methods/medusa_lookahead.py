@@ -24,7 +24,7 @@ import torch
 from specviz.core.details import MedusaLookaheadDetail
 from specviz.core.drafting import INIT_SOURCES, initial_guesses, pad_id
 from specviz.core.model import LoadedModel
-from specviz.core.sampling import ConfigError, check_between, target_probs
+from specviz.core.sampling import ConfigError, check_between
 from specviz.heads.medusa import MedusaHeads
 from specviz.methods import medusa
 from specviz.methods.base import Card, Outcome, Run, Step, generator
@@ -32,8 +32,8 @@ from specviz.methods.lookahead import advance_window
 from specviz.methods.speculator import TreeSpeculator, path_outcome
 from specviz.trees.head_tree import HeadsDraft, HeadTreeConfig
 from specviz.trees.ngram_pool import Layout, NgramPool
-from specviz.trees.tree import TreeSpec
-from specviz.trees.verifier import HeadsVerifier, RunView, Verified, projected_rows
+from specviz.trees.tree import TreeSpec, hang
+from specviz.trees.verifier import HeadsVerifier, RunView, Verified, project
 from specviz.trees.walk import Rule, Walk, node_records
 
 CARD = Card(
@@ -85,15 +85,10 @@ def graft(draft: HeadsDraft, cands: list[list[int]]) -> tuple[list[int], TreeSpe
     sources = ["root"] + [HEAD] * (len(tokens) - 1)
     child = {(parents[i], tokens[i]): i for i in range(1, len(tokens))}
     for cand in cands:
-        node = 0
-        for tok in cand:
-            if (node, tok) not in child:
-                child[(node, tok)] = len(tokens)
-                tokens.append(tok)
-                parents.append(node)
+        for node in hang(tokens, parents, child, cand):
+            if node == len(sources):  # a node the pool added
                 head_p.append(None)
                 sources.append(POOL)
-            node = child[(node, tok)]
             sources[node] = BOTH if sources[node] == HEAD else sources[node]
     ranks = [*draft.spec.ranks, *[()] * (len(tokens) - len(draft.tokens))]
     return tokens, TreeSpec(parents, ranks), head_p, sources
@@ -162,14 +157,10 @@ class WindowVerifier(HeadsVerifier):
         mask = torch.full(seen.shape, lm.neg_inf(), dtype=lm.dtype).masked_fill_(seen, 0.0)
         ids = [*tokens, *(t for level in self.levels for t in level)]
         _, hidden = lm.forward(ids, run.cache, torch.tensor(positions, device=lm.device), mask, slice(0, 0))
-        inner, n = projected_rows(spec), len(spec)
+        n = len(spec)
         last = [n - 1 + lay.slot(lay.levels - 1, i) for i in range(lay.width)]
-        rows = lm.lm_head(hidden[inner + last]).float()
-        logits = rows.new_zeros(n, rows.shape[-1])
-        probs = rows.new_zeros(n, rows.shape[-1])
-        logits[inner] = rows[: len(inner)]
-        probs[inner] = target_probs(rows[: len(inner)], run.sampling)
-        self.new_level = rows[len(inner) :].argmax(-1).tolist()  # the window's next level: the Jacobi update
+        logits, probs, window_rows = project(lm, hidden, spec, run.sampling, last)
+        self.new_level = window_rows.argmax(-1).tolist() if window_rows is not None else []  # the Jacobi update
         return Verified(tokens, spec, prefix, logits, hidden[:n], hidden[:n], probs)
 
     def commit(self, run: RunView, v: Verified, w: Walk) -> None:

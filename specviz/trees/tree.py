@@ -113,6 +113,21 @@ class TreeSpec:
         return cls(parents=parents, ranks=[(), *uniq])
 
 
+def hang(tokens: list[int], parents: list[int], child: dict[tuple[int, int], int], branch: Sequence[int]) -> list[int]:
+    """Hang `branch` from the root of a tree kept as `tokens` and `parents` (extended in place), walking the nodes it
+    agrees with (`child`: (parent, token) -> node, kept up to date): the node of each of its tokens, in order; the
+    nodes it added are appended at the end, in that order."""
+    node, path = 0, []
+    for tok in branch:
+        if (node, tok) not in child:
+            child[(node, tok)] = len(tokens)
+            tokens.append(tok)
+            parents.append(node)
+        node = child[(node, tok)]
+        path.append(node)
+    return path
+
+
 def verify_tree(
     lm, cache, tokens: list[int], spec: TreeSpec, logits_for: slice | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:

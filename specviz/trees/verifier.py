@@ -106,13 +106,24 @@ def heads_forward(
     nodes only.
     """
     _, hidden = verify_tree(lm, cache, tokens, spec, logits_for=slice(0, 0))
+    logits, probs, _ = project(lm, hidden, spec, sampling)
+    return logits, probs, hidden
+
+
+def project(
+    lm: LoadedModel, hidden: torch.Tensor, spec: TreeSpec, sampling: Sampling, extra: list[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The LM-head rows a heads tree's walk reads (projected_rows), with the rows of `extra` slots of the same
+    forward in the one product (Medusa + Lookahead's window): logits [n, V] and the target's p [n, V], zero where not
+    projected, and the extra rows [len(extra), V] (None without: a heads tree's step slices nothing it need not)."""
     inner = projected_rows(spec)
-    rows = lm.lm_head(hidden[inner]).float()  # [len(inner), V]
+    rows = lm.lm_head(hidden[inner + list(extra or [])]).float()  # [len(inner) + len(extra), V]
+    tree_rows = rows[: len(inner)] if extra else rows
     logits = rows.new_zeros(len(spec), rows.shape[-1])
     probs = rows.new_zeros(len(spec), rows.shape[-1])  # the distribution each node's children face
-    logits[inner] = rows
-    probs[inner] = target_probs(rows, sampling)
-    return logits, probs, hidden
+    logits[inner] = tree_rows
+    probs[inner] = target_probs(tree_rows, sampling)
+    return logits, probs, rows[len(inner) :] if extra else None
 
 
 def projected_rows(spec: TreeSpec) -> list[int]:

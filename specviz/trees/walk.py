@@ -23,7 +23,7 @@ import torch
 from specviz.core.acceptance import draw, point_mass_siblings, typical_threshold
 from specviz.core.host import fetch
 from specviz.core.sampling import Sampling, target_probs
-from specviz.trees.tree import TreeSpec, longest_path
+from specviz.trees.tree import TreeSpec, hang, longest_path
 
 RULES = ("exact", "typical")
 
@@ -206,15 +206,10 @@ def candidate_tree(cands: list[list[int]]) -> tuple[list[int], TreeSpec, list[in
     child: dict[tuple[int, int], int] = {}
     offset = 1
     for c, cand in enumerate(cands):
-        node = 0
-        for j, tok in enumerate(cand):
-            if (node, tok) not in child:
-                child[(node, tok)] = len(tokens)
-                tokens.append(tok)
-                parents.append(node)
+        for j, node in enumerate(hang(tokens, parents, child, cand)):
+            if node == len(row):  # a node this candidate added
                 row.append(offset + j)
                 first.append(c)
-            node = child[(node, tok)]
         offset += len(cand)
     return tokens, TreeSpec(parents), row, first
 
