@@ -300,23 +300,27 @@ def cost_figure(
 
 def gallery(trace: Trace) -> dict[str, go.Figure]:
     """A Medusa trace's own figures, for export: the busiest step's tree and mask, and the token strip."""
-    steps = trace.detailed(MedusaDetail)
     out = {"tokens": token_strip(trace, slide=True)}
-    if steps:
-        best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
+    if (found := busiest(trace)) is not None:
+        best, detail = found
         parents, labels, _status, _hover = step_tree_data(best)
         out["tree"] = busiest_tree(trace, slide=True)
         out["mask"] = mask_figure(parents, labels, detail.path, "Tree-attention mask", slide=True)
     return out
 
 
+def busiest(trace: Trace) -> tuple[StepTrace, MedusaDetail] | None:
+    """The heads tree's step that committed most (the earliest of equals) and its record; None without one."""
+    steps = trace.detailed(MedusaDetail)
+    return max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index)) if steps else None
+
+
 def busiest_tree(trace: Trace, title: str | None = None, slide: bool = False) -> go.Figure:
     """The tree of the step that committed most (the earliest of equals), titled with its step and, where a pool
     joined the heads' tree, how many of its nodes the pool proposed."""
-    steps = trace.detailed(MedusaDetail)
-    if not steps:
+    if (found := busiest(trace)) is None:
         return apply(go.Figure(), title or "No drafted steps yet", slide)
-    best, detail = max(steps, key=lambda sd: (sd[0].accepted, -sd[0].index))
+    best, detail = found
     pooled = sum(n["rank"] is None for n in detail.nodes[1:])
     pool = f": {pooled} node{'s' if pooled > 1 else ''} from the n-gram pool (ringed)" if pooled else ""
     head = title or f"Candidate tree, step {best.index}{pool}"
