@@ -74,9 +74,9 @@ def shape(name: str, config: Any, cost: fit.DeviceCost) -> dict[str, Any]:
     does where the device has the method's timed steps), then their fallback."""
     if config is None or not is_dataclass(config) or isinstance(config, type):
         return {}
-    empty = unfitted(config)
-    if empty and name in fit.PAPER and (name == "lookahead" or fit.FAMILY[name] in cost.samples):
-        config = replace(config, **_fitted(name, cost))
+    empty, by = unfitted(config), fit.fitted_as(name)  # a composition takes its first part's fitted shape
+    if empty and by in fit.PAPER and (by == "lookahead" or fit.FAMILY[by] in cost.samples):
+        config = replace(config, **_fitted(by, cost))
     cfg = settled(config)
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
 
@@ -88,13 +88,9 @@ def _fitted(name: str, cost: fit.DeviceCost) -> dict[str, int]:
 
 def width(name: str, f: Mapping[str, Any]) -> tuple[int, int]:
     """(tokens the verify forward carries, drafting rounds a step) for a method at fields `f`."""
-    if name == "lookahead":
-        return 1 + (int(f["ngram"]) - 1) * (int(f["window"]) + max(0, int(f["guesses"]))), 0
-    if "total_tokens" in f and "window" in f:  # a tree with a Jacobi window beside it (Medusa + Lookahead)
-        n = int(f["ngram"]) - 1
-        return int(f["total_tokens"]) + n * (int(f["window"]) + max(0, int(f["guesses"]))), 1
-    if "total_tokens" in f:
-        return int(f["total_tokens"]), int(f.get("depth", 1))
+    config = methods.get(name).Config if name in methods.available() else None
+    if config is not None and isinstance(getattr(config, "forward_tokens", None), property):  # it counts its forward
+        return config(**f).forward_tokens, int(f.get("depth", 1)) if "total_tokens" in f else 0
     if name == "sps":
         gamma = int(f.get("gamma") or 3)
         return 1 + gamma, gamma

@@ -376,11 +376,16 @@ def fits(lm: LoadedModel, refresh: bool = False) -> dict[str, Fit]:
 # ---- Configs as they run --------------------------------------------------------------------------------------
 
 
+def fitted_as(method: str) -> str:
+    """The method whose fitted shape `method` runs at: itself, or a composition's first part (Medusa + Lookahead's
+    tree is Medusa's)."""
+    return next(iter(methods.card(method).composes if method in methods.available() else ()), method)
+
+
 def fitted_fields(lm: LoadedModel, method: str) -> dict[str, int]:
     """The fitted shape of `method` on `lm`'s device ({} where it has none here); a composition's, the shape of the
     method its card names (Medusa + Lookahead's tree is Medusa's)."""
-    parts = methods.card(method).composes if method in methods.available() else ()
-    fit = fits(lm).get(parts[0] if parts else method)
+    fit = fits(lm).get(fitted_as(method))
     return dict(fit.best.fields) if fit else {}
 
 
