@@ -28,7 +28,6 @@ CARD = Card(
     summary="Guesses that the last token repeats γ times; one forward pass checks the run.",
     colour="#aa4499",  # Tol's purple: no shipped method's
     order=90,  # after every shipped method
-    figures="specviz.output.viz.acceptance:gallery",  # a chain's acceptance views, as prompt lookup's
 )
 
 

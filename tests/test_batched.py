@@ -16,8 +16,7 @@ from specviz.core.draft_length import forward_cost
 from specviz.core.drafting import VerifyLatency
 from specviz.core.kv_cache import growing_cache
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods import autoregressive as ar
-from specviz.methods import eagle, prompt_lookup
+from specviz.methods import ar, eagle, pld
 from specviz.methods.batched.eagle import BatchEagle
 from specviz.methods.batched.methods import generate
 from specviz.tuning.batched_bench import format_table, parse_batches
@@ -94,7 +93,7 @@ def test_each_pld_row_steps_exactly_as_the_one_row_method(case):
     sampling = Sampling(max_new_tokens=TOKENS)
     trace = generate(lm, prompts, sampling, "pld")
     for i, ids in enumerate(prompts):
-        one = prompt_lookup.generate(lm, ids, sampling)
+        one = pld.generate(lm, ids, sampling)
         mine = [len(s.committed) for s in trace.row(i).steps if s.committed]  # not the steps it only waited in
         assert mine == [len(s.committed) for s in one.steps]
     assert trace.mean_accepted > 1.0  # the counting row accepts a copied draft (the tiny model, seed 0)
@@ -127,7 +126,7 @@ def test_the_batch_draft_width_is_the_one_row_length_at_one_row_and_shrinks_with
     cost = partial(forward_cost, curve)
     assert cost(128) == pytest.approx(2 * cost(64))  # past the last measured point: proportional to tokens
     for a, avail in [(0.3, 10), (0.7, 10), (0.9, 3), (0.95, 16)]:
-        assert shared_width([a], [avail], 10, cost) == prompt_lookup.best_length(a, avail, 10, curve.relative)
+        assert shared_width([a], [avail], 10, cost) == pld.best_length(a, avail, 10, curve.relative)
     one = shared_width([0.8], [10], 10, cost)
     assert 0 < shared_width([0.8] * 16, [10] * 16, 10, cost) < one  # sixteen rows pay 16 slots per draft token
     assert shared_width([0.8] + [0.0] * 15, [10] + [0] * 15, 10, cost) < one  # and one match makes everyone pay

@@ -9,7 +9,7 @@ import pytest
 from specviz.core.measure import acceptance_series, method_shape
 from specviz.core.sampling import Sampling
 from specviz.core.trace import StepTrace, Trace, bundle_json, load_traces
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 from specviz.output.viz.gallery import figures
 from specviz.tuning import hardware
 from specviz.tuning.compare import summarize

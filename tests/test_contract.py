@@ -22,7 +22,7 @@ from specviz.core.lean import KV
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace, load_traces
-from specviz.output.viz.gallery import figures
+from specviz.output.viz.gallery import figures, views
 from tests.conftest import PROMPTS, method_kwargs
 from tests.devices import DEVICES, production
 
@@ -222,6 +222,8 @@ def test_figures_build_from_the_trace(runs, name):
     assert {"timeline", "tokens_over_time"} <= set(figs)
     lines = [t.get("name") for t in figs["tokens_over_time"].to_dict()["data"]]
     assert sorted(lines) == sorted({"ar", name}), lines  # one line per trace: the replayed one is drawn too
+    mine = [k for k in figs if k.startswith(f"{name}_")]
+    assert mine or views(name) is None, f"{name}'s own views drew nothing: {sorted(figs)}"  # as its page registers
 
 
 # the fewest tokens per step each method's shipped drafts reach on the real model (3 prompts x 32 tokens; measured

@@ -11,8 +11,7 @@ import torch
 from specviz.core.drafting import LayerDraft, as_full
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.heads import draft as draft_head
-from specviz.methods import autoregressive as ar
-from specviz.methods import speculative as sps
+from specviz.methods import ar, sps
 
 from .conftest import make_tiny
 from .sampling_check import second_token_follows_p

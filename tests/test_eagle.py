@@ -15,8 +15,7 @@ from specviz.core.sampling import ConfigError, Sampling, target_probs
 from specviz.core.trace import Trace
 from specviz.heads.eagle import HeadError, load_head, new_head, save_head
 from specviz.heads.eagle_drafter import Drafter
-from specviz.methods import autoregressive as ar
-from specviz.methods import eagle
+from specviz.methods import ar, eagle
 from specviz.trees.draft_tree import DraftTree, grow_dynamic, grow_static, static_paths
 from specviz.trees.tree import TreeSpec, verify_tree
 from specviz.trees.walk import sample_path

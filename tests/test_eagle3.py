@@ -18,8 +18,7 @@ from specviz.heads.eagle import HeadError
 from specviz.heads.eagle import new_head as new_eagle_head
 from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle3 import EAGLE3_FORMAT, load_head, new_head, save_head
-from specviz.methods import autoregressive as ar
-from specviz.methods import eagle3
+from specviz.methods import ar, eagle3
 from specviz.training import eagle3_train as e3t
 from specviz.training.eagle_loss import depth_mask, unrolled
 from specviz.training.loop import finish

@@ -7,7 +7,7 @@ import pytest
 
 from specviz.core.details import LookaheadDetail
 from specviz.core.sampling import Sampling
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 from specviz.methods import lookahead as la
 from specviz.output.focus import telling
 from specviz.output.viz.steps import steps_figure

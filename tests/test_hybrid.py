@@ -10,8 +10,7 @@ import torch
 from specviz.core.details import HybridDetail
 from specviz.core.sampling import Sampling
 from specviz.heads.eagle_drafter import drafter
-from specviz.methods import autoregressive as ar
-from specviz.methods import hybrid
+from specviz.methods import ar, hybrid
 from specviz.methods.base import Outcome, Run
 from specviz.methods.speculator import tree_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures

@@ -14,8 +14,7 @@ from specviz.corpus.data import in_memory
 from specviz.corpus.shards import Sequence
 from specviz.heads.hydra import HydraConfig, load_calibration, load_heads, new_heads, save_heads
 from specviz.heads.medusa import HeadsError
-from specviz.methods import autoregressive as ar
-from specviz.methods import hydra
+from specviz.methods import ar, hydra
 from specviz.training.hydra_train import HydraTrainer, positions
 from specviz.training.loop import fit
 from specviz.training.medusa_train import IGNORE, OOV, MedusaTrainer, draft_map

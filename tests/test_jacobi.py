@@ -7,8 +7,7 @@ import torch
 
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods import autoregressive as ar
-from specviz.methods import jacobi
+from specviz.methods import ar, jacobi
 from specviz.methods.base import Run
 
 

@@ -10,7 +10,7 @@ from specviz.core.kernels import PackedLinear, can_pack, pack_linears
 from specviz.core.lean import LeanLlama
 from specviz.core.model import LoadedModel
 from specviz.core.sampling import Sampling
-from specviz.methods import autoregressive
+from specviz.methods import ar
 
 pytestmark = pytest.mark.skipif(
     not can_pack(torch.device("cpu"), torch.float32), reason="this torch build has no oneDNN linear"
@@ -49,7 +49,7 @@ def test_packed_model_decodes_the_same_tokens(tokenizer):
 
     def run(lm: LoadedModel) -> list[int]:
         ids = lm.encode_prompt("Count from one to ten.")
-        return autoregressive.generate(lm, ids, Sampling(max_new_tokens=24)).output_ids
+        return ar.generate(lm, ids, Sampling(max_new_tokens=24)).output_ids
 
     plain = make_tiny(tokenizer, seed=3)
     plain.hf.to(torch.float32)

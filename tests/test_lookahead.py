@@ -10,7 +10,7 @@ import torch
 from specviz.core.model import crop_to
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 from specviz.methods import lookahead as la
 from specviz.methods.base import settled
 from specviz.trees.ngram_pool import Layout, NgramPool, additive_mask

@@ -17,7 +17,7 @@ from specviz.heads.medusa import (
     new_heads,
     save_heads,
 )
-from specviz.methods import autoregressive, medusa
+from specviz.methods import ar, medusa
 from specviz.trees.head_tree import build_tree
 from tests.conftest import PROMPTS
 
@@ -87,7 +87,7 @@ def test_greedy_identity_tiny(tiny_lm, total: int) -> None:
     longer = 0
     for i, prompt in enumerate(PROMPTS[:2]):
         ids = tiny_lm.encode_prompt(prompt)
-        ref = autoregressive.generate(tiny_lm, ids, s)
+        ref = ar.generate(tiny_lm, ids, s)
         for random in (True, False):
             heads = tiny_heads(tiny_lm, seed=i, random=random)
             tr = medusa.generate(tiny_lm, ids, s, cfg, heads=heads, calibration=ACC)
@@ -136,7 +136,7 @@ def test_typical_acceptance(tiny_lm) -> None:
         heads=heads,
         calibration=ACC,
     )
-    assert cold.output_ids == autoregressive.generate(tiny_lm, ids, Sampling(max_new_tokens=24)).output_ids
+    assert cold.output_ids == ar.generate(tiny_lm, ids, Sampling(max_new_tokens=24)).output_ids
     # a vanishing threshold accepts every node, so each step commits the tree's full depth + 1
     loose = medusa.generate(
         tiny_lm,

@@ -5,7 +5,6 @@ tests/fixture_method.py) keeps the identity contract through the same record."""
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import subprocess
 import sys
@@ -70,10 +69,9 @@ def test_every_card_is_whole_and_its_own(runon):
         assert len(set(values)) == len(values), f"two methods share a {field}: {values}"
     for c in cards:
         assert methods.get(c.name).CARD is c  # the card is the one record of its names
+        module = methods.get(c.name).__name__
+        assert module == f"specviz.methods.{c.name}" or c.name == runon, f"{c.name} lives in {module}"  # one name
         assert c.name == "ar" or detail_for(c.name) is not None, f"{c.name} records no step detail"
-        if c.figures:
-            where, _, func = c.figures.partition(":")
-            assert callable(getattr(importlib.import_module(where), func)), c.figures
         assert not c.head or (c.models is not None and c.head_label), c
         assert not c.held_out or c.head, c
 

@@ -54,6 +54,7 @@ from typing import Any
 
 from specviz import methods
 from specviz.output.pages.page import Control, Figure, Page, own, per_step
+from specviz.output.viz.acceptance import gallery
 
 CONTROLS = (Control("runon.gamma", "int", 1, 16, field="gamma"),)
 
@@ -63,7 +64,7 @@ def runs(values: dict[str, Any], _figure: str, _shows: Sequence[str]) -> tuple[d
 
 
 FIGURES = (Figure("runon_steps", per_step("runon"), method="runon"),)
-PAGE = Page("runon", "Run-on drafting", CONTROLS, runs, FIGURES, icon=":material/repeat:")
+PAGE = Page("runon", "Run-on drafting", CONTROLS, runs, FIGURES, icon=":material/repeat:", views={"runon": gallery})
 '''
 VIEW = '''"""Run-on drafting: the last token guessed to repeat γ times, the run checked in one forward pass."""
 
@@ -113,9 +114,9 @@ def edit(path: Path, old: str, new: str) -> None:
 def add_method(repo: Path) -> None:
     """DESIGN.md's "Adding a method", steps 1-7, for a method with a head and a page of its own."""
     method = (ROOT / "tests" / "fixture_method.py").read_text(encoding="utf-8")
-    figures = '    figures="specviz.output.viz.acceptance:gallery",'
-    assert figures in method
-    method = method.replace(figures, figures + "\n" + HEAD_FIELDS.rstrip("\n"))
+    order = "    order=90,  # after every shipped method"
+    assert order in method
+    method = method.replace(order, order + "\n" + HEAD_FIELDS.rstrip("\n"))
     method = method.replace(
         "\nfrom specviz.methods.base", "\nfrom specviz.heads.runon import DEFAULT_DIR\nfrom specviz.methods.base"
     )
@@ -126,7 +127,7 @@ def add_method(repo: Path) -> None:
     edit(toml, "eagle_train | hydra_train", "eagle_train | hydra_train | runon_train")
     (repo / "specviz" / "heads" / "runon.py").write_text(HEAD, encoding="utf-8")  # 4: its head and trainer
     (repo / "specviz" / "training" / "runon_train.py").write_text(TRAINER, encoding="utf-8")
-    # 5: its figures are the acceptance gallery (its card's); 6: its page, declared, and its view
+    # 5, 6: its page, declared (its figures there: a chain's acceptance views, as prompt lookup's), and its view
     (repo / "specviz" / "output" / "pages" / "runon.py").write_text(DECLARATION, encoding="utf-8")
     pages = repo / "specviz" / "output" / "pages" / "__init__.py"
     edit(pages, "import acceptance,", "import acceptance, runon,")

@@ -33,7 +33,7 @@ def test_page_shows_decisions_typical_regions_and_the_lab(real_app):
 
 
 def test_gamma_starts_where_the_trained_drafts_sweep_was_fastest(real_app):
-    from specviz.methods.speculative import swept_gamma
+    from specviz.methods.sps import swept_gamma
 
     at = open_page()
     best = swept_gamma()

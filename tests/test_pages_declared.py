@@ -76,3 +76,14 @@ def test_lesson_routing_names_no_method_code_name():
         for path in ROUTING:
             text = (ROOT / path).read_text(encoding="utf-8")
             assert not re.search(rf"\b{code}\b", text), (path, code)
+
+
+def test_each_drafting_method_has_its_own_views_registered_by_one_page():
+    """The pages register each method's own figures (what `export` writes) by import: every method but plain
+    decoding, each by one page (the contract draws them from every method's run: test_figures_build_from_the_trace)."""
+    from specviz.output.viz.gallery import views
+
+    registered = [m for p in PAGES.values() for m in p.views]
+    assert len(registered) == len(set(registered)), f"a method's views registered twice: {registered}"
+    assert set(registered) == set(methods.available()) - {"ar"}, registered
+    assert views("ar") is None and all(callable(views(m)) for m in registered)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from specviz.core.drafting import VerifyLatency
-from specviz.methods import eagle, prompt_lookup
+from specviz.methods import eagle, pld
 from specviz.methods.base import unmeasured
 from specviz.output.pages import eagle as eagle_page
 from specviz.tuning import compare, fit, probe
@@ -62,9 +62,9 @@ def test_a_config_with_nothing_to_measure_never_enters_the_probe(monkeypatch):
 
 def test_prompt_lookup_still_gets_this_devices_verify_cost(monkeypatch):
     monkeypatch.setattr(probe, "verify_cost", lambda _lm: CURVE)
-    assert unmeasured(prompt_lookup.Config()) == ["latency"]
-    assert compare.steered(NO_LM, prompt_lookup.Config()).latency == CURVE
-    fixed = prompt_lookup.Config(adaptive=False)
+    assert unmeasured(pld.Config()) == ["latency"]
+    assert compare.steered(NO_LM, pld.Config()).latency == CURVE
+    fixed = pld.Config(adaptive=False)
     assert compare.steered(NO_LM, fixed) is fixed  # a fixed draft steers by nothing: nothing to measure
 
 

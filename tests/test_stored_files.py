@@ -95,7 +95,7 @@ def test_the_sweeps_count_total_tokens():
 
 def test_the_draft_and_lookahead_sweeps_are_read():
     """The sweeps read outside the figures: the trained draft's γ, the acceptance the Lookahead fit prices."""
-    from specviz.methods.speculative import swept_gamma
+    from specviz.methods.sps import swept_gamma
     from specviz.tuning import fit
 
     assert swept_gamma() is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from specviz.core.drafting import suffix_matches
-from specviz.methods.prompt_lookup import find_match
+from specviz.methods.pld import find_match
 from specviz.trees.tree_graft import lookup_tails
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specviz.methods import autoregressive, lookahead, speculative
+from specviz.methods import ar, lookahead, sps
 from specviz.output.viz.lookahead import sweep_figure
 from specviz.tuning import draft_sweep, sweep
 
@@ -33,7 +33,7 @@ def test_interleaved_reports_a_setting_that_changes_the_output(tiny_lm):
     from dataclasses import replace
 
     def short(lm, ids, s, _cfg):
-        return autoregressive.generate(lm, ids, replace(s, max_new_tokens=2))
+        return ar.generate(lm, ids, replace(s, max_new_tokens=2))
 
     measured, _ = sweep.interleaved(tiny_lm, ["Say hi."], [None], short, max_new_tokens=6, progress=lambda _m: None)
     assert measured[0].identical == 0 and measured[0].A == 1.0  # plain decoding, cut short: still 1 per forward
@@ -56,10 +56,10 @@ def test_the_draft_sweep_measures_every_gamma_and_the_untrained_prefix(tiny_lm, 
     import torch
 
     from specviz.heads import draft as draft_head
-    from specviz.methods import speculative
+    from specviz.methods import sps
 
     model = draft_head.from_target(tiny_lm, [0, 1], torch.arange(tiny_lm.hf.config.vocab_size)).to(tiny_lm.dtype)
-    monkeypatch.setattr(speculative, "cached_draft", lambda _lm: model)
+    monkeypatch.setattr(sps, "cached_draft", lambda _lm: model)
     res = draft_sweep.measure_sps(tiny_lm, ["Say hi.", "Count."], (1, 3), "0", 8, 1, lambda _m: None)
     json.dumps(res, allow_nan=False)
     assert [(r["draft"], r["gamma"]) for r in res["rows"]] == [("trained", 1), ("trained", 3), ("layers", 3)]
@@ -76,9 +76,9 @@ def test_sweep_prompts_are_held_out_and_past_the_curves(monkeypatch):
 
 def test_swept_gamma_reads_the_sweeps_best_and_refuses_what_it_cannot_use(tmp_path):
     path = tmp_path / "gamma_sweep.json"
-    assert speculative.swept_gamma(path) is None  # no sweep
+    assert sps.swept_gamma(path) is None  # no sweep
     path.write_text(json.dumps({"best": {"draft": "trained", "gamma": 2}}))
-    assert speculative.swept_gamma(path) == 2
+    assert sps.swept_gamma(path) == 2
     for bad in ("{", json.dumps({"best": {"gamma": 99}}), json.dumps({"best": {"gamma": "3"}}), "[]"):
         path.write_text(bad)
-        assert speculative.swept_gamma(path) is None, bad
+        assert sps.swept_gamma(path) is None, bad

@@ -9,7 +9,7 @@ import pytest
 from specviz.core.prompts import PromptError, parse_prompt_lines, prepare, read_prompts, select
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace, TraceError
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 
 
 @pytest.fixture(scope="module")

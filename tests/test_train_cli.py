@@ -205,8 +205,7 @@ def test_the_draft_trains_end_to_end_and_drafts_for_sps(source, tiny, distilled,
     with draft="trained" decodes through the saved folder token-identical to plain decoding."""
     from specviz.core.sampling import Sampling
     from specviz.heads import draft
-    from specviz.methods import autoregressive as ar
-    from specviz.methods import speculative as sps
+    from specviz.methods import ar, sps
 
     lm = tiny[0]
     data = distilled if source == "distilled" else features

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.core.sampling import Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, bundle_json
-from specviz.methods import autoregressive, eagle
+from specviz.methods import ar, eagle
 from tests.apptest import APP, app_on
 from tests.test_pages_fast import tiny_kwargs
 
@@ -42,7 +42,7 @@ def test_an_oversized_upload_is_refused_before_it_is_read(tiny_app):
 def eagle_bundle(tiny_lm) -> bytes:
     ids = tiny_lm.encode_prompt("Count to ten: one two three")
     trace = eagle.generate(tiny_lm, ids, Sampling(max_new_tokens=8), **tiny_kwargs("eagle", tiny_lm))
-    plain = autoregressive.generate(tiny_lm, ids, Sampling(max_new_tokens=8))  # so the page shows a speedup
+    plain = ar.generate(tiny_lm, ids, Sampling(max_new_tokens=8))  # so the page shows a speedup
     return bundle_json([plain, trace]).encode()
 
 

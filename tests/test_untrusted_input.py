@@ -10,8 +10,7 @@ from specviz import methods
 from specviz.core.drafting import parse_layers
 from specviz.core.prompts import MAX_PROMPT_CHARS, PromptError, prepare
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods import autoregressive as ar
-from specviz.methods import speculative as sps
+from specviz.methods import ar, sps
 
 
 @pytest.mark.parametrize("spec", ["0-1000000", "0-9999999999", "5-99999999999999999999", "0,1,2,3000000"])

@@ -10,7 +10,7 @@ import pytest
 from specviz import methods
 from specviz.core.sampling import Sampling
 from specviz.core.trace import MAX_TRACE_BYTES, MAX_TRACE_IDS, Trace, TraceError, bundle_json, load_traces
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 from tests.test_pages_fast import tiny_kwargs
 
 

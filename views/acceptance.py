@@ -10,7 +10,7 @@ import streamlit as st
 from specviz.core.acceptance import RULE_LABELS
 from specviz.core.prompts import PromptError, prepare
 from specviz.heads.draft import DraftError, cached_draft
-from specviz.methods import speculative
+from specviz.methods import sps
 from specviz.output.pages.acceptance import PAGE
 from specviz.output.viz.acceptance import records
 from specviz.tuning.draft_sweep import SPS_PATH
@@ -21,7 +21,7 @@ from ui.declared import configs, draw, widget
 from ui.method_page import focused_step, stored_sweep
 from ui.resources import Settings, get_model, measured_where, replaying
 
-DEF = speculative.Config()
+DEF = sps.Config()
 DRAFT_LABELS = {"perturbed": "perturbed p", "layers": "first L layers", "trained": "trained draft"}  # fit a quarter
 RUN_DRAFTS = {"trained": "trained draft model", "layers": "first L layers, untrained"}
 
@@ -84,11 +84,11 @@ c1, c2, c3, c4 = st.columns(4)
 rule = widget(c1, PAGE, "acceptance.rule", "Rule", "selectbox", format_func=RULE_LABELS.get)
 temp = widget(c2, PAGE, "acceptance.temperature", "Temperature", value=0.8, step=0.05, help="0 = greedy matching")
 ready = trained_draft_ready()
-best = speculative.swept_gamma() if ready else None
+best = sps.swept_gamma() if ready else None
 where = measured_where(stored_sweep(SPS_PATH)[0] or {})  # a load, flagged
 gamma_help = f"Starts at γ = {best}, where the trained draft was fastest in its sweep on unseen prompts "
 gamma_help += f"(models/draft/gamma_sweep.json, {where})."
-value = min(best or speculative.PREFIX_GAMMA, 8)
+value = min(best or sps.PREFIX_GAMMA, 8)
 widget(c3, PAGE, "acceptance.gamma", "γ: drafted tokens per step", value=value, help=gamma_help if best else None)
 draft_help = "The trained draft model (models/draft: layers started from the target's, distilled on its own answers) "
 draft_help += "or the target's first L layers, untrained."

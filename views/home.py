@@ -13,7 +13,7 @@ from specviz.output.pages.home import PAGE
 from specviz.tuning import turns
 from specviz.tuning.compare import run_once
 from specviz.tuning.probe import cached_curve
-from specviz.tuning.roofline import Busy, device_roofs, stored_curve
+from specviz.tuning.roofline import Busy, device_roofs, emulated_bf16, stored_curve
 from specviz.tuning.rows import latest_stored
 from ui import live
 from ui.common import page_header, settings
@@ -82,7 +82,8 @@ def draw_forward_cost(lm, curve, roofs) -> None:
         "roofline from this device's measured read bandwidth and matmul peak (the best of short runs). Below "
         "the knee the curve is nearly flat: that flatness is the budget every method spends."
     )
-    st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for _roof, why, _p in roofs))
+    whys = [why for _roof, why, _p in roofs] + [note for note in [emulated_bf16(lm)] if note]
+    st.markdown("**Why no speedup on my hardware?**\n" + "\n".join(f"- {why}" for why in whys))
     if gpu := gpu_note():
         st.caption(gpu)
     st.caption(

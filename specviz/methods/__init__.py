@@ -1,5 +1,5 @@
-"""The decoding methods. Each module has a CARD (its record: name, label, colour, figures, head…), a frozen
-`Config` and `generate()`; the card is the one record of its names (code name, display name, summary).
+"""The decoding methods. Each module has a CARD (its record: name, label, colour, head…), a frozen `Config` and
+`generate()`; the card is the one record of its names (display name, summary), and its code name is the module's.
 
 `generate` builds a `base.Run` and hands its `step(run, root) -> Outcome` to `Run.decode`, the one loop.
 A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrained heads, a config that
@@ -13,7 +13,7 @@ composition is the exception that proves it: Medusa + Lookahead imports the two 
 
 The registry is found, not written: every module of this package but base, speculator (and batched) is a method,
 known by its card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES
-here, the colours, the galleries, the learning curves' kinds, the calibration) is derived from the cards, so adding
+here, the colours, the learning curves' kinds, the calibration) is derived from the cards, so adding
 a method touches its own file (DESIGN.md, "Adding a method"). A module that fails to import stops the scan with
 BrokenMethod, naming it: a method never disappears from the app, the CLI or the tests without a word.
 """
@@ -51,7 +51,9 @@ def _scan() -> dict[str, ModuleType]:
                 module = importlib.import_module(f"{__name__}.{info.name}")
             except Exception as exc:  # never silently: the app, the CLI and the tests stop on it
                 raise BrokenMethod(f"The method module {__name__}.{info.name} fails to import: {exc}") from exc
-            _FOUND[module.CARD.name] = module
+            if module.CARD.name != info.name:  # one name per method: the card's, the module's, the CLI's
+                raise BrokenMethod(f"The method module {__name__}.{info.name} names itself {module.CARD.name!r}")
+            _FOUND[info.name] = module
     every = {**_FOUND, **_ADDED}
     return dict(sorted(every.items(), key=lambda kv: kv[1].CARD.order))
 

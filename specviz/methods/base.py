@@ -34,7 +34,7 @@ PHASES = ("propose", "verify", "accept", "commit")  # the step's timed phases, a
 @dataclass(frozen=True)
 class Card:
     """What a method declares about itself, once, as its module's CARD: the registry (specviz.methods), the colours,
-    the figures, the training kinds, the learning curves and the calibration are derived from these records (its
+    the training kinds, the learning curves and the calibration are derived from these records (its
     step record, a core.details.Detail with its METHOD, registers itself)."""
 
     name: str  # code name: a trace's method, the CLI's --method, widget keys, file names
@@ -42,7 +42,6 @@ class Card:
     summary: str  # one line: what it does
     colour: str  # its colour in every figure (colour-blind-safe; no two methods share one)
     order: int  # where it stands in every list of methods: plain decoding 0, then by when it joined
-    figures: str = ""  # "module:function" drawing {name: figure} from one of its traces ("" = the timeline only)
     head: str = ""  # the training kind of its head or draft (python -m specviz train KIND), "" when it has none
     head_label: str = ""  # what the learning curves call that kind ("Hydra heads")
     models: Path | None = None  # where its trained files live, None when it has none

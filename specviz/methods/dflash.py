@@ -44,7 +44,6 @@ CARD = Card(
     summary="A block drafter fills a whole block of masked positions in one pass; the target verifies it as a chain.",
     colour="#6a3d9a",
     order=10,
-    figures="specviz.output.viz.dflash:gallery",
     head="dflash",
     head_label="DFlash drafter",
     models=DEFAULT_DIR,

@@ -19,7 +19,6 @@ CARD = Card(
     summary="A one-layer head drafts features, not just tokens; a dynamic tree is verified in one pass.",
     colour="#009e73",
     order=5,
-    figures="specviz.output.viz.eagle:gallery",
     head="eagle",
     head_label="EAGLE-2 head",
     models=DEFAULT_DIR,

@@ -26,7 +26,6 @@ CARD = Card(
     summary="A one-layer head reads a fusion of low, middle and high target layers and drafts EAGLE-2's dynamic tree.",
     colour="#117733",
     order=9,
-    figures="specviz.output.viz.eagle:gallery",
     head="eagle3",
     head_label="EAGLE-3 head",
     models=DEFAULT_DIR,

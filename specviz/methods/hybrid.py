@@ -37,7 +37,6 @@ CARD = Card(
     summary="The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass.",
     colour="#332288",
     order=8,
-    figures="specviz.output.viz.hybrid:gallery",
 )
 
 

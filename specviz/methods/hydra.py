@@ -22,7 +22,6 @@ CARD = Card(
     summary="Medusa's heads, but each one reads the tokens already guessed on its branch; one tree pass checks them.",
     colour="#882255",
     order=4,
-    figures="specviz.output.viz.tree:gallery",
     head="hydra",
     head_label="Hydra heads",
     models=models_dir(),

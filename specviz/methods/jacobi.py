@@ -21,7 +21,6 @@ CARD = Card(
     summary="Guess n tokens, refine all of them in parallel each forward pass, commit the converged prefix.",
     colour="#999933",
     order=6,
-    figures="specviz.output.viz.gallery:jacobi_views",
 )
 
 

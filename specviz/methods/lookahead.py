@@ -25,7 +25,6 @@ CARD = Card(
     summary="A 2D Jacobi window harvests n-grams; pooled n-grams that follow the last token are verified.",
     colour="#d55e00",
     order=7,
-    figures="specviz.output.viz.gallery:lookahead_views",
     preset_fields=("window", "ngram", "guesses"),
 )
 POOL_TOP = 8  # keys of the pool recorded in the last step, for the pool chart

@@ -22,7 +22,6 @@ CARD = Card(
     summary="Extra heads guess several tokens ahead; a sparse tree of guesses is checked in one pass.",
     colour="#cc79a7",
     order=3,
-    figures="specviz.output.viz.tree:gallery",
     head="medusa",
     head_label="Medusa heads",
     models=models_dir(),

@@ -42,7 +42,6 @@ CARD = Card(
     summary="Medusa's heads and Lookahead's n-gram pool fill one tree; its Jacobi window rides in the same pass.",
     colour="#44aa99",
     order=11,
-    figures="specviz.output.viz.tree:gallery",  # its heads are Medusa's: no training kind of its own
     composes=("medusa", "lookahead"),  # its tree takes Medusa's shape fitted to the device
 )
 HEAD, POOL, BOTH = "head", "pool", "both"

@@ -19,7 +19,7 @@ from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
 from specviz.corpus.sharegpt import training_prompts
 from specviz.heads import medusa
-from specviz.methods import autoregressive, eagle
+from specviz.methods import ar, eagle
 from specviz.methods import medusa as method
 from specviz.trees.head_tree import build_tree
 from specviz.tuning import confidence, draft_sweep, eagle_replay, sweep
@@ -74,14 +74,14 @@ def medusa_runs(
     for p in prompts:
         ids = lm.encode_prompt(p)
         for n in sizes:  # interleave a plain run before every Medusa run: ratios, not absolute times
-            ar = autoregressive.generate(lm, ids, s)
+            plain = ar.generate(lm, ids, s)
             tr = method.generate(lm, ids, s, method.Config(total_tokens=n, heads_dir=str(folder)))
-            ar_ms.append(1000 * ar.decode_s / max(1, len(ar.steps)))
+            ar_ms.append(1000 * plain.decode_s / max(1, len(plain.steps)))
             steps = [x for x in tr.steps if x.forward_tokens]
             rows[n].append(
                 {
                     "A": tr.mean_accepted,
-                    "speedup": ar.decode_s / max(tr.decode_s, 1e-9),
+                    "speedup": plain.decode_s / max(tr.decode_s, 1e-9),
                     "draft": statistics.median(1000 * x.propose_s for x in steps),
                     "verify": statistics.median(1000 * x.verify_s for x in steps),
                 }

@@ -12,7 +12,7 @@ from typing import Any
 from specviz.core.model import LoadedModel, load_model
 from specviz.core.paths import DRAFT_DIR
 from specviz.corpus.sharegpt import heldout_prompts
-from specviz.methods import speculative
+from specviz.methods import sps
 from specviz.tuning.sweep import Measured, _median, _per_step_ms, header, interleaved
 
 SPS_PATH = DRAFT_DIR / "gamma_sweep.json"
@@ -27,7 +27,7 @@ def sweep_prompts(n: int) -> list[str]:
     return heldout_prompts(HELDOUT_USED + n)[HELDOUT_USED:]
 
 
-def _sps_row(c: speculative.Config, m: Measured, prompts: int) -> dict[str, Any]:
+def _sps_row(c: sps.Config, m: Measured, prompts: int) -> dict[str, Any]:
     """One speculative-sampling setting's row of the γ sweep."""
     accepted = [x.drafts_accepted for t in m.traces for x in t.steps if x.proposed]
     proposed = [x.proposed for t in m.traces for x in t.steps if x.proposed]
@@ -56,13 +56,13 @@ def measure_sps(
 ) -> dict:
     """Greedy speedup over `ar`, A and the share of drafts kept for the trained draft at each γ, and for the
     untrained layer prefix (`untrained` layers, at the page's γ) beside it; every setting interleaved with ar."""
-    cfgs = [speculative.Config(gamma=g, draft="trained") for g in gammas]
-    cfgs += [speculative.Config(gamma=speculative.PREFIX_GAMMA, draft="layers", layers=untrained)] if untrained else []
+    cfgs = [sps.Config(gamma=g, draft="trained") for g in gammas]
+    cfgs += [sps.Config(gamma=sps.PREFIX_GAMMA, draft="layers", layers=untrained)] if untrained else []
     measured, plain = interleaved(
         lm,
         prompts,
         cfgs,
-        speculative.generate,
+        sps.generate,
         max_new_tokens,
         repeats,
         progress,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specviz.core.kernels import bf16_native
 from specviz.core.measure import Provenance, provenance
 from specviz.core.model import LoadedModel
 from specviz.tuning.hardware import ModelShape, model_shape
@@ -23,8 +24,7 @@ from specviz.tuning.probe import LatencyCurve, cached_curve
 
 READ_MB = {"cpu": 256, "cuda": 2048}  # a buffer well past the caches: what a forward's weight read meets
 MATMUL = (512, 1024, 4096)  # [m, k] @ [k, n]: an MLP-shaped product, big enough to reach the peak
-BUDGET_S = 0.5  # per measurement: short runs repeated for at most this long (at least MIN_RUNS of them)
-MIN_RUNS = 3
+BUDGET_S = 0.5  # per measurement: short runs repeated for at most this long (one at least)
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,12 @@ class Peaks:
 
 
 def _best_s(fn: Callable[[], object], sync: Callable[[], None]) -> float:
-    """The fastest of short runs of `fn` (one untimed first), repeated for up to BUDGET_S."""
+    """The fastest of short runs of `fn` (one untimed first), repeated for up to BUDGET_S (one at least, however
+    slow: an emulated bf16 product took 10 s a run on an AVX2 CPU)."""
     fn()
     sync()
     best, spent, runs = float("inf"), 0.0, 0
-    while runs < MIN_RUNS or spent < BUDGET_S:
+    while runs == 0 or spent < BUDGET_S:
         t = time.perf_counter()
         fn()
         sync()
@@ -164,16 +165,27 @@ def explain(p: Peaks, r: Roof, model: ModelShape, bytes_per_value: float, where:
     return f"{head}{tail}" + (f" ({p.measured()}.)" if where else "")
 
 
+def emulated_bf16(lm: LoadedModel) -> str:
+    """Where the model runs fp32 on a CPU that has no bf16 units, one sentence saying why no bf16 roof is drawn;
+    else ''."""
+    if lm.device.type != "cpu" or lm.dtype != torch.float32 or bf16_native(lm.device):
+        return ""
+    return (
+        "**CPU, bf16**: emulated here (no avx512_bf16 or AMX units in use), so a bf16 product runs slower than an "
+        "fp32 one and halving the bytes buys nothing: no bf16 roof is drawn, and the draft heads run in fp32."
+    )
+
+
 def device_roofs(lm: LoadedModel, ks: list[int], prefix: int, wait: bool = True) -> list[tuple[Roof, str, Peaks]]:
     """(roofline, its sentence without provenance, the peaks it is drawn from) for the loaded model's device and
-    dtype first; then, on a CPU in fp32, the same CPU in bf16; and a GPU's in bf16 when one is present but the
-    model runs on the CPU. Peaks measured before are read without the model's lock; a measurement takes it, and
-    with `wait` False raises Busy instead of waiting for it."""
+    dtype first; then, on a CPU in fp32 that computes bf16 natively, the same CPU in bf16; and a GPU's in bf16 when
+    one is present but the model runs on the CPU. Peaks measured before are read without the model's lock; a
+    measurement takes it, and with `wait` False raises Busy instead of waiting for it."""
     model = model_shape(lm)
     dtype = str(lm.dtype).removeprefix("torch.")
     settings = [(str(lm.device), dtype, lm.dtype.itemsize)]
-    if lm.device.type == "cpu" and lm.dtype == torch.float32:
-        settings.append(("cpu", "bfloat16", 2))
+    if lm.device.type == "cpu" and lm.dtype == torch.float32 and bf16_native(lm.device):
+        settings.append(("cpu", "bfloat16", 2))  # where bf16 is emulated its matmul is no roof (43 s to measure)
     if lm.device.type == "cpu" and torch.cuda.is_available():
         settings.append(("cuda:0", "bfloat16", 2))
     threads = torch.get_num_threads()

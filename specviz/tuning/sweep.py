@@ -25,7 +25,7 @@ from specviz.core.model import LoadedModel, load_model
 from specviz.core.sampling import Sampling
 from specviz.core.trace import Trace
 from specviz.corpus.sharegpt import training_prompts
-from specviz.methods import autoregressive, eagle, lookahead
+from specviz.methods import ar, eagle, lookahead
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 LOOKAHEAD_PATH = MODELS / "lookahead_sweep.json"
@@ -60,7 +60,7 @@ def _one_prompt(
     describe: Callable[[Any], str],
 ) -> list[tuple[float, Trace]]:
     """Plain decoding, then every config, on one prompt: (generation seconds, trace) for each, plain first."""
-    plain = autoregressive.generate(lm, ids, s)
+    plain = ar.generate(lm, ids, s)
     runs = [(generation_s(plain), plain)]
     for cfg in configs:
         trace = generate(lm, ids, s, cfg)

@@ -15,16 +15,16 @@ import torch
 
 from specviz.core.acceptance import greedy_match
 from specviz.core.draft_length import best_width, forward_cost
-from specviz.methods import prompt_lookup
+from specviz.methods import pld
 from specviz.methods.batched.loop import PAD, BatchRun, Row, RowOut
-from specviz.methods.prompt_lookup import Evidence, find_match
+from specviz.methods.pld import Evidence, find_match
 
 
 class Chain:
     """A batched chain step; the drafts come from `propose` (none: plain decoding)."""
 
     def __init__(self, cfg: object = None) -> None:
-        self.pld = cfg if isinstance(cfg, prompt_lookup.Config) else None  # None = plain decoding
+        self.pld = cfg if isinstance(cfg, pld.Config) else None  # None = plain decoding
         self.evidence: dict[int, Evidence] = {}  # per request index
 
     def start(self, run: BatchRun, ids: torch.Tensor, hidden: torch.Tensor, live: torch.Tensor) -> None:

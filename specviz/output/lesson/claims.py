@@ -32,9 +32,9 @@ STEP = "step"  # the one name that is not a function: the step the stop shows
 FUNCTIONS = {"speedup", "A", "r", "tps", "prefill_share", "copy_share", "accepted", "proposed", "best", "kept",
              "tv", "tv_exact", "pvalue", "cost", "quiet", "same", "gap", "rejected", "alpha", "c", "best_gamma",
              "best_speedup", "alpha_for", "knee", "flat", "top1", "low", "high", "amdahl", "reached", "origin",
-             "step_ms", "entropy", "group", "sps_fit", "margin", "feature_cos", "residual_tokens",
-             "regrown", "seeded", "p_below", "published", "fitted", "width", "split", "fit", "fit_knee",
-             "gamma_test", "config", "flat_at", "cpu_cost", "gpu_cost", "gpu_ms", "gpu_tokens",
+             "step_ms", "entropy", "group", "sps_fit", "margin", "feature_cos", "closer", "mean_cos", "below",
+             "residual_tokens", "regrown", "seeded", "p_below", "published", "fitted", "width", "split", "fit",
+             "fit_knee", "gamma_test", "config", "flat_at", "cpu_cost", "gpu_cost", "gpu_ms", "gpu_tokens",
              "gpu_floor_ms"}  # fmt: skip  # what some stop can read (lesson.facts)
 KINDS = ("measured", "stored", "arithmetic")  # strongest first: a check is as measured as the most measured figure
 MARK = re.compile(r"\s*\[#([a-z0-9_]+)\]")  # a sentence's mark in a narration: `… decoding's [#fast].`

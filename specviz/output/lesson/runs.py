@@ -54,6 +54,38 @@ def amdahl(group: Group, name: str) -> float:
     return round(statistics.median(out), 4)
 
 
+def below(group: Group, name: str) -> bool:
+    """Whether in most interleaved pairs the end-to-end speedup falls below that pair's A / r, which decoding alone
+    would reach: the prefill, which no method shortens, holds it back. Within a pair the speedup is a mediant of
+    the prefills' ratio and A / r; medians of A, r and the speedup taken over different runs need not keep the order,
+    and one disturbed prefill can reverse one pair."""
+    pairs = list(zip(group.runs["ar"], group.runs[name]))
+    under = sum(measure.speedup(b, m) < measure.mean_accepted(m) / measure.step_cost(b, m) for b, m in pairs)
+    return under > len(pairs) / 2
+
+
+def closer(trace: Trace) -> float:
+    """The share of the run's drafted steps on which the head's guess of the next feature lies closer (cosine) to
+    the target's true feature than the last feature does (EAGLE's case for reading the chosen token)."""
+    pairs = _cosines(trace)
+    return round(sum(pred > prev for pred, prev in pairs) / len(pairs), 4)
+
+
+def mean_cos(trace: Trace, which: str) -> float:
+    """The mean over the run's drafted steps of the cosine to the true next feature: of the head's guess ("pred")
+    or of the last feature ("prev")."""
+    pairs = _cosines(trace)
+    return round(statistics.fmean(p[("pred", "prev").index(which)] for p in pairs), 4)
+
+
+def _cosines(trace: Trace) -> list[tuple[float, float]]:
+    """(cos(guess, true), cos(last, true)) of each step that records the head's features; ValueError for none."""
+    feats = [f for s in trace.steps if (f := getattr(s.detail, "features", None))]
+    if not feats:
+        raise ValueError("the run records no head features")
+    return [(f["cos_pred_true"], f["cos_prev_true"]) for f in feats]
+
+
 def reached(trace: Trace, depth: int) -> int:
     """Steps of the run that accepted at least `depth` drafted tokens (Medusa's head `depth` hit on them)."""
     return sum(s.drafts_accepted >= int(depth) for s in trace.steps)

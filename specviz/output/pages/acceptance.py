@@ -11,6 +11,8 @@ from specviz import methods
 from specviz.core.acceptance import RULES
 from specviz.core.trace import StepTrace, Trace
 from specviz.output.pages.page import Control, Figure, Page, Shown, focus, given, own
+from specviz.output.viz.acceptance import gallery as acceptance_gallery
+from specviz.output.viz.acceptance import lab_figure
 from specviz.tuning.lossless import DRAFTS
 
 METHOD = "sps"  # speculative sampling, whose chain the page judges
@@ -101,7 +103,7 @@ FIGURES = (
     Figure("acceptance_decisions", decisions, method=METHOD, one_step=True),
     Figure("acceptance_typical", typical, method=METHOD),
     Figure("acceptance_rejection", last_rejected, method=METHOD, one_step=True),
-    Figure("acceptance_lab", given("specviz.output.viz.acceptance:lab_figure", "lab"), "lab", METHOD),
+    Figure("acceptance_lab", given(lab_figure, "lab"), "lab", METHOD),
     Figure("sps_residual", residual, method=METHOD, one_step=True, lesson_only=True),
     Figure("kv_cache", kv_cache, method=METHOD, one_step=True, lesson_only=True),
     Figure("sps_exact", source="computed", method=METHOD, lesson_only=True),
@@ -110,4 +112,8 @@ FIGURES = (
     # the cost model fitted at the stop's γ, against runs at other γ made when the lesson is recorded (lesson.gamma)
     Figure("sps_gamma_test", gamma_test, method=METHOD, lesson_only=True, regrown=True),
 )
-PAGE = Page("acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:", method=METHOD)
+# each chain method's own figures, for export
+VIEWS = {"sps": acceptance_gallery, "pld": acceptance_gallery}
+PAGE = Page(
+    "acceptance", "Acceptance decisions", CONTROLS, runs, FIGURES, icon=":material/rule:", method=METHOD, views=VIEWS
+)

@@ -9,8 +9,10 @@ import plotly.graph_objects as go
 
 from specviz import methods
 from specviz.output.pages.page import REPEATS, Builder, Control, Figure, Page, Shown, given
+from specviz.output.viz.categories import wins_figure
+from specviz.output.viz.compare import batch_figure, length_figure, whatif_figure
+from specviz.output.viz.scaling import curve_figure, region_figure
 
-VIZ = "specviz.output.viz"
 # on by default: the fastest in the stored benches of 2-core CPUs (docs/bench: prompt lookup, EAGLE-2, and the
 # hybrid of the two), and Medusa; speculative sampling's untrained draft and Jacobi lose, and a first visit would
 # read only that
@@ -79,23 +81,23 @@ FIGURES = (
     # set's bench, the length sweep, the batched sweeps' points, the latency surface, the what-if's model
     Figure(
         "where_methods_win",
-        given(f"{VIZ}.categories:wins_figure", "bench", "where=where", "labels=labels"),
+        given(wins_figure, "bench", "where=where", "labels=labels"),
         "stored",
     ),
-    Figure("speedup_by_category", given(f"{VIZ}.categories:wins_figure", "bench", "where=where"), "stored"),
-    Figure("speedup_vs_length", given(f"{VIZ}.compare:length_figure", "points"), "stored"),
+    Figure("speedup_by_category", given(wins_figure, "bench", "where=where"), "stored"),
+    Figure("speedup_vs_length", given(length_figure, "points"), "stored"),
     Figure(
         "speedup_vs_batch",
-        given(f"{VIZ}.scaling:curve_figure", "points", axis="batch", fixed={"context": None}),
+        given(curve_figure, "points", axis="batch", fixed={"context": None}),
         "stored",
     ),
     Figure(
         "speedup_vs_context",
-        given(f"{VIZ}.scaling:curve_figure", "points", axis="context", fixed={"batch": 1}),
+        given(curve_figure, "points", axis="context", fixed={"batch": 1}),
         "stored",
     ),
-    Figure("speculation_region", given(f"{VIZ}.scaling:region_figure", "points"), "stored"),
-    Figure("batch_surface", given(f"{VIZ}.compare:batch_figure", "surface", "modeled"), "latency"),
-    Figure("hardware_whatif", given(f"{VIZ}.compare:whatif_figure", "speedups"), "computed"),
+    Figure("speculation_region", given(region_figure, "points"), "stored"),
+    Figure("batch_surface", given(batch_figure, "surface", "modeled"), "latency"),
+    Figure("hardware_whatif", given(whatif_figure, "speedups"), "computed"),
 )
 PAGE = Page("compare", "Compare methods", CONTROLS, runs, FIGURES, icon=":material/leaderboard:")

@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.output.pages.page import Figure, Page, Shown, given
+from specviz.output.viz.learning import learning_figure
 
 
 def bought(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
@@ -16,7 +17,7 @@ def bought(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
     return a_by_head_figure(inputs["heads"], [t.mean_accepted for t in inputs["runs"]])
 
 
-LEARNING = given("specviz.output.viz.learning:learning_figure", "curves", "rows", "depth")
+LEARNING = given(learning_figure, "curves", "rows", "depth")
 
 FIGURES = (
     # stored: the learning curves and recorded experiments ({"curves", "rows"}) at the page's "depth"

@@ -19,6 +19,13 @@ from specviz.output.pages.page import (
     per_step,
     strip,
 )
+from specviz.output.viz.depth import depth_figure
+from specviz.output.viz.dflash import block_figure, drafting_figure, position_figure
+from specviz.output.viz.dflash import gallery as dflash_gallery
+from specviz.output.viz.eagle import draft_verify_figure, sweep_figure
+from specviz.output.viz.eagle import gallery as eagle_gallery
+from specviz.output.viz.eagle_growth import compare_figure
+from specviz.output.viz.hybrid import gallery as hybrid_gallery
 from specviz.tuning import presets
 
 ACCURACY = {
@@ -105,29 +112,33 @@ FIGURES = (
     Figure("eagle_mask", verified("eagle", 1), method="eagle", one_step=True),
     Figure("eagle_steps", per_step("eagle")),
     Figure("eagle_tokens", strip("eagle"), method="eagle"),
-    Figure("eagle_costs", given("specviz.output.viz.eagle:draft_verify_figure", "eagle"), method="eagle"),
+    Figure("eagle_costs", given(draft_verify_figure, "eagle"), method="eagle"),
     Figure("hybrid_origins", origins, method="hybrid"),
     Figure("hybrid_tree", pooled, method="hybrid", one_step=True),
     Figure("hybrid_verify", verified("hybrid", 0), method="hybrid", one_step=True),
     Figure("hybrid_mask", verified("hybrid", 1), method="hybrid", one_step=True),
     Figure("eagle3_fusion", fusion, method="eagle3", one_step=True),
-    Figure("dflash_blocks", given("specviz.output.viz.dflash:block_figure", "dflash"), method="dflash"),
-    Figure("dflash_positions", given("specviz.output.viz.dflash:position_figure", "dflash"), method="dflash"),
-    Figure("dflash_drafting", given("specviz.output.viz.dflash:drafting_figure", "eagle3", "dflash"), method="dflash"),
+    Figure("dflash_blocks", given(block_figure, "dflash"), method="dflash"),
+    Figure("dflash_positions", given(position_figure, "dflash"), method="dflash"),
+    Figure("dflash_drafting", given(drafting_figure, "eagle3", "dflash"), method="dflash"),
     # both trees re-grown on the step shown ({"regrown": tuning.eagle_replay.replay_trees}); the lesson
     # re-grows them when it records (output/lesson/stored.regrown)
     Figure(
         "eagle_static_vs_dynamic",
-        given("specviz.output.viz.eagle_growth:compare_figure", "regrown"),
+        given(compare_figure, "regrown"),
         method="eagle",
         regrown=True,
     ),
     # stored: the calibrated sweep of tree shapes ({"sweep", "where"}), the heads' held-out top-1 by depth
-    Figure("eagle_sweep", given("specviz.output.viz.eagle:sweep_figure", "sweep", "where=where"), "stored"),
-    Figure("eagle3_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("eagle_sweep", given(sweep_figure, "sweep", "where=where"), "stored"),
+    Figure("eagle3_accuracy", given(depth_figure, "top1", **ACCURACY), "stored"),
     Figure("eagle_tree_sampling", sampling, method="eagle", one_step=True, lesson_only=True),
 )
 # EAGLE-2 at the page's tree shape, Configs built by Page.configs from CONTROLS alone; EAGLE-3 beside it while
 # its toggle is on, the hybrid when a stop shows it or focuses its figure (the page passes it while its toggle is on)
 BESIDE = (Beside("hybrid"), Beside("eagle3", "eagle.eagle3"), Beside("dflash", "eagle.dflash"))
-PAGE = Page("eagle", "EAGLE", CONTROLS, figures=FIGURES, icon=":material/flight:", method="eagle", beside=BESIDE)
+# each method's own figures, for export
+VIEWS = {"eagle": eagle_gallery, "eagle3": eagle_gallery, "hybrid": hybrid_gallery, "dflash": dflash_gallery}
+PAGE = Page(
+    "eagle", "EAGLE", CONTROLS, figures=FIGURES, icon=":material/flight:", method="eagle", beside=BESIDE, views=VIEWS
+)

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from specviz.core.trace import Trace
 from specviz.output.pages.page import Figure, Page, Shown, given
+from specviz.output.viz.latency import latency_figure
 
 
 def serial(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
@@ -16,7 +17,7 @@ def serial(traces: dict[str, Trace], _shown: Shown) -> go.Figure:
 
 
 # this device's cost curve over its roofline ({"curve": tuning.probe's, "here": its provenance, "roof"})
-LATENCY = given("specviz.output.viz.latency:latency_figure", "curve", "here=here", "roof=roof")
+LATENCY = given(latency_figure, "curve", "here=here", "roof=roof")
 
 FIGURES = (
     Figure("home_timeline", serial, method="ar"),

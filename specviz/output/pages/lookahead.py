@@ -12,6 +12,8 @@ from specviz.core.details import LookaheadDetail
 from specviz.core.trace import Trace
 from specviz.methods.jacobi import INIT_SOURCES
 from specviz.output.pages.page import REPEATS, Control, Figure, Page, Shown, focus, own, per_step, shape
+from specviz.output.viz.jacobi import gallery as jacobi_gallery
+from specviz.output.viz.lookahead import gallery as lookahead_gallery
 from specviz.tuning import presets
 
 PASSES = 8  # where the page's Jacobi pass slider starts
@@ -101,4 +103,15 @@ FIGURES = (
     # a build re-run when recorded (output/lesson/stored.regrown): beside the run shown, one with a seeded pool
     Figure("lookahead_origins", origins, method="lookahead", regrown=True),
 )
-PAGE = Page("lookahead", "Lookahead & Jacobi", CONTROLS, runs, FIGURES, icon=":material/grid_on:", method="lookahead")
+# each method's own figures, for export
+VIEWS = {"lookahead": lookahead_gallery, "jacobi": jacobi_gallery}
+PAGE = Page(
+    "lookahead",
+    "Lookahead & Jacobi",
+    CONTROLS,
+    runs,
+    FIGURES,
+    icon=":material/grid_on:",
+    method="lookahead",
+    views=VIEWS,
+)

@@ -26,6 +26,10 @@ from specviz.output.pages.page import (
     shape,
     strip,
 )
+from specviz.output.viz.depth import depth_figure
+from specviz.output.viz.hybrid import origins_figure
+from specviz.output.viz.tree import busiest_tree
+from specviz.output.viz.tree import gallery as tree_gallery
 from specviz.tuning import presets
 
 ACCURACY = {
@@ -141,20 +145,40 @@ FIGURES = (
     Figure("hydra_twin", twin, method="hydra", one_step=True),
     Figure(
         "medusa_lookahead_origins",
-        given("specviz.output.viz.hybrid:origins_figure", "medusa_lookahead"),
+        given(origins_figure, "medusa_lookahead"),
         method="medusa_lookahead",
     ),
     Figure(
         "medusa_lookahead_tree",
-        given("specviz.output.viz.tree:busiest_tree", "medusa_lookahead"),
+        given(busiest_tree, "medusa_lookahead"),
         method="medusa_lookahead",
     ),
     # stored: the heads' held-out top-1 ({"top1"}), the tree-size sweep ({"sweep"} and the page's "total")
-    Figure("hydra_accuracy", given("specviz.output.viz.depth:depth_figure", "top1", **ACCURACY), "stored"),
+    Figure("hydra_accuracy", given(depth_figure, "top1", **ACCURACY), "stored"),
     Figure("medusa_budget", budget, "stored"),
     Figure("medusa_cost", cost, "stored"),
 )
 # Medusa at the page's settings (its own `runs`), Hydra and Medusa + Lookahead beside it on the same tree fields while
 # their toggles are on
 BESIDE = (Beside("hydra", "medusa.hydra"), Beside("medusa_lookahead", "medusa.lookahead"))
-PAGE = Page("medusa", "Medusa", CONTROLS, runs, FIGURES, icon=":material/account_tree:", method="medusa", beside=BESIDE)
+
+
+def pairing_views(trace: Trace) -> dict[str, go.Figure]:
+    """Medusa + Lookahead's own figures of one trace: Medusa's (the pool's nodes ringed in the tree) and who proposed
+    each committed token."""
+    return {**tree_gallery(trace), "origins": origins_figure(trace, slide=True)}
+
+
+# each method's own figures, for export
+VIEWS = {"medusa": tree_gallery, "hydra": tree_gallery, "medusa_lookahead": pairing_views}
+PAGE = Page(
+    "medusa",
+    "Medusa",
+    CONTROLS,
+    runs,
+    FIGURES,
+    icon=":material/account_tree:",
+    method="medusa",
+    beside=BESIDE,
+    views=VIEWS,
+)

@@ -7,7 +7,6 @@ none keeps its own list of a page's settings or figures. Nothing here imports st
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import fields as config_fields
@@ -58,6 +57,8 @@ class Shown:
 
 # (name -> its run, Shown) -> the figure; Compare's builders also take a list of interleaved repeats for a run
 Builder = Callable[[dict[str, Any], Shown], go.Figure]
+# one trace -> a method's own views of it by name: what `export` writes and the browser test checks
+Views = Callable[[Trace], dict[str, go.Figure]]
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ class Page:
     icon: str = ""  # its icon in the app's navigation (a Material icon's name)
     method: str = ""  # a method page's own method, whose Config its controls set ("" for a page that runs none)
     beside: tuple[Beside, ...] = ()  # the methods it runs beside its own
+    # each method's own views of one of its traces, for the methods this page teaches (a method none names draws
+    # the timeline only): the output layer registers a method's figures, where the import contracts see them
+    views: Mapping[str, Views] = field(default_factory=dict, compare=False)
 
     @property
     def file(self) -> str:
@@ -198,16 +202,13 @@ def fitted(method: str, fields: dict[str, Any]) -> Any:
     return getattr(cls, "fitted", cls)(**fields)
 
 
-def given(target: str, *names: str, **fixed: Any) -> Builder:
-    """A figure drawn by `target` ("module:function", imported when drawn) from the inputs the page hands over
-    (a run, a stored bench, a measured curve, a table it computed): `names` in order, "param=name" by keyword,
-    and `fixed` keywords (a title)."""
+def given(build: Callable[..., go.Figure], *names: str, **fixed: Any) -> Builder:
+    """A figure drawn by `build` from the inputs the page hands over (a run, a stored bench, a measured curve, a
+    table it computed): `names` in order, "param=name" by keyword, and `fixed` keywords (a title)."""
     args = [n for n in names if "=" not in n]
     kw = dict(n.split("=", 1) for n in names if "=" in n)
 
     def draw(inputs: dict[str, Any], _shown: Shown) -> go.Figure:
-        module, _, func = target.partition(":")
-        build = getattr(importlib.import_module(module), func)
         return build(*(inputs[n] for n in args), **{k: inputs[v] for k, v in kw.items()}, **fixed)
 
     return draw

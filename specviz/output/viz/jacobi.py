@@ -90,3 +90,8 @@ def jacobi_grid_figure(
     )
     fig.update_xaxes(title="output position", range=[lo - 0.7, hi - 0.3], dtick=1)
     return apply(fig, title, slide, height=140 + 54 * len(rows))
+
+
+def gallery(trace: Trace) -> dict[str, go.Figure]:
+    """A Jacobi trace's own figure, for export: the convergence grid."""
+    return {"grid": jacobi_grid_figure(trace, title="Jacobi iteration: guesses converging")}

@@ -314,3 +314,20 @@ def sweep_figure(sweep: dict[str, Any], title: str | None = None, slide: bool = 
     fig.update_xaxes(title="W (window columns)", dtick=1)
     fig.update_yaxes(title="speedup over ar (median ratio)")
     return apply(fig, title, slide, height=420)
+
+
+def gallery(trace: Trace) -> dict[str, go.Figure]:
+    """A Lookahead trace's own figures, for export: the window, verification branch and mask of the step that
+    accepted most, and the final pool."""
+    work = trace.detailed(LookaheadDetail)
+    if not work:
+        return {}
+    best, detail = max(work, key=lambda sd: sd[0].accepted)
+    out = {
+        "window": window_figure(detail, title=f"Step {best.index}: the Jacobi window"),
+        "verify": verify_figure(detail, title=f"Step {best.index}: the verification branch"),
+        "mask": mask_figure(detail.layout, title="One forward, two branches: the attention mask"),
+    }
+    if pool := final_pool(trace):
+        out["pool"] = pool_figure(pool, title="The n-gram pool at the end")
+    return out

@@ -31,7 +31,6 @@ CARD = Card(
     summary="A small draft model trained on the target's own answers drafts γ tokens; the target checks them at once.",
     colour="#e69f00",
     order=1,
-    figures="specviz.output.viz.acceptance:gallery",
     head="draft",
     head_label="sps draft model",
     models=DRAFT_DIR,

@@ -23,7 +23,6 @@ CARD = Card(
     summary="Copies the continuation of a matching n-gram from the prompt or the output so far as the draft.",
     colour="#56b4e9",
     order=2,
-    figures="specviz.output.viz.acceptance:gallery",
     batched="chain",
     short="prompt lookup",
 )

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods import prompt_lookup as pld
+from specviz.methods import pld
 
 
 def test_find_match_prefers_longest_then_most_recent() -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specviz.core.sampling import ConfigError, Sampling
-from specviz.methods import speculative as sps
+from specviz.methods import sps
 from specviz.tuning import lossless
 
 from .conftest import make_tiny

@@ -6,7 +6,7 @@ import pytest
 
 from specviz.core.sampling import ConfigError, Sampling
 from specviz.core.trace import Trace
-from specviz.methods import autoregressive as ar
+from specviz.methods import ar
 
 from .conftest import PROMPTS, hf_greedy
 
