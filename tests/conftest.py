@@ -131,18 +131,38 @@ def app_lm(tokenizer) -> LoadedModel:
 
 
 @pytest.fixture(scope="session")
-def app_cache(tmp_path_factory, app_lm):
-    """One cache folder for every AppTest of the session, its latency probe for app_lm measured once here with
-    2 repeats instead of 5 (a real curve, as the pages store it; the pages draw it, not test its precision)."""
-    from functools import partial
+def app_cache(tmp_path_factory, app_lm, worker_id):
+    """One cache folder for every AppTest of the session, with app_lm's latency probe (2 repeats instead of 5: a real
+    curve, as the pages store it; the pages draw it, not test its precision) and its device cost for the fit (8-token
+    runs instead of 32). Under xdist they are measured once for the whole run: the first worker measures them into a
+    seed folder under a lock, and each worker copies it into a folder of its own (no two processes write one file)."""
+    import shutil
 
-    from specviz.tuning import probe
+    from filelock import FileLock
 
     folder = tmp_path_factory.mktemp("specviz-cache")
+    if worker_id == "master":
+        _measure_app_cache(folder, app_lm)
+        return folder
+    seed = tmp_path_factory.getbasetemp().parent / "specviz-cache-seed"  # this run's; the workers' basetemps are in it
+    with FileLock(f"{seed}.lock"):
+        if not (seed / "measured").is_file():
+            _measure_app_cache(seed, app_lm)
+            (seed / "measured").touch()
+    shutil.copytree(seed, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("measured"))
+    return folder
+
+
+def _measure_app_cache(folder, lm: LoadedModel) -> None:
+    from functools import partial
+
+    from specviz.tuning import fit, probe
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPECVIZ_CACHE", str(folder))
-        probe.cached_curve(app_lm, measure=partial(probe.probe_latency, repeats=2))
-    return folder
+        probe.cached_curve(lm, measure=partial(probe.probe_latency, repeats=2))
+        mp.setattr(fit, "TOKENS", 8)
+        fit.device_cost(lm)
 
 
 _APP_MODEL: list[str] = [""]  # which model the app's cached runs came from: "tiny" (app_lm) or "real"

@@ -189,6 +189,7 @@ def _worst(kind: str) -> bytes:
     return b"[" + b",".join([item] * n) + b"]"
 
 
+@pytest.mark.full  # tracemalloc over a parse of the largest pack the pre-count lets through: ~10 s
 @pytest.mark.parametrize("kind", ["objects", *(pytest.param(k, marks=pytest.mark.soak) for k in ("floats", "strings"))])
 def test_the_memory_a_pack_may_take_while_read_is_bounded(kind):
     """40 MB of small objects took +943 MB and stayed in session state: the bytes are sized and their values

@@ -246,14 +246,15 @@ def test_a_range_needs_three_interleaved_runs(shipped):
     assert ranged and all(v.holds is None for v in ranged), "a told choice over ranges is undecided on two runs"
 
 
-def test_the_lesson_holds_on_a_recording_made_with_avx2_kernels(capsys):
-    """The same lesson recorded on the same machine with ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 (a
-    steeper cost curve, smaller fitted trees): its narration is told from its own runs and every check holds."""
+def test_the_lesson_holds_on_a_recording_made_on_an_avx2_cpu(capsys):
+    """The same lesson recorded on an AVX2-only EPYC (a steeper cost curve, smaller fitted trees, bf16 emulated; or
+    an avx512 CPU running AVX2 kernels): its narration is told from its own runs and every check holds."""
     from specviz.__main__ import main
     from specviz.output.lesson.pack import PACK_FILE
 
     avx2 = PACK_FILE.with_name("pack-avx2.json")
-    assert "avx2 kernels" in read(avx2).provenance.device
+    made = read(avx2).provenance
+    assert "avx512" not in made.cpu_flags or "avx2 kernels" in made.device, made
     assert main(["lesson", "check", str(avx2)]) == 0
     out = capsys.readouterr().out
     assert "FAILS" not in out and "UNDECIDED" not in out and " 0 problem(s)" in out

@@ -160,6 +160,7 @@ def repo(tmp_path) -> Path:
     return copy
 
 
+@pytest.mark.full  # a copy of the repository, a fresh Python and lint-imports over it: ~6 s
 def test_a_method_with_a_head_and_a_page_is_registered_by_at_most_8_files(repo):
     assert not touched(repo), "the copy differs from the checkout before anything is added"
     add_method(repo)

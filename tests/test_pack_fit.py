@@ -10,6 +10,8 @@ import re
 import time
 import tracemalloc
 
+import pytest
+
 from specviz.__main__ import main
 from specviz.output.lesson import pack_schema
 from specviz.output.lesson.pack import fit, from_bytes
@@ -70,6 +72,7 @@ def test_a_pack_is_priced_by_the_lesson_not_by_the_stops_it_carries(monkeypatch,
     assert not any("extra" in w for w in seen), seen
 
 
+@pytest.mark.full  # tracemalloc over every figure the lesson draws at its caps: ~15 s
 def test_the_figures_a_lesson_draws_stay_within_the_schemas_memory_bound():
     """Every figure the lesson draws at its caps, beside the 900 it does not: read and fitted within
     MAX_PACK_MEMORY (the schema's own figure), where validating them all took 684 MB."""
