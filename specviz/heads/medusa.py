@@ -122,7 +122,7 @@ def project(heads: Any, feats: torch.Tensor) -> torch.Tensor:
     """
     proj: torch.Tensor = heads.proj
     if heads._packed is None and not heads.training and can_pack(proj.device, proj.dtype):
-        lin = nn.Linear(proj.shape[1], proj.shape[0], bias=False, device=proj.device)
+        lin = nn.Linear(proj.shape[1], proj.shape[0], bias=False, device="meta", dtype=proj.dtype)  # no init
         lin.weight = nn.Parameter(proj, requires_grad=False)
         heads._packed = PackedLinear(lin, keep_weight=False)
     return feats @ proj.T if heads._packed is None else heads._packed(feats)
