@@ -126,7 +126,13 @@ def _fast_str(v: Any) -> bool:
 # a list of one plain kind, checked in one pass of a predicate stricter than _scalar_ok (exact JSON types): a list
 # that passes fits its spec; one that does not is checked item by item, for the message naming the first misfit
 _FAST: dict[str, Any] = {"int": _fast_int, "float": _fast_float, "str": _fast_str, "bool": lambda v: type(v) is bool}
-_FAST |= {f"{k}?": (lambda f: lambda v: v is None or f(v))(f) for k, f in list(_FAST.items())}
+
+
+def _or_none(fits: Any) -> Any:
+    return lambda v: v is None or fits(v)
+
+
+_FAST |= {f"{k}?": _or_none(f) for k, f in list(_FAST.items())}
 
 
 def _shown(value: Any) -> str:
