@@ -111,30 +111,6 @@ def _scalar_ok(value: Any, kind: str) -> bool:
     return isinstance(value, str) and len(value) <= MAX_STR
 
 
-def _fast_float(v: Any) -> bool:
-    return type(v) is float and math.isfinite(v)
-
-
-def _fast_int(v: Any) -> bool:
-    return type(v) is int and -MAX_INT <= v <= MAX_INT
-
-
-def _fast_str(v: Any) -> bool:
-    return type(v) is str and len(v) <= MAX_STR
-
-
-# a list of one plain kind, checked in one pass of a predicate stricter than _scalar_ok (exact JSON types): a list
-# that passes fits its spec; one that does not is checked item by item, for the message naming the first misfit
-_FAST: dict[str, Any] = {"int": _fast_int, "float": _fast_float, "str": _fast_str, "bool": lambda v: type(v) is bool}
-
-
-def _or_none(fits: Any) -> Any:
-    return lambda v: v is None or fits(v)
-
-
-_FAST |= {f"{k}?": _or_none(f) for k, f in list(_FAST.items())}
-
-
 def _shown(value: Any) -> str:
     text = repr(value) if isinstance(value, (int, float, str, bool)) or value is None else type(value).__name__
     return text if len(text) <= 40 else text[:37] + "..."
@@ -149,9 +125,6 @@ def check(value: Any, spec: Any, where: str, path: str = "") -> None:
         most = spec[1] if len(spec) > 1 else MAX_LIST
         if not isinstance(value, (list, tuple)) or len(value) > most:
             raise SchemaError(f"{_at(where, path)} should be a list of at most {most} items, got {_shown(value)}.")
-        fast = _FAST.get(spec[0]) if isinstance(spec[0], str) else None
-        if fast is not None and all(map(fast, value)):
-            return
         for i, item in enumerate(value):
             check(item, spec[0], where, f"{path}[{i}]")
     elif isinstance(spec, dict):
