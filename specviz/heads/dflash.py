@@ -243,13 +243,7 @@ def warm_start(head: DFlashHead, folder: str | Path) -> list[str]:
     return sorted(picked)
 
 
-def save_head(
-    head: DFlashHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
-) -> Path:
-    """Write model.safetensors (half precision by default), config.json and the manifest when given; return it."""
-    ids = None if head.full_vocab else ("draft_ids", head.draft_ids)
-    weights = store.tensors(head.state_dict(), dtype, skip=("rotary.",), ids=ids)
-    return store.save(out_dir, (WEIGHTS, weights), head.config.format, asdict(head.config), manifest)
+save_head = store.save_drafter  # model.safetensors (WEIGHTS), config.json, the manifest
 
 
 def read_config(folder: str | Path) -> DFlashConfig:

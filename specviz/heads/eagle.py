@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -221,13 +221,7 @@ def init_linears(module: nn.Module, gen: torch.Generator) -> None:
                     nn.init.uniform_(m.bias, -bound, bound, generator=gen)
 
 
-def save_head(
-    head: EagleHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
-) -> Path:
-    """Write weights (safetensors, half precision by default), config.json and the manifest when given."""
-    ids = None if head.full_vocab else ("draft_ids", head.draft_ids)
-    weights = store.tensors(head.state_dict(), dtype, skip=("rotary.",), ids=ids)
-    return store.save(out_dir, (WEIGHTS, weights), head.config.format, asdict(head.config), manifest)
+save_head = store.save_drafter  # model.safetensors (WEIGHTS), config.json, the manifest
 
 
 def read_config(folder: str | Path) -> HeadConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -72,6 +73,17 @@ def save(
     if manifest is not None:
         write_json(out / MANIFEST, manifest)
     return out
+
+
+def save_drafter(
+    head: Any, folder: str | Path, dtype: torch.dtype = torch.bfloat16, manifest: dict | None = None
+) -> Path:
+    """A feature drafter's folder (EAGLE's head, DFlash's block drafter): its state in half precision by default
+    (the rotary tables, rebuilt on load, left out; its draft vocabulary's id map where it drafts over part of the
+    vocabulary) as model.safetensors, its config.json and, when given, the manifest."""
+    ids = None if head.full_vocab else ("draft_ids", head.draft_ids)
+    weights = tensors(head.state_dict(), dtype, skip=("rotary.",), ids=ids)
+    return save(folder, ("model.safetensors", weights), head.config.format, asdict(head.config), manifest)
 
 
 def config(
