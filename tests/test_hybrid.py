@@ -12,11 +12,11 @@ from specviz.core.sampling import Sampling
 from specviz.heads.eagle_drafter import drafter
 from specviz.methods import ar, hybrid
 from specviz.methods.base import Outcome, Run
-from specviz.methods.speculator import tree_outcome
+from specviz.methods.eagle import EagleDraft, EagleProposer
+from specviz.methods.speculator import path_outcome
 from specviz.output.viz.eagle import POOL_MARK, gallery, verify_figures
 from specviz.output.viz.hybrid import origins, origins_figure
 from specviz.trees.draft_tree import DraftTree
-from specviz.trees.eagle_tree import EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import BOTH, HEAD, POOL, graft, lookup_tails
 from specviz.trees.verifier import TreeVerifier
 from tests.sampling_check import second_token_follows_p
@@ -161,7 +161,7 @@ def test_a_step_without_the_head_leaves_it_as_if_it_had_drafted(tiny_lm):
             verifier.commit(run, v, w)
             drafting.commit(v, w.path)
             trees.append(tree)
-            return tree_outcome(TreeResult(draft, v, w), lambda: None)
+            return path_outcome(v, w, lambda: None)
 
         run = Run(tiny_lm, ids, s, hybrid.CARD.name, cfg)
         tables = head.config.calibration, head.config.confidence

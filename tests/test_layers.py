@@ -97,17 +97,19 @@ def test_the_folders_are_the_layers():
 
 
 def test_every_method_is_kept_apart_from_the_others():
-    (apart,) = [c for c in contracts() if c["type"] == "independence"]
+    """The methods sit in three layers: the compositions (card's composes), the methods that extend another's file
+    (card's builds_on), every other method; within a layer none imports another ("|")."""
     methods = {
         module_name(p) for p in (ROOT / "specviz" / "methods").glob("*.py") if p.stem not in ("__init__", *NOT_METHODS)
     }
     from specviz import methods as registry
 
     composed = {registry.MODULES[c.name] for c in registry.cards() if c.composes}  # each imports its parts
-    assert methods and methods - composed == set(apart["modules"])
+    builders = {registry.MODULES[c.name] for c in registry.cards() if c.builds_on}  # each imports the one it extends
     (inside,) = [c for c in contracts() if c.get("containers") == ["specviz.methods"]]
-    assert {f"specviz.methods.{m}" for m in modules_of(inside["layers"][1])} == composed  # above the methods
-    assert {f"specviz.methods.{m}" for m in modules_of(inside["layers"][2])} == methods - composed
+    layers = [{f"specviz.methods.{m}" for m in modules_of(layer)} for layer in inside["layers"][1:4]]
+    assert methods and layers == [composed, builders, methods - composed - builders]
+    assert all(":" not in layer for layer in inside["layers"][2:4])  # apart: independent siblings
 
 
 def test_the_pages_and_app_py_are_inside_the_layers():

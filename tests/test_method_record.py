@@ -86,22 +86,24 @@ def test_the_tables_of_methods_are_the_cards():
     heads = {c.head for c in cards if c.head}
     assert set(KIND_NAMES) == heads and heads <= set(TRAINERS), (heads, set(TRAINERS))  # every head has a trainer
     assert {n: methods.get(n).__name__ for n in methods.available()} == methods.MODULES
-    # no method imports another (every one is listed apart) but a composition, a layer above the methods it composes
+    # no method imports another sideways: a composition sits a layer above the methods it composes, a method that
+    # extends another's file a layer above the one it extends; each layer's methods are kept apart ("|")
     composed = {c.name for c in cards if c.composes}
-    assert composed and all(set(c.composes) <= set(methods.available()) - composed for c in cards)
-    single = sorted(m for n, m in methods.MODULES.items() if n not in composed)
-    apart = next(c["modules"] for c in contracts() if c["type"] == "independence")
-    assert sorted(apart) == single
+    builders = {c.name for c in cards if c.builds_on}
+    single = set(methods.available()) - composed - builders
+    assert composed and all(set(c.composes) <= single for c in cards)
+    assert builders and all(c.builds_on in single for c in cards if c.builds_on)
     inside = next(c["layers"] for c in contracts() if c.get("containers") == ["specviz.methods"])
-    assert sorted(inside[1].split(" : ")) == sorted(methods.MODULES[n].rpartition(".")[2] for n in composed)
-    assert sorted(inside[2].split(" : ")) == sorted(m.rpartition(".")[2] for m in single)
+    short = {n: methods.MODULES[n].rpartition(".")[2] for n in methods.available()}
+    for layer, names in zip(inside[1:4], (composed, builders, single), strict=True):
+        assert sorted(layer.replace("|", ":").replace(" ", "").split(":")) == sorted(short[n] for n in names)
 
 
 def test_the_cards_fields_name_real_settings():
     """What a card declares for the tables derived from it holds: its preset fields are its Config's (and the Config
     says how many tokens a forward verifies), its batched step is one batched decoding has, and a confidence table
     belongs to a trained EAGLE-family head."""
-    from specviz.trees.eagle_tree import EagleConfig
+    from specviz.methods.eagle import Config as EagleConfig
 
     for c in methods.cards():
         cfg = methods.get(c.name).Config()

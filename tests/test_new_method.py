@@ -121,9 +121,8 @@ def add_method(repo: Path) -> None:
         "\nfrom specviz.methods.base", "\nfrom specviz.heads.runon import DEFAULT_DIR\nfrom specviz.methods.base"
     )
     (repo / "specviz" / "methods" / "runon.py").write_text(method, encoding="utf-8")  # 1, 2: its file and record
-    toml = repo / "pyproject.toml"  # 3: its layer, its independence, its trainer's layer
-    edit(toml, "hybrid : eagle3", "hybrid : eagle3 : runon")
-    edit(toml, '    "specviz.methods.hydra",\n', '    "specviz.methods.hydra",\n    "specviz.methods.runon",\n')
+    toml = repo / "pyproject.toml"  # 3: its layer (kept apart from the others there), its trainer's layer
+    edit(toml, "lookahead | dflash", "lookahead | dflash | runon")
     edit(toml, "eagle_train | hydra_train", "eagle_train | hydra_train | runon_train")
     (repo / "specviz" / "heads" / "runon.py").write_text(HEAD, encoding="utf-8")  # 4: its head and trainer
     (repo / "specviz" / "training" / "runon_train.py").write_text(TRAINER, encoding="utf-8")
@@ -172,4 +171,4 @@ def test_a_method_with_a_head_and_a_page_is_registered_by_at_most_8_files(repo):
     lint = Path(sys.executable).with_name("lint-imports")
     linted = subprocess.run([str(lint)], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert linted.returncode == 0, linted.stdout[-3000:]
-    assert "0 broken" in linted.stdout and "specviz.methods.runon" in (repo / "pyproject.toml").read_text()
+    assert "0 broken" in linted.stdout and "dflash | runon" in (repo / "pyproject.toml").read_text()

@@ -82,14 +82,12 @@ def test_prepare_fills_the_curve_and_the_fitted_shape(monkeypatch, name):
 
 def test_the_head_module_sees_the_heads_folder_and_dtype_not_the_config(tiny_lm, monkeypatch):
     from specviz.core.sampling import Sampling
-    from specviz.methods import speculator
-    from specviz.trees.eagle_tree import EagleConfig
 
     calls = []
     for name in ("head_for", "drafter"):  # where EAGLE-2's begin builds its proposer
-        real = getattr(speculator, name)
-        monkeypatch.setattr(speculator, name, lambda *a, _real=real: calls.append(a) or _real(*a))
+        real = getattr(eagle, name)
+        monkeypatch.setattr(eagle, name, lambda *a, _real=real: calls.append(a) or _real(*a))
     res = eagle.tiny_resources(tiny_lm)
     trace = eagle.generate(tiny_lm, [5, 6, 7], Sampling(max_new_tokens=3), res["config"], head=res["head"])
     assert trace.steps and len(calls) == 2
-    assert not any(isinstance(x, EagleConfig) for a in calls for x in a)  # only cfg.head and cfg.head_dtype
+    assert not any(isinstance(x, eagle.Config) for a in calls for x in a)  # only cfg.head and cfg.head_dtype

@@ -24,7 +24,6 @@ drafter (Eagle3Drafter) fuses the target's layer inputs before they enter the he
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.core.host import fetch
 from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.paths import MODELS
 from specviz.core.sampling import ConfigError
@@ -40,11 +38,8 @@ from specviz.core.schema import Between
 from specviz.heads import store
 from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, init_linears, load_weights
 from specviz.heads.eagle import save_head as save_eagle_head
-from specviz.heads.eagle_drafter import Drafter, head_dtype
+from specviz.heads.eagle_drafter import Drafter
 from specviz.heads.files import Kind, stamp
-from specviz.trees.draft_tree import feature_view
-from specviz.trees.eagle_tree import EagleConfig, EagleProposer, TreeResult
-from specviz.trees.verifier import RunView, Verified
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
 DEFAULT_DIR = MODELS / "eagle3"
@@ -215,66 +210,14 @@ class Eagle3Drafter(Drafter):
         return self.head.readout(out)
 
 
-class Eagle3Proposer(EagleProposer):
-    """EAGLE-2's proposer with an EAGLE-3 head: the target hands over the inputs of the layers the head fuses
-    (the run's prefill and the verifier read them, `layers`), not its final features."""
-
-    drafter: Eagle3Drafter
-
-    def __init__(self, drafter: Eagle3Drafter, cfg: EagleConfig, head: Eagle3Head) -> None:
-        super().__init__(drafter, cfg, head.config.calibration, head.config.confidence)
-        self.layers = tuple(head.config.layers)
-        self.last_layers: torch.Tensor | None = None  # the last committed token's layer inputs [3H]
-
-    def start(self, run: RunView, prompt_feats: torch.Tensor) -> None:
-        """EAGLE's head prefill over the prompt's layer inputs; the last one is the first root's feature."""
-        super().start(run, prompt_feats)
-        self.last_layers = prompt_feats[-1]
-
-    def root_feature(self, run: RunView) -> torch.Tensor:
-        """The last committed token's layer inputs [3H] (the drafter fuses them)."""
-        if self.last_layers is None:
-            raise RuntimeError("The EAGLE-3 proposer has not been started (Speculator.start).")
-        return self.last_layers
-
-    def commit(self, v: Verified, path: list[int]) -> None:
-        """EAGLE-2's commit; then remember the accepted path's last layer inputs for the next root."""
-        super().commit(v, path)
-        self.last_layers = v.feats[path[-1]]
-
-    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
-        """An Eagle3Detail's fields: EAGLE-2's record, and the layers the head fuses."""
-        return {**super().record(res, text), "layers": list(self.layers)}
-
-    def feature_record(self, res: TreeResult, root_embed: torch.Tensor) -> dict:
-        """The fused g the root's pair read and the head's normed output norm(a), against the target's final
-        hidden state (both go through LM-head rows; the head is not trained to match it, only its tokens)."""
-        dr, d = self.drafter, res.draft
-        with torch.inference_mode():
-            g = dr.fused(d.f_t[None])[0]
-            pred = dr.readout(d.tree.feats[0].to(dr.dtype))
-            parts = d.f_t.double().view(len(self.layers), -1)  # the raw inputs of the fused layers
-        rms, peak = fetch(parts.pow(2).mean(-1).sqrt(), parts.abs().amax(-1))  # one read for every layer
-        rms, peak = [round(x, 2) for x in rms], [round(x, 1) for x in peak]
-        return {**feature_view(g, root_embed, pred, res.verified.hidden[0]), "layer_rms": rms, "layer_peak": peak}
-
-
-def proposer(lm: LoadedModel, head: Eagle3Head, cfg: EagleConfig) -> Eagle3Proposer:
-    """EAGLE-3's proposer: ConfigError when the head fuses layers this model lacks."""
-    layers, depth = list(head.config.layers), len(lm.hf.model.layers)
-    if max(layers) >= depth:
-        raise ConfigError(f"The EAGLE-3 head fuses layers {layers}; this model has {depth}.")
-    return Eagle3Proposer(Eagle3Drafter(head, lm, head_dtype(lm, cfg.head_dtype)), cfg, head)
-
-
-def head_for(lm: LoadedModel, cfg: EagleConfig, head: Eagle3Head | None) -> Eagle3Head:
-    """The head given, else the one named by the config, loaded once per (model, folder, file time); "random":
-    untrained; ConfigError, with the reason, when none can be loaded."""
+def head_for(lm: LoadedModel, folder: str, head: Eagle3Head | None) -> Eagle3Head:
+    """The head given, else the one in `folder` (a Config's `head`; "" the default), loaded once per (model, folder,
+    file time); "random": untrained; ConfigError, with the reason, when none can be loaded."""
     if head is not None:
         return head
-    if cfg.head == "random":
+    if folder == "random":
         return new_head(lm.hf.config, lm.name, seed=0).to(lm.device).eval()
     try:
-        return cached_head(lm, Path(cfg.head) if cfg.head else DEFAULT_DIR)
+        return cached_head(lm, Path(folder) if folder else DEFAULT_DIR)
     except HeadError as exc:
         raise ConfigError(str(exc)) from None

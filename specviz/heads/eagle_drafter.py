@@ -1,6 +1,6 @@
 """The EAGLE head at inference: a drafting copy per dtype (prepacked on the CPU) and the Drafter, which runs
 (feature, token) pairs through the head on its own KV cache; `drafter` builds one for the EAGLE proposer
-(specviz.trees.eagle_tree.EagleProposer), whose pieces each EAGLE method's step puts in order in its own file."""
+(specviz.methods.eagle.EagleProposer, which grows EAGLE-2's tree with it)."""
 
 from __future__ import annotations
 
@@ -224,5 +224,5 @@ def head_dtype(lm: LoadedModel, name: str) -> torch.dtype:
 
 def drafter(lm: LoadedModel, head: EagleHead, dtype: str) -> Drafter:
     """The head's drafter in the draft dtype a Config names; the Config itself goes to the proposer
-    (trees.eagle_tree.EagleProposer, with head.config's tables), not through this module."""
+    (methods.eagle.EagleProposer, with head.config's tables), not through this module."""
     return Drafter(head, lm, head_dtype(lm, dtype))

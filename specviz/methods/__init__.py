@@ -6,10 +6,11 @@ A module may also offer `tiny_resources(lm)`: generate keyword arguments (untrai
 fits a model of any depth) under which the method runs on a tiny random model, as the contract test does, and
 `accepting_resources(lm)`: the same with drafts that are all right on a model whose next token does not depend
 on its input (heads that hand the target's own prediction on), for the contract test's acceptance check.
-No method imports another; what two share lives below them, in specviz.trees (tree, walk,
-draft_tree, ngram_pool, verifier, …) or specviz.core (acceptance, drafting, …), or in base and speculator. A
-composition is the exception that proves it: Medusa + Lookahead imports the two methods it is built from (its card's
-`composes`), from a layer of its own above theirs (pyproject.toml's contracts).
+No method imports another sideways; what two share lives below them, in specviz.trees (tree, walk,
+draft_tree, ngram_pool, verifier, …) or specviz.core (acceptance, drafting, …), or in base and speculator. A method
+that extends another's algorithm imports that file from a layer above it (its card's `builds_on`: Hydra extends
+Medusa, EAGLE-3 and the hybrid EAGLE-2), and a composition the methods it is built from (its card's `composes`:
+Medusa + Lookahead), from a layer above those (pyproject.toml's contracts).
 
 The registry is found, not written: every module of this package but base, speculator (and batched) is a method,
 known by its card; `register` adds one from elsewhere (a test's fixture method). Every table of methods (MODULES

@@ -53,6 +53,9 @@ class Card:
     # a composition's parts: the methods it is built from (and imports, from the layer above theirs); its shape
     # fields take the first one's fitted shape
     composes: tuple[str, ...] = ()
+    # the method whose file this one extends (its Config and proposer: Hydra Medusa's, EAGLE-3 and the hybrid
+    # EAGLE-2's), imported from the layer above the methods; its shape is fitted on its own
+    builds_on: str = ""
 
 
 class Stopped(Exception):

@@ -25,9 +25,8 @@ from specviz.core.model import LoadedModel
 from specviz.core.sampling import ConfigError
 from specviz.heads.eagle import EagleHead
 from specviz.heads.eagle_drafter import tiny_head
+from specviz.methods import eagle
 from specviz.methods.base import Card, Run, Step, generator
-from specviz.methods.speculator import EagleSpeculator, eagle_proposer
-from specviz.trees.eagle_tree import EagleConfig, EagleDraft, EagleProposer, TreeResult
 from specviz.trees.tree_graft import HEAD, graft, lookup_tails
 from specviz.trees.verifier import TreeVerifier, Verified
 
@@ -37,11 +36,12 @@ CARD = Card(
     summary="The text's own n-gram continuations grafted onto EAGLE-2's draft tree, verified in the same pass.",
     colour="#332288",
     order=8,
+    builds_on="eagle",
 )
 
 
 @dataclass(frozen=True)
-class Config(EagleConfig):
+class Config(eagle.Config):
     """EAGLE-2's tree and head, plus how many n-gram candidates may join it and how long each may be."""
 
     # Defaults from 8 unseen ShareGPT prompts x 64 tokens, each interleaved with plain decoding (fp32,
@@ -84,13 +84,13 @@ class PoolProposer:
     step the pool's candidate alone; it remembers who proposed each node and how many of the pool's tokens the
     target kept, which decides the next copy step."""
 
-    def __init__(self, head: EagleProposer, cfg: Config) -> None:
+    def __init__(self, head: eagle.EagleProposer, cfg: Config) -> None:
         self.head, self.cfg, self.layers = head, cfg, head.layers
         self.sources: list[str] = []
         self.tails: list[list[int]] = []
         self.copied = False
         self.pool_run = 0  # the pool's tokens on the last step's accepted path
-        self.draft: EagleDraft | None = None
+        self.draft: eagle.EagleDraft | None = None
 
     def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
         self.head.start(run, prompt_feats)
@@ -105,7 +105,7 @@ class PoolProposer:
         tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, length, 1)
         return tails[0] if tails and len(tails[0]) >= min(c.copy_after, length) else []
 
-    def propose(self, run: Run, root: int) -> EagleDraft:
+    def propose(self, run: Run, root: int) -> eagle.EagleDraft:
         """The head's tree with the pool's candidates grafted on under the node budget, or on a copy step the
         pool's candidate alone (the head sits out)."""
         c, f_t, copy = self.cfg, self.head.root_feature(run), self.copy_tail(run, root)
@@ -116,7 +116,7 @@ class PoolProposer:
             self.tails = lookup_tails([*run.context, root], c.max_ngram, c.min_ngram, c.length, c.candidates)
             budget = c.total_tokens + (c.pool_extra if self.tails else 0)
         self.sources = graft(tree, self.tails, budget, [HEAD] * len(tree.tokens))
-        self.copied, self.draft = bool(copy), EagleDraft.of(tree, f_t)
+        self.copied, self.draft = bool(copy), eagle.EagleDraft.of(tree, f_t)
         return self.draft
 
     def commit(self, v: Verified, path: list[int]) -> None:
@@ -125,13 +125,13 @@ class PoolProposer:
         nodes = self.draft.nodes if self.draft is not None else []
         self.pool_run = sum(self.sources[nodes[i]] != HEAD for i in path[1:])
 
-    def record(self, res: TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
+    def record(self, res: eagle.TreeResult, text: Callable[[int], str]) -> dict[str, Any]:
         """EAGLE's record of the step, with who proposed each drafted node, the candidates and whether it copied."""
         tails = [list(t) for t in self.tails]
         return {**self.head.record(res, text), "sources": list(self.sources), "candidates": tails, "copy": self.copied}
 
 
-class Hybrid(EagleSpeculator):
+class Hybrid(eagle.Eagle):
     """The pool's proposer and the tree verifier, in the tree methods' one step (methods.speculator.TreeSpeculator:
     propose → verify → accept → commit); the step's record says who proposed each node."""
 
@@ -141,7 +141,7 @@ class Hybrid(EagleSpeculator):
 
 def begin(run: Run, cfg: Config, head: EagleHead | None = None) -> Step:
     """EAGLE's head (given, else cfg.head's) and the n-gram pool, drafting from the run's state."""
-    return Hybrid(PoolProposer(eagle_proposer(run.lm, cfg, head), cfg), TreeVerifier()).start(run)
+    return Hybrid(PoolProposer(eagle.proposer(run.lm, cfg, head), cfg), TreeVerifier()).start(run)
 
 
 generate = generator(

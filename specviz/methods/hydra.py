@@ -12,7 +12,7 @@ from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.hydra import HydraConfig, HydraHeads, cached_heads, load_calibration, models_dir, new_heads
 from specviz.methods.base import Card, Run, Step, generator
-from specviz.methods.speculator import HeadsSpeculator
+from specviz.methods.medusa import Medusa
 from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
 from specviz.trees.tree import TreeSpec
 
@@ -26,6 +26,7 @@ CARD = Card(
     head_label="Hydra heads",
     models=models_dir(),
     held_out=True,
+    builds_on="medusa",
 )
 
 
@@ -77,7 +78,7 @@ class HydraProposer(HeadsProposer):
         return HeadsDraft(tokens, head_p, self.spec, reads)
 
 
-class Hydra(HeadsSpeculator):
+class Hydra(Medusa):
     """One Hydra generation: its heads' proposer and the heads tree's verifier (Medusa's), in the tree methods' one
     step (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit)."""
 

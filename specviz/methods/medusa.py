@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -11,10 +11,12 @@ from specviz.core.details import MedusaDetail
 from specviz.core.host import fetch
 from specviz.core.model import LoadedModel
 from specviz.heads.medusa import HeadsConfig, MedusaHeads, cached_heads, load_calibration, models_dir, new_heads
-from specviz.methods.base import Card, Run, Step, generator
-from specviz.methods.speculator import HeadsSpeculator
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import TreeSpeculator, path_outcome
 from specviz.trees.head_tree import HeadsDraft, HeadsProposer, HeadTreeConfig, tiny_calibration
 from specviz.trees.tree import TreeSpec
+from specviz.trees.verifier import Verified
+from specviz.trees.walk import Walk
 
 CARD = Card(
     name="medusa",
@@ -63,11 +65,16 @@ class MedusaProposer(HeadsProposer):
         return HeadsDraft([root, *drafts], head_p, self.spec)
 
 
-class Medusa(HeadsSpeculator):
+class Medusa(TreeSpeculator):
     """One Medusa generation: its heads' proposer and the heads tree's verifier, in the tree methods' one step
-    (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit)."""
+    (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit); the planned tree's nodes are the
+    drafts, and the record lists each node's head (Hydra's generation is this one with its own record)."""
 
-    DETAIL = MedusaDetail
+    DETAIL: ClassVar[type[MedusaDetail]] = MedusaDetail
+    proposer: HeadsProposer
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        return path_outcome(v, w, lambda: self.proposer.record(self.DETAIL, run, draft, v, w))
 
 
 def begin(

@@ -8,7 +8,8 @@ first, written once: the target's prefill, keeping what the proposer reads of th
 or the inputs of the layers it names), then the proposer's own prefill over it. Its `step` puts the pieces in the
 four phases: propose → verify → accept → commit. The tree methods share one step (TreeSpeculator: Medusa and Hydra
 differ only in their proposer, EAGLE-2 and EAGLE-3 in their proposer and what the verifier keeps of each node), so
-their files declare a proposer, a verifier and a record; a method whose step is its own writes it in its file.
+their files hold their proposer (the paper's drafting), their verifier and their record; a method whose step is its
+own writes it in its file. Nothing here knows any one method.
 """
 
 from __future__ import annotations
@@ -19,13 +20,8 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from specviz.core.details import Detail, MedusaDetail
-from specviz.core.model import LoadedModel
-from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle_drafter import drafter, head_for
+from specviz.core.details import Detail
 from specviz.methods.base import Outcome, Run, Step
-from specviz.trees.eagle_tree import EagleConfig, EagleProposer, TreeResult
-from specviz.trees.head_tree import HeadsProposer
 from specviz.trees.verifier import Verified
 from specviz.trees.walk import Walk
 
@@ -99,26 +95,6 @@ class TreeSpeculator(Speculator):
         """The step's outcome and its record, built after the clock stops."""
 
 
-class HeadsSpeculator(TreeSpeculator):
-    """A heads tree (Medusa's, Hydra's): its planned tree's nodes are the drafts; the record lists each node's head."""
-
-    DETAIL: ClassVar[type[MedusaDetail]]  # MedusaDetail or a subclass (Hydra's)
-    proposer: HeadsProposer
-
-    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
-        return path_outcome(v, w, lambda: self.proposer.record(self.DETAIL, run, draft, v, w))
-
-
-class EagleSpeculator(TreeSpeculator):
-    """An EAGLE draft tree (EAGLE-2's, EAGLE-3's): every drafted node counts as proposed, sent or not."""
-
-    proposer: EagleProposer
-
-    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
-        res = TreeResult(draft, v, w)
-        return tree_outcome(res, lambda: self.DETAIL(**self.proposer.record(res, run.lm.token_text)))
-
-
 def chain_outcome(
     drafts: list[int],
     n: int,
@@ -153,15 +129,3 @@ def path_outcome(v: Verified, w: Walk, detail: Callable[[], Detail], proposed: i
         next_root=w.next_root,
         detail=detail,
     )
-
-
-def tree_outcome(res: TreeResult, detail: Callable[[], Detail]) -> Outcome:
-    """The outcome of a verified EAGLE draft tree (specviz.trees.eagle_tree), every drafted node counted."""
-    return path_outcome(res.verified, res.walk, detail, len(res.draft.tree.tokens) - 1)
-
-
-def eagle_proposer(lm: LoadedModel, cfg: EagleConfig, head: EagleHead | None = None) -> EagleProposer:
-    """The EAGLE head's proposer for EAGLE-2 and the hybrid: the head given, else cfg.head's (ConfigError when none
-    is); the proposer holds the Config (tree shape, budget), the head's module sees only its folder and dtype."""
-    head = head_for(lm, cfg.head, head)
-    return EagleProposer(drafter(lm, head, cfg.head_dtype), cfg, head.config.calibration, head.config.confidence)

@@ -1,6 +1,8 @@
 """EAGLE's draft tree: nodes drafted by the feature head, grown statically (EAGLE-1) or dynamically (EAGLE-2).
 
-Shared by the method (specviz.methods.eagle), the offline replay and calibration (specviz.tuning.eagle_replay).
+The host-side rounds: EAGLE-1's static tree, the confidence budget's dynamic rounds (each decided on the last one's
+values) and the offline replay's (specviz.tuning.eagle_replay). EAGLE-2's own growth, every round on the device,
+is the method's (specviz.methods.eagle.grow).
 The head itself is not imported here: growth asks only what `TreeDrafter` names of a drafter.
 """
 
@@ -180,41 +182,6 @@ def grow_dynamic(
         tree.keep_budget(cfg.total_tokens, budget)
 
 
-def grow_on_device(dr: TreeDrafter, tree: DraftTree, cfg: Shape) -> None:
-    """EAGLE-2's dynamic growth (as grow_dynamic, fixed budget) with every round on the device: each round's
-    frontier is the top_k of the newest layer by cumulative log-prob (torch.topk), its tokens, features and ancestry
-    mask are gathered from the last round's tensors, and the head runs them unread. The whole tree comes back in
-    one host read at the end, and is rebuilt as a DraftTree numbered as grow_dynamic numbers it (children in the
-    order of their frontier node's index, then of rank), then reranked to total_tokens."""
-    k, dev, base = cfg.top_k, dr.device, dr.length
-    vals, idx = tree.logps[0].float().topk(k)
-    scores, tokens, parent_feats = vals, dr.token_ids(idx), tree.feats[0].expand(k, -1)
-    anc = torch.zeros(k, 0, dtype=torch.bool, device=dev)  # each newest node's drafted ancestors among the fed ones
-    kept: list[torch.Tensor] = [tokens, vals]  # what the read brings back: round 1, then (frontier, tokens, values)
-    eye = torch.eye(k, dtype=torch.bool, device=dev)
-    for rnd in range(2, cfg.depth + 1):
-        top = scores.topk(min(k, scores.numel())).indices.sort().values  # the frontier, in index order
-        m = top.numel()
-        see = torch.cat([torch.ones(m, base, dtype=torch.bool, device=dev), anc[top], eye[:m, :m]], dim=1)
-        pos = torch.full((m,), base + rnd - 2, dtype=torch.long, device=dev)  # base - 1 + the frontier's depth
-        out, logp = dr.run(parent_feats[top], tokens[top], pos, see)
-        vals, idx = logp.float().topk(k, dim=-1)  # [m, k]
-        row = torch.arange(m, device=dev).repeat_interleave(k)
-        scores = (scores[top][:, None] + vals).reshape(-1)
-        tokens, parent_feats = dr.token_ids(idx).reshape(-1), out[row]
-        anc = torch.cat([anc[top], eye[:m, :m]], dim=1)[row]
-        kept += [top, tokens, vals.reshape(-1)]
-    got = fetch(*kept)  # the tree's one host read
-    layer = [tree.add(0, int(t), v) for t, v in zip(got[0], got[1], strict=True)]
-    for r in range(cfg.depth - 1):
-        front, toks, logps = got[2 + 3 * r], got[3 + 3 * r], got[4 + 3 * r]
-        nodes = [layer[int(i)] for i in front]
-        for n in nodes:
-            tree.expanded[n] = r + 2
-        layer = [tree.add(nodes[j // k], int(t), v) for j, (t, v) in enumerate(zip(toks, logps, strict=True))]
-    tree.keep_best(cfg.total_tokens)
-
-
 def grow_static(dr: TreeDrafter, tree: DraftTree, paths: list[tuple[int, ...]], base: int | None = None) -> None:
     """EAGLE-1: a fixed tree of rank paths; each round expands every node that has children."""
     base = dr.length if base is None else base
@@ -306,11 +273,10 @@ def grow(
     base: int | None = None,
     budget: Budget | None = None,
 ) -> None:
-    """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`, under the
-    confidence budget when one is given)."""
+    """Grow a rooted tree the EAGLE-1 way (`static`, along `paths`) or the EAGLE-2 way (`dynamic`, round by round
+    on the host, under the confidence budget when one is given), where the head sees only `base` prefix pairs (a
+    replay of a stored sequence). A live step grows EAGLE-2's tree on the device (specviz.methods.eagle.grow)."""
     if kind == "static":
         grow_static(dr, tree, paths, base)
-    elif budget is None and base is None:  # a live step: every round on the device, the tree read once
-        grow_on_device(dr, tree, cfg)
-    else:  # the confidence budget decides each round on the host; a replay sees only part of the head's cache
+    else:
         grow_dynamic(dr, tree, cfg, base, budget)

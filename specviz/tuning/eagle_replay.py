@@ -23,9 +23,8 @@ from specviz.core.trace import Trace, TraceError
 from specviz.corpus.shards import Sequence, load_dataset
 from specviz.heads.eagle import DEFAULT_DIR, EagleHead, load_head
 from specviz.heads.eagle_drafter import Drafter, head_dtype
-from specviz.methods.eagle import Config, get_head
+from specviz.methods.eagle import TREES, Config, get_head, grow_tree
 from specviz.trees.draft_tree import DraftTree, grow, matched_path, static_paths, tree_detail
-from specviz.trees.eagle_tree import TREES
 from specviz.trees.tree import TreeSpec
 
 
@@ -111,7 +110,7 @@ def replay_trees(
             dr.reset(ids, hidden)
             tree = DraftTree(tokens=[root])
             tree.feats[0], tree.logps[0] = dr.catch_up(hidden[-1], root)
-            grow(dr, tree, cfg, kind, static_paths(head.config.calibration, cfg) if kind == "static" else [])
+            grow_tree(dr, tree, cfg, kind, static_paths(head.config.calibration, cfg) if kind == "static" else [])
             out[kind] = {**tree_detail(tree, lm.token_text, kind), "accepted": matched_path(tree, cont)}
     return out
 
