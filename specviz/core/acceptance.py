@@ -152,7 +152,9 @@ def rejection_view(p: torch.Tensor, q: torch.Tensor, res: torch.Tensor, k: int =
     }
 
 
-def _record(i: int, x: int, p_x: float, q_x: float, u: float | None, ok: bool) -> dict[str, Any]:
+def decision(i: int, x: int, p_x: float, q_x: float, u: float | None, ok: bool) -> dict[str, Any]:
+    """One judged draft of a chain as plain data: its position, token, p(x), q(x), their ratio, the draw u (None
+    where no draw decides) and whether it was accepted."""
     ratio = p_x / q_x if q_x > 0 else math.inf
     return {
         "pos": i,
@@ -177,7 +179,7 @@ def speculative_chain(
     for i, x in enumerate(drafts):
         p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
         ok = speculative_accept(p_x, q_x, u)
-        records.append(_record(i, x, p_x, q_x, u, ok))
+        records.append(decision(i, x, p_x, q_x, u, ok))
         if not ok:
             res = residual(p[i], q[i])
             records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
@@ -201,7 +203,7 @@ def typical_chain(
         p_x, q_x = float(p[i, x]), float(q[i, x])
         thr = typical_threshold(p[i], eps, delta)
         ok = p_x > thr
-        records.append(_record(i, x, p_x, q_x, None, ok) | {"threshold": round(thr, 6)})
+        records.append(decision(i, x, p_x, q_x, None, ok) | {"threshold": round(thr, 6)})
         if not ok:
             records[-1]["dists"] = rejection_view(p[i], q[i], p[i], k)
             return i, draw(p[i], gen), records
@@ -216,7 +218,7 @@ def flawed_chain(
     for i, x in enumerate(drafts):
         p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
         ok = flawed_accept(p_x, float(p[i].max()), u)
-        records.append(_record(i, x, p_x, q_x, u, ok))
+        records.append(decision(i, x, p_x, q_x, u, ok))
         if not ok:
             res = flawed_residual(p[i], p_x)
             records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
@@ -230,7 +232,7 @@ def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[i
     picks, p_x, q_x = fetch(p.argmax(-1), p[rows, xs], q[rows, xs])  # the chain's one host read
     target = [int(t) for t in picks]
     n = greedy_match(drafts, target)
-    records = [_record(i, x, p_x[i], q_x[i], None, i < n) for i, x in enumerate(drafts[: n + 1])]
+    records = [decision(i, x, p_x[i], q_x[i], None, i < n) for i, x in enumerate(drafts[: n + 1])]
     if n < len(drafts):
         onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]], device=p.device), 1.0)
         records[-1]["dists"] = rejection_view(p[n], q[n], onehot)

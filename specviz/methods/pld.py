@@ -1,4 +1,10 @@
-"""Prompt lookup decoding: draft the tokens that followed the last n-gram's earlier occurrence."""
+"""Prompt lookup decoding: draft the tokens that followed the last n-gram's earlier occurrence.
+
+The draft costs nothing to make: the context's last n-gram (3, then 2, then 1 token) is looked up earlier in the
+prompt and the output, and the tokens that followed it are copied (`propose`). How many is chosen each step from
+the running acceptance rate of that n-gram length and the device's measured verify cost (`draft_length`). The copy
+is a one-branch tree, verified in one target forward and walked by the tree methods' one acceptance walk.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,16 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import annotate, greedy_match, judge_chain
+from specviz.core.acceptance import annotate
 from specviz.core.details import PldDetail
 from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
-from specviz.core.model import crop_to
 from specviz.core.sampling import ConfigError, target_probs
-from specviz.methods.base import Card, Outcome, Run, generator
-from specviz.methods.speculator import chain_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import TreeSpeculator, path_outcome
+from specviz.trees.tree import TreeSpec
+from specviz.trees.verifier import TreeVerifier, Verified
+from specviz.trees.walk import Walk, chain_records
 
 CARD = Card(
     name="pld",
@@ -114,45 +122,59 @@ def propose(run: Run, ev: Evidence, cfg: Config, root: int, budget: int) -> tupl
     return seq[start : start + k], {"ngram": n, "match_at": start, "source": source, "rate": round(rate, 4)}
 
 
-def one_hot_rows(drafts: list[int], like: torch.Tensor) -> torch.Tensor:
-    """The draft 'distribution' of a copied token: all mass on it; [k, V] on `like`'s device and dtype."""
-    q = torch.zeros(len(drafts), like.shape[-1], dtype=like.dtype, device=like.device)
-    rows = torch.arange(len(drafts), device=like.device)
-    q[rows, torch.tensor(drafts, dtype=torch.long, device=like.device)] = 1.0
-    return q
+@dataclass
+class Copied:
+    """A step's copied draft as a one-branch tree (root first), and how it was found."""
+
+    tokens: list[int]
+    spec: TreeSpec
+    found: dict[str, Any]
 
 
-class Lookup:
-    """One pld generation: the acceptance evidence that sets the draft length."""
+class CopyProposer:
+    """Prompt lookup's proposer: the continuation of the context's last n-gram, copied as a chain as long as the
+    acceptance evidence and the device's verify cost say pays; the evidence learns from what the target keeps."""
+
+    layers: tuple[int, ...] = ()  # it reads the text, not the target's features
 
     def __init__(self, cfg: Config) -> None:
         self.cfg, self.ev = cfg, Evidence(cfg)
+        self.ngram = 0  # the matched n-gram length of the step in flight
 
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (copy) → verify → accept (greedy match, or speculative sampling with q = δ) → commit."""
-        base, rule = run.seq_len, "greedy" if run.sampling.greedy else "speculative"
-        with run.phase("propose"):
-            drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
-        with run.phase("verify"):
-            logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
-        with run.phase("accept"):
-            if run.sampling.greedy:  # the argmax decides (as plain decoding's choose); the records wait for the clock
-                n, nxt, records = greedy_match(drafts, logits.argmax(-1).tolist()), None, None
-            else:
-                p = target_probs(logits, run.sampling)
-                n, nxt, records = judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)
-            self.ev.update(found["ngram"], len(drafts), n)
-        with run.phase("commit"):
-            crop_to(run.cache, base + 1 + n)
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
+        """Nothing to read of the prompt's features: the lookup reads its tokens each step."""
 
+    def propose(self, run: Run, root: int) -> Copied:
+        drafts, found = propose(run, self.ev, self.cfg, root, run.remaining - 1)
+        self.ngram = found["ngram"]
+        return Copied([root, *drafts], TreeSpec.chain(1 + len(drafts)), found)
+
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """The evidence for this n-gram length: the accepted copies, then one miss unless all were taken."""
+        self.ev.update(self.ngram, len(v.tokens) - 1, len(path) - 1)
+
+
+class Lookup(TreeSpeculator):
+    """One pld generation: the copied chain verified as a one-branch tree in the tree methods' one step
+    (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit); at T > 0 each copied token is a
+    point mass q = δ_x, kept with probability p(x) (tree speculative sampling on one branch), so it is lossless."""
+
+    DETAIL = PldDetail
+    proposer: CopyProposer
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
         def detail() -> PldDetail:  # built after the step's clock stopped
-            p = target_probs(logits, run.sampling)
-            recs = records if records is not None else judge_chain(rule, p, one_hot_rows(drafts, p), drafts, run.gen)[2]
-            return PldDetail(rule, drafts, n, annotate(recs, p, run.lm.token_text), **found)
+            p, drafts = target_probs(v.logits, run.sampling), draft.tokens[1:]
+            rule = "greedy" if run.sampling.greedy else "speculative"
+            records = annotate(chain_records(w, drafts, p), p, run.lm.token_text)
+            return PldDetail(rule, drafts, len(w.path) - 1, records, **draft.found)
 
-        return chain_outcome(drafts, n, logits, hidden, nxt, detail)
+        return path_outcome(v, w, detail)
 
 
-generate = generator(
-    CARD.name, Config, lambda run, cfg: Lookup(cfg).step, "Decode with copied drafts until EOS or max_new_tokens."
-)
+def begin(run: Run, cfg: Config) -> Step:
+    """The copy proposer and the tree verifier (every row of the chain's LM head: each is a node's parent)."""
+    return Lookup(CopyProposer(cfg), TreeVerifier()).start(run)
+
+
+generate = generator(CARD.name, Config, begin, "Decode with copied drafts until EOS or max_new_tokens.")

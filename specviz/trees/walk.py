@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import draw, point_mass_siblings, typical_threshold
+from specviz.core.acceptance import decision, draw, drop, point_mass_siblings, rejection_view, typical_threshold
 from specviz.core.host import fetch
 from specviz.core.sampling import Sampling, target_probs
 from specviz.trees.tree import TreeSpec, hang, longest_path
@@ -186,6 +186,27 @@ def node_records(
             }
         )
     return out
+
+
+def chain_records(w: Walk, drafts: list[int], probs: torch.Tensor) -> list[dict[str, Any]]:
+    """A one-branch tree's walk (a copied chain: prompt lookup's) as the chain figures' decision records: each judged
+    draft's p(x) against its point mass q = δ_x, the draw u where one decided, and at the draft the target turned
+    down, what it faced there: p, δ_x and what the next token came from (p without x at T > 0, the target's choice
+    at T = 0). probs [n, V] the target's p at every node; built after the step's clock stopped, in one read."""
+    n = len(w.path) - 1
+    judged = drafts[: n + 1]
+    if not judged:
+        return []
+    rows = torch.arange(len(judged), device=probs.device)
+    p_x, picks = fetch(probs[rows, torch.tensor(judged, dtype=torch.long, device=probs.device)], probs.argmax(-1))
+    draws = {d["node"]: d["u"] for d in w.decisions or ()}
+    records = [decision(i, x, p_x[i], 1.0, draws.get(i + 1), i < n) for i, x in enumerate(judged)]
+    if n < len(drafts):
+        x, p = drafts[n], probs[n]
+        point = torch.zeros_like(p).index_fill_(0, torch.tensor([x], device=p.device), 1.0)
+        chosen = torch.zeros_like(p).index_fill_(0, torch.tensor([int(picks[n])], device=p.device), 1.0)
+        records[-1]["dists"] = rejection_view(p, point, drop(p, x) if w.decisions is not None else chosen)
+    return records
 
 
 @dataclass
