@@ -14,7 +14,8 @@ from specviz.core.kernels import gqa_attention
 from specviz.core.model import LoadedModel, Resources, load_model
 from specviz.core.model_files import convert_default
 
-THREADS = torch.get_num_threads()  # torch's own choice, for the real model
+# torch's own choice, for the real model, shared among the xdist workers (two workers on two cores: one each)
+THREADS = max(1, torch.get_num_threads() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 # hypothesis: few examples in the test tiers, 200 under scripts/soak.sh (SPECVIZ_HYPOTHESIS=soak); property tests
 # take their settings from the loaded profile (tests/test_fuzz.py: FUZZ)
 settings.register_profile("tests", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,10 +31,16 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     """`soak` checks (long statistics, the whole lesson, the load test) run only under --soak, whatever -m says.
     Every AppTest on the tiny app goes to one xdist worker (--dist loadgroup), so the app's cached runs serve
-    them all: a page opened again with the same settings draws without running its methods again."""
+    them all: a page opened again with the same settings draws without running its methods again; so does every
+    AppTest on the real model (its probe measured once, on a worker no other measurement shares), and every browser
+    check (one server)."""
     for item in items:
         if "tiny_app" in getattr(item, "fixturenames", ()) or "fresh_app" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("app"))
+        elif "real_app" in getattr(item, "fixturenames", ()):  # one worker probes the real model once for them
+            item.add_marker(pytest.mark.xdist_group("real_app"))
+        elif item.get_closest_marker("browser"):  # one worker serves the app once for every browser check
+            item.add_marker(pytest.mark.xdist_group("browser"))
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="a soak check: scripts/soak.sh runs it")
