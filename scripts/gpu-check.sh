@@ -66,8 +66,9 @@ except Exception:
 PYEOF
 if grep -q "GRAPHS OK" "$DIR/graphs.txt"; then export SPECVIZ_GRAPHS=1; else export SPECVIZ_GRAPHS=0; fi
 log "graphs: $(grep -c 'GRAPHS OK' "$DIR/graphs.txt") ok; SPECVIZ_GRAPHS=$SPECVIZ_GRAPHS"
-timeout "${TESTS_S:-200}" "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_contract.py tests/test_cache.py \
-  tests/test_overhead.py tests/test_lossless.py tests/test_device_clean.py tests/test_precision.py 2>&1 |
+timeout "${TESTS_S:-200}" "$PY" -m pytest -q -n 4 -p no:cacheprovider \
+  tests/methods/test_contract.py tests/core/test_cache.py tests/tuning/test_overhead.py tests/tuning/test_lossless.py \
+  tests/project/test_device_clean.py tests/core/test_precision.py 2>&1 |
   tail -n 15 >"$DIR/tests.txt"
 log "tests: $(tail -n 1 "$DIR/tests.txt")"
 timeout 120 "$PY" -m specviz doctor --overhead --device "$DEV" --max-new-tokens 24 --out "$DIR/overhead.json" \

@@ -4,8 +4,8 @@ Serves the app on the built-in model, opens it at ?lesson (the lesson's first st
 presenter's clicker sends) until the last stop, waiting at each for its page to finish and its figure in focus
 to be drawn. Each stop is saved as docs/screenshots/lesson/<nn>_<stop id>.png. Run it with
 `.venv/bin/python scripts/lesson_shots.py [--out FOLDER] [--lesson FILE] [--size 1280x720] [--zoom 0.8]` (another
-window size; the browser zoomed, as a lecturer fits the 1600 × 900 lesson on a 1280 × 720 screen); tests/test_browser.py
-runs the same tour.
+window size; the browser zoomed, as a lecturer fits the 1600 × 900 lesson on a 1280 × 720 screen);
+tests/ui/test_browser.py runs the same tour.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A load test: N browser sessions on one served app at once, each visiting the pages and running the methods.
 
-Serves the app once (the live pages at one run per method, as tests/test_browser.py does), opens N sessions in
+Serves the app once (the live pages at one run per method, as tests/ui/test_browser.py does), opens N sessions in
 headless chromium (one browser context each, so N Streamlit sessions), and drives them together until the time is
 up. Session i starts on page i, so the sessions sit on different pages; on each page it runs what the page runs
 (Decode on the home page, two method toggles on Compare, the first slider elsewhere). Each session has its own
@@ -40,7 +40,7 @@ SIDEBAR = '[data-testid="stSidebar"]'
 MAIN = '[data-testid="stMain"]'
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
-# `streamlit run` in this process, the live pages at one run per method (tests/test_browser.py's SERVE)
+# `streamlit run` in this process, the live pages at one run per method (tests/ui/test_browser.py's SERVE)
 SERVE = (
     "import sys; import ui.resources as resources; from streamlit.web import cli; resources.DEFAULT_REPEATS = 1; "
     "sys.argv = ['streamlit', *sys.argv[1:]]; sys.exit(cli.main())"

@@ -11,7 +11,7 @@ PY=.venv/bin/python
 t0=$SECONDS
 SPECVIZ_HYPOTHESIS=soak "$PY" -m pytest -m "soak" --soak -n 0 --durations=25 --timeout=3600 "$@"
 # the property tests again at the soak profile's 200 examples
-SPECVIZ_HYPOTHESIS=soak "$PY" -m pytest tests/test_fuzz.py -m "not soak" -n 0 --durations=10 --timeout=3600 "$@"
+SPECVIZ_HYPOTHESIS=soak "$PY" -m pytest tests/project/test_fuzz.py -m "not soak" -n 0 --durations=10 --timeout=3600 "$@"
 echo "soak tests: $((SECONDS - t0)) s"
 out=$(mktemp -d)
 "$PY" -m specviz doctor

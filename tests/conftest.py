@@ -17,7 +17,7 @@ from specviz.core.model_files import convert_default
 # torch's own choice, for the real model, shared among the xdist workers (two workers on two cores: one each)
 THREADS = max(1, torch.get_num_threads() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 # hypothesis: few examples in the test tiers, 200 under scripts/soak.sh (SPECVIZ_HYPOTHESIS=soak); property tests
-# take their settings from the loaded profile (tests/test_fuzz.py: FUZZ)
+# take their settings from the loaded profile (tests/project/test_fuzz.py: FUZZ)
 settings.register_profile("tests", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("soak", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("soak" if os.environ.get("SPECVIZ_HYPOTHESIS") == "soak" else "tests")
@@ -276,7 +276,7 @@ def sticky(tokenizer) -> LoadedModel:
     attention and RoPE, decide when a run breaks and into what (a greedy answer of 40 tokens holds ~20 distinct
     ones). Drafters that guess "the run goes on" (heads, the draft's first layer, the n-gram pool) are right
     inside runs and wrong where the context breaks them, so a cache that keeps a rejected token or a draft placed
-    one position off changes the output (tests/test_contract.py proves both)."""
+    one position off changes the output (tests/methods/test_contract.py proves both)."""
     lm = make_tiny(tokenizer, seed=0, dtype=torch.float64, vocab=512)
     with torch.no_grad():
         weight = lm.hf.get_input_embeddings().weight

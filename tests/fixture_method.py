@@ -1,5 +1,5 @@
 """Run-on drafting: a method added by following DESIGN.md's "Adding a method" once, kept as a test fixture (never
-shipped, never registered by the app; tests/test_method_record.py registers it through its card and holds it to
+shipped, never registered by the app; tests/methods/test_method_record.py registers it through its card and holds it to
 the identity contract).
 
 It guesses that the text runs on: the draft is the root repeated γ times (the simplest training-free drafter, right

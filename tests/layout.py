@@ -1,6 +1,6 @@
 """What plotly's layout tells of a figure's legibility without a browser: each text's font size, and each
 annotation's and the title's box (estimated from font size and text length) against the figure's edges and the
-other annotations. Used by tests/test_lesson_layout.py on every lesson figure at the projector's size."""
+other annotations. Used by tests/output/test_lesson_layout.py on every lesson figure at the projector's size."""
 
 from __future__ import annotations
 

@@ -21,6 +21,6 @@ costs about what one step's attention already reads. A finished row (EOS or its 
 batch at once: its rows are dropped from every cache, so later steps run only the live ones.
 
 Greedy (T = 0) only, for now. Each row's output equals that prompt decoded alone by plain decoding,
-token for token (tests/test_batched.py): the mask makes every row's attention the one-row attention,
+token for token (tests/methods/test_batched.py): the mask makes every row's attention the one-row attention,
 up to the order of floating-point sums.
 """

@@ -29,9 +29,9 @@ MAX_FIGURE_VALUES = 20_000  # values in one stored figure: points, labels, layou
 MAX_FIGURE_DEPTH = 12  # nesting inside one stored figure (shipped: 6)
 # the tags a stored figure's text may keep (plotly draws them): a link (<a href>), a style or any other is dropped
 _TAG = re.compile(r"<(?!/?(?:br|b|i|em|sup|sub|extra)\s*/?>)/?[a-z][^<>]*>", re.IGNORECASE)
-# the most memory one parsed pack may take while it is read (tests/test_hostile_packs.py measures the worst case:
+# the most memory one parsed pack may take while it is read (tests/output/test_hostile_packs.py measures the worst case:
 # 136 MB for MAX_PACK_VALUES small objects), and read and fitted to its lesson with every figure the lesson draws at
-# its caps (tests/test_pack_fit.py); a recording of 128-token answers holds 381 K values, past the 512 K cap with
+# its caps (tests/output/test_pack_fit.py); a recording of 128-token answers holds 381 K values, past the 512 K cap with
 # the 230 K of an upload's extra figures
 MAX_PACK_MEMORY = 160 << 20
 

@@ -13,8 +13,9 @@ import plotly.io as pio
 # declares its own (its card, specviz.methods); these are the baselines drawn beside them: transformers' own decoding
 BASELINE_COLORS = {"hf": "#b0b7c3", "hf-pld": "#0072b2"}
 # the roles a draft-then-verify step gives a token, each in a hue no method's card uses (at least MIN_HUE_APART
-# degrees from every method's and baseline's hue; tests/test_palette.py holds it), so a lane's colour never reads as
-# a verdict: proposed by a drafter (magenta), accepted (leaf green), rejected (red), the target's own (royal blue)
+# degrees from every method's and baseline's hue; tests/output/test_palette.py holds it), so a lane's colour never
+# reads as a verdict: proposed by a drafter (magenta), accepted (leaf green), rejected (red), the target's own
+# (royal blue)
 DRAFT, ACCEPT, REJECT, VERIFY = "#c026d3", "#43a711", "#dc2626", "#1d4ed8"
 ROLES = {"proposed": DRAFT, "accepted": ACCEPT, "rejected": REJECT, "target": VERIFY}
 MIN_HUE_APART = 20
