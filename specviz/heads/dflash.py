@@ -32,9 +32,9 @@ from specviz.core.model import LoadedModel, fused_layers
 from specviz.core.paths import MODELS
 from specviz.core.schema import Between
 from specviz.heads import store
-from specviz.heads.eagle import SPECS, HeadConfig, HeadError, check_shape, draft_ids_fit, init_linears
+from specviz.heads.eagle import SPECS, HeadConfig, HeadError, check_shape, init_linears, load_weights
 from specviz.heads.eagle3 import check_fits
-from specviz.heads.files import Kind, read_weights, stamp
+from specviz.heads.files import Kind
 
 DFLASH_FORMAT = "specviz-dflash/1"
 DEFAULT_DIR = MODELS / "dflash"
@@ -264,20 +264,9 @@ def load_head(
     cfg = read_config(folder)
     if hf_config is not None:
         check_fits(cfg, hf_config, folder, KIND)
-    weights = Path(folder) / WEIGHTS
-    state = read_weights(weights, KIND)
-    draft_ids = state.pop("draft_ids", None)
-    if not draft_ids_fit(draft_ids, cfg):
-        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; {KIND.hint}")
-    head = DFlashHead(cfg, None if draft_ids is None else draft_ids.long())
-    store.load_state(head, state, weights, KIND, rebuilt="rotary.")
-    return head.requires_grad_(False).to(dtype).eval()
+    return load_weights(folder, cfg, DFlashHead, KIND, dtype)
 
 
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> DFlashHead:
     """The trained drafter in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
-    folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
-    version = stamp(folder / WEIGHTS)
-    return lm.resources.get(
-        ("dflash.head", str(folder), version, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
-    )
+    return store.cached(lm, "dflash.head", folder, DEFAULT_DIR, load_head)

@@ -23,7 +23,7 @@ from specviz.core.model import LoadedModel
 from specviz.core.paths import EAGLE_DIR
 from specviz.core.schema import Between, SchemaError
 from specviz.heads import store
-from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, read_weights, stamp
+from specviz.heads.files import MAX_VOCAB, Kind, ids_fit, read_weights
 
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache, LlamaConfig
@@ -262,13 +262,14 @@ def load_head(folder: str | Path = DEFAULT_DIR, hf_config: Any = None, dtype: to
 
 
 def load_weights(folder: str | Path, cfg: Any, cls: Callable, kind: Kind, dtype: torch.dtype) -> Any:
-    """A head of class `cls` (EAGLE's, EAGLE-3's) over its stored draft vocabulary, every stored tensor loaded
-    (RoPE's frequencies rebuilt from the config), frozen, in `dtype`; HeadError with one sentence when unusable."""
+    """A head of class `cls` (EAGLE's, EAGLE-3's, DFlash's drafter) over its stored draft vocabulary, every stored
+    tensor loaded (RoPE's frequencies rebuilt from the config), frozen, in `dtype`; HeadError with one sentence when
+    unusable."""
     weights = Path(folder) / WEIGHTS
     state = read_weights(weights, kind)
     draft_ids = state.pop("draft_ids", None)
     if not draft_ids_fit(draft_ids, cfg):
-        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; retrain the head.")
+        raise HeadError(f"{weights} has a draft vocabulary that does not match its config; {kind.hint}.")
     head = cls(cfg, None if draft_ids is None else draft_ids.long())
     store.load_state(head, state, weights, kind, rebuilt="rotary.")
     head.requires_grad_(False)
@@ -277,8 +278,4 @@ def load_weights(folder: str | Path, cfg: Any, cls: Callable, kind: Kind, dtype:
 
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> EagleHead:
     """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
-    folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
-    version = stamp(folder / WEIGHTS)
-    return lm.resources.get(
-        ("eagle.head", str(folder), version, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
-    )
+    return store.cached(lm, "eagle.head", folder, DEFAULT_DIR, load_head)

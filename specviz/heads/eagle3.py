@@ -39,7 +39,7 @@ from specviz.heads import store
 from specviz.heads.eagle import SPECS, EagleHead, HeadConfig, HeadError, check_shape, init_linears, load_weights
 from specviz.heads.eagle import save_head as save_eagle_head
 from specviz.heads.eagle_drafter import Drafter
-from specviz.heads.files import Kind, stamp
+from specviz.heads.files import Kind
 
 EAGLE3_FORMAT = "specviz-eagle3/1"
 DEFAULT_DIR = MODELS / "eagle3"
@@ -156,11 +156,7 @@ def load_head(
 
 def cached_head(lm: LoadedModel, folder: str | Path | None = None) -> Eagle3Head:
     """The trained head in `folder` for `lm`, loaded once per (folder, file time) and kept in `lm.resources`."""
-    folder = Path(folder or DEFAULT_DIR).expanduser().resolve()
-    version = stamp(folder / WEIGHTS)
-    return lm.resources.get(
-        ("eagle3.head", str(folder), version, str(lm.device)), lambda: load_head(folder, lm.hf.config).to(lm.device)
-    )
+    return store.cached(lm, "eagle3.head", folder, DEFAULT_DIR, load_head)
 
 
 def warm_start(head: Eagle3Head, folder: str | Path) -> list[str]:

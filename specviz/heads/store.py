@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from specviz.core.schema import SchemaError, read_json
-from specviz.heads.files import MAX_CONFIG_BYTES, Kind, is_file, read_config, read_table
+from specviz.heads.files import MAX_CONFIG_BYTES, Kind, is_file, read_config, read_table, stamp
 
 C = TypeVar("C")
 
@@ -84,6 +84,15 @@ def save_drafter(
     ids = None if head.full_vocab else ("draft_ids", head.draft_ids)
     weights = tensors(head.state_dict(), dtype, skip=("rotary.",), ids=ids)
     return save(folder, ("model.safetensors", weights), head.config.format, asdict(head.config), manifest)
+
+
+def cached(lm: Any, name: str, folder: str | Path | None, default: Path, load: Callable[..., Any]) -> Any:
+    """The trained head of kind `name` in `folder` (else `default`) for `lm`: `load(folder, hf_config)`, moved to
+    the model's device, once per (folder, file time) in `lm.resources` (a retrained file loads anew)."""
+    where = Path(folder or default).expanduser().resolve()
+    version = stamp(where / "model.safetensors")
+    key = (name, str(where), version, str(lm.device))
+    return lm.resources.get(key, lambda: load(where, lm.hf.config).to(lm.device))
 
 
 def config(
