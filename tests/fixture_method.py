@@ -3,24 +3,26 @@ shipped, never registered by the app; tests/methods/test_method_record.py regist
 the identity contract).
 
 It guesses that the text runs on: the draft is the root repeated γ times (the simplest training-free drafter, right
-inside runs of one token, wrong where the context breaks them). One forward verifies the chain; the chain rule
-accepts (greedy match at T = 0, speculative sampling with a point-mass draft at T > 0); the cache is cropped back to
-what was accepted. It needs no head, no trainer and no page of its own: the Compare page and the timeline draw it.
+inside runs of one token, wrong where the context breaks them). Its proposer is all it writes: the chain is a
+one-branch tree, verified in one forward, walked by the one acceptance walk (greedy match at T = 0, speculative
+sampling with a point-mass draft at T > 0) and committed, in the tree methods' one step. It needs no head, no trainer
+and no page of its own: the Compare page and the timeline draw it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from specviz.core.acceptance import annotate, judge_chain
 from specviz.core.details import ChainDetail
-from specviz.core.model import crop_to
 from specviz.core.sampling import check_between, target_probs
-from specviz.methods.base import Card, Outcome, Run, generator
-from specviz.methods.speculator import chain_outcome
+from specviz.methods.base import Card, Outcome, Run, Step, generator
+from specviz.methods.speculator import TreeSpeculator, path_outcome
+from specviz.trees.tree import TreeSpec
+from specviz.trees.verifier import TreeVerifier, Verified
+from specviz.trees.walk import Walk, chain_records
 
 CARD = Card(
     name="runon",
@@ -48,37 +50,55 @@ class Config:
         check_between("gamma", self.gamma, 1, 16, " drafted tokens")
 
 
-def point_mass(drafts: list[int], like: torch.Tensor) -> torch.Tensor:
-    """The draft distribution of a guessed token: all its mass on it; [k, V] like `like`."""
-    q = torch.zeros(len(drafts), like.shape[-1], dtype=like.dtype, device=like.device)
-    q[torch.arange(len(drafts)), torch.tensor(drafts, dtype=torch.long)] = 1.0
-    return q
+@dataclass
+class Guess:
+    """A step's draft: the root, then k copies of it, as a one-branch tree."""
+
+    tokens: list[int]
+    spec: TreeSpec
 
 
-class RunOn:
-    """One run-on generation: its Config."""
+def guess(root: int, k: int) -> Guess:
+    """The root followed by k copies of itself."""
+    return Guess([root] * (1 + k), TreeSpec.chain(1 + k))
+
+
+class RunOnProposer:
+    """Drafts the root γ times (fewer where the answer ends sooner); reads and keeps nothing."""
+
+    layers: tuple[int, ...] = ()
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
 
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose (the root, γ times) → verify (one forward) → accept (the chain rule) → commit (crop the cache)."""
-        base, rule = run.seq_len, "greedy" if run.sampling.greedy else "speculative"
-        with run.phase("propose"):
-            drafts = [root] * min(self.cfg.gamma, run.remaining - 1)
-        with run.phase("verify"):
-            logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [k+1, V]
-        with run.phase("accept"):
-            p = target_probs(logits, run.sampling)
-            n, nxt, records = judge_chain(rule, p, point_mass(drafts, p), drafts, run.gen)
-        with run.phase("commit"):
-            crop_to(run.cache, base + 1 + n)
-        text = run.lm.token_text
-        return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: RunOnDetail(rule, drafts, n, annotate(records, p, text))
-        )
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
+        """Nothing of the prompt to read."""
+
+    def propose(self, run: Run, root: int) -> Guess:
+        return guess(root, min(self.cfg.gamma, run.remaining - 1))
+
+    def commit(self, v: Verified, path: list[int]) -> None:
+        """Nothing to keep."""
 
 
-generate = generator(
-    CARD.name, Config, lambda run, cfg: RunOn(cfg).step, "Decode with run-on drafts until EOS or max_new_tokens."
-)
+class RunOn(TreeSpeculator):
+    """One run-on generation: its proposer and the tree verifier, in the tree methods' one step."""
+
+    DETAIL = RunOnDetail
+    proposer: RunOnProposer
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        def detail() -> RunOnDetail:  # built after the step's clock stopped
+            rule = "greedy" if run.sampling.greedy else "speculative"
+            p, drafts = target_probs(v.logits, run.sampling), draft.tokens[1:]
+            records = chain_records(w, drafts, p, rule, run.lm.token_text)
+            return RunOnDetail(rule, drafts, len(w.path) - 1, records)
+
+        return path_outcome(v, w, detail)
+
+
+def begin(run: Run, cfg: Config) -> Step:
+    return RunOn(RunOnProposer(cfg), TreeVerifier()).start(run)
+
+
+generate = generator(CARD.name, Config, begin, "Decode with run-on drafts until EOS or max_new_tokens.")

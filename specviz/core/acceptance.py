@@ -1,6 +1,7 @@
 """The acceptance math, once: greedy match, typical acceptance, min(1, p/q) and its residual, the point-mass
-(top-k tree) variant, and a flawed rule. Every method, the n-gram verifier, tree sampling and the
-losslessness lab call these; randomness is one float64 uniform draw per decision.
+(top-k tree) variant, and a flawed rule. The one acceptance walk (specviz.trees.walk), which judges every method's
+draft as a tree (a chain is a one-branch tree), and the losslessness lab call these; randomness is one float64
+uniform draw per decision.
 
 The flawed rule (threshold p(x)/max p, residual p - p(x)·p) is a rule copied in many tutorials. It is a
 COMMON MISTAKE kept here only so the app can show, measured, that it biases the output.
@@ -14,7 +15,6 @@ from typing import Any
 import torch
 
 from specviz.core.host import fetch
-from specviz.core.sampling import entropies
 
 RULES = ("speculative", "typical", "flawed")  # the sampling-time rules a chain can be judged with
 RULE_LABELS = {
@@ -165,110 +165,3 @@ def decision(i: int, x: int, p_x: float, q_x: float, u: float | None, ok: bool) 
         "u": None if u is None else round(u, 6),
         "accepted": ok,
     }
-
-
-def speculative_chain(
-    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
-) -> tuple[int, int, list[dict[str, Any]]]:
-    """Speculative sampling over a chain; p [γ+1, V], q [γ, V] -> (accepted, next token, records).
-
-    The next token is drawn from norm((p - q)+) at the first rejection, else the bonus from p[γ].
-    At the rejected position the record also holds `dists` (p, q, residual over the top tokens).
-    """
-    records: list[dict[str, Any]] = []
-    for i, x in enumerate(drafts):
-        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
-        ok = speculative_accept(p_x, q_x, u)
-        records.append(decision(i, x, p_x, q_x, u, ok))
-        if not ok:
-            res = residual(p[i], q[i])
-            records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
-            return i, draw(res, gen), records
-    return len(drafts), draw(p[len(drafts)], gen), records
-
-
-def typical_chain(
-    p: torch.Tensor,
-    q: torch.Tensor,
-    drafts: list[int],
-    gen: torch.Generator,
-    eps: float = 0.09,
-    delta: float = 0.3,
-    *,
-    k: int = 8,
-) -> tuple[int, int, list[dict[str, Any]]]:
-    """Typical acceptance over a chain (lossy); the next token is drawn from p where the chain stops."""
-    records: list[dict[str, Any]] = []
-    for i, x in enumerate(drafts):
-        p_x, q_x = float(p[i, x]), float(q[i, x])
-        thr = typical_threshold(p[i], eps, delta)
-        ok = p_x > thr
-        records.append(decision(i, x, p_x, q_x, None, ok) | {"threshold": round(thr, 6)})
-        if not ok:
-            records[-1]["dists"] = rejection_view(p[i], q[i], p[i], k)
-            return i, draw(p[i], gen), records
-    return len(drafts), draw(p[len(drafts)], gen), records
-
-
-def flawed_chain(
-    p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, k: int = 8
-) -> tuple[int, int, list[dict[str, Any]]]:
-    """The tutorial's WRONG rule over a chain: threshold p(x)/max p, residual norm(p - p(x)·p)."""
-    records: list[dict[str, Any]] = []
-    for i, x in enumerate(drafts):
-        p_x, q_x, u = float(p[i, x]), float(q[i, x]), uniform(gen)
-        ok = flawed_accept(p_x, float(p[i].max()), u)
-        records.append(decision(i, x, p_x, q_x, u, ok))
-        if not ok:
-            res = flawed_residual(p[i], p_x)
-            records[-1]["dists"] = rejection_view(p[i], q[i], res, k)
-            return i, draw(res, gen), records
-    return len(drafts), draw(p[len(drafts)], gen), records
-
-
-def greedy_chain(p: torch.Tensor, q: torch.Tensor, drafts: list[int]) -> tuple[int, list[dict[str, Any]]]:
-    """Temperature 0: accept while the draft equals the target's argmax; p [γ+1, V], q [γ, V]; records as above."""
-    rows, xs = torch.arange(len(drafts), device=p.device), torch.tensor(drafts, dtype=torch.long, device=p.device)
-    picks, p_x, q_x = fetch(p.argmax(-1), p[rows, xs], q[rows, xs])  # the chain's one host read
-    target = [int(t) for t in picks]
-    n = greedy_match(drafts, target)
-    records = [decision(i, x, p_x[i], q_x[i], None, i < n) for i, x in enumerate(drafts[: n + 1])]
-    if n < len(drafts):
-        onehot = torch.zeros_like(p[n]).index_fill_(0, torch.tensor([target[n]], device=p.device), 1.0)
-        records[-1]["dists"] = rejection_view(p[n], q[n], onehot)
-    return n, records
-
-
-def judge_chain(
-    rule: str, p: torch.Tensor, q: torch.Tensor, drafts: list[int], gen: torch.Generator, *typical: float
-) -> tuple[int, int | None, list[dict[str, Any]]]:
-    """A drafted chain judged greedily (rule "greedy", T = 0) or by a sampling rule: (accepted, next, records).
-
-    `next` is the next root the sampling rules draw (from the residual or as the bonus); None when greedy.
-    `typical`: typical acceptance's ε and δ, in that order (`typical_chain`'s defaults when not given).
-    """
-    if not drafts:
-        return 0, None, []
-    if rule == "greedy":
-        n, records = greedy_chain(p, q, drafts)
-        return n, None, records
-    if rule == "speculative":
-        return speculative_chain(p, q, drafts, gen)
-    if rule == "typical":
-        return typical_chain(p, q, drafts, gen, *typical)
-    if rule == "flawed":
-        return flawed_chain(p, q, drafts, gen)
-    raise ValueError(f"Unknown rule {rule!r}; choose one of {', '.join(RULES)}.")
-
-
-def annotate(records: list[dict[str, Any]], p: torch.Tensor, text) -> list[dict[str, Any]]:
-    """Attach token texts and the target entropy H(p) at each position to chain decision records."""
-    if not records:
-        return records
-    h = fetch(entropies(p[[rec["pos"] for rec in records]]))[0]  # every position's entropy in one read
-    for rec, h_i in zip(records, h, strict=True):
-        rec["text"] = text(rec["token"])
-        rec["entropy"] = round(h_i, 4)
-        if "dists" in rec:
-            rec["dists"]["texts"] = [text(t) for t in rec["dists"]["tokens"]]
-    return records

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import annotate
 from specviz.core.details import PldDetail
 from specviz.core.draft_length import best_width
 from specviz.core.drafting import MEASURED, VerifyLatency, suffix_matches
@@ -166,7 +165,7 @@ class Lookup(TreeSpeculator):
         def detail() -> PldDetail:  # built after the step's clock stopped
             p, drafts = target_probs(v.logits, run.sampling), draft.tokens[1:]
             rule = "greedy" if run.sampling.greedy else "speculative"
-            records = annotate(chain_records(w, drafts, p), p, run.lm.token_text)
+            records = chain_records(w, drafts, p, rule, run.lm.token_text)
             return PldDetail(rule, drafts, len(w.path) - 1, records, **draft.found)
 
         return path_outcome(v, w, detail)

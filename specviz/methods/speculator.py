@@ -6,10 +6,12 @@ checks the draft against the target in one forward and keeps what the target agr
 specviz.trees.verifier). A Speculator holds the two for one generation. Its `start` is what every such method runs
 first, written once: the target's prefill, keeping what the proposer reads of the prompt (the final hidden states,
 or the inputs of the layers it names), then the proposer's own prefill over it. Its `step` puts the pieces in the
-four phases: propose → verify → accept → commit. The tree methods share one step (TreeSpeculator: Medusa and Hydra
-differ only in their proposer, EAGLE-2 and EAGLE-3 in their proposer and what the verifier keeps of each node), so
-their files hold their proposer (the paper's drafting), their verifier and their record; a method whose step is its
-own writes it in its file. Nothing here knows any one method.
+four phases: propose → verify → accept → commit. Every drafting method whose draft is a tree shares one step
+(TreeSpeculator), and a chain is a one-branch tree (speculative sampling's draft, prompt lookup's copy, DFlash's
+block): Medusa and Hydra differ only in their proposer, EAGLE-2 and EAGLE-3 in their proposer and what the verifier
+keeps of each node, so their files hold their proposer (the paper's drafting), their verifier and their record. The
+Jacobi family, whose window of guesses sits beside the verified branch, writes its step in its files. Nothing here
+knows any one method.
 """
 
 from __future__ import annotations
@@ -93,27 +95,6 @@ class TreeSpeculator(Speculator):
     @abstractmethod
     def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
         """The step's outcome and its record, built after the clock stops."""
-
-
-def chain_outcome(
-    drafts: list[int],
-    n: int,
-    logits: torch.Tensor,
-    hidden: torch.Tensor,
-    next_root: int | None,
-    detail: Callable[[], Detail],
-) -> Outcome:
-    """The outcome of a verified chain whose first `n` drafts were accepted (logits/hidden [len+1, …])."""
-    return Outcome(
-        accepted=drafts[:n],
-        proposed=len(drafts),
-        forward_tokens=1 + len(drafts),
-        logits=logits[n],
-        hidden=hidden[n],
-        next_root=next_root,
-        next_from="bonus" if n == len(drafts) else "residual",
-        detail=detail,
-    )
 
 
 def path_outcome(v: Verified, w: Walk, detail: Callable[[], Detail], proposed: int | None = None) -> Outcome:

@@ -1,4 +1,12 @@
-"""Classic speculative decoding: a small draft model proposes γ tokens, the target verifies them in one pass.
+"""Speculative sampling: a small draft model proposes γ tokens, the target verifies them in one pass.
+
+1. Propose: the draft samples γ tokens one after another, each x_i ~ q_i (at T = 0, its argmax) (`propose`).
+2. Verify: one target forward over the root and the γ drafts gives p_0 … p_γ (the chain is a one-branch tree).
+3. Accept: token i is kept with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection the next token is
+   drawn from norm(max(p_i − q_i, 0)), and when all are kept the bonus comes from p_γ. The committed tokens are then
+   distributed exactly as the target's (the one acceptance walk, specviz.trees.walk, with the draft's q). Typical
+   acceptance (lossy by design) and a flawed tutorial rule (biased, to teach) can be chosen instead at T > 0.
+4. Commit: the target's cache and the draft's keep what was accepted.
 
 The draft is, by default, the one trained on the target's own answers (models/draft) at the γ its sweep found
 best; the target's own first layers, untrained, stay as the contrast (`draft=layers`).
@@ -9,19 +17,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from specviz.core.acceptance import RULES, annotate, judge_chain
+from specviz.core.acceptance import RULES
 from specviz.core.details import SpsDetail
 from specviz.core.drafting import LayerDraft, as_full, parse_layers
 from specviz.core.host import fetch
-from specviz.core.model import LoadedModel, crop_to
+from specviz.core.model import LoadedModel
 from specviz.core.paths import DRAFT_DIR
 from specviz.core.sampling import ConfigError, target_probs
 from specviz.heads.draft import DraftError, cached_draft, parts
 from specviz.methods.base import Card, Outcome, Run, generator
-from specviz.methods.speculator import chain_outcome
+from specviz.methods.speculator import TreeSpeculator, path_outcome
+from specviz.trees.tree import TreeSpec
+from specviz.trees.verifier import RunView, TreeVerifier, Verified
+from specviz.trees.walk import Rule, Walk, chain_records, walk
 
 DRAFTS = ("auto", "layers", "trained")
 PREFIX, PREFIX_GAMMA = "0-3", 3  # the untrained contrast: the target's first four layers, drafting 3 tokens
@@ -122,11 +134,23 @@ def resolve(lm: LoadedModel, cfg: Config) -> Config:
     return replace(cfg, draft="layers", layers=cfg.layers or PREFIX, gamma=cfg.gamma or PREFIX_GAMMA)
 
 
-class SpS:
-    """One sps generation: the run's layer-prefix draft and the acceptance rule."""
+@dataclass
+class Drafted:
+    """A step's draft as a one-branch tree (root first) and the distributions q [γ, V] its tokens were drawn from."""
+
+    tokens: list[int]
+    spec: TreeSpec
+    q: torch.Tensor | None
+
+
+class DraftProposer:
+    """The draft model's chain: γ tokens, each sampled (or, at T = 0, the argmax) from the draft's q; the draft's own
+    cache rolls back to what the target kept."""
+
+    layers: tuple[int, ...] = ()  # the draft reads tokens, not the target's features
 
     def __init__(self, run: Run, cfg: Config) -> None:
-        self.cfg = cfg
+        self.cfg, self.q = cfg, None
         if cfg.draft == "trained":  # a draft model trained on the target's own answers (heads.draft)
             try:
                 self.draft = LayerDraft(run.lm, [], 0, parts(cached_draft(run.lm)))
@@ -135,27 +159,59 @@ class SpS:
         else:
             self.draft = LayerDraft(run.lm, parse_layers(cfg.layers, len(run.lm.hf.model.layers)), cfg.draft_vocab)
 
-    def step(self, run: Run, root: int) -> Outcome:
-        """propose → verify → accept → commit."""
-        base, rule = run.seq_len, "greedy" if run.sampling.greedy else self.cfg.rule
-        with run.phase("propose"):
-            drafts, qs = propose(run, self.draft, root, min(self.cfg.gamma, run.remaining - 1))
-        with run.phase("verify"):
-            logits, hidden = run.lm.forward([root, *drafts], run.cache)  # [γ+1, V]
-        with run.phase("accept"):
-            p = target_probs(logits, run.sampling)
-            n, nxt, records = judge_chain(rule, p, torch.stack(qs), drafts, run.gen, self.cfg.eps, self.cfg.delta)
-        with run.phase("commit"):
-            crop_to(run.cache, base + 1 + n)
-            self.draft.rollback(base + 1 + n)
-        return chain_outcome(
-            drafts, n, logits, hidden, nxt, lambda: SpsDetail(rule, drafts, n, annotate(records, p, run.lm.token_text))
+    def start(self, run: Run, prompt_feats: torch.Tensor) -> None:
+        """The draft catches up with the prompt on its first step (its cache holds what it has read)."""
+
+    def propose(self, run: Run, root: int) -> Drafted:
+        drafts, qs = propose(run, self.draft, root, min(self.cfg.gamma, run.remaining - 1))
+        self.q = torch.stack(qs) if qs else None
+        return Drafted([root, *drafts], TreeSpec.chain(1 + len(drafts)), self.q)
+
+    def commit(self, v: Verified, path: list[int]) -> None:
+        self.draft.rollback(v.prefix + len(path))
+
+
+class DraftVerifier(TreeVerifier):
+    """The tree verifier, judging each drafted token against the distribution q the draft drew it from."""
+
+    def __init__(self, proposer: DraftProposer, rule: Rule) -> None:
+        super().__init__(rule=rule)
+        self.proposer = proposer
+
+    def accept(self, run: RunView, v: Verified) -> Walk:
+        return walk(
+            run.sampling, run.gen, v.tokens, v.spec, v.logits, None, run.lm.token_text, self.rule, self.proposer.q
         )
+
+
+class SpS(TreeSpeculator):
+    """One sps generation: the draft's chain verified as a one-branch tree in the tree methods' one step
+    (methods.speculator.TreeSpeculator.step: propose → verify → accept → commit), judged by the one acceptance walk:
+    greedy at T = 0, else min(1, p(x)/q(x)) and the residual (lossless), typical acceptance or the flawed rule."""
+
+    DETAIL = SpsDetail
+    proposer: DraftProposer
+
+    def __init__(self, run: Run, cfg: Config) -> None:
+        drafting = DraftProposer(run, cfg)
+        rule = Rule({"speculative": "exact"}.get(cfg.rule, cfg.rule), cfg.eps, cfg.delta)
+        super().__init__(drafting, DraftVerifier(drafting, rule))
+        self.cfg = cfg
+
+    def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
+        def detail() -> SpsDetail:  # built after the step's clock stopped
+            rule = "greedy" if run.sampling.greedy else self.cfg.rule
+            p, drafts = target_probs(v.logits, run.sampling), draft.tokens[1:]
+            eps, delta = self.cfg.eps, self.cfg.delta
+            recs = chain_records(w, drafts, p, rule, run.lm.token_text, draft.q, eps=eps, delta=delta)
+            return SpsDetail(rule, drafts, len(w.path) - 1, recs)
+
+        return path_outcome(v, w, detail)
 
 
 # the draft is resolved against the loaded model (resolve) before the run records its Config
 DOC = "Decode with draft-then-verify steps until EOS or max_new_tokens."
-generate = generator(CARD.name, Config, lambda run, cfg: SpS(run, cfg).step, DOC, settle=resolve)
+generate = generator(CARD.name, Config, lambda run, cfg: SpS(run, cfg).start(run), DOC, settle=resolve)
 
 
 def tiny_resources(lm: LoadedModel) -> dict:

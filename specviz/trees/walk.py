@@ -9,6 +9,10 @@ q = δ_x; then min(1, p(x)/q(x)) = p(x) and the residual norm(max(p − δ_x, 0)
 renormalised. Trying siblings one after another with that update is sequential sampling from p, so the token
 that leaves each node is distributed exactly as p — whatever the draft proposed. "typical" is Medusa's typical
 acceptance (not lossless): the longest path whose every token beats min(eps, delta·exp(-H)) of its parent's p.
+A chain drafted by sampling a draft model (speculative sampling's) hands its draft distributions q too: then each
+token is kept with probability min(1, p(x)/q(x)) and a rejection draws from norm(max(p − q, 0)), the rule of
+Leviathan et al., of which the point mass is the case q = δ_x. "flawed" is a rule copied in many tutorials (keep x
+while u < p(x)/max p, then draw from p again), kept only so the app can show, measured, that it biases the output.
 `node_records` then labels every node accepted, rejected, passed or unreached, with the reason.
 """
 
@@ -20,21 +24,37 @@ from typing import Any
 
 import torch
 
-from specviz.core.acceptance import decision, draw, drop, point_mass_siblings, rejection_view, typical_threshold
+from specviz.core.acceptance import (
+    decision,
+    draw,
+    drop,
+    flawed_accept,
+    flawed_residual,
+    keep_prob,
+    point_mass_siblings,
+    rejection_view,
+    residual,
+    typical_threshold,
+    uniform,
+)
 from specviz.core.host import fetch
-from specviz.core.sampling import Sampling, target_probs
+from specviz.core.sampling import Sampling, entropies, target_probs
 from specviz.trees.tree import TreeSpec, hang, longest_path
 
-RULES = ("exact", "typical")
+RULES = ("exact", "typical")  # a tree's rules at T > 0; a drafted chain may also be judged "flawed" (to teach)
 
 
 @dataclass(frozen=True)
 class Rule:
-    """How a drafted node is judged at T > 0: "exact" (lossless) or "typical" with its eps and delta."""
+    """How a drafted node is judged at T > 0: "exact" (lossless), "typical" with its eps and delta, or "flawed"."""
 
     name: str = "exact"
     eps: float = 0.09  # typical: p(x) > min(eps, delta·exp(-H(p)))
     delta: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.name not in (*RULES, "flawed"):
+            raise ValueError(f"Unknown rule {self.name!r}; choose one of {', '.join((*RULES, 'flawed'))}.")
 
 
 EXACT = Rule()
@@ -50,7 +70,7 @@ class Walk:
     decisions: list[dict[str, Any]] | None  # exact at T > 0: each child's draw {node, token, p, u, accepted}
 
 
-def walk(
+def walk(  # noqa: PLR0913 (the verified tree's parts, as each verifier holds them)
     sampling: Sampling,
     gen: torch.Generator,
     tokens: list[int],
@@ -59,19 +79,21 @@ def walk(
     probs: torch.Tensor | None,
     text: Callable[[int], str],
     rule: Rule = EXACT,
+    q: torch.Tensor | None = None,
 ) -> Walk:
     """Accept down the tree: argmax match at T = 0, else `rule`; logits [n, V], probs [n, V] the target's p.
 
-    probs may be None (then they come from the logits); only the rows of nodes with children are read.
+    probs may be None (then they come from the logits); only the rows of nodes with children are read. q [n, V]:
+    the draft distribution each node's child was sampled from, for a chain drafted by sampling (None: point masses).
     """
     if sampling.greedy:
         return _greedy(tokens, spec, logits, text)
     p = probs if probs is not None else target_probs(logits, sampling)
-    if rule.name == "exact":
-        path, nxt, records = sample_path(tokens, spec, p, gen)
-        why = {r["node"]: f"rejected: u={r['u']:.3f} ≥ p={r['p']:.3f}" for r in records if not r["accepted"]}
-        return Walk(path, nxt, why, records)
-    return _typical(tokens, spec, p, rule.eps, rule.delta)
+    if rule.name == "typical":
+        return _typical(tokens, spec, p, rule.eps, rule.delta)
+    path, nxt, records = sample_path(tokens, spec, p, gen, q, rule.name == "flawed")
+    why = {r["node"]: f"rejected: u={r['u']:.3f} ≥ p={r['p']:.3f}" for r in records if not r["accepted"]}
+    return Walk(path, nxt, why, records)
 
 
 def _greedy(tokens: list[int], spec: TreeSpec, logits: torch.Tensor, text: Callable[[int], str]) -> Walk:
@@ -123,10 +145,32 @@ def sample_node(
     return (None if won is None else kids[won]), left
 
 
+def sample_drafted(
+    p: torch.Tensor, c: int, tokens: list[int], q: torch.Tensor | None, gen: torch.Generator, flawed: bool
+) -> tuple[bool, torch.Tensor, dict[str, Any]]:
+    """One node's only child c, drafted by sampling q [V] (None: a point mass), judged against p [V]: kept with
+    probability min(1, p(x)/q(x)), else the residual norm(max(p − q, 0)) is what the next token comes from; with
+    `flawed`, the tutorial's rule. Returns (kept, the distribution left, the decision's record)."""
+    x = tokens[c]
+    p_x, q_x, u = float(p[x]), 1.0 if q is None else float(q[x]), uniform(gen)
+    if flawed:
+        ok, left = flawed_accept(p_x, float(p.max()), u), flawed_residual(p, p_x)
+    else:
+        ok = u < keep_prob(p_x, q_x)
+        left = drop(p.double(), x) if q is None else residual(p, q)
+    return ok, left, {"node": c, "token": x, "p": round(p_x, 6), "q": round(q_x, 6), "u": round(u, 6), "accepted": ok}
+
+
 def sample_path(
-    tokens: list[int], spec: TreeSpec, probs: torch.Tensor, gen: torch.Generator
+    tokens: list[int],
+    spec: TreeSpec,
+    probs: torch.Tensor,
+    gen: torch.Generator,
+    q: torch.Tensor | None = None,
+    flawed: bool = False,
 ) -> tuple[list[int], int | None, list[dict[str, Any]]]:
-    """T > 0, lossless: walk down the tree by tree speculative sampling; probs [n, V] target distributions.
+    """T > 0, lossless: walk down the tree by tree speculative sampling; probs [n, V] target distributions (a chain
+    drafted by sampling: its q [n, V], or the `flawed` rule, judged by sample_drafted).
 
     Returns (accepted node path from the root, the token drawn from the residual where every child was
     rejected — None when the walk ended at a leaf, so the bonus comes from that leaf's p —, decisions).
@@ -134,10 +178,16 @@ def sample_path(
     path: list[int] = [0]
     records: list[dict[str, Any]] = []
     while True:
-        kids = spec.children(path[-1])
+        j = path[-1]
+        kids = spec.children(j)
         if not kids:
             return path, None, records
-        child, left = sample_node(probs[path[-1]], kids, tokens, gen, records)
+        if q is not None or flawed:  # a chain: one child a node
+            ok, left, record = sample_drafted(probs[j], kids[0], tokens, None if q is None else q[j], gen, flawed)
+            records.append(record)
+            child = kids[0] if ok else None
+        else:
+            child, left = sample_node(probs[j], kids, tokens, gen, records)
         if child is None:
             return path, draw(left, gen), records
         path.append(child)
@@ -188,24 +238,50 @@ def node_records(
     return out
 
 
-def chain_records(w: Walk, drafts: list[int], probs: torch.Tensor) -> list[dict[str, Any]]:
-    """A one-branch tree's walk (a copied chain: prompt lookup's) as the chain figures' decision records: each judged
-    draft's p(x) against its point mass q = δ_x, the draw u where one decided, and at the draft the target turned
-    down, what it faced there: p, δ_x and what the next token came from (p without x at T > 0, the target's choice
-    at T = 0). probs [n, V] the target's p at every node; built after the step's clock stopped, in one read."""
+def chain_records(
+    w: Walk,
+    drafts: list[int],
+    probs: torch.Tensor,
+    rule: str,
+    text: Callable[[int], str],
+    q: torch.Tensor | None = None,
+    **typical: float,
+) -> list[dict[str, Any]]:
+    """A one-branch tree's walk (speculative sampling's chain, prompt lookup's copy) as the chain figures' decision
+    records, under `rule` (greedy at T = 0, else speculative, typical with its eps and delta, or flawed): each judged
+    draft's p(x) against q(x) (its draft distribution, or the point mass δ_x), the draw u where one decided (typical
+    acceptance's threshold where it did), its text and the entropy of p there, and at the draft the target turned
+    down what it faced: p, q and what the next token came from (the residual; p itself under typical acceptance and
+    the flawed rule; the target's choice at T = 0). probs [n, V] the target's p; built after the step's clock
+    stopped, its numbers in one read (and one more for the rejection's distributions)."""
     n = len(w.path) - 1
     judged = drafts[: n + 1]
     if not judged:
         return []
     rows = torch.arange(len(judged), device=probs.device)
-    p_x, picks = fetch(probs[rows, torch.tensor(judged, dtype=torch.long, device=probs.device)], probs.argmax(-1))
+    xs = torch.tensor(judged, dtype=torch.long, device=probs.device)
+    qs = probs.new_ones(len(judged)) if q is None else q[rows, xs]
+    p_x, q_x, picks, h = fetch(probs[rows, xs], qs, probs[: len(judged)].argmax(-1), entropies(probs[: len(judged)]))
     draws = {d["node"]: d["u"] for d in w.decisions or ()}
-    records = [decision(i, x, p_x[i], 1.0, draws.get(i + 1), i < n) for i, x in enumerate(judged)]
+    records = [
+        decision(i, x, p_x[i], q_x[i], draws.get(i + 1), i < n) | {"text": text(x), "entropy": round(h[i], 4)}
+        for i, x in enumerate(judged)
+    ]
+    if rule == "typical":
+        for i, rec in enumerate(records):
+            rec["threshold"] = round(typical_threshold(probs[i], typical["eps"], typical["delta"]), 6)
     if n < len(drafts):
         x, p = drafts[n], probs[n]
         point = torch.zeros_like(p).index_fill_(0, torch.tensor([x], device=p.device), 1.0)
-        chosen = torch.zeros_like(p).index_fill_(0, torch.tensor([int(picks[n])], device=p.device), 1.0)
-        records[-1]["dists"] = rejection_view(p, point, drop(p, x) if w.decisions is not None else chosen)
+        faced = point if q is None else q[n]
+        if rule == "greedy":
+            left = torch.zeros_like(p).index_fill_(0, torch.tensor([int(picks[n])], device=p.device), 1.0)
+        elif rule == "typical":
+            left = p
+        else:
+            left = flawed_residual(p, p_x[n]) if rule == "flawed" else residual(p, faced)
+        dists = rejection_view(p, faced, left)
+        records[-1]["dists"] = dists | {"texts": [text(t) for t in dists["tokens"]]}
     return records
 
 

@@ -82,16 +82,14 @@ trace = run_method("runon", configs(PAGE)["runon"], settings())
 if trace is not None:
     draw(PAGE, "runon_steps", {"runon": trace})
 '''
-OWN_TEST = '''"""Run-on drafting's own: each guessed token is a point mass (speculative sampling keeps it with p(x))."""
-
-import torch
+OWN_TEST = '''"""Run-on drafting's own: the draft is the root repeated, as a one-branch tree."""
 
 from specviz.methods import runon
 
 
-def test_each_drafted_copy_is_a_point_mass_on_itself():
-    q = runon.point_mass([7, 7, 3], torch.zeros(3, 9))
-    assert q.sum(-1).tolist() == [1.0, 1.0, 1.0] and q.argmax(-1).tolist() == [7, 7, 3]
+def test_the_draft_is_the_root_repeated_as_a_chain():
+    g = runon.guess(7, 3)
+    assert g.tokens == [7, 7, 7, 7] and g.spec.parents == [-1, 0, 1, 2]
 '''
 CHECK = """
 from specviz import methods
