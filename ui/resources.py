@@ -274,7 +274,8 @@ def median_pair(runs: dict[str, list[Trace]], name: str) -> tuple[Trace, Trace]:
 
 
 def measured_where(data: dict) -> str:
-    """Where and when a stored figure was measured, from its provenance record ('… on this machine' only if so)."""
+    """Where and when a stored figure was measured, from its provenance record ('… (the computer running specviz) …'
+    only if so)."""
     lm = None if replaying() else get_model()
     here = measure.provenance(lm.describe()) if lm is not None else None
     try:

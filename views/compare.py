@@ -251,7 +251,7 @@ def whatif_section(traces: dict) -> None:
 page_header(
     "Compare methods",
     "Which method wins here, by how much, and why: A (tokens per pass) against r "
-    "(cost per pass), on this machine and, as a model, on others.",
+    "(cost per pass), on the computer running this app and, as a model, on others.",
 )
 configs = method_toggles()
 TABS = ["Live on the prompt", "Where each method wins", "Prompt set", "Output length", "Batch and context", "What-if"]

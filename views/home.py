@@ -37,7 +37,7 @@ def gpu_note() -> str:
         if key in summ
     )
     return (
-        f"Measured on a GPU, stored (not this machine): {escaped(where.get('device', 'a GPU'))}, "
+        f"Measured on a GPU, stored (not the computer running this app): {escaped(where.get('device', 'a GPU'))}, "
         f"{str(where.get('date', ''))[:10]}: plain decoding {plain} tokens/s; {rest} (docs/gpu)."
     )
 

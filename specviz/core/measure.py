@@ -15,7 +15,8 @@
 Every stored figure carries a `Provenance`: the machine (CPU model, its speed-relevant flags, cores, memory, a
 hash of this boot's id), the device (dtype, kernels, the GPU's name), the date, the commit and the load average
 when it was measured, so a page can say "measured on <that machine> on <date>", flag a figure measured under
-load, and reserve "on this machine" for figures whose machine id is this one's (never where there is none).
+load, and reserve "the computer running specviz" for figures whose machine id is this one's (never where there is
+none): a visitor's screen is not the machine a figure was measured on, so no caption says "this machine".
 """
 
 from __future__ import annotations
@@ -204,11 +205,12 @@ class Provenance:
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
     def describe(self, here: Provenance | None = None, flag_load: bool = True) -> str:
-        """'measured on this machine on 2026-12-01' or 'measured on <machine>, <device>, on <date>', then ', under
-        load (load average 4.65 on 2 cores)' when other work competed for the cores (unless `flag_load` is off)."""
+        """'measured on <machine> (the computer running specviz) on 2026-12-01' where `here` is that machine, else
+        'measured on <machine>, <device>, on <date>'; then ', under load (load average 4.65 on 2 cores)' when other
+        work competed for the cores (unless `flag_load` is off)."""
         day = self.date[:10]
         if here is not None and self.same_machine(here):
-            text = f"measured on this machine on {day}"
+            text = f"measured on {self.machine} (the computer running specviz) on {day}"
         else:
             text = f"measured on {self.machine}, {self.device}, on {day}"
         if flag_load and contended(self):

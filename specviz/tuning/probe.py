@@ -57,7 +57,8 @@ class LatencyCurve:
         return ""
 
     def measured(self, here: Provenance | None = None) -> str:
-        """Where and when, for a caption: 'measured on this machine on 2026-12-01' (a load: see `contended`)."""
+        """Where and when, for a caption: 'measured on <machine> (the computer running specviz) on 2026-12-01' (a
+        load: see `contended`)."""
         if not self.provenance:
             return "measured before curves recorded where and when"
         return Provenance.from_dict(self.provenance).describe(here, flag_load=False)

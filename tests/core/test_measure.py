@@ -78,10 +78,10 @@ def test_provenance_round_trips_and_says_this_machine_only_when_it_is():
     here = measure.provenance("cpu · float32 · onednn", dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc))
     again = measure.Provenance.from_dict(here.to_dict())
     assert again == here
-    assert "this machine" in again.describe(here)
+    assert "the computer running specviz" in again.describe(here)
     other = measure.Provenance(**{**here.to_dict(), "cpu": "Some Other CPU"})
     text = other.describe(here)
-    assert "this machine" not in text and "Some Other CPU" in text and "2026-12-01" in text
+    assert "the computer running specviz" not in text and "Some Other CPU" in text and "2026-12-01" in text
     with pytest.raises(ValueError):
         measure.Provenance.from_dict({"cpu": "x"})
 

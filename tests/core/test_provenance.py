@@ -27,7 +27,7 @@ def test_committed_measurement_has_provenance(path: Path):
     p = Provenance.from_dict(data["provenance"])
     assert p.cpu and p.cores >= 1 and p.device and p.commit
     assert dt.datetime.fromisoformat(p.date).year >= 2026
-    assert "this machine" not in p.describe()
+    assert "the computer running specviz" not in p.describe()
     assert "unrecorded" not in p.describe() and "unknown" not in p.describe()  # it says what is known
 
 
@@ -49,13 +49,16 @@ def test_two_machines_with_the_same_cpu_string_are_told_apart():
 
     here = measure.provenance("cpu · float32 · onednn")
     assert here.machine_id and here.machine_id == measure.machine_id()  # stable within a machine
-    assert "this machine" in here.describe(here)
+    assert "the computer running specviz" in here.describe(here)
+    assert "this machine" not in here.describe(here)  # a visitor's screen is not the machine measured on
     twin = replace(here, machine_id="0" * 16)  # same CPU string, cores, memory and device: another VM
-    assert not twin.same_machine(here) and "this machine" not in twin.describe(here)
+    assert not twin.same_machine(here) and "the computer running specviz" not in twin.describe(here)
     unknown = replace(here, machine_id="")  # a record without one (every file from before) is never this machine
-    assert not unknown.same_machine(unknown) and "this machine" not in unknown.describe(here)
+    assert not unknown.same_machine(unknown) and "the computer running specviz" not in unknown.describe(here)
     other = "avx2 avx512f" if here.cpu_flags == "avx2" else "avx2"  # whatever this CPU has, another set
-    assert "this machine" not in replace(here, cpu_flags=other).describe(here)  # same id, other CPU: a clone
+    assert "the computer running specviz" not in replace(here, cpu_flags=other).describe(
+        here
+    )  # same id, other CPU: a clone
     assert Provenance.from_dict(here.to_dict()) == here
 
 
@@ -80,7 +83,7 @@ def test_a_stored_figure_says_where_and_flags_a_load(path: Path):
     p = Provenance.from_dict(data["provenance"])
     elsewhere = replace(provenance(p.device), machine_id="0" * 16)  # someone else's screen (a record may carry an id)
     text = p.describe(elsewhere)
-    assert "this machine" not in text
+    assert "the computer running specviz" not in text
     assert ("under load" in text) == (p.load >= p.cores or contended(p))
     if p.load >= p.cores:
         assert f"load average {p.load:g} on {p.cores} cores" in text

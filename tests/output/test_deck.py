@@ -187,5 +187,8 @@ def test_every_stored_figure_carries_its_own_provenance():
     assert {"medusa_budget", "lookahead_sweep", "where_methods_win"} <= set(found)
     for name, fig in found.items():
         where = fig.layout.meta["measured"]
-        assert where.startswith(("measured on", "batched-")) and "this machine" not in where, (name, where)
+        assert where.startswith(("measured on", "batched-")) and "the computer running specviz" not in where, (
+            name,
+            where,
+        )
     assert "under load" in found["where_methods_win"].layout.meta["measured"]  # prompt-kinds.json: 2.8 on 2 cores

@@ -116,9 +116,11 @@ def test_the_latency_surface_says_where_and_when(tiny_lm, tmp_path, monkeypatch)
     monkeypatch.setattr(hardware, "probe_surface", lambda lm, _p=hardware.probe_surface: _p(lm, **small))
     surface = hardware.cached_surface(tiny_lm)
     here = provenance(tiny_lm.describe())
-    assert surface.provenance and "this machine" in surface.measured(here)
+    assert surface.provenance and "the computer running specviz" in surface.measured(here)
     elsewhere = provenance(tiny_lm.describe()).to_dict() | {"machine_id": "f" * 16}
-    assert "this machine" not in hardware.Surface(**{**asdict(surface), "provenance": elsewhere}).measured(here)
+    assert "the computer running specviz" not in hardware.Surface(
+        **{**asdict(surface), "provenance": elsewhere}
+    ).measured(here)
     path = next((tmp_path / "probe").glob("*.surface.json"))
     path.write_text(json.dumps({k: v for k, v in asdict(surface).items() if k != "provenance"}))  # from before
     assert hardware.cached_surface(tiny_lm).provenance

@@ -60,6 +60,6 @@ def test_a_machine_that_stays_busy_keeps_the_curve_flagged(tiny_lm, tmp_path, mo
 
 def test_the_caption_says_where_and_when():
     c = _curve(0.02)
-    assert "this machine" in c.measured(provenance("cpu · float32"))
+    assert "the computer running specviz" in c.measured(provenance("cpu · float32"))
     other = replace(c, provenance={**c.provenance, "cpu": "Elsewhere CPU"})
     assert "Elsewhere CPU" in other.measured(provenance("cpu · float32"))

@@ -41,7 +41,7 @@ def test_one_sentence_per_device_with_its_numbers_and_provenance():
         said[r.label] = roofline.explain(p, r, SMALL, nbytes)
     assert list(said) == ["CPU, fp32", "CPU, bf16", "GPU (NVIDIA H200), bf16"]
     for text in said.values():
-        assert "measured on" in text and "this machine" not in text and "unrecorded" not in text
+        assert "measured on" in text and "the computer running specviz" not in text and "unrecorded" not in text
         assert text.count(". ") <= 1  # one sentence (and its provenance)
     assert "small trees" in said["CPU, fp32"] and "--dtype bf16" in said["CPU, bf16"]
     assert "a tree of 60" in said["GPU (NVIDIA H200), bf16"]
@@ -53,7 +53,7 @@ def test_peaks_are_measured_once_per_process_and_setting():
     first = roofline.peaks("cpu", "float32", torch.get_num_threads())
     assert first is roofline.peaks("cpu", "float32", torch.get_num_threads())
     assert first.read_gbs > 0.1 and first.tflops > 1e-4 and first.device == "cpu"
-    assert "cpu · float32" in first.measured() and "this machine" not in first.measured()
+    assert "cpu · float32" in first.measured() and "the computer running specviz" not in first.measured()
 
 
 def test_a_packed_model_counts_all_its_weights(app_lm):
