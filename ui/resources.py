@@ -274,7 +274,7 @@ def median_pair(runs: dict[str, list[Trace]], name: str) -> tuple[Trace, Trace]:
 
 
 def measured_where(data: dict) -> str:
-    """Where and when a stored figure was measured, from its provenance record ('… (the computer running specviz) …'
+    """Where and when a stored figure was measured, from its provenance record ('… the computer running specviz …'
     only if so)."""
     lm = None if replaying() else get_model()
     here = measure.provenance(lm.describe()) if lm is not None else None

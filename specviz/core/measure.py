@@ -205,12 +205,12 @@ class Provenance:
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
     def describe(self, here: Provenance | None = None, flag_load: bool = True) -> str:
-        """'measured on <machine> (the computer running specviz) on 2026-12-01' where `here` is that machine, else
+        """'measured on the computer running specviz, <machine>, on 2026-12-01' where `here` is that machine, else
         'measured on <machine>, <device>, on <date>'; then ', under load (load average 4.65 on 2 cores)' when other
         work competed for the cores (unless `flag_load` is off)."""
         day = self.date[:10]
         if here is not None and self.same_machine(here):
-            text = f"measured on {self.machine} (the computer running specviz) on {day}"
+            text = f"measured on the computer running specviz, {self.machine}, on {day}"
         else:
             text = f"measured on {self.machine}, {self.device}, on {day}"
         if flag_load and contended(self):

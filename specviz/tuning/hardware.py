@@ -29,7 +29,7 @@ class Surface:
     provenance: dict = field(default_factory=dict)  # measure.Provenance as a dict ({} in cache files from before)
 
     def measured(self, here: Provenance | None = None) -> str:
-        """Where and when, for a caption ('… (the computer running specviz) …' only when it was)."""
+        """Where and when, for a caption ('… the computer running specviz …' only when it was)."""
         if not self.provenance:
             return "measured before surfaces recorded where and when"
         return Provenance.from_dict(self.provenance).describe(here)

@@ -57,7 +57,7 @@ class LatencyCurve:
         return ""
 
     def measured(self, here: Provenance | None = None) -> str:
-        """Where and when, for a caption: 'measured on <machine> (the computer running specviz) on 2026-12-01' (a
+        """Where and when, for a caption: 'measured on the computer running specviz, <machine>, on 2026-12-01' (a
         load: see `contended`)."""
         if not self.provenance:
             return "measured before curves recorded where and when"

@@ -33,14 +33,14 @@ def test_winners_and_order():
 def test_heatmap_marks_each_kinds_winner():
     fig = wins_figure(
         BENCH,
-        where="measured on AMD EPYC (the computer running specviz) on 2026-12-01",
+        where="measured on the computer running specviz, AMD EPYC, on 2026-12-01",
         labels={"chat": "Chat", "code": "Code"},
     )
     hm = fig.data[0]
     assert list(hm.y) == ["Chat", "Code"] and list(hm.x) == ["eagle", "pld"]  # the labels' order
     assert [list(r) for r in hm.text] == [["★ 1.25×", "0.90×"], ["1.20×", "★ 1.60×"]]
     assert hm.zmid == 0.0 and hm.z[1][1] == pytest.approx(math.log2(1.6))  # colour is log2(speedup)
-    assert "(the computer running specviz)" in fig.layout.title.text and "64 new tokens" in fig.layout.title.text
+    assert "the computer running specviz" in fig.layout.title.text and "64 new tokens" in fig.layout.title.text
 
 
 def test_stored_category_bench_has_provenance_and_a_hint_per_category():

@@ -71,7 +71,7 @@ def test_the_lesson_walks_across_pages(tiny_app, tmp_path, monkeypatch):
     assert not problems(at) and page_of(at) == "home.py" and banner(at).startswith("**Stop 2 of 4**")
     assert focused(at).startswith("Cost of one forward pass")
     assert any(
-        c.value.startswith("From a stored measurement, measured on") and "(the computer running specviz)" in c.value
+        c.value.startswith("From a stored measurement, measured on") and "the computer running specviz" in c.value
         for c in at.caption
     )
 
