@@ -94,8 +94,9 @@ def _meta(fig: go.Figure) -> dict[str, Any]:
     return fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
 
 
-# "measured on Intel(R) Xeon(R) Processor (2 cores), … on 2026-12-01": a provenance's machine and day
-MEASURED_ON = re.compile(r"measured on (.+?) \(\d+ cores.*?\bon (\d{4}-\d{2}-\d{2})")
+# "measured on Intel(R) Xeon(R) Processor (2 cores), … on 2026-12-01" (after "the computer running specviz, " where
+# it was measured where the app runs): a provenance's machine and day
+MEASURED_ON = re.compile(r"measured on (?:the computer running specviz, )?(.+?) \(\d+ cores.*?\bon (\d{4}-\d{2}-\d{2})")
 
 
 def machines(where: str) -> list[str]:

@@ -38,6 +38,8 @@ def test_machines_reads_each_machine_and_day_once():
              "23.5 GiB) on 2026-12-04")  # fmt: skip
     assert machines(where) == ["Intel(R) Xeon(R) Processor, 2026-12-01", "AMD EPYC, 2026-12-04"]
     assert machines("this machine's recorded cost curve") == []
+    here = "measured on the computer running specviz, AMD EPYC (2 cores, 23.5 GiB), cpu · float32, on 2026-12-08"
+    assert machines(here) == ["AMD EPYC, 2026-12-08"]  # the machine, not the words that say the app runs there
 
 
 def test_the_gpu_stop_names_the_cpu_the_pack_was_recorded_on():
