@@ -159,7 +159,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         "verify_ms": cost,
         "sequences": len(held),
         "note": "A from offline greedy replay on held-out distilled sequences; r = (draft + verify) / one "
-        "plain decoding forward, measured on the machine its provenance names (medians, interleaved).",
+        "plain decoding forward, measured on the machine that ran this sweep (medians, interleaved).",
     }
     (args.head / "sweep.json").write_text(json.dumps(out, indent=1))
     for key, row in sorted(rows.items(), key=lambda kv: -kv[1]["speedup"])[:12]:
