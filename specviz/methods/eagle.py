@@ -36,14 +36,13 @@ from specviz.heads.eagle import DEFAULT_DIR, EagleHead
 from specviz.heads.eagle_drafter import drafter, head_for, load_head, tiny_head
 from specviz.methods.base import Card, Outcome, Run, Step, generator
 from specviz.methods.speculator import TreeSpeculator, path_outcome
+from specviz.trees import draft_tree
 from specviz.trees.draft_tree import (
     Budget,
     DraftTree,
     Shape,
     TreeDrafter,
     feature_view,
-    grow_dynamic,
-    grow_static,
     static_paths,
     tree_detail,
 )
@@ -222,14 +221,13 @@ def grow(dr: TreeDrafter, tree: DraftTree, cfg: Shape) -> None:
 def grow_tree(
     dr: TreeDrafter, tree: DraftTree, cfg: Config, kind: str, paths: list[tuple[int, ...]], budget: Budget | None = None
 ) -> None:
-    """The step's tree: EAGLE-2's (`grow`), or a variant a setting selects: EAGLE-1's static tree along `paths`
-    (kind "static"), the confidence budget's rounds (decided on the host, as each needs the last one's values)."""
-    if kind == "static":
-        grow_static(dr, tree, paths)
-    elif budget is not None:
-        grow_dynamic(dr, tree, cfg, budget=budget)
-    else:
+    """The step's tree: EAGLE-2's (`grow`), or a variant a setting selects, grown round by round on the host
+    (trees.draft_tree.grow): EAGLE-1's static tree along `paths` (kind "static"), the confidence budget's rounds
+    (each decided on the last one's values)."""
+    if kind == "dynamic" and budget is None:
         grow(dr, tree, cfg)
+    else:
+        draft_tree.grow(dr, tree, cfg, kind, paths, budget=budget)
 
 
 class EagleProposer:

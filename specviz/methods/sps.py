@@ -178,9 +178,15 @@ class DraftVerifier(TreeVerifier):
         super().__init__(rule=rule)
         self.proposer = proposer
 
+    def verify(self, run: RunView, tokens: list[int], spec: TreeSpec) -> Verified:
+        """The tree verifier's forward, with the target's p at every node: the walk and the step's record read it."""
+        v = super().verify(run, tokens, spec)
+        v.probs = target_probs(v.logits, run.sampling)
+        return v
+
     def accept(self, run: RunView, v: Verified) -> Walk:
         return walk(
-            run.sampling, run.gen, v.tokens, v.spec, v.logits, None, run.lm.token_text, self.rule, self.proposer.q
+            run.sampling, run.gen, v.tokens, v.spec, v.logits, v.probs, run.lm.token_text, self.rule, self.proposer.q
         )
 
 
@@ -201,7 +207,7 @@ class SpS(TreeSpeculator):
     def outcome(self, run: Run, draft: Any, v: Verified, w: Walk) -> Outcome:
         def detail() -> SpsDetail:  # built after the step's clock stopped
             rule = "greedy" if run.sampling.greedy else self.cfg.rule
-            p, drafts = target_probs(v.logits, run.sampling), draft.tokens[1:]
+            p, drafts = v.probs if v.probs is not None else target_probs(v.logits, run.sampling), draft.tokens[1:]
             eps, delta = self.cfg.eps, self.cfg.delta
             recs = chain_records(w, drafts, p, rule, run.lm.token_text, draft.q, eps=eps, delta=delta)
             return SpsDetail(rule, drafts, len(w.path) - 1, recs)

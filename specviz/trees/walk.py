@@ -253,7 +253,8 @@ def chain_records(
     acceptance's threshold where it did), its text and the entropy of p there, and at the draft the target turned
     down what it faced: p, q and what the next token came from (the residual; p itself under typical acceptance and
     the flawed rule; the target's choice at T = 0). probs [n, V] the target's p; built after the step's clock
-    stopped, its numbers in one read (and one more for the rejection's distributions)."""
+    stopped, its numbers in one read (one more for the rejection's distributions, and under typical acceptance one
+    for each threshold, computed as the walk computed it)."""
     n = len(w.path) - 1
     judged = drafts[: n + 1]
     if not judged:
@@ -272,10 +273,9 @@ def chain_records(
             rec["threshold"] = round(typical_threshold(probs[i], typical["eps"], typical["delta"]), 6)
     if n < len(drafts):
         x, p = drafts[n], probs[n]
-        point = torch.zeros_like(p).index_fill_(0, torch.tensor([x], device=p.device), 1.0)
-        faced = point if q is None else q[n]
+        faced = one_hot(p, x) if q is None else q[n]
         if rule == "greedy":
-            left = torch.zeros_like(p).index_fill_(0, torch.tensor([int(picks[n])], device=p.device), 1.0)
+            left = one_hot(p, int(picks[n]))
         elif rule == "typical":
             left = p
         else:
@@ -283,6 +283,11 @@ def chain_records(
         dists = rejection_view(p, faced, left)
         records[-1]["dists"] = dists | {"texts": [text(t) for t in dists["tokens"]]}
     return records
+
+
+def one_hot(like: torch.Tensor, x: int) -> torch.Tensor:
+    """The point mass δ_x [V], on `like`'s device and dtype."""
+    return torch.zeros_like(like).index_fill_(0, torch.tensor([x], device=like.device), 1.0)
 
 
 @dataclass
